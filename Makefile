@@ -1,0 +1,25 @@
+# ems: two commands. `make run` runs the demo pipeline; `make test` runs the whole suite.
+VENV := .venv
+PY := $(VENV)/bin/python
+DURATION ?= 0
+
+.PHONY: setup run test lint bench clean
+
+setup:
+	@bash scripts/setup.sh
+
+run: setup
+	$(PY) -m ems.cli demo --duration $(DURATION)
+
+lint: setup
+	$(VENV)/bin/ruff check ems tests benchmarks migrations spark
+	$(VENV)/bin/mypy
+
+test: setup lint
+	$(VENV)/bin/pytest -q
+
+bench: setup
+	$(PY) -m benchmarks
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

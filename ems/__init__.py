@@ -1,0 +1,24 @@
+"""ems: a MySQL-backed stream queue (Extend MySQL Stream)."""
+
+from ems import exceptions
+from ems.config import Settings
+from ems.exceptions import EmsError
+from ems.offsets.reader import Reader
+from ems.producer import Producer
+from ems.topics import TopicAdmin
+from ems.types import PartitionBatch, PartitionStats, Record, RecordMetadata, StoredMessage, TopicInfo
+
+__all__ = [
+    "EmsError",
+    "PartitionBatch",
+    "PartitionStats",
+    "Producer",
+    "Reader",
+    "Record",
+    "RecordMetadata",
+    "Settings",
+    "StoredMessage",
+    "TopicAdmin",
+    "TopicInfo",
+    "exceptions",
+]

@@ -1,0 +1,74 @@
+"""Settings: the only place that reads EMS_* environment variables."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from sqlalchemy.engine import make_url
+
+from ems.exceptions import InvalidSetting
+
+Allocator = Literal["redis", "mysql"]
+
+DEFAULT_DATABASE_URL = "mysql+pymysql://root@127.0.0.1:3306/ems"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Connection and tuning settings shared by producers, readers and the CLI."""
+
+    database_url: str = DEFAULT_DATABASE_URL
+    redis_url: str = DEFAULT_REDIS_URL
+    #: Offset allocator: "redis" (INCRBY ranges) or "mysql" (partition_head rows).
+    allocator: Allocator = "redis"
+    #: A hole in a partition older than this many seconds is filled with a tombstone.
+    gap_timeout: float = 5.0
+    #: Seconds to wait for a TCP connection to MySQL or Redis.
+    connect_timeout: float = 3.0
+    #: Attempts against an unreachable server before a typed error is raised.
+    connect_attempts: int = 3
+    #: Connection pool size per engine.
+    pool_size: int = 5
+
+    @property
+    def database_name(self) -> str:
+        return make_url(self.database_url).database or "ems"
+
+    @property
+    def redis_prefix(self) -> str:
+        """Redis key namespace; one per database so two ems databases never share counters."""
+        return f"ems:{self.database_name}:"
+
+    def with_(self, **changes: object) -> Settings:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        allocator = env.get("EMS_ALLOCATOR", "redis")
+        if allocator not in ("redis", "mysql"):
+            raise InvalidSetting(f"EMS_ALLOCATOR must be 'redis' or 'mysql', not {allocator!r}")
+        return cls(
+            database_url=env.get("EMS_DATABASE_URL", DEFAULT_DATABASE_URL),
+            redis_url=env.get("EMS_REDIS_URL", DEFAULT_REDIS_URL),
+            allocator=allocator,  # type: ignore[arg-type]
+            gap_timeout=_float(env, "EMS_GAP_TIMEOUT", 5.0),
+            connect_timeout=_float(env, "EMS_CONNECT_TIMEOUT", 3.0),
+        )
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InvalidSetting(f"{name} must be a number, not {raw!r}") from None
+    if value <= 0:
+        raise InvalidSetting(f"{name} must be positive, not {raw!r}")
+    return value

@@ -1,0 +1,107 @@
+"""The ems exception tree. Everything ems raises is an EmsError.
+
+Docstrings are the default messages. Driver errors (PyMySQL, redis-py) are translated
+once, at the store and allocator boundary, into these classes.
+"""
+
+from __future__ import annotations
+
+
+class EmsError(Exception):
+    """An ems operation failed."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip())
+
+
+# -- bad input: nothing was changed ---------------------------------------------------
+
+
+class InvalidInput(EmsError, ValueError):
+    """The input is not valid; nothing was changed."""
+
+
+class InvalidName(InvalidInput):
+    """A name must match [A-Za-z0-9._-]{1,128}."""
+
+
+class InvalidPartitionCount(InvalidInput):
+    """A topic has between 1 and 4096 partitions."""
+
+
+class InvalidBody(InvalidInput):
+    """A message body must be bytes or str."""
+
+
+class BodyTooLarge(InvalidInput):
+    """The message body is larger than the topic's max body size."""
+
+
+class InvalidKey(InvalidInput):
+    """A message key must be str or bytes of at most 255 bytes."""
+
+
+class InvalidHeaders(InvalidInput):
+    """Message headers must be a mapping of str to str."""
+
+
+class InvalidSetting(InvalidInput):
+    """A setting is not valid."""
+
+
+class InvalidOffset(InvalidInput):
+    """An offset must be a non-negative integer."""
+
+
+# -- lookups ---------------------------------------------------------------------------
+
+
+class NotFound(EmsError, LookupError):
+    """The object does not exist."""
+
+
+class UnknownTopic(NotFound):
+    """The topic does not exist."""
+
+
+class UnknownPartition(NotFound):
+    """The topic has no such partition."""
+
+
+class AlreadyExists(EmsError):
+    """The object already exists."""
+
+
+class TopicExists(AlreadyExists):
+    """A topic with this name already exists."""
+
+
+# -- servers ---------------------------------------------------------------------------
+
+
+class ServerUnavailable(EmsError, ConnectionError):
+    """A server could not be reached after bounded retries."""
+
+
+class DatabaseUnavailable(ServerUnavailable):
+    """The MySQL server could not be reached."""
+
+
+class RedisUnavailable(ServerUnavailable):
+    """The Redis server could not be reached."""
+
+
+class StoreError(EmsError):
+    """The database rejected a statement."""
+
+
+class DuplicateKey(StoreError):
+    """A row with the same unique key already exists."""
+
+
+class LockConflict(StoreError):
+    """A deadlock or lock-wait timeout; the statement may be retried."""
+
+
+class OffsetConflict(StoreError):
+    """Offsets could not be allocated without conflict after repeated attempts."""

@@ -1,0 +1,88 @@
+"""The message table and its retry and dead-letter companions.
+
+The high-volume tables carry no foreign keys: a parent-row check on every inserted
+message costs throughput and buys nothing the producer does not already check.
+"""
+
+from __future__ import annotations
+
+
+
+from sqlalchemy import JSON, BigInteger, Boolean, Index, Integer, LargeBinary, Text, UniqueConstraint
+from sqlalchemy.dialects import mysql
+from sqlalchemy.orm import Mapped, mapped_column
+
+from ems.models.base import TABLE_ARGS, Base, BigId, bigint_pk, created_ts, optional_ts, timestamp
+
+Body = LargeBinary().with_variant(mysql.MEDIUMBLOB(), "mysql", "mariadb")
+Key = LargeBinary(255).with_variant(mysql.VARBINARY(255), "mysql", "mariadb")
+
+
+class Message(Base):
+    """One row per offset. A tombstone fills an abandoned offset so readers can pass it."""
+
+    __tablename__ = "message"
+    __table_args__ = (
+        UniqueConstraint("topic_id", "partition_no", "offset_no"),
+        TABLE_ARGS,
+    )
+
+    id: Mapped[bigint_pk]
+    topic_id: Mapped[int] = mapped_column(BigId, nullable=False)
+    partition_no: Mapped[int] = mapped_column(Integer, nullable=False)
+    offset_no: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    msg_key: Mapped[bytes | None] = mapped_column(Key, nullable=True)
+    headers: Mapped[dict[str, str] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    body: Mapped[bytes] = mapped_column(Body, nullable=False)
+    tombstone: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default="0")
+    created_at: Mapped[created_ts]
+
+
+class RetryMessage(Base):
+    """A message a group failed to process, waiting for its next attempt."""
+
+    __tablename__ = "retry_message"
+    __table_args__ = (
+        UniqueConstraint("group_id", "partition_no", "offset_no"),
+        Index(None, "group_id", "due_at"),
+        TABLE_ARGS,
+    )
+
+    id: Mapped[bigint_pk]
+    group_id: Mapped[int] = mapped_column(BigId, nullable=False)
+    topic_id: Mapped[int] = mapped_column(BigId, nullable=False)
+    partition_no: Mapped[int] = mapped_column(Integer, nullable=False)
+    offset_no: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    message_id: Mapped[int] = mapped_column(BigId, nullable=False)
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False)
+    due_at: Mapped[timestamp]
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[created_ts]
+
+
+class DeadMessage(Base):
+    """A message that exhausted its attempts. Keeps a copy of the body: retention may purge
+    the original while the dead letter is still being inspected."""
+
+    __tablename__ = "dead_message"
+    __table_args__ = (
+        Index(None, "group_id", "created_at"),
+        TABLE_ARGS,
+    )
+
+    id: Mapped[bigint_pk]
+    group_id: Mapped[int] = mapped_column(BigId, nullable=False)
+    topic_id: Mapped[int] = mapped_column(BigId, nullable=False)
+    partition_no: Mapped[int] = mapped_column(Integer, nullable=False)
+    offset_no: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    message_id: Mapped[int] = mapped_column(BigId, nullable=False)
+    msg_key: Mapped[bytes | None] = mapped_column(Key, nullable=True)
+    headers: Mapped[dict[str, str] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    body: Mapped[bytes] = mapped_column(Body, nullable=False)
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[created_ts]
+    resent_at: Mapped[optional_ts]
+
+
+

@@ -1,0 +1,33 @@
+"""Topics and the MySQL offset allocator's partition heads."""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, ForeignKey, Integer, text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from ems.models.base import TABLE_ARGS, Base, BigId, bigint_pk, created_ts, name_str
+
+
+class Topic(Base):
+    __tablename__ = "topic"
+    __table_args__ = TABLE_ARGS
+
+    id: Mapped[bigint_pk]
+    name: Mapped[name_str] = mapped_column(unique=True)
+    partitions: Mapped[int] = mapped_column(Integer, nullable=False)
+    retention_hours: Mapped[int] = mapped_column(Integer, nullable=False, server_default="168")
+    max_body_bytes: Mapped[int] = mapped_column(Integer, nullable=False, server_default="1048576")
+    created_at: Mapped[created_ts]
+
+
+class PartitionHead(Base):
+    """Next offset per partition, for deployments that allocate offsets in MySQL."""
+
+    __tablename__ = "partition_head"
+    __table_args__ = TABLE_ARGS
+
+    topic_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("topic.id", ondelete="CASCADE"), primary_key=True
+    )
+    partition_no: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    next_offset: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default=text("0"))

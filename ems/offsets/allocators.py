@@ -1,0 +1,103 @@
+"""Offset allocators. Both hand out contiguous ranges per (topic, partition); neither is
+trusted alone: the message table's unique key is the final arbiter, and a producer whose
+insert hits it re-seeds the allocator from MySQL (set-if-greater) and tries again."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Protocol
+
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
+from ems.config import Settings
+from ems.exceptions import RedisUnavailable
+from ems.store import HeadStore
+
+# Raise a counter to ARGV[1] unless it is already higher; returns the value now held.
+_SET_IF_GREATER = """
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+local floor = tonumber(ARGV[1])
+if floor > current then
+  redis.call('SET', KEYS[1], floor)
+  return floor
+end
+return current
+"""
+
+
+class OffsetAllocator(Protocol):
+    def allocate(self, topic_id: int, counts: Mapping[int, int]) -> dict[int, int]:
+        """Reserve counts[p] offsets in each partition p; return the first offset of each."""
+
+    def reseed(self, topic_id: int, next_offsets: Mapping[int, int]) -> None:
+        """Make sure the next offsets handed out are at least next_offsets[p]."""
+
+
+def redis_client(settings: Settings) -> redis.Redis:
+    return redis.Redis.from_url(
+        settings.redis_url,
+        socket_connect_timeout=settings.connect_timeout,
+        socket_timeout=settings.connect_timeout,
+        retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), settings.connect_attempts),
+        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+    )
+
+
+@contextmanager
+def redis_errors() -> Iterator[None]:
+    try:
+        yield
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise RedisUnavailable(f"Redis is unreachable: {exc}") from exc
+
+
+class RedisAllocator:
+    """INCRBY ranges; a counter holds the next offset of its partition."""
+
+    def __init__(self, client: redis.Redis, prefix: str) -> None:
+        self.client = client
+        self.prefix = prefix
+        self._raise = client.register_script(_SET_IF_GREATER)
+
+    def key(self, topic_id: int, partition: int) -> str:
+        return f"{self.prefix}offset:{topic_id}:{partition}"
+
+    def allocate(self, topic_id: int, counts: Mapping[int, int]) -> dict[int, int]:
+        if len(counts) == 1:
+            ((partition, n),) = counts.items()
+            with redis_errors():
+                end = int(self.client.incrby(self.key(topic_id, partition), n))
+            return {partition: end - n}
+        pipe = self.client.pipeline(transaction=False)
+        for partition, n in counts.items():
+            pipe.incrby(self.key(topic_id, partition), n)
+        with redis_errors():
+            ends = pipe.execute()
+        return {p: int(end) - n for (p, n), end in zip(counts.items(), ends, strict=True)}
+
+    def reseed(self, topic_id: int, next_offsets: Mapping[int, int]) -> None:
+        if not next_offsets:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for partition, floor in next_offsets.items():
+            self._raise(keys=[self.key(topic_id, partition)], args=[floor], client=pipe)
+        with redis_errors():
+            pipe.execute()
+
+
+class MySQLAllocator:
+    """`UPDATE partition_head SET next_offset = LAST_INSERT_ID(next_offset + n)`."""
+
+    def __init__(self, heads: HeadStore) -> None:
+        self.heads = heads
+
+    def allocate(self, topic_id: int, counts: Mapping[int, int]) -> dict[int, int]:
+        return {p: self.heads.allocate(topic_id, p, n) for p, n in counts.items()}
+
+    def reseed(self, topic_id: int, next_offsets: Mapping[int, int]) -> None:
+        if next_offsets:
+            self.heads.raise_to(topic_id, dict(next_offsets))
+

@@ -1,0 +1,197 @@
+"""The producer: validate, partition, allocate a range, insert in one statement."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from types import TracebackType
+
+from ems.config import Settings
+from ems.exceptions import DatabaseUnavailable, DuplicateKey, InvalidInput, OffsetConflict
+from ems.offsets.allocators import MySQLAllocator, OffsetAllocator, RedisAllocator, redis_client
+from ems.producer.partitioner import RoundRobin, partition_for_key
+from ems.producer.validation import check_name, encode_body, encode_headers, encode_key
+from ems.store import Store
+from ems.types import NewMessage, Record, RecordMetadata, TopicInfo
+
+MAX_BATCH = 10_000
+#: Fresh ranges to try when offsets collide (Redis lost its counters, a hole was filled).
+_CONFLICT_ATTEMPTS = 8
+#: Re-sends of the same rows when the database dropped the connection mid-insert.
+_AMBIGUOUS_ATTEMPTS = 3
+
+Outgoing = Record | bytes | str | Mapping[str, object]
+
+
+def _as_record(item: Outgoing) -> Record:
+    if isinstance(item, Record):
+        return item
+    if isinstance(item, bytes | str):
+        return Record(item)
+    if isinstance(item, Mapping):
+        unknown = set(item) - {"body", "key", "headers"}
+        if "body" not in item or unknown:
+            raise InvalidInput("a message mapping has 'body' and optional 'key' and 'headers'")
+        return Record(item["body"], item.get("key"), item.get("headers"))  # type: ignore[arg-type]
+    raise InvalidInput(f"cannot publish a {type(item).__name__}; use ems.Record, bytes or str")
+
+
+class Producer:
+    """Publishes messages to topics. Thread-safe; one per process is enough.
+
+    `send` and `send_batch` return only after the rows are committed in MySQL.
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        store: Store | None = None,
+        allocator: OffsetAllocator | None = None,
+    ) -> None:
+        self.settings = settings or Settings.from_env()
+        self._owns_store = store is None
+        self.store = store or Store(self.settings)
+        self.allocator = allocator or self._default_allocator()
+        self._topics: dict[str, TopicInfo] = {}
+        self._round_robin = RoundRobin()
+
+    def _default_allocator(self) -> OffsetAllocator:
+        if self.settings.allocator == "mysql":
+            return MySQLAllocator(self.store.heads)
+        return RedisAllocator(redis_client(self.settings), self.settings.redis_prefix)
+
+    # -- public API ------------------------------------------------------------------
+
+    def send(
+        self,
+        topic: str,
+        body: bytes | str,
+        key: str | bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> RecordMetadata:
+        """Publish one message; returns its partition and offset once committed."""
+        return self.send_batch(topic, [Record(body, key, headers)])[0]
+
+    def send_batch(self, topic: str, messages: Iterable[Outgoing]) -> list[RecordMetadata]:
+        """Publish messages with one allocation per partition and one multi-row INSERT.
+        All or none are committed. Results are in input order."""
+        info = self._topic(topic)
+        items = list(messages)
+        if len(items) > MAX_BATCH:
+            raise InvalidInput(f"a batch holds at most {MAX_BATCH} messages, not {len(items)}")
+        if not items:
+            return []
+        prepared = [self._prepare(info, _as_record(item)) for item in items]
+        placed = self._insert(info, prepared)
+        return [RecordMetadata(topic=info.name, partition=m.partition, offset=m.offset)
+                for m in placed]
+
+    def close(self) -> None:
+        if self._owns_store:
+            self.store.close()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- steps -----------------------------------------------------------------------
+
+    def _topic(self, name: str) -> TopicInfo:
+        info = self._topics.get(name)
+        if info is None:
+            check_name(name, "topic")
+            info = self.store.topics.get(name)
+            # Redis is not trusted to remember: seed the counters from MySQL first.
+            self.allocator.reseed(info.id, self.store.messages.next_offsets(info.id))
+            self._topics[name] = info
+        return info
+
+    def _prepare(self, info: TopicInfo, record: Record) -> tuple[int, bytes | None, str | None, bytes]:
+        body = encode_body(record.body, info.max_body_bytes)
+        key = encode_key(record.key)
+        headers = encode_headers(record.headers)
+        if key is None:
+            partition = self._round_robin.next(info.id, info.partitions)
+        else:
+            partition = partition_for_key(key, info.partitions)
+        return partition, key, headers, body
+
+    def _insert(
+        self, info: TopicInfo, prepared: Sequence[tuple[int, bytes | None, str | None, bytes]]
+    ) -> list[NewMessage]:
+        counts: dict[int, int] = {}
+        for partition, *_ in prepared:
+            counts[partition] = counts.get(partition, 0) + 1
+        for _ in range(_CONFLICT_ATTEMPTS):
+            rows = _place(info.id, prepared, self.allocator.allocate(info.id, counts))
+            if self._commit(rows):
+                return rows
+            self.allocator.reseed(info.id, self.store.messages.next_offsets(info.id))
+        raise OffsetConflict(
+            f"could not place {len(prepared)} messages on {info.name!r} after "
+            f"{_CONFLICT_ATTEMPTS} fresh offset ranges"
+        )
+
+    def _commit(self, rows: list[NewMessage]) -> bool:
+        """Insert the rows; False if an offset was taken. A dropped connection leaves the
+        outcome unknown, so the same rows are sent again and a duplicate-key answer is
+        checked against what is stored: our own rows mean the first attempt committed."""
+        delay = 0.1
+        for attempt in range(_AMBIGUOUS_ATTEMPTS + 1):
+            try:
+                self.store.messages.insert(rows)
+                return True
+            except DuplicateKey:
+                return attempt > 0 and self._already_stored(rows)
+            except DatabaseUnavailable:
+                if attempt == _AMBIGUOUS_ATTEMPTS:
+                    raise
+                time.sleep(delay)
+                delay *= 2
+        return False  # pragma: no cover
+
+    def _already_stored(self, rows: list[NewMessage]) -> bool:
+        by_partition: dict[int, list[NewMessage]] = {}
+        for row in rows:
+            by_partition.setdefault(row.partition, []).append(row)
+        for partition, group in by_partition.items():
+            offsets = [r.offset for r in group]
+            stored = self.store.messages.contents_at(
+                group[0].topic_id, partition, min(offsets), max(offsets)
+            )
+            for row in group:
+                found = stored.get(row.offset)
+                if found is None or not _same(row, found):
+                    return False
+        return True
+
+
+def _place(
+    topic_id: int,
+    prepared: Sequence[tuple[int, bytes | None, str | None, bytes]],
+    firsts: Mapping[int, int],
+) -> list[NewMessage]:
+    """Give each message the next offset of its partition's range, in input order."""
+    cursor = dict(firsts)
+    rows = []
+    for partition, key, headers, body in prepared:
+        offset = cursor[partition]
+        cursor[partition] = offset + 1
+        rows.append(NewMessage(topic_id=topic_id, partition=partition, offset=offset,
+                               key=key, headers=headers, body=body))
+    return rows
+
+
+def _same(row: NewMessage, stored: tuple[bytes | None, str | None, bytes]) -> bool:
+    key, headers, body = stored
+    same_headers = (json.loads(headers) if headers else None) == (
+        json.loads(row.headers) if row.headers else None
+    )
+    return key == row.key and bytes(body) == row.body and same_headers

@@ -1,0 +1,91 @@
+"""Pure validation of names, bodies, keys and headers. Raises ems.exceptions only."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+
+from ems.exceptions import (
+    BodyTooLarge,
+    InvalidBody,
+    InvalidHeaders,
+    InvalidKey,
+    InvalidName,
+    InvalidPartitionCount,
+    InvalidSetting,
+)
+
+NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
+MAX_PARTITIONS = 4096
+MAX_KEY_BYTES = 255
+#: A body must fit one row within the server's default max_allowed_packet (16 MiB).
+MAX_BODY_LIMIT = 8 * 1024 * 1024
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+DEFAULT_RETENTION_HOURS = 168
+
+
+def check_name(name: object, what: str = "name") -> str:
+    if not isinstance(name, str) or NAME_RE.fullmatch(name) is None:
+        raise InvalidName(f"{what} {name!r} must match [A-Za-z0-9._-]{{1,128}}")
+    return name
+
+
+def check_partitions(partitions: object) -> int:
+    if (
+        not isinstance(partitions, int)
+        or isinstance(partitions, bool)
+        or not 1 <= partitions <= MAX_PARTITIONS
+    ):
+        raise InvalidPartitionCount(
+            f"partitions must be an integer from 1 to {MAX_PARTITIONS}, not {partitions!r}"
+        )
+    return partitions
+
+
+def check_positive_int(value: object, what: str, maximum: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= maximum:
+        raise InvalidSetting(f"{what} must be an integer from 1 to {maximum}, not {value!r}")
+    return value
+
+
+def encode_body(body: object, max_bytes: int) -> bytes:
+    if isinstance(body, str):
+        data = body.encode("utf-8")
+    elif isinstance(body, bytes | bytearray | memoryview):
+        data = bytes(body)
+    else:
+        raise InvalidBody(f"a message body must be bytes or str, not {type(body).__name__}")
+    if len(data) > max_bytes:
+        raise BodyTooLarge(f"body of {len(data)} bytes exceeds the topic's max of {max_bytes}")
+    return data
+
+
+def encode_key(key: object) -> bytes | None:
+    if key is None:
+        return None
+    if isinstance(key, str):
+        data = key.encode("utf-8")
+    elif isinstance(key, bytes):
+        data = key
+    else:
+        raise InvalidKey(f"a message key must be str or bytes, not {type(key).__name__}")
+    if len(data) > MAX_KEY_BYTES:
+        raise InvalidKey(f"key of {len(data)} bytes exceeds {MAX_KEY_BYTES}")
+    return data
+
+
+def encode_headers(headers: object) -> str | None:
+    if headers is None:
+        return None
+    if not isinstance(headers, Mapping):
+        raise InvalidHeaders(f"headers must be a mapping, not {type(headers).__name__}")
+    for name, value in headers.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise InvalidHeaders(
+                f"headers must map str to str; got {type(name).__name__}: "
+                f"{type(value).__name__} for {name!r}"
+            )
+    if not headers:
+        return None
+    return json.dumps(dict(headers), separators=(",", ":"), ensure_ascii=False)

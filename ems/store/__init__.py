@@ -1,0 +1,25 @@
+"""The only code that talks to MySQL: statements as named methods, errors translated once."""
+
+from __future__ import annotations
+
+from ems.config import Settings
+from ems.store.database import Database, translate, wrap_errors
+from ems.store.messages import FetchedRows, MessageStore
+from ems.store.topics import HeadStore, TopicStore
+
+
+class Store:
+    """One engine and the statement groups that use it."""
+
+    def __init__(self, settings: Settings, database: Database | None = None) -> None:
+        self.settings = settings
+        self.db = database or Database(settings)
+        self.topics = TopicStore(self.db)
+        self.messages = MessageStore(self.db)
+        self.heads = HeadStore(self.db)
+
+    def close(self) -> None:
+        self.db.dispose()
+
+
+__all__ = ["Database", "FetchedRows", "Store", "translate", "wrap_errors"]

@@ -1,0 +1,150 @@
+"""The engine, bounded connection retries, and the one place driver errors are translated."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+import pymysql
+from pymysql.cursors import Cursor
+from sqlalchemy import create_engine
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.pool import PoolProxiedConnection
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+from ems.config import Settings
+from ems.exceptions import (
+    DatabaseUnavailable,
+    DuplicateKey,
+    EmsError,
+    LockConflict,
+    StoreError,
+)
+
+T = TypeVar("T")
+
+# MySQL / MariaDB error numbers, grouped by what the caller can do about them.
+_UNREACHABLE = {1040, 1045, 1049, 1053, 1077, 2002, 2003, 2005, 2006, 2013, 2055}
+_DUPLICATE = {1062}
+_LOCK = {1205, 1213}
+_NO_SCHEMA = {1146}
+
+
+def _errno(exc: BaseException) -> int | None:
+    args = getattr(exc, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
+
+
+def translate(exc: SQLAlchemyError | pymysql.err.Error) -> EmsError:
+    """Turn a driver error into the ems exception a caller can act on."""
+    if isinstance(exc, pymysql.err.Error):
+        orig: BaseException = exc
+        invalidated = False
+    elif isinstance(exc, DBAPIError):
+        orig, invalidated = exc.orig, exc.connection_invalidated
+    else:
+        return StoreError(str(exc))
+    code = _errno(orig)
+    detail = str(orig)
+    if code in _DUPLICATE:
+        return DuplicateKey(detail)
+    if code in _LOCK:
+        return LockConflict(detail)
+    if code in _UNREACHABLE or invalidated or isinstance(orig, pymysql.err.InterfaceError):
+        return DatabaseUnavailable(f"MySQL is unreachable: {detail}")
+    if code in _NO_SCHEMA:
+        return StoreError(f"{detail}; run `ems db upgrade` to create the schema")
+    return StoreError(detail)
+
+
+@contextmanager
+def wrap_errors() -> Iterator[None]:
+    try:
+        yield
+    except (SQLAlchemyError, pymysql.err.Error) as exc:
+        raise translate(exc) from exc
+
+
+def make_engine(settings: Settings, *, autocommit: bool = False) -> Engine:
+    """Transactional engines run READ COMMITTED, so every statement sees the newest
+    committed rows (the gap-free reader relies on it). Autocommit engines serve the
+    single-statement hot path: one round trip per statement, no BEGIN/COMMIT/reset."""
+    return create_engine(
+        settings.database_url,
+        pool_size=settings.pool_size,
+        max_overflow=settings.pool_size * 2,
+        pool_recycle=3600,
+        pool_reset_on_return=None if autocommit else "rollback",
+        isolation_level="AUTOCOMMIT" if autocommit else "READ COMMITTED",
+        connect_args={
+            "connect_timeout": max(1, int(settings.connect_timeout)),
+            # Expiries and created_at compare with NOW(6); pin every session to UTC.
+            "init_command": "SET time_zone = '+00:00'",
+        },
+    )
+
+
+class Database:
+    """An engine plus connection checkout with bounded retries on unreachable servers."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.engine = make_engine(settings)
+        self.autocommit_engine = make_engine(settings, autocommit=True)
+
+    @contextmanager
+    def connect(self) -> Iterator[Connection]:
+        """A connection in an open transaction that commits on success and rolls back on error."""
+        conn = self._checkout(self.engine)
+        try:
+            with wrap_errors():
+                yield conn
+                conn.commit()
+        finally:
+            with wrap_errors():
+                conn.close()
+
+    @contextmanager
+    def single(self) -> Iterator[Cursor]:
+        """A driver cursor on an autocommit connection, for the hot single-statement path:
+        each statement is its own transaction, with no BEGIN, COMMIT or reset round trip."""
+        raw = self._checkout_raw()
+        try:
+            cursor = raw.cursor()
+            try:
+                yield cursor
+            finally:
+                cursor.close()
+        except pymysql.err.Error as exc:
+            error = translate(exc)
+            if isinstance(error, DatabaseUnavailable):
+                raw.invalidate()
+            raise error from exc
+        finally:
+            raw.close()
+
+    def _checkout_raw(self) -> PoolProxiedConnection:
+        return self._retrying(self.autocommit_engine.raw_connection)
+
+    def _checkout(self, engine: Engine) -> Connection:
+        return self._retrying(engine.connect)
+
+    def _retrying(self, connect: Callable[[], T]) -> T:
+        attempts = self.settings.connect_attempts
+        delay = 0.1
+        for attempt in range(1, attempts + 1):
+            try:
+                return connect()
+            except SQLAlchemyError as exc:
+                error = translate(exc)
+                if not isinstance(error, DatabaseUnavailable) or attempt == attempts:
+                    raise error from exc
+            time.sleep(delay)
+            delay *= 2
+        raise DatabaseUnavailable()  # pragma: no cover - the loop always returns or raises
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+        self.autocommit_engine.dispose()

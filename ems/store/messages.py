@@ -1,0 +1,127 @@
+"""Statements on the message table.
+
+The two hot statements (insert, fetch) are plain driver SQL: they run for every message,
+and PyMySQL turns an executemany of one VALUES row into a single multi-row INSERT.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable, Sequence
+
+from sqlalchemy import func, select
+
+from ems.models import Message
+from ems.store.database import Database
+from ems.types import NewMessage, StoredMessage
+
+_INSERT = (
+    "INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body) "
+    "VALUES (%s, %s, %s, %s, %s, %s)"
+)
+_INSERT_TOMBSTONE = (
+    "INSERT INTO message (topic_id, partition_no, offset_no, body, tombstone) "
+    "VALUES (%s, %s, %s, '', 1)"
+)
+_FETCH = (
+    "SELECT id, offset_no, msg_key, headers, body, created_at, tombstone, NOW(6) "
+    "FROM message WHERE topic_id = %s AND partition_no = %s AND offset_no >= %s "
+    "ORDER BY offset_no LIMIT %s"
+)
+_FETCH_AT = (
+    "SELECT partition_no, offset_no, msg_key, headers, body FROM message "
+    "WHERE topic_id = %s AND partition_no = %s AND offset_no BETWEEN %s AND %s"
+)
+
+
+#: PyMySQL's executemany packs rows into statements of at most 1,024,000 bytes.
+_STATEMENT_BYTES = 900_000
+#: Upper bound on the SQL text one row adds besides its values.
+_ROW_OVERHEAD = 120
+
+
+class FetchedRows:
+    """Rows of one partition read, with the database clock at the time of the read."""
+
+    __slots__ = ("now", "rows")
+
+    def __init__(self, rows: list[StoredMessage], now: dt.datetime | None) -> None:
+        self.rows = rows
+        self.now = now
+
+
+class MessageStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def insert(self, messages: Sequence[NewMessage]) -> None:
+        """Insert all rows in one transaction; DuplicateKey if any offset is taken."""
+        params = [
+            (m.topic_id, m.partition, m.offset, m.key, m.headers, m.body) for m in messages
+        ]
+        # PyMySQL sends one multi-row INSERT up to ~1 MB and splits larger batches into
+        # several statements; only those need an explicit transaction to stay all-or-none.
+        # Escaping at most doubles a value's length on the wire.
+        size = 2 * sum(len(m.body) + len(m.key or b"") + len(m.headers or "") for m in messages)
+        one_statement = size + _ROW_OVERHEAD * len(messages) < _STATEMENT_BYTES
+        if one_statement:
+            with self.db.single() as cursor:
+                cursor.executemany(_INSERT, params)
+        else:
+            with self.db.connect() as conn:
+                conn.exec_driver_sql(_INSERT, params)
+
+    def insert_tombstones(self, topic_id: int, partition: int, offsets: Iterable[int]) -> None:
+        params = [(topic_id, partition, o) for o in offsets]
+        with self.db.single() as cursor:
+            cursor.executemany(_INSERT_TOMBSTONE, params)
+
+    def fetch(self, topic_id: int, partition: int, from_offset: int, limit: int) -> FetchedRows:
+        with self.db.single() as cursor:
+            cursor.execute(_FETCH, (topic_id, partition, from_offset, limit))
+            raw = cursor.fetchall()
+        now = raw[0][7] if raw else None
+        rows = [
+            StoredMessage(
+                id=r[0],
+                topic_id=topic_id,
+                partition=partition,
+                offset=r[1],
+                key=r[2],
+                headers=json.loads(r[3]) if r[3] else {},
+                body=r[4],
+                created_at=r[5],
+                tombstone=bool(r[6]),
+            )
+            for r in raw
+        ]
+        return FetchedRows(rows, now)
+
+    def contents_at(
+        self, topic_id: int, partition: int, first: int, last: int
+    ) -> dict[int, tuple[bytes | None, str | None, bytes]]:
+        """(key, headers, body) by offset, to tell whether rows at these offsets are ours."""
+        with self.db.connect() as conn:
+            rows = conn.exec_driver_sql(_FETCH_AT, (topic_id, partition, first, last)).all()
+        return {r[1]: (r[2], r[3], r[4]) for r in rows}
+
+    def next_offsets(self, topic_id: int) -> dict[int, int]:
+        """One past the highest stored offset, per partition that has rows."""
+        m = Message
+        query = (
+            select(m.partition_no, func.max(m.offset_no))
+            .where(m.topic_id == topic_id)
+            .group_by(m.partition_no)
+        )
+        with self.db.connect() as conn:
+            return {int(p): int(top) + 1 for p, top in conn.execute(query)}
+
+    def next_offset(self, topic_id: int, partition: int) -> int:
+        m = Message
+        query = select(func.max(m.offset_no)).where(
+            m.topic_id == topic_id, m.partition_no == partition
+        )
+        with self.db.connect() as conn:
+            top = conn.execute(query).scalar()
+        return 0 if top is None else int(top) + 1

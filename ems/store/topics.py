@@ -1,0 +1,120 @@
+"""Statements on topics and partition heads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.engine import Row
+
+from ems.exceptions import DuplicateKey, TopicExists, UnknownPartition, UnknownTopic
+from ems.models import Message, PartitionHead, Topic
+from ems.store.database import Database
+from ems.types import PartitionStats, TopicInfo
+
+
+_TOPIC_COLUMNS = (
+    Topic.id, Topic.name, Topic.partitions, Topic.retention_hours, Topic.max_body_bytes,
+    Topic.created_at,
+)
+
+
+def _topic(row: Row[Any]) -> TopicInfo:
+    return TopicInfo(**row._mapping)
+
+
+class TopicStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def create(
+        self, name: str, partitions: int, retention_hours: int, max_body_bytes: int
+    ) -> TopicInfo:
+        try:
+            with self.db.connect() as conn:
+                topic_id = conn.execute(
+                    insert(Topic).values(
+                        name=name,
+                        partitions=partitions,
+                        retention_hours=retention_hours,
+                        max_body_bytes=max_body_bytes,
+                    )
+                ).inserted_primary_key[0]
+                conn.execute(
+                    insert(PartitionHead),
+                    [{"topic_id": topic_id, "partition_no": p} for p in range(partitions)],
+                )
+        except DuplicateKey:
+            raise TopicExists(f"topic {name!r} already exists") from None
+        return self.get(name)
+
+    def get(self, name: str) -> TopicInfo:
+        with self.db.connect() as conn:
+            row = conn.execute(select(*_TOPIC_COLUMNS).where(Topic.name == name)).first()
+        if row is None:
+            raise UnknownTopic(f"unknown topic {name!r}")
+        return _topic(row)
+
+    def list(self) -> list[TopicInfo]:
+        with self.db.connect() as conn:
+            return [_topic(r) for r in conn.execute(select(*_TOPIC_COLUMNS).order_by(Topic.name))]
+
+    def partition_stats(self, topic: TopicInfo) -> list[PartitionStats]:
+        m = Message
+        query = (
+            select(
+                m.partition_no,
+                func.min(m.offset_no),
+                func.max(m.offset_no),
+                func.count(),
+                func.coalesce(func.sum(m.tombstone), 0),
+            )
+            .where(m.topic_id == topic.id)
+            .group_by(m.partition_no)
+        )
+        with self.db.connect() as conn:
+            found = {r[0]: r for r in conn.execute(query)}
+        stats = []
+        for p in range(topic.partitions):
+            row = found.get(p)
+            if row is None:
+                stats.append(PartitionStats(partition=p, low_watermark=None, high_watermark=0,
+                                            messages=0, tombstones=0))
+                continue
+            _, low, high, count, tombs = row
+            stats.append(PartitionStats(partition=p, low_watermark=int(low),
+                                        high_watermark=int(high) + 1,
+                                        messages=int(count) - int(tombs), tombstones=int(tombs)))
+        return stats
+
+
+class HeadStore:
+    """The MySQL offset allocator's statements."""
+
+    _ALLOCATE = (
+        "UPDATE partition_head SET next_offset = LAST_INSERT_ID(next_offset + %s) "
+        "WHERE topic_id = %s AND partition_no = %s"
+    )
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def allocate(self, topic_id: int, partition: int, count: int) -> int:
+        """Reserve `count` offsets and return the first. Commits at once, so the row lock is
+        held for one statement only; the reader's gap rules cover abandoned ranges."""
+        with self.db.connect() as conn:
+            result = conn.exec_driver_sql(self._ALLOCATE, (count, topic_id, partition))
+            if result.rowcount != 1:
+                raise UnknownPartition(f"topic {topic_id} has no partition {partition}")
+            end = int(result.lastrowid)
+        return end - count
+
+    def raise_to(self, topic_id: int, next_offsets: dict[int, int]) -> None:
+        head = PartitionHead
+        with self.db.connect() as conn:
+            for partition, floor in next_offsets.items():
+                conn.execute(
+                    update(head)
+                    .where(head.topic_id == topic_id, head.partition_no == partition)
+                    .values(next_offset=func.greatest(head.next_offset, floor))
+                )

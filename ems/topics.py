@@ -1,0 +1,54 @@
+"""Topic administration: create, list, describe."""
+
+from __future__ import annotations
+
+from ems.config import Settings
+from ems.producer.validation import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_RETENTION_HOURS,
+    MAX_BODY_LIMIT,
+    check_name,
+    check_partitions,
+    check_positive_int,
+)
+from ems.store import Store
+from ems.types import PartitionStats, TopicInfo
+
+MAX_RETENTION_HOURS = 24 * 365 * 10
+
+
+class TopicAdmin:
+    def __init__(self, settings: Settings | None = None, *, store: Store | None = None) -> None:
+        self.settings = settings or Settings.from_env()
+        self._owns_store = store is None
+        self.store = store or Store(self.settings)
+
+    def create(
+        self,
+        name: str,
+        partitions: int,
+        *,
+        retention_hours: int = DEFAULT_RETENTION_HOURS,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    ) -> TopicInfo:
+        """Create a topic. Raises TopicExists, InvalidName, InvalidPartitionCount."""
+        check_name(name, "topic")
+        check_partitions(partitions)
+        check_positive_int(retention_hours, "retention hours", MAX_RETENTION_HOURS)
+        check_positive_int(max_body_bytes, "max body bytes", MAX_BODY_LIMIT)
+        return self.store.topics.create(name, partitions, retention_hours, max_body_bytes)
+
+    def get(self, name: str) -> TopicInfo:
+        check_name(name, "topic")
+        return self.store.topics.get(name)
+
+    def list(self) -> list[TopicInfo]:
+        return self.store.topics.list()
+
+    def describe(self, name: str) -> list[PartitionStats]:
+        """Per partition: low and high watermark, message and tombstone counts."""
+        return self.store.topics.partition_stats(self.get(name))
+
+    def close(self) -> None:
+        if self._owns_store:
+            self.store.close()

@@ -1,0 +1,84 @@
+"""Frozen values that cross layers. ORM objects never leave ems.store."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TopicInfo:
+    id: int
+    name: str
+    partitions: int
+    retention_hours: int
+    max_body_bytes: int
+    created_at: dt.datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PartitionStats:
+    partition: int
+    #: Offset of the oldest row still stored (None when the partition is empty).
+    low_watermark: int | None
+    #: Next offset to be written: one past the highest stored offset (Kafka's log end).
+    high_watermark: int
+    #: Stored messages, tombstones excluded.
+    messages: int
+    tombstones: int
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A message to publish."""
+
+    body: bytes | str
+    key: str | bytes | None = None
+    headers: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RecordMetadata:
+    """Where a published message landed."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NewMessage:
+    """A validated message with its place assigned, ready to insert."""
+
+    topic_id: int
+    partition: int
+    offset: int
+    key: bytes | None
+    headers: str | None  # JSON text
+    body: bytes
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StoredMessage:
+    """A message read back from a partition."""
+
+    id: int
+    topic_id: int
+    partition: int
+    offset: int
+    key: bytes | None
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes
+    created_at: dt.datetime
+    tombstone: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PartitionBatch:
+    """The gap-free prefix of a partition read: messages (tombstones dropped) and the
+    offset to read from next."""
+
+    partition: int
+    messages: list[StoredMessage]
+    next_offset: int

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Idempotent set-up: virtualenv with the pinned dependencies, a reachable MariaDB/MySQL
+# and Redis (installed and started from Debian packages when running as root), the
+# database, and the schema at Alembic head.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON="${PYTHON:-python3.11}"
+VENV=.venv
+DB_HOST=127.0.0.1
+DB_PORT=3306
+REDIS_PORT=6379
+EXTRAS="${EMS_SETUP_EXTRAS:-dev}"
+
+say() { printf '[setup] %s\n' "$*"; }
+is_root() { [ "$(id -u)" = 0 ]; }
+port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+wait_port() {
+    for _ in $(seq 1 60); do port_open "$1" "$2" && return 0; sleep 0.5; done
+    return 1
+}
+
+apt_install() {
+    if [ ! -f /tmp/.ems-apt-updated ]; then
+        apt-get update -qq && touch /tmp/.ems-apt-updated
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+ensure_python() {
+    if ! command -v "$PYTHON" >/dev/null; then
+        say "$PYTHON not found; install Python 3.11 (Debian: apt-get install python3.11 python3.11-venv)"
+        exit 1
+    fi
+    local stamp="$VENV/.installed-$(cat pyproject.toml | sha256sum | cut -c1-16)-$EXTRAS"
+    if [ ! -x "$VENV/bin/python" ]; then
+        say "creating $VENV"
+        "$PYTHON" -m venv "$VENV"
+    fi
+    if [ ! -f "$stamp" ]; then
+        say "installing pinned dependencies ($EXTRAS)"
+        "$VENV/bin/pip" install -q --disable-pip-version-check -e ".[$EXTRAS]"
+        rm -f "$VENV"/.installed-*
+        touch "$stamp"
+    fi
+}
+
+ensure_mariadb() {
+    port_open "$DB_HOST" "$DB_PORT" && return 0
+    if ! is_root; then
+        say "no MySQL server on $DB_HOST:$DB_PORT. As root run: apt-get install mariadb-server &&"
+        say "  start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd"
+        say "or point EMS_DATABASE_URL at a running MySQL 8 / MariaDB 10.6+ server."
+        exit 3
+    fi
+    command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || { say "installing MariaDB"; apt_install mariadb-server; }
+    say "starting MariaDB"
+    mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld 2>/dev/null || true
+    start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql
+    wait_port "$DB_HOST" "$DB_PORT" || { say "MariaDB did not come up"; exit 3; }
+}
+
+ensure_redis() {
+    port_open 127.0.0.1 "$REDIS_PORT" && return 0
+    if ! is_root; then
+        say "no Redis on 127.0.0.1:$REDIS_PORT. As root run: apt-get install redis-server &&"
+        say "  redis-server --daemonize yes --bind 127.0.0.1 --port $REDIS_PORT --save '' --appendonly no"
+        exit 3
+    fi
+    command -v redis-server >/dev/null || { say "installing Redis"; apt_install redis-server; }
+    say "starting Redis"
+    mkdir -p /var/lib/redis /var/log/redis
+    redis-server --daemonize yes --bind 127.0.0.1 -::1 --port "$REDIS_PORT" --save "" \
+        --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ems.log
+    wait_port 127.0.0.1 "$REDIS_PORT" || { say "Redis did not come up"; exit 3; }
+}
+
+ensure_database() {
+    "$VENV/bin/python" -m ems.cli db create --quiet
+    "$VENV/bin/python" -m ems.cli db upgrade --quiet
+}
+
+ensure_python
+ensure_mariadb
+ensure_redis
+if [ "${EMS_SETUP_SKIP_DB:-}" != 1 ]; then ensure_database; fi
+say "ready"
