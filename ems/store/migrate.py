@@ -1,0 +1,75 @@
+"""Database creation and Alembic migrations, callable from the CLI, set-up and tests."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine, text
+
+from ems.config import Settings
+from ems.exceptions import InvalidSetting
+from ems.store.database import wrap_errors
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def alembic_config(settings: Settings) -> Config:
+    config = Config(str(ROOT / "alembic.ini"))
+    config.set_main_option("script_location", str(ROOT / "migrations"))
+    config.attributes["database_url"] = settings.database_url
+    config.attributes["configure_logging"] = False
+    return config
+
+
+def create_database(settings: Settings) -> bool:
+    """Create the configured database if it is missing. True if it was created."""
+    url = settings.database_url
+    name = settings.database_name
+    if not re.fullmatch(r"[A-Za-z0-9_]{1,64}", name):
+        raise InvalidSetting(f"database name {name!r} must match [A-Za-z0-9_]{{1,64}}")
+    server = create_engine(
+        url.rsplit("/", 1)[0] + "/",
+        connect_args={"connect_timeout": max(1, int(settings.connect_timeout))},
+    )
+    try:
+        with wrap_errors(), server.connect() as conn:
+            exists = conn.execute(
+                text("SELECT 1 FROM information_schema.schemata WHERE schema_name = :n"),
+                {"n": name},
+            ).first()
+            if exists:
+                return False
+            conn.execute(
+                text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+            )
+            return True
+    finally:
+        server.dispose()
+
+
+def upgrade(settings: Settings, revision: str = "head") -> None:
+    with wrap_errors():
+        command.upgrade(alembic_config(settings), revision)
+
+
+def downgrade(settings: Settings, revision: str = "base") -> None:
+    with wrap_errors():
+        command.downgrade(alembic_config(settings), revision)
+
+
+def current_revision(settings: Settings) -> str | None:
+    engine = create_engine(settings.database_url)
+    try:
+        with wrap_errors(), engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    finally:
+        engine.dispose()
+
+
+def head_revision(settings: Settings) -> str | None:
+    return ScriptDirectory.from_config(alembic_config(settings)).get_current_head()

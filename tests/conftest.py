@@ -1,0 +1,86 @@
+"""Shared fixtures. Tests talk to the real MariaDB and Redis on 127.0.0.1.
+
+One database per test session (ems_test, or ems_test_<worker> under xdist), migrated once;
+tables are emptied and this database's Redis keys deleted before each test that uses them.
+A missing server fails the run instead of skipping it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+import redis
+from sqlalchemy import text
+
+from ems.config import Settings
+from ems.models import metadata
+from ems.store import Store, migrate
+
+BASE_URL = "mysql+pymysql://root@127.0.0.1:3306/"
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith("EMS_"):
+            monkeypatch.delenv(name)
+
+
+def _database_name() -> str:
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return f"ems_test_{worker}" if worker else "ems_test"
+
+
+@pytest.fixture(scope="session")
+def migrated_settings() -> Settings:
+    settings = Settings(
+        database_url=BASE_URL + _database_name(), redis_url=REDIS_URL, gap_timeout=1.0
+    )
+    _drop_database(settings)
+    migrate.create_database(settings)
+    migrate.upgrade(settings)
+    return settings
+
+
+def _drop_database(settings: Settings) -> None:
+    from sqlalchemy import create_engine
+
+    engine = create_engine(BASE_URL)
+    with engine.connect() as conn:
+        conn.execute(text(f"DROP DATABASE IF EXISTS `{settings.database_name}`"))
+    engine.dispose()
+
+
+def reset_state(settings: Settings) -> None:
+    """Empty every ems table and this database's Redis counters."""
+    store = Store(settings)
+    try:
+        with store.db.connect() as conn:
+            conn.execute(text("SET FOREIGN_KEY_CHECKS = 0"))
+            for table in metadata.sorted_tables:
+                conn.execute(text(f"TRUNCATE TABLE `{table.name}`"))
+            conn.execute(text("SET FOREIGN_KEY_CHECKS = 1"))
+    finally:
+        store.close()
+    client = redis.Redis.from_url(settings.redis_url)
+    keys = list(client.scan_iter(match=settings.redis_prefix + "*", count=1000))
+    if keys:
+        client.delete(*keys)
+    client.close()
+
+
+@pytest.fixture
+def settings(migrated_settings: Settings) -> Settings:
+    """Settings for a clean database and Redis namespace."""
+    reset_state(migrated_settings)
+    return migrated_settings
+
+
+@pytest.fixture
+def store(settings: Settings) -> Iterator[Store]:
+    s = Store(settings)
+    yield s
+    s.close()

@@ -1,0 +1,206 @@
+"""The producer against the real MariaDB and Redis."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+from sqlalchemy import text
+
+from ems import Producer, Record, TopicAdmin
+from ems.config import Settings
+from ems.exceptions import (
+    BodyTooLarge,
+    DatabaseUnavailable,
+    InvalidBody,
+    InvalidHeaders,
+    InvalidInput,
+    InvalidKey,
+    InvalidName,
+    InvalidPartitionCount,
+    RedisUnavailable,
+    TopicExists,
+    UnknownTopic,
+)
+from ems.producer.partitioner import partition_for_key
+from ems.store import Store
+
+
+@pytest.fixture
+def topics(settings: Settings) -> Iterator[TopicAdmin]:
+    admin = TopicAdmin(settings)
+    yield admin
+    admin.close()
+
+
+@pytest.fixture(params=["redis", "mysql"])
+def producer(request: pytest.FixtureRequest, settings: Settings) -> Iterator[Producer]:
+    p = Producer(settings.with_(allocator=request.param))
+    yield p
+    p.close()
+
+
+def rows(store: Store, sql: str = "") -> list[tuple[int, int, bytes | None, bytes]]:
+    with store.db.connect() as conn:
+        return [
+            tuple(r)  # type: ignore[misc]
+            for r in conn.execute(
+                text(
+                    "SELECT partition_no, offset_no, msg_key, body FROM message "
+                    f"WHERE tombstone = 0 {sql} ORDER BY partition_no, offset_no"
+                )
+            )
+        ]
+
+
+def test_send_returns_partition_and_offset(
+    topics: TopicAdmin, producer: Producer, store: Store
+) -> None:
+    topics.create("iot.readings", 4)
+    first = producer.send("iot.readings", b"r1", key="project-7", headers={"unit": "C"})
+    second = producer.send("iot.readings", "r2", key="project-7")
+    assert first.partition == second.partition == partition_for_key(b"project-7", 4)
+    assert (first.offset, second.offset) == (0, 1)
+    assert rows(store) == [(first.partition, 0, b"project-7", b"r1"),
+                           (first.partition, 1, b"project-7", b"r2")]
+
+
+def test_batch_is_contiguous_per_partition_in_input_order(
+    topics: TopicAdmin, producer: Producer, store: Store
+) -> None:
+    topics.create("t", 3)
+    results = producer.send_batch(
+        "t", [Record(f"m{i}".encode(), key=f"k{i % 5}") for i in range(60)]
+    )
+    assert len(results) == 60
+    by_partition: dict[int, list[int]] = {}
+    for r in results:
+        by_partition.setdefault(r.partition, []).append(r.offset)
+    for offsets in by_partition.values():
+        assert offsets == list(range(len(offsets)))
+    stored = {(p, o): body for p, o, _, body in rows(store)}
+    for i, r in enumerate(results):
+        assert stored[(r.partition, r.offset)] == f"m{i}".encode()
+
+
+def test_keyless_messages_go_round_robin(topics: TopicAdmin, producer: Producer) -> None:
+    topics.create("t", 3)
+    parts = [m.partition for m in producer.send_batch("t", [b"x"] * 6)]
+    assert sorted(parts) == [0, 0, 1, 1, 2, 2]
+
+
+def test_batch_accepts_mappings_and_plain_bodies(topics: TopicAdmin, producer: Producer) -> None:
+    topics.create("t", 1)
+    out = producer.send_batch("t", [b"a", "b", {"body": b"c", "key": "k", "headers": {"h": "v"}}])
+    assert [m.offset for m in out] == [0, 1, 2]
+    assert producer.send_batch("t", []) == []
+
+
+def test_topic_describe_counts(topics: TopicAdmin, producer: Producer) -> None:
+    topics.create("t", 2)
+    producer.send_batch("t", [Record(b"x", key="a")] * 3)
+    stats = {s.partition: s for s in topics.describe("t")}
+    p = partition_for_key(b"a", 2)
+    assert (stats[p].high_watermark, stats[p].messages, stats[p].low_watermark) == (3, 3, 0)
+    assert (stats[1 - p].high_watermark, stats[1 - p].messages) == (0, 0)
+
+
+def test_redis_flush_loses_and_duplicates_nothing(
+    topics: TopicAdmin, settings: Settings, store: Store
+) -> None:
+    topics.create("t", 2)
+    producer = Producer(settings)
+    before = producer.send_batch("t", [Record(b"a", key="k")] * 5)
+    redis.Redis.from_url(settings.redis_url).flushall()
+    after = producer.send_batch("t", [Record(b"b", key="k")] * 5)
+    producer.close()
+    placed = [(m.partition, m.offset) for m in before + after]
+    assert len(set(placed)) == 10
+    assert min(m.offset for m in after) >= 5
+    assert len(rows(store)) == 10
+
+
+def test_new_producer_seeds_redis_from_mysql(
+    topics: TopicAdmin, settings: Settings
+) -> None:
+    topics.create("t", 1)
+    with Producer(settings) as p:
+        p.send_batch("t", [b"x"] * 7)
+    redis.Redis.from_url(settings.redis_url).flushall()
+    with Producer(settings) as p:
+        assert p.send("t", b"y").offset == 7
+
+
+# -- bad input changes nothing ---------------------------------------------------------
+
+
+def test_topic_creation_errors(topics: TopicAdmin) -> None:
+    topics.create("t", 1)
+    with pytest.raises(TopicExists):
+        topics.create("t", 2)
+    with pytest.raises(InvalidName):
+        topics.create("bad name", 1)
+    with pytest.raises(InvalidPartitionCount):
+        topics.create("u", 0)
+    with pytest.raises(InvalidPartitionCount):
+        topics.create("u", 4097)
+    with pytest.raises(InvalidInput):
+        topics.create("u", 1, max_body_bytes=0)
+    assert [t.name for t in topics.list()] == ["t"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"topic": "missing", "body": b"x"}, UnknownTopic),
+        ({"topic": "bad/name", "body": b"x"}, InvalidName),
+        ({"topic": "t", "body": b"x" * 11}, BodyTooLarge),
+        ({"topic": "t", "body": 12}, InvalidBody),
+        ({"topic": "t", "body": None}, InvalidBody),
+        ({"topic": "t", "body": b"x", "headers": {"a": 1}}, InvalidHeaders),
+        ({"topic": "t", "body": b"x", "headers": ["a"]}, InvalidHeaders),
+        ({"topic": "t", "body": b"x", "key": 3.5}, InvalidKey),
+    ],
+)
+def test_bad_send_changes_nothing(
+    topics: TopicAdmin, producer: Producer, store: Store, kwargs: dict[str, object],
+    error: type[Exception],
+) -> None:
+    topics.create("t", 1, max_body_bytes=10)
+    with pytest.raises(error):
+        producer.send(**kwargs)  # type: ignore[arg-type]
+    assert rows(store) == []
+
+
+def test_one_bad_message_rejects_the_whole_batch(
+    topics: TopicAdmin, producer: Producer, store: Store
+) -> None:
+    topics.create("t", 1, max_body_bytes=10)
+    with pytest.raises(BodyTooLarge):
+        producer.send_batch("t", [b"ok", b"ok", b"far too large"])
+    with pytest.raises(InvalidInput):
+        producer.send_batch("t", [b"ok", object()])  # type: ignore[list-item]
+    assert rows(store) == []
+    assert producer.send("t", b"ok").offset == 0
+
+
+def test_unreachable_database_is_a_typed_error() -> None:
+    settings = Settings(
+        database_url="mysql+pymysql://root@127.0.0.1:1/ems", connect_timeout=1,
+        connect_attempts=2,
+    )
+    with pytest.raises(DatabaseUnavailable):
+        TopicAdmin(settings).list()
+    with pytest.raises(DatabaseUnavailable):
+        Producer(settings).send("t", b"x")
+
+
+def test_unreachable_redis_is_a_typed_error_and_writes_nothing(
+    topics: TopicAdmin, settings: Settings, store: Store
+) -> None:
+    topics.create("t", 1)
+    producer = Producer(settings.with_(redis_url="redis://127.0.0.1:1/0", connect_timeout=0.5))
+    with pytest.raises(RedisUnavailable):
+        producer.send("t", b"x")
+    assert rows(store) == []

@@ -1,0 +1,156 @@
+"""The gap-free reader: holes from slow or dead producers are waited for, then filled."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Mapping
+
+import pymysql
+import pytest
+
+from ems import Producer, Reader, TopicAdmin
+from ems.config import Settings
+from ems.exceptions import DuplicateKey, InvalidOffset, UnknownPartition, UnknownTopic
+from ems.offsets.allocators import RedisAllocator, redis_client
+from ems.store import Store
+from ems.types import NewMessage, TopicInfo
+
+
+@pytest.fixture
+def topic(settings: Settings) -> TopicInfo:
+    admin = TopicAdmin(settings)
+    info = admin.create("t", 1)
+    admin.close()
+    return info
+
+
+@pytest.fixture
+def reader(settings: Settings) -> Iterator[Reader]:
+    r = Reader(settings)
+    yield r
+    r.close()
+
+
+def _row(topic: TopicInfo, offset: int, body: bytes) -> NewMessage:
+    return NewMessage(topic_id=topic.id, partition=0, offset=offset, key=None, headers=None,
+                      body=body)
+
+
+def test_reads_back_in_order_and_continues(
+    settings: Settings, topic: TopicInfo, reader: Reader
+) -> None:
+    with Producer(settings) as p:
+        p.send_batch("t", [f"m{i}".encode() for i in range(10)])
+    first = reader.read_partition("t", 0, 0, limit=4)
+    assert [m.offset for m in first.messages] == [0, 1, 2, 3]
+    assert first.next_offset == 4
+    rest = reader.read_partition("t", 0, first.next_offset, limit=100)
+    assert [m.body for m in rest.messages] == [f"m{i}".encode() for i in range(4, 10)]
+    assert reader.read_partition("t", 0, 10).messages == []
+    assert reader.high_watermarks("t") == {0: 10}
+
+
+def test_young_hole_blocks_then_old_hole_is_tombstoned(
+    settings: Settings, topic: TopicInfo, reader: Reader, store: Store
+) -> None:
+    store.messages.insert([_row(topic, 0, b"a"), _row(topic, 2, b"c")])  # 1 was abandoned
+    batch = reader.read_partition("t", 0, 0)
+    assert [m.offset for m in batch.messages] == [0] and batch.next_offset == 1
+    time.sleep(settings.gap_timeout + 0.2)
+    batch = reader.read_partition("t", 0, 1)
+    assert [m.offset for m in batch.messages] == [2] and batch.next_offset == 3
+    with pytest.raises(DuplicateKey):  # the late producer now fails on the unique key
+        store.messages.insert([_row(topic, 1, b"late")])
+    stats = TopicAdmin(settings, store=store).describe("t")[0]
+    assert (stats.messages, stats.tombstones, stats.high_watermark) == (2, 1, 3)
+
+
+def test_slow_transaction_is_never_skipped(
+    settings: Settings, topic: TopicInfo, reader: Reader, store: Store
+) -> None:
+    """A producer whose insert of offset 1 is still uncommitted when the hole turns old:
+    the reader's tombstone waits on the row lock, loses to the commit, and reads the row."""
+    store.messages.insert([_row(topic, 0, b"a")])
+    slow = pymysql.connect(host="127.0.0.1", user="root", database=settings.database_name)
+    slow.begin()
+    with slow.cursor() as cur:
+        cur.execute(
+            "INSERT INTO message (topic_id, partition_no, offset_no, body) VALUES (%s, 0, 1, %s)",
+            (topic.id, b"slow"),
+        )
+    store.messages.insert([_row(topic, 2, b"c")])
+    time.sleep(settings.gap_timeout + 0.2)
+    threading.Timer(1.0, slow.commit).start()
+    batch = reader.read_partition("t", 0, 1)
+    slow.close()
+    assert [m.body for m in batch.messages][:1] == [b"slow"]
+    assert [m.offset for m in batch.messages] == [1, 2]
+
+
+def test_rolled_back_slow_transaction_becomes_a_tombstone(
+    settings: Settings, topic: TopicInfo, reader: Reader, store: Store
+) -> None:
+    store.messages.insert([_row(topic, 0, b"a")])
+    slow = pymysql.connect(host="127.0.0.1", user="root", database=settings.database_name)
+    slow.begin()
+    with slow.cursor() as cur:
+        cur.execute(
+            "INSERT INTO message (topic_id, partition_no, offset_no, body) VALUES (%s, 0, 1, %s)",
+            (topic.id, b"never"),
+        )
+    store.messages.insert([_row(topic, 2, b"c")])
+    time.sleep(settings.gap_timeout + 0.2)
+    threading.Timer(1.0, slow.rollback).start()
+    batch = reader.read_partition("t", 0, 1)
+    slow.close()
+    assert [m.body for m in batch.messages] == [b"c"] and batch.next_offset == 3
+
+
+class _StaleOnce:
+    """Hands out an offset someone already filled, once, then behaves."""
+
+    def __init__(self, inner: RedisAllocator, stale: int) -> None:
+        self.inner, self.stale = inner, stale
+
+    def allocate(self, topic_id: int, counts: Mapping[int, int]) -> dict[int, int]:
+        result = self.inner.allocate(topic_id, counts)
+        if self.stale >= 0:
+            result, self.stale = {0: self.stale}, -1
+        return result
+
+    def reseed(self, topic_id: int, next_offsets: Mapping[int, int]) -> None:
+        self.inner.reseed(topic_id, next_offsets)
+
+
+def test_producer_that_lost_its_offset_to_a_tombstone_retries(
+    settings: Settings, topic: TopicInfo, reader: Reader, store: Store
+) -> None:
+    with Producer(settings) as p:
+        p.send_batch("t", [b"a", b"b"])
+    store.messages.insert_tombstones(topic.id, 0, [2])
+    allocator = _StaleOnce(RedisAllocator(redis_client(settings), settings.redis_prefix), 2)
+    with Producer(settings, allocator=allocator) as late:
+        placed = late.send("t", b"late")
+    assert placed.offset >= 3
+    time.sleep(settings.gap_timeout + 0.2)
+    seen = []
+    cursor = 0
+    for _ in range(5):
+        batch = reader.read_partition("t", 0, cursor)
+        seen += [m.body for m in batch.messages]
+        cursor = batch.next_offset
+    assert seen == [b"a", b"b", b"late"]
+
+
+def test_reader_input_errors(topic: TopicInfo, reader: Reader) -> None:
+    with pytest.raises(UnknownTopic):
+        reader.read_partition("nope", 0, 0)
+    with pytest.raises(UnknownPartition):
+        reader.read_partition("t", 1, 0)
+    with pytest.raises(UnknownPartition):
+        reader.read_partition("t", -1, 0)
+    with pytest.raises(InvalidOffset):
+        reader.read_partition("t", 0, -1)
+    with pytest.raises(InvalidOffset):
+        reader.read_partition("t", 0, 0, limit=0)

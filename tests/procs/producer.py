@@ -1,0 +1,96 @@
+"""Child processes for the concurrency tests (run with `python -m tests.procs.producer`).
+
+modes:
+  produce NAME COUNT ACKFILE  send COUNT messages (singles and batches), append one line per
+                              acknowledged message: "partition offset body"
+  hang                        allocate a range, say so, then wait to be killed (a producer
+                              that dies between allocation and insert)
+  slow SECONDS ACKFILE        allocate one offset, insert it in a transaction held open for
+                              SECONDS, commit, and record the ack
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+
+import pymysql
+
+from ems import Producer, Record, Settings
+from ems.offsets.allocators import RedisAllocator, redis_client
+from ems.store import Store
+
+TOPIC = "conc"
+
+
+def _settings(url: str) -> Settings:
+    return Settings(database_url=url, gap_timeout=1.0)
+
+
+def produce(settings: Settings, name: str, count: int, ackfile: str) -> None:
+    rng = random.Random(name)
+    with Producer(settings) as producer, open(ackfile, "a", buffering=1) as acks:
+        sent = 0
+        while sent < count:
+            n = min(rng.choice([1, 1, 5, 20]), count - sent)
+            records = [Record(f"{name}-{sent + i}".encode(), key=f"project-{rng.randrange(30)}")
+                       for i in range(n)]
+            if n == 1:
+                placed = [producer.send(TOPIC, records[0].body, key=records[0].key)]
+            else:
+                placed = producer.send_batch(TOPIC, records)
+            for record, meta in zip(records, placed, strict=True):
+                acks.write(f"{meta.partition} {meta.offset} {record.body.decode()}\n")
+            sent += n
+
+
+def hang(settings: Settings) -> None:
+    store = Store(settings)
+    topic = store.topics.get(TOPIC)
+    allocator = RedisAllocator(redis_client(settings), settings.redis_prefix)
+    allocator.reseed(topic.id, store.messages.next_offsets(topic.id))
+    allocator.allocate(topic.id, {p: 3 for p in range(topic.partitions)})
+    print("allocated", flush=True)
+    time.sleep(600)
+
+
+def slow(settings: Settings, seconds: float, ackfile: str) -> None:
+    store = Store(settings)
+    topic = store.topics.get(TOPIC)
+    allocator = RedisAllocator(redis_client(settings), settings.redis_prefix)
+    allocator.reseed(topic.id, store.messages.next_offsets(topic.id))
+    offset = allocator.allocate(topic.id, {0: 1})[0]
+    conn = pymysql.connect(host="127.0.0.1", user="root", database=settings.database_name)
+    conn.begin()
+    body = f"slow-{offset}"
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "INSERT INTO message (topic_id, partition_no, offset_no, body) "
+                "VALUES (%s, 0, %s, %s)",
+                (topic.id, offset, body.encode()),
+            )
+        print("inserted", flush=True)
+        time.sleep(seconds)
+        conn.commit()
+    except pymysql.err.IntegrityError:
+        print("lost its offset", flush=True)  # never acknowledged: nothing to record
+        return
+    with open(ackfile, "a") as acks:
+        acks.write(f"0 {offset} {body}\n")
+
+
+def main(argv: list[str]) -> None:
+    url, mode, *args = argv
+    settings = _settings(url)
+    if mode == "produce":
+        produce(settings, args[0], int(args[1]), args[2])
+    elif mode == "hang":
+        hang(settings)
+    elif mode == "slow":
+        slow(settings, float(args[0]), args[1])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

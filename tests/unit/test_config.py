@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+import pytest
+
+from ems.config import DEFAULT_DATABASE_URL, Settings
+from ems.exceptions import InvalidSetting
+
+
+def test_defaults() -> None:
+    s = Settings.from_env({})
+    assert s.database_url == DEFAULT_DATABASE_URL
+    assert s.allocator == "redis"
+    assert s.redis_prefix == "ems:ems:"
+
+
+def test_from_env() -> None:
+    s = Settings.from_env(
+        {
+            "EMS_DATABASE_URL": "mysql+pymysql://u@h:1/other",
+            "EMS_REDIS_URL": "redis://h:2/3",
+            "EMS_ALLOCATOR": "mysql",
+            "EMS_GAP_TIMEOUT": "2.5",
+        }
+    )
+    assert (s.database_name, s.redis_url, s.allocator, s.gap_timeout) == (
+        "other", "redis://h:2/3", "mysql", 2.5,
+    )
+    assert s.redis_prefix == "ems:other:"
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{"EMS_ALLOCATOR": "zookeeper"}, {"EMS_GAP_TIMEOUT": "soon"}, {"EMS_GAP_TIMEOUT": "-1"}],
+)
+def test_bad_settings(env: dict[str, str]) -> None:
+    with pytest.raises(InvalidSetting):
+        Settings.from_env(env)
