@@ -6,7 +6,14 @@ from ems.exceptions import EmsError
 from ems.offsets.reader import Reader
 from ems.producer import Producer
 from ems.topics import TopicAdmin
-from ems.types import PartitionBatch, PartitionStats, Record, RecordMetadata, StoredMessage, TopicInfo
+from ems.types import (
+    PartitionBatch,
+    PartitionStats,
+    Record,
+    RecordMetadata,
+    StoredMessage,
+    TopicInfo,
+)
 
 __all__ = [
     "EmsError",

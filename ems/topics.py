@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import builtins
+
 from ems.config import Settings
 from ems.producer.validation import (
     DEFAULT_MAX_BODY_BYTES,
@@ -42,10 +44,10 @@ class TopicAdmin:
         check_name(name, "topic")
         return self.store.topics.get(name)
 
-    def list(self) -> list[TopicInfo]:
-        return self.store.topics.list()
+    def list(self) -> builtins.list[TopicInfo]:
+        return self.store.topics.all()
 
-    def describe(self, name: str) -> list[PartitionStats]:
+    def describe(self, name: str) -> builtins.list[PartitionStats]:
         """Per partition: low and high watermark, message and tombstone counts."""
         return self.store.topics.partition_stats(self.get(name))
 

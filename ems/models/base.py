@@ -20,15 +20,13 @@ NAMING_CONVENTION = {
 TABLE_ARGS = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin"}
 
 # Microsecond timestamps; every default and expiry comes from the database clock.
-Timestamp = DateTime(timezone=False).with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
+Timestamp = DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 BigId = BigInteger().with_variant(mysql.BIGINT(unsigned=True), "mysql", "mariadb")
 
 bigint_pk = Annotated[int, mapped_column(BigId, primary_key=True, autoincrement=True)]
 name_str = Annotated[str, mapped_column(String(128), nullable=False)]
-client_id_str = Annotated[str, mapped_column(String(255), nullable=False)]
-created_ts = Annotated[
-    dt.datetime, mapped_column(Timestamp, nullable=False, server_default=text("CURRENT_TIMESTAMP(6)"))
-]
+NOW6 = text("CURRENT_TIMESTAMP(6)")
+created_ts = Annotated[dt.datetime, mapped_column(Timestamp, nullable=False, server_default=NOW6)]
 timestamp = Annotated[dt.datetime, mapped_column(Timestamp, nullable=False)]
 optional_ts = Annotated[dt.datetime | None, mapped_column(Timestamp, nullable=True)]
 

@@ -6,9 +6,16 @@ message costs throughput and buys nothing the producer does not already check.
 
 from __future__ import annotations
 
-
-
-from sqlalchemy import JSON, BigInteger, Boolean, Index, Integer, LargeBinary, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Index,
+    Integer,
+    LargeBinary,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import Mapped, mapped_column
 

@@ -14,7 +14,7 @@ from redis.retry import Retry
 
 from ems.config import Settings
 from ems.exceptions import RedisUnavailable
-from ems.store import HeadStore
+from ems.store.topics import HeadStore
 
 # Raise a counter to ARGV[1] unless it is already higher; returns the value now held.
 _SET_IF_GREATER = """

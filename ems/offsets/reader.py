@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import suppress
+
 from ems.config import Settings
 from ems.exceptions import DuplicateKey, InvalidOffset, UnknownPartition
 from ems.offsets.gaps import plan_read
@@ -38,10 +40,9 @@ class PartitionReader:
                     next_offset=from_offset + plan.ready,
                 )
             first, end = plan.fill
-            try:
+            # A late producer (or another reader) may get there first; then read again.
+            with suppress(DuplicateKey):
                 self.messages.insert_tombstones(topic_id, partition, range(first, end))
-            except DuplicateKey:
-                pass  # a late producer (or another reader) got there first; read again
         return PartitionBatch(partition=partition, messages=[], next_offset=from_offset)
 
 

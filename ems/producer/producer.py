@@ -22,6 +22,8 @@ _CONFLICT_ATTEMPTS = 8
 _AMBIGUOUS_ATTEMPTS = 3
 
 Outgoing = Record | bytes | str | Mapping[str, object]
+#: (partition, key, headers JSON, body) of a validated message.
+Prepared = tuple[int, bytes | None, str | None, bytes]
 
 
 def _as_record(item: Outgoing) -> Record:
@@ -113,7 +115,7 @@ class Producer:
             self._topics[name] = info
         return info
 
-    def _prepare(self, info: TopicInfo, record: Record) -> tuple[int, bytes | None, str | None, bytes]:
+    def _prepare(self, info: TopicInfo, record: Record) -> Prepared:
         body = encode_body(record.body, info.max_body_bytes)
         key = encode_key(record.key)
         headers = encode_headers(record.headers)
@@ -124,7 +126,7 @@ class Producer:
         return partition, key, headers, body
 
     def _insert(
-        self, info: TopicInfo, prepared: Sequence[tuple[int, bytes | None, str | None, bytes]]
+        self, info: TopicInfo, prepared: Sequence[Prepared]
     ) -> list[NewMessage]:
         counts: dict[int, int] = {}
         for partition, *_ in prepared:
@@ -175,7 +177,7 @@ class Producer:
 
 def _place(
     topic_id: int,
-    prepared: Sequence[tuple[int, bytes | None, str | None, bytes]],
+    prepared: Sequence[Prepared],
     firsts: Mapping[int, int],
 ) -> list[NewMessage]:
     """Give each message the next offset of its partition's range, in input order."""

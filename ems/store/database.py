@@ -11,8 +11,8 @@ import pymysql
 from pymysql.cursors import Cursor
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.pool import PoolProxiedConnection
 
 from ems.config import Settings
 from ems.exceptions import (
@@ -32,16 +32,16 @@ _LOCK = {1205, 1213}
 _NO_SCHEMA = {1146}
 
 
-def _errno(exc: BaseException) -> int | None:
+def _errno(exc: BaseException | None) -> int | None:
     args = getattr(exc, "args", ())
     return args[0] if args and isinstance(args[0], int) else None
 
 
 def translate(exc: SQLAlchemyError | pymysql.err.Error) -> EmsError:
     """Turn a driver error into the ems exception a caller can act on."""
+    orig: BaseException | None
     if isinstance(exc, pymysql.err.Error):
-        orig: BaseException = exc
-        invalidated = False
+        orig, invalidated = exc, False
     elif isinstance(exc, DBAPIError):
         orig, invalidated = exc.orig, exc.connection_invalidated
     else:

@@ -12,7 +12,6 @@ from ems.models import Message, PartitionHead, Topic
 from ems.store.database import Database
 from ems.types import PartitionStats, TopicInfo
 
-
 _TOPIC_COLUMNS = (
     Topic.id, Topic.name, Topic.partitions, Topic.retention_hours, Topic.max_body_bytes,
     Topic.created_at,
@@ -32,14 +31,15 @@ class TopicStore:
     ) -> TopicInfo:
         try:
             with self.db.connect() as conn:
-                topic_id = conn.execute(
+                result = conn.execute(
                     insert(Topic).values(
                         name=name,
                         partitions=partitions,
                         retention_hours=retention_hours,
                         max_body_bytes=max_body_bytes,
                     )
-                ).inserted_primary_key[0]
+                )
+                topic_id = result.lastrowid
                 conn.execute(
                     insert(PartitionHead),
                     [{"topic_id": topic_id, "partition_no": p} for p in range(partitions)],
@@ -55,7 +55,7 @@ class TopicStore:
             raise UnknownTopic(f"unknown topic {name!r}")
         return _topic(row)
 
-    def list(self) -> list[TopicInfo]:
+    def all(self) -> list[TopicInfo]:
         with self.db.connect() as conn:
             return [_topic(r) for r in conn.execute(select(*_TOPIC_COLUMNS).order_by(Topic.name))]
 

@@ -105,7 +105,7 @@ def test_crashes_and_redis_loss_lose_and_duplicate_nothing(
     time.sleep(0.5)
     producers[7].send_signal(signal.SIGKILL)
 
-    for proc in producers[:7] + [slow]:
+    for proc in [*producers[:7], slow]:
         assert proc.wait(timeout=120) == 0
     producers[7].wait(timeout=10)
     hung.wait(timeout=10)

@@ -1,0 +1,32 @@
+"""The `ems` command group and its entry point."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import click
+
+from ems.cli.db import db
+from ems.cli.demo import demo
+from ems.cli.errors import EmsGroup
+from ems.cli.produce import produce
+from ems.cli.tail import tail
+from ems.cli.topics import topic
+
+
+@click.group(cls=EmsGroup)
+def cli() -> None:
+    """ems: a MySQL-backed stream queue.
+
+    Configured by EMS_DATABASE_URL and EMS_REDIS_URL. Exit codes: 0 ok, 1 failure,
+    2 bad input (or unknown / existing object), 3 server unreachable.
+    """
+
+
+for command in (db, topic, produce, tail, demo):
+    cli.add_command(command)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console entry point (`ems`, `python -m ems.cli`)."""
+    cli.main(args=argv, prog_name="ems")

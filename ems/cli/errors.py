@@ -1,0 +1,40 @@
+"""The one place where ems errors become messages and exit codes.
+
+Commands raise ems.exceptions freely; EmsGroup turns them into `error: <message>` on
+stderr (no traceback) and an exit code a script can act on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ems.exceptions import AlreadyExists, EmsError, InvalidInput, NotFound, ServerUnavailable
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+#: The same code click uses for usage errors: the caller asked for something invalid.
+EXIT_BAD_INPUT = 2
+EXIT_UNAVAILABLE = 3
+
+
+def exit_code_for(error: EmsError) -> int:
+    """Bad input and missing or duplicate objects → 2; unreachable server → 3; else 1."""
+    if isinstance(error, InvalidInput | NotFound | AlreadyExists):
+        return EXIT_BAD_INPUT
+    if isinstance(error, ServerUnavailable):
+        return EXIT_UNAVAILABLE
+    return EXIT_FAILURE
+
+
+class EmsGroup(click.Group):
+    """A click group that reports its subcommands' EmsErrors as `error: <message>` on
+    stderr, without a traceback, and exits with exit_code_for(error)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except EmsError as exc:
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(exit_code_for(exc))

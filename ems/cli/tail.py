@@ -1,0 +1,110 @@
+"""`ems tail`: follow a topic's partitions and print their messages."""
+
+from __future__ import annotations
+
+import time
+from contextlib import closing
+
+import click
+
+from ems.cli.common import settings
+from ems.exceptions import UnknownPartition
+from ems.offsets.reader import Reader
+from ems.types import PartitionBatch
+
+#: Seconds to sleep when no partition had anything ready.
+POLL_INTERVAL = 0.1
+READ_LIMIT = 500
+
+
+class Budget:
+    """When to stop: after max_messages, or when the run has lasted `timeout` seconds."""
+
+    def __init__(self, max_messages: int | None, timeout: float | None) -> None:
+        self.left = max_messages
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+
+    def spent(self) -> bool:
+        timed_out = self.deadline is not None and time.monotonic() >= self.deadline
+        return timed_out or self.left == 0
+
+    def limit(self) -> int:
+        return READ_LIMIT if self.left is None else min(READ_LIMIT, self.left)
+
+    def take(self, count: int) -> None:
+        if self.left is not None:
+            self.left -= count
+
+    def pause(self) -> None:
+        remaining = POLL_INTERVAL if self.deadline is None else self.deadline - time.monotonic()
+        time.sleep(max(0.0, min(POLL_INTERVAL, remaining)))
+
+
+def start_offsets(
+    reader: Reader, topic: str, partition: int | None, from_beginning: bool
+) -> dict[int, int]:
+    """In-memory cursors: 0, or each partition's high watermark."""
+    count = reader.topic(topic).partitions
+    if partition is not None and partition >= count:
+        raise UnknownPartition(f"topic {topic!r} has no partition {partition}")
+    wanted = range(count) if partition is None else [partition]
+    if from_beginning:
+        return dict.fromkeys(wanted, 0)
+    marks = reader.high_watermarks(topic)
+    return {p: marks[p] for p in wanted}
+
+
+def format_batch(batch: PartitionBatch) -> str:
+    return "\n".join(
+        "\t".join((
+            str(m.partition),
+            str(m.offset),
+            "-" if m.key is None else m.key.decode("utf-8", errors="replace"),
+            m.body.decode("utf-8", errors="replace"),
+        ))
+        for m in batch.messages
+    )
+
+
+def follow(reader: Reader, topic: str, cursors: dict[int, int], budget: Budget) -> None:
+    """Round-robin over the partitions until the budget is spent."""
+    while not budget.spent():
+        got = 0
+        for partition, offset in cursors.items():
+            if budget.spent():
+                break
+            batch = reader.read_partition(topic, partition, offset, budget.limit())
+            cursors[partition] = batch.next_offset
+            if batch.messages:
+                click.echo(format_batch(batch))
+                got += len(batch.messages)
+                budget.take(len(batch.messages))
+        if not got:
+            budget.pause()
+
+
+@click.command()
+@click.argument("topic")
+@click.option("--from-beginning", is_flag=True, help="Start at offset 0, not at the end.")
+@click.option("--max-messages", "-n", type=click.IntRange(min=1), help="Stop after N messages.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
+              help="Stop after this many seconds in all.")
+@click.option("--partition", "-p", type=click.IntRange(min=0), help="Follow one partition.")
+def tail(
+    topic: str, from_beginning: bool, max_messages: int | None, timeout: float | None,
+    partition: int | None,
+) -> None:
+    """Print TOPIC's messages as `partition<TAB>offset<TAB>key<TAB>body` lines."""
+    budget = Budget(max_messages, timeout)
+    try:
+        with closing(Reader(settings())) as reader:
+            cursors = start_offsets(reader, topic, partition, from_beginning)
+            where = "beginning" if from_beginning else "end"
+            click.echo(f"following {topic} from the {where}: {_positions(cursors)}", err=True)
+            follow(reader, topic, cursors, budget)
+    except KeyboardInterrupt:
+        pass  # Ctrl-C is how a follow without --max-messages or --timeout ends
+
+
+def _positions(cursors: dict[int, int]) -> str:
+    return " ".join(f"p{p}={offset}" for p, offset in cursors.items())

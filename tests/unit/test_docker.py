@@ -1,0 +1,166 @@
+"""docker/compose.yaml and docker/Dockerfile, checked by parsing them (no Docker engine needed)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKER = ROOT / "docker"
+DOCKERFILE = DOCKER / "Dockerfile"
+IGNORE_FILE = DOCKER / "Dockerfile.dockerignore"
+EMS_NAME = re.compile(r"\bEMS_[A-Z0-9_]+")
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    data = yaml.safe_load((DOCKER / "compose.yaml").read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+@pytest.fixture(scope="module")
+def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return dict(compose["services"])
+
+
+@pytest.fixture(scope="module")
+def ems_services(services: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The services built from docker/Dockerfile."""
+    built = {
+        name: svc
+        for name, svc in services.items()
+        if isinstance(svc.get("build"), dict)
+        and Path(svc["build"].get("dockerfile", "")).name == "Dockerfile"
+    }
+    assert {"migrate", "demo"} <= built.keys()
+    return built
+
+
+@pytest.fixture(scope="module")
+def dockerfile() -> list[str]:
+    """Dockerfile instructions, one per entry, with continuation lines joined."""
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    return [line.strip() for line in text.splitlines() if line.strip() and line[0] != "#"]
+
+
+def _environment(service: dict[str, Any]) -> dict[str, str]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) for item in env)
+    return {str(k): str(v) for k, v in env.items()}
+
+
+def _instructions(dockerfile: list[str], keyword: str) -> list[str]:
+    return [line.split(None, 1)[1] for line in dockerfile if line.split()[0].upper() == keyword]
+
+
+def test_services_exist(services: dict[str, dict[str, Any]]) -> None:
+    assert {"mysql", "redis", "migrate", "demo"} <= services.keys()
+
+
+def test_no_obsolete_version_key(compose: dict[str, Any]) -> None:
+    assert "version" not in compose
+
+
+def test_server_images(services: dict[str, dict[str, Any]]) -> None:
+    assert services["mysql"]["image"].startswith("mysql:8.4")
+    assert services["redis"]["image"].startswith("redis:7")
+
+
+@pytest.mark.parametrize("name", ["mysql", "redis"])
+def test_servers_have_healthchecks(services: dict[str, dict[str, Any]], name: str) -> None:
+    test = services[name].get("healthcheck", {}).get("test")
+    assert test, f"{name} has no healthcheck test"
+    command = " ".join(test) if isinstance(test, list) else test
+    assert {"mysql": "mysqladmin ping", "redis": "redis-cli ping"}[name] in command
+
+
+def test_mysql_settings(services: dict[str, dict[str, Any]]) -> None:
+    mysql = services["mysql"]
+    env = _environment(mysql)
+    assert env["MYSQL_DATABASE"] == "ems"
+    assert "MYSQL_ROOT_PASSWORD" in env or "MYSQL_ALLOW_EMPTY_PASSWORD" in env
+    command = mysql["command"]
+    command = " ".join(command) if isinstance(command, list) else command
+    assert "--character-set-server=utf8mb4" in command
+    assert "--collation-server=utf8mb4_bin" in command
+    assert mysql.get("volumes"), "mysql data should live in a named volume"
+
+
+def test_ems_services_reach_the_compose_servers(
+    services: dict[str, dict[str, Any]], ems_services: dict[str, dict[str, Any]]
+) -> None:
+    password = _environment(services["mysql"]).get("MYSQL_ROOT_PASSWORD")
+    for name, service in ems_services.items():
+        env = _environment(service)
+        db = urlsplit(env["EMS_DATABASE_URL"])
+        assert db.scheme == "mysql+pymysql", name
+        assert db.hostname == "mysql", name
+        assert db.path == "/" + _environment(services["mysql"])["MYSQL_DATABASE"], name
+        assert (db.password or None) == (password or None), f"{name}: root password differs"
+        assert urlsplit(env["EMS_REDIS_URL"]).hostname == "redis", name
+
+
+def test_every_ems_variable_is_read_by_config() -> None:
+    known = set(EMS_NAME.findall((ROOT / "ems" / "config.py").read_text()))
+    named = set(EMS_NAME.findall((DOCKER / "compose.yaml").read_text()))
+    assert named, "compose names no EMS_* variable"
+    assert named <= known, f"not read by ems/config.py: {sorted(named - known)}"
+
+
+def test_migrate_waits_for_mysql(services: dict[str, dict[str, Any]]) -> None:
+    migrate = services["migrate"]
+    assert migrate["command"] == ["db", "upgrade"]
+    assert migrate["depends_on"]["mysql"]["condition"] == "service_healthy"
+    assert migrate.get("restart") == "no"
+
+
+def test_demo_waits_for_servers_and_migration(services: dict[str, dict[str, Any]]) -> None:
+    demo = services["demo"]
+    assert demo["command"][0] == "demo"
+    depends = demo["depends_on"]
+    assert depends["mysql"]["condition"] == "service_healthy"
+    assert depends["redis"]["condition"] == "service_healthy"
+    assert depends["migrate"]["condition"] == "service_completed_successfully"
+
+
+def test_build_paths_exist(ems_services: dict[str, dict[str, Any]]) -> None:
+    for name, service in ems_services.items():
+        context = (DOCKER / service["build"]["context"]).resolve()
+        assert context == ROOT, f"{name}: build context should be the repo root"
+        assert (context / service["build"]["dockerfile"]).resolve() == DOCKERFILE
+
+
+def test_dockerfile_base_user_and_entrypoint(dockerfile: list[str]) -> None:
+    assert any(image.startswith("python:3.11") for image in _instructions(dockerfile, "FROM"))
+    users = _instructions(dockerfile, "USER")
+    assert users, "the image runs as root"
+    assert users[-1].split(":")[0] not in ("root", "0")
+    assert _instructions(dockerfile, "ENTRYPOINT")[-1] in ('["ems"]', "ems")
+
+
+def test_dockerfile_keeps_migrations_next_to_the_package(dockerfile: list[str]) -> None:
+    # migrate.py looks for alembic.ini at Path(__file__).parents[2]: ems must be imported
+    # from the copied tree (editable install), not from site-packages.
+    copied = " ".join(_instructions(dockerfile, "COPY"))
+    for path in ("alembic.ini", "migrations", "ems", "pyproject.toml"):
+        assert re.search(rf"(^|\s){re.escape(path)}/?(\s|$)", copied), f"{path} not copied"
+    installs = [run for run in _instructions(dockerfile, "RUN") if "pip install" in run]
+    assert any(re.search(r"\s(-e|--editable)\s+\.(\s|$)", run) for run in installs)
+
+
+def test_dockerignore_lets_copied_files_through(dockerfile: list[str]) -> None:
+    lines = [ln.strip() for ln in IGNORE_FILE.read_text().splitlines()]
+    patterns = [ln for ln in lines if ln and not ln.startswith("#")]
+    assert "*" in patterns, "the ignore file should be an allowlist (start from '*')"
+    allowed = {p[1:].rstrip("/") for p in patterns if p.startswith("!")}
+    for copy in _instructions(dockerfile, "COPY"):
+        for source in copy.split()[:-1]:
+            if not source.startswith("--"):
+                assert source.rstrip("/") in allowed, f"{source} is excluded from the context"
