@@ -47,9 +47,10 @@ class TopicAdmin:
     def list(self) -> builtins.list[TopicInfo]:
         return self.store.topics.all()
 
-    def describe(self, name: str) -> builtins.list[PartitionStats]:
-        """Per partition: low and high watermark, message and tombstone counts."""
-        return self.store.topics.partition_stats(self.get(name))
+    def describe(self, name: str, *, exact: bool = False) -> builtins.list[PartitionStats]:
+        """Per partition: low and high watermark and the offsets stored between them. With
+        exact=True, messages and tombstones are counted (a scan of the topic's index)."""
+        return self.store.topics.partition_stats(self.get(name), exact=exact)
 
     def close(self) -> None:
         if self._owns_store:

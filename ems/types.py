@@ -24,9 +24,11 @@ class PartitionStats:
     low_watermark: int | None
     #: Next offset to be written: one past the highest stored offset (Kafka's log end).
     high_watermark: int
-    #: Stored messages, tombstones excluded.
+    #: Stored offsets (high - low watermark), or with exact counts the stored messages
+    #: without tombstones.
     messages: int
-    tombstones: int
+    #: Tombstones stored; None unless exact counts were asked for.
+    tombstones: int | None
 
 
 @dataclass(frozen=True, slots=True)

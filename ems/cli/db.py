@@ -1,11 +1,14 @@
-"""`ems db`: create the database and migrate its schema."""
+"""`ems db`: create the database and migrate its schema.
+
+ems.store.migrate is imported inside the commands: it pulls in Alembic, which the other
+commands (and the demo's spawned producers) need not pay for at start-up.
+"""
 
 from __future__ import annotations
 
 import click
 
 from ems.cli.common import settings
-from ems.store import migrate
 
 
 @click.group()
@@ -17,6 +20,8 @@ def db() -> None:
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing on success.")
 def create(quiet: bool) -> None:
     """Create the configured database if it is missing."""
+    from ems.store import migrate
+
     config = settings()
     created = migrate.create_database(config)
     if not quiet:
@@ -28,6 +33,8 @@ def create(quiet: bool) -> None:
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing on success.")
 def upgrade(quiet: bool) -> None:
     """Migrate the schema to the newest revision (alembic upgrade head)."""
+    from ems.store import migrate
+
     config = settings()
     before = migrate.current_revision(config)
     migrate.upgrade(config)
@@ -43,6 +50,8 @@ def upgrade(quiet: bool) -> None:
 @db.command()
 def current() -> None:
     """Print the database's schema revision and the newest one available."""
+    from ems.store import migrate
+
     config = settings()
     found = migrate.current_revision(config)
     head = migrate.head_revision(config)

@@ -53,9 +53,11 @@ def run_producer(
     `stop`, so a batch in flight is finished rather than cut off."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     rng = random.Random(f"{index}-{time.time_ns()}")
+    parent = multiprocessing.parent_process()
     try:
         with Producer(config.settings) as producer:
-            while not stop.is_set():
+            # A parent killed outright (SIGKILL) never sets `stop`: do not outlive it.
+            while not stop.is_set() and (parent is None or parent.is_alive()):
                 producer.send_batch(config.topic, readings(rng, config.projects, config.batch))
     except EmsError as exc:
         errors.put(exc)
@@ -69,6 +71,20 @@ def sigint_ignored() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM (kill, docker stop) ends the demo as cleanly as Ctrl-C does."""
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class ProducerPool:

@@ -50,15 +50,18 @@ def list_topics(as_json: bool) -> None:
 
 @topic.command()
 @click.argument("name")
+@click.option("--exact", is_flag=True,
+              help="Count messages and tombstones (scans the topic's index; slow on big topics).")
 @json_option
-def describe(name: str, as_json: bool) -> None:
-    """Per partition of topic NAME: watermarks, messages and tombstones."""
+def describe(name: str, exact: bool, as_json: bool) -> None:
+    """Per partition of topic NAME: watermarks and stored offsets (with --exact: messages
+    and tombstones counted)."""
     with closing(TopicAdmin(settings())) as admin:
         info = admin.get(name)
-        stats: list[PartitionStats] = admin.describe(name)
+        stats: list[PartitionStats] = admin.describe(name, exact=exact)
     totals = {
         "messages": sum(s.messages for s in stats),
-        "tombstones": sum(s.tombstones for s in stats),
+        "tombstones": sum(s.tombstones or 0 for s in stats) if exact else None,
     }
     if as_json:
         partitions = [asdict(s) for s in stats]

@@ -10,7 +10,7 @@ import datetime as dt
 import json
 from collections.abc import Iterable, Sequence
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 
 from ems.models import Message
 from ems.store.database import Database
@@ -51,6 +51,17 @@ class FetchedRows:
         self.now = now
 
 
+def next_offsets_query(topic_id: int) -> Select[tuple[int, int]]:
+    """Grouping by the whole key prefix lets MySQL answer with a loose index scan, one
+    index dive per partition, however many rows the topic holds."""
+    m = Message
+    return (
+        select(m.partition_no, func.max(m.offset_no))
+        .where(m.topic_id == topic_id)
+        .group_by(m.topic_id, m.partition_no)
+    )
+
+
 class MessageStore:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -67,7 +78,10 @@ class MessageStore:
         one_statement = size + _ROW_OVERHEAD * len(messages) < _STATEMENT_BYTES
         if one_statement:
             with self.db.single() as cursor:
-                cursor.executemany(_INSERT, params)
+                if len(params) == 1:
+                    cursor.execute(_INSERT, params[0])
+                else:
+                    cursor.executemany(_INSERT, params)
         else:
             with self.db.connect() as conn:
                 conn.exec_driver_sql(_INSERT, params)
@@ -108,14 +122,8 @@ class MessageStore:
 
     def next_offsets(self, topic_id: int) -> dict[int, int]:
         """One past the highest stored offset, per partition that has rows."""
-        m = Message
-        query = (
-            select(m.partition_no, func.max(m.offset_no))
-            .where(m.topic_id == topic_id)
-            .group_by(m.partition_no)
-        )
         with self.db.connect() as conn:
-            return {int(p): int(top) + 1 for p, top in conn.execute(query)}
+            return {int(p): int(top) + 1 for p, top in conn.execute(next_offsets_query(topic_id))}
 
     def next_offset(self, topic_id: int, partition: int) -> int:
         m = Message

@@ -59,33 +59,40 @@ class TopicStore:
         with self.db.connect() as conn:
             return [_topic(r) for r in conn.execute(select(*_TOPIC_COLUMNS).order_by(Topic.name))]
 
-    def partition_stats(self, topic: TopicInfo) -> list[PartitionStats]:
+    def partition_stats(self, topic: TopicInfo, *, exact: bool = False) -> list[PartitionStats]:
+        """Watermarks from index dives (grouping by the full key prefix lets MySQL use a
+        loose index scan). Exact counts scan the partition's index and are opt-in."""
         m = Message
-        query = (
-            select(
-                m.partition_no,
-                func.min(m.offset_no),
-                func.max(m.offset_no),
-                func.count(),
-                func.coalesce(func.sum(m.tombstone), 0),
-            )
+        bounds = (
+            select(m.partition_no, func.min(m.offset_no), func.max(m.offset_no))
             .where(m.topic_id == topic.id)
-            .group_by(m.partition_no)
+            .group_by(m.topic_id, m.partition_no)
+        )
+        counts = (
+            select(m.partition_no, func.count(), func.coalesce(func.sum(m.tombstone), 0))
+            .where(m.topic_id == topic.id)
+            .group_by(m.topic_id, m.partition_no)
         )
         with self.db.connect() as conn:
-            found = {r[0]: r for r in conn.execute(query)}
-        stats = []
-        for p in range(topic.partitions):
-            row = found.get(p)
-            if row is None:
-                stats.append(PartitionStats(partition=p, low_watermark=None, high_watermark=0,
-                                            messages=0, tombstones=0))
-                continue
-            _, low, high, count, tombs = row
-            stats.append(PartitionStats(partition=p, low_watermark=int(low),
-                                        high_watermark=int(high) + 1,
-                                        messages=int(count) - int(tombs), tombstones=int(tombs)))
-        return stats
+            found = {int(r[0]): (int(r[1]), int(r[2])) for r in conn.execute(bounds)}
+            exact_counts = (
+                {int(r[0]): (int(r[1]), int(r[2])) for r in conn.execute(counts)} if exact else {}
+            )
+        return [_stats(p, found.get(p), exact_counts.get(p, (0, 0)) if exact else None)
+                for p in range(topic.partitions)]
+
+
+def _stats(
+    partition: int, bounds: tuple[int, int] | None, counts: tuple[int, int] | None
+) -> PartitionStats:
+    low, high = (bounds[0], bounds[1] + 1) if bounds else (None, 0)
+    if counts is None:
+        span = high - low if low is not None else 0
+        return PartitionStats(partition=partition, low_watermark=low, high_watermark=high,
+                              messages=span, tombstones=None)
+    rows, tombstones = counts
+    return PartitionStats(partition=partition, low_watermark=low, high_watermark=high,
+                          messages=rows - tombstones, tombstones=tombstones)
 
 
 class HeadStore:

@@ -62,8 +62,11 @@ def test_young_hole_blocks_then_old_hole_is_tombstoned(
     assert [m.offset for m in batch.messages] == [2] and batch.next_offset == 3
     with pytest.raises(DuplicateKey):  # the late producer now fails on the unique key
         store.messages.insert([_row(topic, 1, b"late")])
-    stats = TopicAdmin(settings, store=store).describe("t")[0]
+    admin = TopicAdmin(settings, store=store)
+    stats = admin.describe("t", exact=True)[0]
     assert (stats.messages, stats.tombstones, stats.high_watermark) == (2, 1, 3)
+    stats = admin.describe("t")[0]
+    assert (stats.messages, stats.tombstones, stats.low_watermark) == (3, None, 0)
 
 
 def test_slow_transaction_is_never_skipped(

@@ -1,0 +1,402 @@
+"""The `ems` command line end to end: each test runs `python -m ems.cli` in a subprocess
+against the real MariaDB and Redis, configured only through EMS_* variables."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import closing
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from ems.config import Settings
+from ems.offsets.reader import Reader
+from ems.store import migrate
+from ems.topics import TopicAdmin
+
+UNREACHABLE_DB = "mysql+pymysql://root@127.0.0.1:1/ems"
+UNREACHABLE_REDIS = "redis://127.0.0.1:1/0"
+PROGRESS = re.compile(r"^\s*\d+\.\ds\s+\d+ msg/s\s+total \d+\s+(p\d+=\d+ ?)+$")
+
+
+class Cli:
+    """Runs the CLI in a subprocess with a clean EMS_* environment."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("EMS_")}
+        self.env.update(
+            EMS_DATABASE_URL=settings.database_url,
+            EMS_REDIS_URL=settings.redis_url,
+            EMS_GAP_TIMEOUT="1",
+        )
+
+    def command(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "ems.cli", *args]
+
+    def run(
+        self, *args: str, input: str | None = None, timeout: float = 60,
+        env: Mapping[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.command(*args), input=input, env={**self.env, **(env or {})},
+            capture_output=True, text=True, timeout=timeout,
+        )
+
+    def ok(self, *args: str, input: str | None = None) -> str:
+        result = self.run(*args, input=input)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    def popen(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            self.command(*args), env=self.env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+
+
+@pytest.fixture
+def cli(settings: Settings) -> Cli:
+    return Cli(settings)
+
+
+def assert_clean_error(result: subprocess.CompletedProcess[str], code: int) -> None:
+    assert result.returncode == code, (result.stdout, result.stderr)
+    assert result.stderr.startswith("error: "), result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def stored_topics(cli: Cli) -> list[str]:
+    return [t["name"] for t in json.loads(cli.ok("topic", "list", "--json"))]
+
+
+def tail_lines(output: str) -> list[tuple[int, int, str, str]]:
+    rows = []
+    for line in output.splitlines():
+        partition, offset, key, body = line.split("\t")
+        rows.append((int(partition), int(offset), key, body))
+    return rows
+
+
+def assert_offset_order(rows: Sequence[tuple[int, int, str, str]]) -> None:
+    last: dict[int, int] = {}
+    for partition, offset, _, _ in rows:
+        assert offset > last.get(partition, -1), f"p{partition} offset {offset} out of order"
+        last[partition] = offset
+
+
+# -- topics ------------------------------------------------------------------------------
+
+
+def test_topic_create_list_describe(cli: Cli) -> None:
+    out = cli.ok("topic", "create", "orders", "--partitions", "3",
+                 "--retention-hours", "24", "--max-body-bytes", "2048")
+    assert out == "created topic orders with 3 partitions\n"
+    cli.ok("topic", "create", "audit", "--partitions", "1")
+
+    listing = cli.ok("topic", "list").splitlines()
+    assert listing[0].split() == ["name", "partitions", "retention", "hours", "max", "body",
+                                  "bytes", "created"]
+    assert [line.split()[:4] for line in listing[1:]] == [
+        ["audit", "1", "168", "1048576"], ["orders", "3", "24", "2048"],
+    ]
+    listed = json.loads(cli.ok("topic", "list", "--json"))
+    assert [(t["name"], t["partitions"], t["retention_hours"], t["max_body_bytes"])
+            for t in listed] == [("audit", 1, 168, 1048576), ("orders", 3, 24, 2048)]
+    assert all(isinstance(t["created_at"], str) for t in listed)
+
+    cli.ok("produce", "orders", input="a\nb\nc\nd\ne\n")
+    described = cli.ok("topic", "describe", "orders").splitlines()
+    assert described[0] == "topic orders: 3 partitions"
+    rows = [line.split() for line in described[2:]]
+    assert [r[0] for r in rows] == ["0", "1", "2", "total"]
+    assert sum(int(r[3]) for r in rows[:3]) == 5
+    assert rows[3] == ["total", "5", "-"]
+
+    exact = [line.split() for line in
+             cli.ok("topic", "describe", "orders", "--exact").splitlines()[2:]]
+    assert exact[3] == ["total", "5", "0"]
+
+    info = json.loads(cli.ok("topic", "describe", "orders", "--json", "--exact"))
+    assert info["name"] == "orders" and info["partitions"] == 3
+    stats = info["partition_stats"]
+    assert [s["partition"] for s in stats] == [0, 1, 2]
+    assert sum(s["high_watermark"] for s in stats) == 5
+    assert sum(s["messages"] for s in stats) == 5
+    assert info["totals"] == {"messages": 5, "tombstones": 0}
+
+
+def test_describe_empty_topic_shows_no_low_watermark(cli: Cli) -> None:
+    cli.ok("topic", "create", "empty", "--partitions", "2")
+    stats = json.loads(cli.ok("topic", "describe", "empty", "--json"))["partition_stats"]
+    assert [(s["low_watermark"], s["high_watermark"]) for s in stats] == [(None, 0)] * 2
+    rows = [line.split() for line in cli.ok("topic", "describe", "empty").splitlines()[2:]]
+    assert rows[:2] == [["0", "-", "0", "0", "-"], ["1", "-", "0", "0", "-"]]
+
+
+def test_create_existing_topic_exits_2(cli: Cli) -> None:
+    cli.ok("topic", "create", "orders", "--partitions", "3")
+    result = cli.run("topic", "create", "orders", "--partitions", "5")
+    assert_clean_error(result, 2)
+    assert result.stderr == "error: topic 'orders' already exists\n"
+    assert json.loads(cli.ok("topic", "list", "--json"))[0]["partitions"] == 3
+
+
+@pytest.mark.parametrize(
+    ("name", "partitions", "message"),
+    [
+        ("bad/name", "1", "must match"),
+        ("ok", "0", "partitions must be an integer from 1 to 4096"),
+        ("ok", "5000", "partitions must be an integer from 1 to 4096"),
+    ],
+)
+def test_invalid_topic_exits_2_and_creates_nothing(
+    cli: Cli, name: str, partitions: str, message: str
+) -> None:
+    result = cli.run("topic", "create", name, "--partitions", partitions)
+    assert_clean_error(result, 2)
+    assert message in result.stderr
+    assert stored_topics(cli) == []
+
+
+def test_describe_unknown_topic_exits_2(cli: Cli) -> None:
+    result = cli.run("topic", "describe", "nope")
+    assert_clean_error(result, 2)
+    assert "unknown topic 'nope'" in result.stderr
+
+
+# -- produce and tail --------------------------------------------------------------------
+
+
+def test_produce_verbose_then_tail_from_beginning(cli: Cli, settings: Settings) -> None:
+    cli.ok("topic", "create", "events", "--partitions", "4")
+    bodies = [f"event {i}" for i in range(20)] + ["tab\tinside", ""]
+    result = cli.run("produce", "events", "--verbose", input="".join(b + "\n" for b in bodies))
+    assert result.returncode == 0, result.stderr
+    placed = [tuple(map(int, line.split())) for line in result.stdout.splitlines()]
+    assert len(placed) == len(bodies)
+    assert {p for p, _ in placed} == {0, 1, 2, 3}
+    assert result.stderr == f"produced {len(bodies)} messages to events\n"
+
+    out = cli.ok("tail", "events", "--from-beginning", "--max-messages", str(len(bodies)),
+                 "--timeout", "30")
+    lines = out.splitlines()
+    assert len(lines) == len(bodies)
+    rows = [(int(p), int(o), k, b) for p, o, k, b in (line.split("\t", 3) for line in lines)]
+    assert_offset_order(rows)
+    where = {(p, o): body for p, o, _, body in rows}
+    assert where == {pos: body for pos, body in zip(placed, bodies, strict=True)}
+    assert {key for _, _, key, _ in rows} == {"-"}
+
+
+def test_produce_with_key_and_headers(cli: Cli, settings: Settings) -> None:
+    cli.ok("topic", "create", "keyed", "--partitions", "8")
+    out = cli.ok("produce", "keyed", "--key", "project-7", "--header", "source=cli",
+                 "--header", "expr=a=b", "--verbose", input="one\ntwo\nthree")
+    placed = [tuple(map(int, line.split())) for line in out.splitlines()]
+    partition = placed[0][0]
+    assert placed == [(partition, 0), (partition, 1), (partition, 2)]
+
+    rows = tail_lines(cli.ok("tail", "keyed", "--from-beginning", "-n", "3", "--timeout", "30"))
+    assert rows == [(partition, i, "project-7", b) for i, b in enumerate(["one", "two", "three"])]
+    with closing(Reader(settings)) as reader:
+        batch = reader.read_partition("keyed", partition, 0)
+    assert [m.headers for m in batch.messages] == [{"source": "cli", "expr": "a=b"}] * 3
+
+
+def test_produce_in_batches(cli: Cli, settings: Settings) -> None:
+    cli.ok("topic", "create", "bulk", "--partitions", "2")
+    result = cli.run("produce", "bulk", input="".join(f"{i}\n" for i in range(1234)))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "produced 1234 messages to bulk\n"
+    with closing(Reader(settings)) as reader:
+        assert sum(reader.high_watermarks("bulk").values()) == 1234
+
+
+def test_tail_starts_at_the_end(cli: Cli) -> None:
+    cli.ok("topic", "create", "live", "--partitions", "3")
+    cli.ok("produce", "live", input="old 1\nold 2\nold 3\n")
+    tail = cli.popen("tail", "live", "--max-messages", "2", "--timeout", "30")
+    try:
+        assert tail.stderr is not None
+        started = tail.stderr.readline()  # printed once the start offsets are taken
+        assert started.startswith("following live from the end: p0=")
+        cli.ok("produce", "live", input="new 1\nnew 2\n")
+        out, _ = tail.communicate(timeout=40)
+    finally:
+        tail.kill()
+    assert tail.returncode == 0
+    rows = tail_lines(out)
+    assert sorted(body for *_, body in rows) == ["new 1", "new 2"]
+
+
+def test_tail_one_partition_and_timeout(cli: Cli) -> None:
+    cli.ok("topic", "create", "parts", "--partitions", "3")
+    placed = [tuple(map(int, line.split())) for line in
+              cli.ok("produce", "parts", "-v", input="a\nb\nc\nd\ne\nf\n").splitlines()]
+    started = time.monotonic()
+    out = cli.ok("tail", "parts", "--from-beginning", "--partition", "1", "--timeout", "1.5")
+    assert 1.5 <= time.monotonic() - started < 20
+    rows = tail_lines(out)
+    assert [(p, o) for p, o, *_ in rows] == sorted(pos for pos in placed if pos[0] == 1)
+
+    result = cli.run("tail", "parts", "--partition", "3", "--timeout", "1")
+    assert_clean_error(result, 2)
+    assert "has no partition 3" in result.stderr
+
+
+def test_produce_to_unknown_topic_exits_2(cli: Cli) -> None:
+    result = cli.run("produce", "nope", input="x\n")
+    assert_clean_error(result, 2)
+    assert result.stderr == "error: unknown topic 'nope'\n"
+
+
+def test_produce_body_too_large_exits_2(cli: Cli, settings: Settings) -> None:
+    cli.ok("topic", "create", "small", "--partitions", "1", "--max-body-bytes", "10")
+    result = cli.run("produce", "small", input="short\n" + "x" * 11 + "\n")
+    assert_clean_error(result, 2)
+    assert "exceeds the topic's max of 10" in result.stderr
+    with closing(TopicAdmin(settings)) as admin:
+        assert sum(s.messages for s in admin.describe("small")) == 0  # all or none
+
+
+# -- unreachable servers ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("topic", "list"), ("topic", "describe", "t"), ("produce", "t"), ("tail", "t"),
+     ("db", "current"), ("db", "create"), ("db", "upgrade")],
+)
+def test_database_unreachable_exits_3(cli: Cli, args: tuple[str, ...]) -> None:
+    result = cli.run(*args, input="x\n", env={"EMS_DATABASE_URL": UNREACHABLE_DB})
+    assert_clean_error(result, 3)
+    assert "MySQL is unreachable" in result.stderr
+
+
+def test_redis_unreachable_on_produce_exits_3(cli: Cli, settings: Settings) -> None:
+    cli.ok("topic", "create", "t", "--partitions", "2")
+    result = cli.run("produce", "t", input="x\ny\n",
+                     env={"EMS_REDIS_URL": UNREACHABLE_REDIS})
+    assert_clean_error(result, 3)
+    assert "Redis is unreachable" in result.stderr
+    with closing(TopicAdmin(settings)) as admin:
+        assert sum(s.messages for s in admin.describe("t")) == 0
+
+
+# -- db ------------------------------------------------------------------------------------
+
+
+def test_db_current(cli: Cli, settings: Settings) -> None:
+    head = migrate.head_revision(settings)
+    assert head
+    assert cli.ok("db", "current").splitlines() == [f"current: {head}", f"head:    {head}"]
+
+
+@pytest.fixture
+def fresh_database(settings: Settings) -> Iterator[Settings]:
+    fresh = settings.with_(database_url=settings.database_url + "_fresh")
+    engine = create_engine(settings.database_url.rsplit("/", 1)[0] + "/")
+    drop = text(f"DROP DATABASE IF EXISTS `{fresh.database_name}`")
+    with engine.connect() as conn:
+        conn.execute(drop)
+    yield fresh
+    with engine.connect() as conn:
+        conn.execute(drop)
+    engine.dispose()
+
+
+def test_db_create_and_upgrade(cli: Cli, fresh_database: Settings) -> None:
+    env = {"EMS_DATABASE_URL": fresh_database.database_url}
+    name = fresh_database.database_name
+
+    def run(*args: str) -> str:
+        result = cli.run(*args, env=env)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    assert run("db", "create") == f"database {name} created\n"
+    assert run("db", "create") == f"database {name} already exists\n"
+    assert run("db", "create", "--quiet") == ""
+    assert run("db", "current").splitlines()[0] == "current: (none)"
+    assert run("db", "upgrade", "--quiet") == ""
+    head = migrate.head_revision(fresh_database)
+    assert migrate.current_revision(fresh_database) == head
+    assert run("db", "upgrade") == f"database {name} already at {head}\n"
+
+
+# -- demo ----------------------------------------------------------------------------------
+
+
+def stored_messages(settings: Settings, topic: str) -> int:
+    with closing(TopicAdmin(settings)) as admin:
+        return sum(s.messages for s in admin.describe(topic))
+
+
+def check_readings(settings: Settings, topic: str, partitions: int) -> None:
+    with closing(Reader(settings)) as reader:
+        for partition in range(partitions):
+            for message in reader.read_partition(topic, partition, 0, 20).messages:
+                reading = json.loads(message.body)
+                assert set(reading) == {"project_id", "device", "ts", "temperature"}
+                assert message.key == str(reading["project_id"]).encode()
+                assert 1 <= reading["project_id"] <= 10
+
+
+def assert_stopped(settings: Settings, topic: str, summary: str) -> None:
+    done = re.fullmatch(rf"done: (\d+) messages to {re.escape(topic)} in .*", summary)
+    assert done, summary
+    count = stored_messages(settings, topic)
+    assert count == int(done.group(1)) > 0
+    time.sleep(1.0)
+    assert stored_messages(settings, topic) == count, "a producer outlived the demo"
+
+
+@pytest.mark.slow
+def test_demo_runs_for_its_duration(cli: Cli, settings: Settings) -> None:
+    started = time.monotonic()
+    result = cli.run("demo", "--duration", "3", "--topic", "iot.test", "--partitions", "4",
+                     "--producers", "2", "--projects", "10", "--batch", "20", timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert time.monotonic() - started < 30
+    lines = result.stdout.splitlines()
+    assert lines[0] == "created topic iot.test with 4 partitions"
+    progress = lines[1:-1]
+    assert len(progress) == 3
+    assert all(PROGRESS.match(line) and "p3=" in line for line in progress), progress
+    totals = [int(line.split("total ")[1].split()[0]) for line in progress]
+    assert totals == sorted(totals) and totals[-1] > 0
+    assert_stopped(settings, "iot.test", lines[-1])
+    check_readings(settings, "iot.test", 4)
+
+
+@pytest.mark.slow
+def test_demo_stops_cleanly_on_ctrl_c(cli: Cli, settings: Settings) -> None:
+    cli.ok("topic", "create", "iot.ctrlc", "--partitions", "2")
+    demo = cli.popen("demo", "--duration", "0", "--topic", "iot.ctrlc", "--producers", "2")
+    try:
+        assert demo.stdout is not None
+        assert demo.stdout.readline() == "using topic iot.ctrlc (2 partitions)\n"
+        assert PROGRESS.match(demo.stdout.readline())
+        demo.send_signal(signal.SIGINT)
+        out, err = demo.communicate(timeout=30)
+    finally:
+        demo.kill()
+    assert demo.returncode == 0, err
+    assert "Traceback" not in err
+    assert_stopped(settings, "iot.ctrlc", out.splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_demo_reports_a_failed_producer(cli: Cli) -> None:
+    result = cli.run("demo", "--duration", "20", "--topic", "iot.noredis", "--producers", "2",
+                     env={"EMS_REDIS_URL": UNREACHABLE_REDIS})
+    assert result.returncode == 3, result.stderr
+    assert result.stderr.splitlines()[-1].startswith("error: Redis is unreachable")
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,89 @@
+"""A dropped connection during an insert leaves its outcome unknown. The producer sends the
+same rows again and, on a duplicate-key answer, checks what is stored: its own rows mean the
+first attempt committed (no duplicate is written); someone else's mean fresh offsets."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import pytest
+from sqlalchemy import text
+
+from ems import Producer, Record, TopicAdmin
+from ems.config import Settings
+from ems.exceptions import DatabaseUnavailable
+from ems.store import Store
+from ems.store.messages import MessageStore
+from ems.types import NewMessage
+
+
+class _LosesAnswers(MessageStore):
+    """Inserts for real, then reports the connection lost `times` times."""
+
+    def __init__(self, store: Store, times: int, commit_first: bool) -> None:
+        super().__init__(store.db)
+        self.times, self.commit_first, self.calls = times, commit_first, 0
+
+    def insert(self, messages: Sequence[NewMessage]) -> None:
+        self.calls += 1
+        if self.calls <= self.times:
+            if self.commit_first:
+                super().insert(messages)
+            raise DatabaseUnavailable("connection lost")
+        super().insert(messages)
+
+
+def _stored(store: Store) -> list[tuple[int, bytes]]:
+    with store.db.connect() as conn:
+        return [
+            (int(r[0]), bytes(r[1]))
+            for r in conn.execute(text("SELECT offset_no, body FROM message ORDER BY offset_no"))
+        ]
+
+
+@pytest.fixture
+def store(settings: Settings) -> Iterator[Store]:
+    TopicAdmin(settings).create("t", 1)
+    s = Store(settings)
+    yield s
+    s.close()
+
+
+def test_lost_answer_after_commit_is_not_a_duplicate(store: Store) -> None:
+    store.messages = _LosesAnswers(store, times=1, commit_first=True)
+    with Producer(store.settings, store=store) as producer:
+        placed = producer.send_batch("t", [Record(b"a", headers={"h": "1"}), Record(b"b")])
+    assert [p.offset for p in placed] == [0, 1]
+    assert _stored(store) == [(0, b"a"), (1, b"b")]
+
+
+def test_lost_connection_before_commit_is_sent_again(store: Store) -> None:
+    store.messages = _LosesAnswers(store, times=2, commit_first=False)
+    with Producer(store.settings, store=store) as producer:
+        assert producer.send("t", b"a").offset == 0
+    assert _stored(store) == [(0, b"a")]
+
+
+def test_someone_elses_rows_mean_fresh_offsets(store: Store) -> None:
+    class _Raced(_LosesAnswers):
+        def insert(self, messages: Sequence[NewMessage]) -> None:
+            self.calls += 1
+            if self.calls == 1:  # another producer takes the same offsets meanwhile
+                other = [NewMessage(topic_id=m.topic_id, partition=m.partition, offset=m.offset,
+                                    key=None, headers=None, body=b"other") for m in messages]
+                MessageStore.insert(self, other)
+                raise DatabaseUnavailable("connection lost")
+            MessageStore.insert(self, messages)
+
+    store.messages = _Raced(store, times=0, commit_first=False)
+    with Producer(store.settings, store=store) as producer:
+        placed = producer.send("t", b"mine")
+    assert placed.offset == 1
+    assert _stored(store) == [(0, b"other"), (1, b"mine")]
+
+
+def test_database_down_for_good_is_a_typed_error(store: Store) -> None:
+    store.messages = _LosesAnswers(store, times=99, commit_first=False)
+    with Producer(store.settings, store=store) as producer, pytest.raises(DatabaseUnavailable):
+        producer.send("t", b"a")
+    assert _stored(store) == []
