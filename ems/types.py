@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -31,8 +32,11 @@ class PartitionStats:
     tombstones: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+# The per-message values of the publish path are named tuples: immutable like the frozen
+# dataclasses elsewhere, and several times cheaper to create, which shows at 50,000 msg/s.
+
+
+class Record(NamedTuple):
     """A message to publish."""
 
     body: bytes | str
@@ -40,8 +44,7 @@ class Record:
     headers: Mapping[str, str] | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RecordMetadata:
+class RecordMetadata(NamedTuple):
     """Where a published message landed."""
 
     topic: str
@@ -49,8 +52,7 @@ class RecordMetadata:
     offset: int
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class NewMessage:
+class NewMessage(NamedTuple):
     """A validated message with its place assigned, ready to insert."""
 
     topic_id: int

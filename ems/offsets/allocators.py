@@ -28,6 +28,17 @@ return current
 """
 
 
+# INCRBY several counters in one command: a batch spread over many partitions costs one
+# round trip and one small command to encode, instead of a pipeline of one per partition.
+_INCRBY_MANY = """
+local ends = {}
+for i, key in ipairs(KEYS) do
+  ends[i] = redis.call('INCRBY', key, ARGV[i])
+end
+return ends
+"""
+
+
 class OffsetAllocator(Protocol):
     def allocate(self, topic_id: int, counts: Mapping[int, int]) -> dict[int, int]:
         """Reserve counts[p] offsets in each partition p; return the first offset of each."""
@@ -61,6 +72,7 @@ class RedisAllocator:
         self.client = client
         self.prefix = prefix
         self._raise = client.register_script(_SET_IF_GREATER)
+        self._incr_many = client.register_script(_INCRBY_MANY)
 
     def key(self, topic_id: int, partition: int) -> str:
         return f"{self.prefix}offset:{topic_id}:{partition}"
@@ -71,11 +83,9 @@ class RedisAllocator:
             with redis_errors():
                 end = int(self.client.incrby(self.key(topic_id, partition), n))
             return {partition: end - n}
-        pipe = self.client.pipeline(transaction=False)
-        for partition, n in counts.items():
-            pipe.incrby(self.key(topic_id, partition), n)
+        keys = [self.key(topic_id, partition) for partition in counts]
         with redis_errors():
-            ends = pipe.execute()
+            ends = self._incr_many(keys=keys, args=list(counts.values()))
         return {p: int(end) - n for (p, n), end in zip(counts.items(), ends, strict=True)}
 
     def reseed(self, topic_id: int, next_offsets: Mapping[int, int]) -> None:

@@ -8,6 +8,7 @@ as str are hashed as their UTF-8 bytes. Messages without a key are spread round 
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterator
 
@@ -41,6 +42,7 @@ def murmur2(data: bytes) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+@functools.lru_cache(maxsize=65_536)
 def partition_for_key(key: bytes, partitions: int) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % partitions
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
@@ -10,12 +11,15 @@ from types import TracebackType
 from ems.config import Settings
 from ems.exceptions import DatabaseUnavailable, DuplicateKey, InvalidInput, OffsetConflict
 from ems.offsets.allocators import MySQLAllocator, OffsetAllocator, RedisAllocator, redis_client
+from ems.producer.group_commit import GroupCommit
 from ems.producer.partitioner import RoundRobin, partition_for_key
 from ems.producer.validation import check_name, encode_body, encode_headers, encode_key
 from ems.store import Store
 from ems.types import NewMessage, Record, RecordMetadata, TopicInfo
 
 MAX_BATCH = 10_000
+#: Most messages concurrent callers share in one group commit (one INSERT).
+GROUP_MAX = 1_000
 #: Fresh ranges to try when offsets collide (Redis lost its counters, a hole was filled).
 _CONFLICT_ATTEMPTS = 8
 #: Re-sends of the same rows when the database dropped the connection mid-insert.
@@ -40,9 +44,12 @@ def _as_record(item: Outgoing) -> Record:
 
 
 class Producer:
-    """Publishes messages to topics. Thread-safe; one per process is enough.
+    """Publishes messages to topics. Thread-safe; share one per process.
 
-    `send` and `send_batch` return only after the rows are committed in MySQL.
+    `send` and `send_batch` return only after the rows are committed in MySQL. Calls made
+    at the same time from several threads are committed together (one offset range per
+    partition, one INSERT), so many threads sending single messages cost about what one
+    thread sending batches does.
     """
 
     def __init__(
@@ -58,6 +65,8 @@ class Producer:
         self.allocator = allocator or self._default_allocator()
         self._topics: dict[str, TopicInfo] = {}
         self._round_robin = RoundRobin()
+        self._committers: dict[int, GroupCommit[Prepared, NewMessage]] = {}
+        self._committers_lock = threading.Lock()
 
     def _default_allocator(self) -> OffsetAllocator:
         if self.settings.allocator == "mysql":
@@ -85,10 +94,11 @@ class Producer:
             raise InvalidInput(f"a batch holds at most {MAX_BATCH} messages, not {len(items)}")
         if not items:
             return []
-        prepared = [self._prepare(info, _as_record(item)) for item in items]
-        placed = self._insert(info, prepared)
-        return [RecordMetadata(topic=info.name, partition=m.partition, offset=m.offset)
-                for m in placed]
+        headers_json: dict[int, str | None] = {}  # messages often share one headers object
+        prepared = [self._prepare(info, _as_record(item), headers_json) for item in items]
+        placed = self._committer(info).submit(prepared)
+        name = info.name
+        return [RecordMetadata(name, m.partition, m.offset) for m in placed]
 
     def close(self) -> None:
         if self._owns_store:
@@ -115,10 +125,28 @@ class Producer:
             self._topics[name] = info
         return info
 
-    def _prepare(self, info: TopicInfo, record: Record) -> Prepared:
+    def _committer(self, info: TopicInfo) -> GroupCommit[Prepared, NewMessage]:
+        committer = self._committers.get(info.id)
+        if committer is None:
+            with self._committers_lock:
+                committer = self._committers.get(info.id)
+                if committer is None:
+                    committer = GroupCommit(lambda items: self._insert(info, items), GROUP_MAX)
+                    self._committers[info.id] = committer
+        return committer
+
+    def _prepare(
+        self, info: TopicInfo, record: Record, headers_json: dict[int, str | None]
+    ) -> Prepared:
         body = encode_body(record.body, info.max_body_bytes)
         key = encode_key(record.key)
-        headers = encode_headers(record.headers)
+        if record.headers is None:
+            headers = None
+        else:
+            ident = id(record.headers)
+            if ident not in headers_json:
+                headers_json[ident] = encode_headers(record.headers)
+            headers = headers_json[ident]
         if key is None:
             partition = self._round_robin.next(info.id, info.partitions)
         else:
@@ -186,8 +214,7 @@ def _place(
     for partition, key, headers, body in prepared:
         offset = cursor[partition]
         cursor[partition] = offset + 1
-        rows.append(NewMessage(topic_id=topic_id, partition=partition, offset=offset,
-                               key=key, headers=headers, body=body))
+        rows.append(NewMessage(topic_id, partition, offset, key, headers, body))
     return rows
 
 

@@ -50,7 +50,10 @@ def check_positive_int(value: object, what: str, maximum: int) -> int:
 
 
 def encode_body(body: object, max_bytes: int) -> bytes:
-    if isinstance(body, str):
+    # Exact-type checks first: this runs for every message published.
+    if type(body) is bytes:
+        data = body
+    elif isinstance(body, str):
         data = body.encode("utf-8")
     elif isinstance(body, bytes | bytearray | memoryview):
         data = bytes(body)
@@ -64,7 +67,7 @@ def encode_body(body: object, max_bytes: int) -> bytes:
 def encode_key(key: object) -> bytes | None:
     if key is None:
         return None
-    if isinstance(key, str):
+    if type(key) is str or isinstance(key, str):
         data = key.encode("utf-8")
     elif isinstance(key, bytes):
         data = key

@@ -204,3 +204,36 @@ def test_unreachable_redis_is_a_typed_error_and_writes_nothing(
     with pytest.raises(RedisUnavailable):
         producer.send("t", b"x")
     assert rows(store) == []
+
+
+def _com_insert(store: Store) -> int:
+    with store.db.connect() as conn:
+        return int(conn.execute(text("SHOW GLOBAL STATUS LIKE 'Com_insert'")).one()[1])
+
+
+def test_threads_sharing_a_producer_are_committed_together(
+    topics: TopicAdmin, settings: Settings, store: Store
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    topics.create("t", 4)
+    before = _com_insert(store)
+    with Producer(settings) as producer:
+
+        def worker(thread: int) -> list[tuple[int, int]]:
+            return [
+                (m.partition, m.offset)
+                for m in (producer.send("t", f"{thread}-{i}", key=f"k{thread}") for i in range(50))
+            ]
+
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            placed = list(pool.map(worker, range(16)))
+    inserts = _com_insert(store) - before
+    stored = {(p, o): body for p, o, _, body in rows(store)}
+    assert len(stored) == 16 * 50
+    for thread, places in enumerate(placed):
+        # each thread's messages share a key: same partition, increasing offsets, in order
+        assert len({p for p, _ in places}) == 1
+        assert [o for _, o in places] == sorted(o for _, o in places)
+        assert [stored[pl] for pl in places] == [f"{thread}-{i}".encode() for i in range(50)]
+    assert inserts < 16 * 50, "concurrent sends should share INSERT statements"

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from ems.producer.group_commit import GroupCommit
+
+
+class Recorder:
+    def __init__(self, delay: float = 0.0, fail_on: int | None = None) -> None:
+        self.groups: list[list[int]] = []
+        self.delay, self.fail_on = delay, fail_on
+        self.lock = threading.Lock()
+
+    def flush(self, items: list[int]) -> list[int]:
+        with self.lock:
+            self.groups.append(list(items))
+        time.sleep(self.delay)
+        if self.fail_on is not None and self.fail_on in items:
+            raise RuntimeError("flush failed")
+        return [i * 10 for i in items]
+
+
+def test_a_lone_caller_is_flushed_at_once() -> None:
+    rec = Recorder()
+    gc = GroupCommit(rec.flush, max_items=100)
+    assert gc.submit([1, 2]) == [10, 20]
+    assert gc.submit([3]) == [30]
+    assert rec.groups == [[1, 2], [3]]
+
+
+def test_concurrent_callers_share_flushes_and_get_their_own_results() -> None:
+    rec = Recorder(delay=0.005)
+    gc = GroupCommit(rec.flush, max_items=1000)
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        results = list(pool.map(lambda i: gc.submit([i, -i]), range(400)))
+    assert results == [[i * 10, -i * 10] for i in range(400)]
+    flushed = sorted(x for g in rec.groups for x in g)
+    assert flushed == sorted([i for i in range(400)] + [-i for i in range(400)])
+    assert len(rec.groups) < 200  # callers rode along with each other
+
+
+def test_groups_respect_max_items() -> None:
+    rec = Recorder(delay=0.002)
+    gc = GroupCommit(rec.flush, max_items=5)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda i: gc.submit([i, i]), range(100)))
+    assert all(len(g) <= 5 for g in rec.groups)
+    big = gc.submit(list(range(9)))  # a request larger than the cap goes alone
+    assert big == [i * 10 for i in range(9)] and rec.groups[-1] == list(range(9))
+
+
+def test_a_failed_flush_fails_exactly_its_group() -> None:
+    rec = Recorder(delay=0.002, fail_on=13)
+    gc = GroupCommit(rec.flush, max_items=1000)
+
+    def call(i: int) -> str:
+        try:
+            gc.submit([i])
+        except RuntimeError:
+            return "failed"
+        return "ok"
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        outcomes = list(pool.map(call, range(60)))
+    failed_group = next(g for g in rec.groups if 13 in g)
+    assert {i for i, o in enumerate(outcomes) if o == "failed"} == set(failed_group)
+    assert gc.submit([1]) == [10]  # and the committer keeps working
+
+
+def test_base_exceptions_reach_the_caller() -> None:
+    def flush(items: list[int]) -> list[int]:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        GroupCommit(flush, max_items=10).submit([1])
