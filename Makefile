@@ -12,7 +12,7 @@ run: setup
 	$(PY) -m ems.cli demo --duration $(DURATION)
 
 lint: setup
-	$(VENV)/bin/ruff check ems tests benchmarks migrations spark
+	$(VENV)/bin/ruff check ems tests benchmarks migrations
 	$(VENV)/bin/mypy
 
 test: setup lint
