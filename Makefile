@@ -13,6 +13,7 @@ run: setup
 
 lint: setup
 	$(VENV)/bin/ruff check ems tests benchmarks migrations
+	$(VENV)/bin/ruff format --check ems tests benchmarks migrations
 	$(VENV)/bin/mypy
 
 test: setup lint

@@ -213,8 +213,7 @@ def timed_loop(
     while now < deadline:
         sent += step()
         now = time.perf_counter()
-    return WorkerResult(sent=sent, warm=warm, elapsed=now - start,
-                        cpu=time.process_time() - cpu)
+    return WorkerResult(sent=sent, warm=warm, elapsed=now - start, cpu=time.process_time() - cpu)
 
 
 def run_parallel(worker: Worker, spec: object, workers: int, seconds: float) -> Measurement:

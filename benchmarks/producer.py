@@ -63,16 +63,33 @@ class Case:
 
 CASES = (
     Case(title="single publish, 1 producer", workers=1, batch=1, target=None),
-    Case(title="single publish, 20 producers (20 processes)", workers=20, batch=1,
-         target=Target(vs_raw=0.8, vs_kombu=5)),
-    Case(title="single publish, 20 producers (2 processes x 10 threads; ems: one Producer "
-         "per process; raw/kombu: best of both layouts)", workers=2, threads=10, batch=1,
-         target=Target(vs_raw=0.8, vs_kombu=5), best_of="single publish, 20 producers "
-         "(20 processes)"),
-    Case(title=f"batch publish {BATCH}/call, 1 process (kombu: {BATCH} single publishes)",
-         workers=1, batch=BATCH, target=Target(rate=50_000, vs_raw=0.6)),
-    Case(title=f"batch publish {BATCH}/call, 4 processes (kombu: {BATCH} single publishes)",
-         workers=4, batch=BATCH, target=Target(rate=50_000, vs_raw=0.6)),
+    Case(
+        title="single publish, 20 producers (20 processes)",
+        workers=20,
+        batch=1,
+        target=Target(vs_raw=0.8, vs_kombu=5),
+    ),
+    Case(
+        title="single publish, 20 producers (2 processes x 10 threads; ems: one Producer "
+        "per process; raw/kombu: best of both layouts)",
+        workers=2,
+        threads=10,
+        batch=1,
+        target=Target(vs_raw=0.8, vs_kombu=5),
+        best_of="single publish, 20 producers (20 processes)",
+    ),
+    Case(
+        title=f"batch publish {BATCH}/call, 1 process (kombu: {BATCH} single publishes)",
+        workers=1,
+        batch=BATCH,
+        target=Target(rate=50_000, vs_raw=0.6),
+    ),
+    Case(
+        title=f"batch publish {BATCH}/call, 4 processes (kombu: {BATCH} single publishes)",
+        workers=4,
+        batch=BATCH,
+        target=Target(rate=50_000, vs_raw=0.6),
+    ),
 )
 
 
@@ -154,8 +171,12 @@ def threaded_worker(index: int, workers: int, spec: Spec, barrier: Barrier) -> W
         stop.set()
         for w in {id(w): w for w in writers}.values():
             w.close()
-    return WorkerResult(sent=sum(results), warm=WARM_CALLS * spec.threads, elapsed=elapsed,
-                        cpu=time.process_time() - cpu)
+    return WorkerResult(
+        sent=sum(results),
+        warm=WARM_CALLS * spec.threads,
+        elapsed=elapsed,
+        cpu=time.process_time() - cpu,
+    )
 
 
 def log(message: str) -> None:
@@ -180,8 +201,10 @@ def measure(cfg: BenchConfig, case: Case, notes: list[str]) -> Row:
             continue
         row.rates[system] = result.rate
         row.cpu[system] = result.cpu_micros
-        log(f"{case.title} / {system}: {result.rate:,.0f} msg/s "
-            f"({result.sent:,} in {result.elapsed:.1f} s)")
+        log(
+            f"{case.title} / {system}: {result.rate:,.0f} msg/s "
+            f"({result.sent:,} in {result.elapsed:.1f} s)"
+        )
         notes.extend(check_stored(cfg, system, case, result))
     return row
 
@@ -197,8 +220,10 @@ def compare_with_best(rows: list[Row]) -> list[str]:
         for system in ("raw", "kombu"):
             mine, theirs = row.rates.get(system), other.rates.get(system)
             if mine is not None and theirs is not None and theirs > mine:
-                notes.append(f"{system} in '{case.title}': {mine:,.0f} msg/s with threads; "
-                             f"compared at its 20-process rate {theirs:,.0f} msg/s")
+                notes.append(
+                    f"{system} in '{case.title}': {mine:,.0f} msg/s with threads; "
+                    f"compared at its 20-process rate {theirs:,.0f} msg/s"
+                )
                 row.rates[system] = theirs
     return notes
 
@@ -221,8 +246,10 @@ def check_stored(cfg: BenchConfig, system: str, case: Case, result: Measurement)
             "GROUP BY partition_no",
         ):
             if low != 0 or high - low + 1 != count:
-                problems.append(f"CHECK {where}: partition {p} holds {count} rows at "
-                                f"offsets {low}..{high} (holes or not from 0)")
+                problems.append(
+                    f"CHECK {where}: partition {p} holds {count} rows at "
+                    f"offsets {low}..{high} (holes or not from 0)"
+                )
     return problems
 
 
@@ -248,8 +275,11 @@ def profile_sends(cfg: BenchConfig, calls: int) -> list[str]:
     return [
         *profile_summary(pstats.Stats(single), f"Profile of {calls:,} `send` calls", calls),
         "",
-        *profile_summary(pstats.Stats(batch), f"Profile of {len(batches):,} "
-                         f"`send_batch` calls of {BATCH}", len(batches) * BATCH),
+        *profile_summary(
+            pstats.Stats(batch),
+            f"Profile of {len(batches):,} `send_batch` calls of {BATCH}",
+            len(batches) * BATCH,
+        ),
     ]
 
 
@@ -282,19 +312,27 @@ def latency_line(first: Row, cfg: BenchConfig) -> str:
     ems, raw = first.rates.get("ems"), first.rates.get("raw")
     if not ems or not raw:
         return "(single-producer latencies not available)"
-    return (f"Unprofiled, 1 producer: ems {1e6 / ems:,.0f} us/send vs raw {1e6 / raw:,.0f} "
-            f"us/INSERT (+{1e6 / ems - 1e6 / raw:,.0f} us); one Redis INCRBY round trip "
-            f"costs {incrby_micros(cfg):,.0f} us of that.")
+    return (
+        f"Unprofiled, 1 producer: ems {1e6 / ems:,.0f} us/send vs raw {1e6 / raw:,.0f} "
+        f"us/INSERT (+{1e6 / ems - 1e6 / raw:,.0f} us); one Redis INCRBY round trip "
+        f"costs {incrby_micros(cfg):,.0f} us of that."
+    )
 
 
 # -- the report --------------------------------------------------------------------------
 
 
-def render(env: list[str], rows: list[Row], notes: list[str], profile: list[str],
-           latency: str, cfg: BenchConfig) -> str:
+def render(
+    env: list[str],
+    rows: list[Row],
+    notes: list[str],
+    profile: list[str],
+    latency: str,
+    cfg: BenchConfig,
+) -> str:
     method = [
         f"- rows: the same 10,000 IoT readings for every system (JSON bodies 100-150 bytes, "
-        f"key = one of 50 project_ids, header {{\"type\": \"reading.v1\"}}); ems topic with "
+        f'key = one of 50 project_ids, header {{"type": "reading.v1"}}); ems topic with '
         f"{PARTITIONS} partitions; {cfg.seconds:g} s timed per measurement after "
         f"{WARM_CALLS} warm-up calls per process; processes start together behind a barrier",
         "- raw: PyMySQL, autocommit, same `message` table and columns, partition precomputed, "
@@ -304,13 +342,30 @@ def render(env: list[str], rows: list[Row], notes: list[str], profile: list[str]
         f"{BATCH} single publishes in a loop",
     ]
     checks = notes or ["all acknowledged messages were stored; ems offsets gap-free from 0"]
-    return "\n".join([
-        "## ems producer benchmark", "", *env, *method, "", table(rows), "",
-        "Checks:", *[f"- {n}" for n in checks], "",
-        "### Where ems time goes", "",
-        latency, "", "Client CPU per message, measured inside the timed windows:", "",
-        cpu_table(rows), "", *profile, "",
-    ])
+    return "\n".join(
+        [
+            "## ems producer benchmark",
+            "",
+            *env,
+            *method,
+            "",
+            table(rows),
+            "",
+            "Checks:",
+            *[f"- {n}" for n in checks],
+            "",
+            "### Where ems time goes",
+            "",
+            latency,
+            "",
+            "Client CPU per message, measured inside the timed windows:",
+            "",
+            cpu_table(rows),
+            "",
+            *profile,
+            "",
+        ]
+    )
 
 
 def run(cfg: BenchConfig, profile_calls: int) -> int:

@@ -66,8 +66,14 @@ class Row:
     def cells(self) -> list[str]:
         rates = [self._rate(s) for s in SYSTEMS]
         ems, raw, kombu = (self.rates.get(s) for s in SYSTEMS)
-        return [self.case, *rates, _ratio(ems, raw), _ratio(ems, kombu),
-                self.target.describe() if self.target else "- (reference)", self._met()]
+        return [
+            self.case,
+            *rates,
+            _ratio(ems, raw),
+            _ratio(ems, kombu),
+            self.target.describe() if self.target else "- (reference)",
+            self._met(),
+        ]
 
     def _rate(self, system: str) -> str:
         if system in self.errors:
@@ -87,8 +93,16 @@ def _ratio(a: float | None, b: float | None) -> str:
 
 
 def table(rows: list[Row]) -> str:
-    head = ["case", "ems msg/s", "raw msg/s", "kombu msg/s", "ems/raw", "ems/kombu",
-            "target", "met?"]
+    head = [
+        "case",
+        "ems msg/s",
+        "raw msg/s",
+        "kombu msg/s",
+        "ems/raw",
+        "ems/kombu",
+        "target",
+        "met?",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(r.cells()) + " |" for r in rows]
     return "\n".join(lines)
@@ -184,9 +198,13 @@ def profile_summary(stats: pstats.Stats, title: str, messages: int, top: int = 8
         layers[_layer(func)] += value[2]
     shares = sorted(layers.items(), key=lambda kv: kv[1], reverse=True)
     lines += ["", "tottime by layer: " + ", ".join(f"{k} {v / total:.0%}" for k, v in shares)]
-    steps = {name: ct for (path, _, name), (_, _, _, ct, _) in raw.items()
-             if path.endswith(("ems/producer/producer.py", "ems/offsets/allocators.py",
-                               "ems/store/messages.py"))}
+    steps = {
+        name: ct
+        for (path, _, name), (_, _, _, ct, _) in raw.items()
+        if path.endswith(
+            ("ems/producer/producer.py", "ems/offsets/allocators.py", "ems/store/messages.py")
+        )
+    }
     parts = [f"{label} {steps[name] / total:.0%}" for name, label in _STEPS if name in steps]
     if parts:
         lines.append("cumulative by ems step: " + ", ".join(parts))
@@ -194,5 +212,8 @@ def profile_summary(stats: pstats.Stats, title: str, messages: int, top: int = 8
 
 
 #: ems functions whose cumulative time splits a publish into its steps.
-_STEPS = (("_prepare", "validate+partition (_prepare)"), ("allocate", "Redis offsets (allocate)"),
-          ("insert", "MySQL INSERT (MessageStore.insert)"))
+_STEPS = (
+    ("_prepare", "validate+partition (_prepare)"),
+    ("allocate", "Redis offsets (allocate)"),
+    ("insert", "MySQL INSERT (MessageStore.insert)"),
+)

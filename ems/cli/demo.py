@@ -83,17 +83,43 @@ def watch(monitor: Monitor, pool: ProducerPool, duration: float) -> None:
 
 
 @click.command()
-@click.option("--duration", "-d", type=click.FloatRange(min=0), default=0.0, show_default=True,
-              help="Seconds to run; 0 runs until Ctrl-C.")
+@click.option(
+    "--duration",
+    "-d",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Seconds to run; 0 runs until Ctrl-C.",
+)
 @click.option("--topic", default="iot.readings", show_default=True)
-@click.option("--partitions", type=int, default=8, show_default=True,
-              help="Partitions when the topic is created.")
-@click.option("--producers", type=click.IntRange(1, 64), default=4, show_default=True,
-              help="Producer processes.")
-@click.option("--projects", type=click.IntRange(min=1), default=50, show_default=True,
-              help="Distinct project_id keys.")
-@click.option("--batch", type=click.IntRange(1, 10_000), default=50, show_default=True,
-              help="Readings per send_batch.")
+@click.option(
+    "--partitions",
+    type=int,
+    default=8,
+    show_default=True,
+    help="Partitions when the topic is created.",
+)
+@click.option(
+    "--producers",
+    type=click.IntRange(1, 64),
+    default=4,
+    show_default=True,
+    help="Producer processes.",
+)
+@click.option(
+    "--projects",
+    type=click.IntRange(min=1),
+    default=50,
+    show_default=True,
+    help="Distinct project_id keys.",
+)
+@click.option(
+    "--batch",
+    type=click.IntRange(1, 10_000),
+    default=50,
+    show_default=True,
+    help="Readings per send_batch.",
+)
 def demo(
     duration: float, topic: str, partitions: int, producers: int, projects: int, batch: int
 ) -> None:

@@ -46,9 +46,7 @@ def readings(rng: random.Random, projects: int, count: int) -> list[Record]:
     return [Record(json.dumps(r), key=str(r["project_id"])) for r in batch]
 
 
-def run_producer(
-    config: WorkerConfig, index: int, stop: Event, errors: Queue[EmsError]
-) -> None:
+def run_producer(config: WorkerConfig, index: int, stop: Event, errors: Queue[EmsError]) -> None:
     """Publish batches until `stop` is set. Ctrl-C is the parent's business: it sets
     `stop`, so a batch in flight is finished rather than cut off."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -98,8 +96,10 @@ class ProducerPool:
         self._errors: Queue[EmsError] = context.Queue()
         self._processes = [
             context.Process(
-                target=run_producer, args=(config, i, self._stop, self._errors),
-                name=f"ems-demo-producer-{i}", daemon=True,
+                target=run_producer,
+                args=(config, i, self._stop, self._errors),
+                name=f"ems-demo-producer-{i}",
+                daemon=True,
             )
             for i in range(size)
         ]

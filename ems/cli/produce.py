@@ -45,12 +45,17 @@ def batched_lines(lines: Iterable[bytes], size: int) -> Iterator[list[bytes]]:
 @click.command()
 @click.argument("topic")
 @click.option("--key", "-k", help="Key for every message (picks the partition).")
-@click.option("--header", "-H", "headers", multiple=True, callback=_parse_headers,
-              metavar="NAME=VALUE", help="A header for every message; repeatable.")
+@click.option(
+    "--header",
+    "-H",
+    "headers",
+    multiple=True,
+    callback=_parse_headers,
+    metavar="NAME=VALUE",
+    help="A header for every message; repeatable.",
+)
 @click.option("--verbose", "-v", is_flag=True, help="Print 'partition offset' per message.")
-def produce(
-    topic: str, key: str | None, headers: Mapping[str, str] | None, verbose: bool
-) -> None:
+def produce(topic: str, key: str | None, headers: Mapping[str, str] | None, verbose: bool) -> None:
     """Publish each line of stdin to TOPIC as one message."""
     with closing(Producer(settings())) as producer:
         TopicAdmin(producer.settings, store=producer.store).get(topic)  # fail before reading

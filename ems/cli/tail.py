@@ -56,12 +56,14 @@ def start_offsets(
 
 def format_batch(batch: PartitionBatch) -> str:
     return "\n".join(
-        "\t".join((
-            str(m.partition),
-            str(m.offset),
-            "-" if m.key is None else m.key.decode("utf-8", errors="replace"),
-            m.body.decode("utf-8", errors="replace"),
-        ))
+        "\t".join(
+            (
+                str(m.partition),
+                str(m.offset),
+                "-" if m.key is None else m.key.decode("utf-8", errors="replace"),
+                m.body.decode("utf-8", errors="replace"),
+            )
+        )
         for m in batch.messages
     )
 
@@ -87,11 +89,17 @@ def follow(reader: Reader, topic: str, cursors: dict[int, int], budget: Budget) 
 @click.argument("topic")
 @click.option("--from-beginning", is_flag=True, help="Start at offset 0, not at the end.")
 @click.option("--max-messages", "-n", type=click.IntRange(min=1), help="Stop after N messages.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
-              help="Stop after this many seconds in all.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Stop after this many seconds in all.",
+)
 @click.option("--partition", "-p", type=click.IntRange(min=0), help="Follow one partition.")
 def tail(
-    topic: str, from_beginning: bool, max_messages: int | None, timeout: float | None,
+    topic: str,
+    from_beginning: bool,
+    max_messages: int | None,
+    timeout: float | None,
     partition: int | None,
 ) -> None:
     """Print TOPIC's messages as `partition<TAB>offset<TAB>key<TAB>body` lines."""

@@ -50,8 +50,11 @@ def list_topics(as_json: bool) -> None:
 
 @topic.command()
 @click.argument("name")
-@click.option("--exact", is_flag=True,
-              help="Count messages and tombstones (scans the topic's index; slow on big topics).")
+@click.option(
+    "--exact",
+    is_flag=True,
+    help="Count messages and tombstones (scans the topic's index; slow on big topics).",
+)
 @json_option
 def describe(name: str, exact: bool, as_json: bool) -> None:
     """Per partition of topic NAME: watermarks and stored offsets (with --exact: messages
@@ -80,10 +83,14 @@ def _topic_dict(info: TopicInfo) -> dict[str, object]:
 
 
 def _topic_row(info: TopicInfo) -> list[object]:
-    return [info.name, info.partitions, info.retention_hours, info.max_body_bytes,
-            info.created_at]
+    return [info.name, info.partitions, info.retention_hours, info.max_body_bytes, info.created_at]
 
 
 def _stats_row(stats: PartitionStats) -> list[object]:
-    return [stats.partition, stats.low_watermark, stats.high_watermark, stats.messages,
-            stats.tombstones]
+    return [
+        stats.partition,
+        stats.low_watermark,
+        stats.high_watermark,
+        stats.messages,
+        stats.tombstones,
+    ]

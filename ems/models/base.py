@@ -5,9 +5,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated
 
-from sqlalchemy import BigInteger, DateTime, MetaData, String, text
+from sqlalchemy import BigInteger, DateTime, Integer, MetaData, String, text
 from sqlalchemy.dialects import mysql
-from sqlalchemy.orm import DeclarativeBase, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -33,3 +33,12 @@ optional_ts = Annotated[dt.datetime | None, mapped_column(Timestamp, nullable=Tr
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class GroupMessageRef:
+    """Columns that name one message as seen by one consumer group."""
+
+    group_id: Mapped[int] = mapped_column(BigId, nullable=False)
+    topic_id: Mapped[int] = mapped_column(BigId, nullable=False)
+    partition_no: Mapped[int] = mapped_column(Integer, nullable=False)
+    offset_no: Mapped[int] = mapped_column(BigInteger, nullable=False)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Enum, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import Enum, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ems.models.base import TABLE_ARGS, Base, BigId, bigint_pk, created_ts, optional_ts
+from ems.models.base import TABLE_ARGS, Base, GroupMessageRef, bigint_pk, created_ts, optional_ts
 
 
-class ConsumptionLog(Base):
+class ConsumptionLog(GroupMessageRef, Base):
     __tablename__ = "topic_group_log"
     __table_args__ = (
         UniqueConstraint("group_id", "partition_no", "offset_no"),
@@ -17,10 +17,6 @@ class ConsumptionLog(Base):
     )
 
     id: Mapped[bigint_pk]
-    group_id: Mapped[int] = mapped_column(BigId, nullable=False)
-    topic_id: Mapped[int] = mapped_column(BigId, nullable=False)
-    partition_no: Mapped[int] = mapped_column(Integer, nullable=False)
-    offset_no: Mapped[int] = mapped_column(BigInteger, nullable=False)
     client_id: Mapped[str] = mapped_column(String(255), nullable=False)
     state: Mapped[str] = mapped_column(
         Enum("start", "done", "retry", "dead", name="log_state"), nullable=False

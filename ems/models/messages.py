@@ -19,7 +19,16 @@ from sqlalchemy import (
 from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ems.models.base import TABLE_ARGS, Base, BigId, bigint_pk, created_ts, optional_ts, timestamp
+from ems.models.base import (
+    TABLE_ARGS,
+    Base,
+    BigId,
+    GroupMessageRef,
+    bigint_pk,
+    created_ts,
+    optional_ts,
+    timestamp,
+)
 
 Body = LargeBinary().with_variant(mysql.MEDIUMBLOB(), "mysql", "mariadb")
 Key = LargeBinary(255).with_variant(mysql.VARBINARY(255), "mysql", "mariadb")
@@ -45,7 +54,7 @@ class Message(Base):
     created_at: Mapped[created_ts]
 
 
-class RetryMessage(Base):
+class RetryMessage(GroupMessageRef, Base):
     """A message a group failed to process, waiting for its next attempt."""
 
     __tablename__ = "retry_message"
@@ -56,10 +65,6 @@ class RetryMessage(Base):
     )
 
     id: Mapped[bigint_pk]
-    group_id: Mapped[int] = mapped_column(BigId, nullable=False)
-    topic_id: Mapped[int] = mapped_column(BigId, nullable=False)
-    partition_no: Mapped[int] = mapped_column(Integer, nullable=False)
-    offset_no: Mapped[int] = mapped_column(BigInteger, nullable=False)
     message_id: Mapped[int] = mapped_column(BigId, nullable=False)
     attempts: Mapped[int] = mapped_column(Integer, nullable=False)
     due_at: Mapped[timestamp]
@@ -67,7 +72,7 @@ class RetryMessage(Base):
     created_at: Mapped[created_ts]
 
 
-class DeadMessage(Base):
+class DeadMessage(GroupMessageRef, Base):
     """A message that exhausted its attempts. Keeps a copy of the body: retention may purge
     the original while the dead letter is still being inspected."""
 
@@ -78,10 +83,6 @@ class DeadMessage(Base):
     )
 
     id: Mapped[bigint_pk]
-    group_id: Mapped[int] = mapped_column(BigId, nullable=False)
-    topic_id: Mapped[int] = mapped_column(BigId, nullable=False)
-    partition_no: Mapped[int] = mapped_column(Integer, nullable=False)
-    offset_no: Mapped[int] = mapped_column(BigInteger, nullable=False)
     message_id: Mapped[int] = mapped_column(BigId, nullable=False)
     msg_key: Mapped[bytes | None] = mapped_column(Key, nullable=True)
     headers: Mapped[dict[str, str] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
@@ -90,6 +91,3 @@ class DeadMessage(Base):
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[created_ts]
     resent_at: Mapped[optional_ts]
-
-
-

@@ -110,4 +110,3 @@ class MySQLAllocator:
     def reseed(self, topic_id: int, next_offsets: Mapping[int, int]) -> None:
         if next_offsets:
             self.heads.raise_to(topic_id, dict(next_offsets))
-

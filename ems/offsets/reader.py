@@ -68,8 +68,10 @@ class Reader:
         """The gap-free run of messages at from_offset and after (Kafka position semantics:
         from_offset is the next offset to read). Continue from batch.next_offset."""
         info = self.topic(topic)
-        if isinstance(partition, bool) or not isinstance(partition, int) or not (
-            0 <= partition < info.partitions
+        if (
+            isinstance(partition, bool)
+            or not isinstance(partition, int)
+            or not (0 <= partition < info.partitions)
         ):
             raise UnknownPartition(f"topic {topic!r} has no partition {partition!r}")
         return self._partitions.read(info.id, partition, from_offset, limit)

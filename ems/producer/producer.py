@@ -83,7 +83,10 @@ class Producer:
         headers: Mapping[str, str] | None = None,
     ) -> RecordMetadata:
         """Publish one message; returns its partition and offset once committed."""
-        return self.send_batch(topic, [Record(body, key, headers)])[0]
+        info = self._topic(topic)
+        prepared = self._prepare(info, Record(body, key, headers), {})
+        (placed,) = self._committer(info).submit((prepared,))
+        return RecordMetadata(info.name, placed.partition, placed.offset)
 
     def send_batch(self, topic: str, messages: Iterable[Outgoing]) -> list[RecordMetadata]:
         """Publish messages with one allocation per partition and one multi-row INSERT.
@@ -108,7 +111,9 @@ class Producer:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         self.close()
@@ -153,9 +158,7 @@ class Producer:
             partition = partition_for_key(key, info.partitions)
         return partition, key, headers, body
 
-    def _insert(
-        self, info: TopicInfo, prepared: Sequence[Prepared]
-    ) -> list[NewMessage]:
+    def _insert(self, info: TopicInfo, prepared: Sequence[Prepared]) -> list[NewMessage]:
         counts: dict[int, int] = {}
         for partition, *_ in prepared:
             counts[partition] = counts.get(partition, 0) + 1

@@ -68,9 +68,7 @@ class MessageStore:
 
     def insert(self, messages: Sequence[NewMessage]) -> None:
         """Insert all rows in one transaction; DuplicateKey if any offset is taken."""
-        params = [
-            (m.topic_id, m.partition, m.offset, m.key, m.headers, m.body) for m in messages
-        ]
+        params = [(m.topic_id, m.partition, m.offset, m.key, m.headers, m.body) for m in messages]
         # PyMySQL sends one multi-row INSERT up to ~1 MB and splits larger batches into
         # several statements; only those need an explicit transaction to stay all-or-none.
         # Escaping at most doubles a value's length on the wire.

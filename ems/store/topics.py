@@ -13,7 +13,11 @@ from ems.store.database import Database
 from ems.types import PartitionStats, TopicInfo
 
 _TOPIC_COLUMNS = (
-    Topic.id, Topic.name, Topic.partitions, Topic.retention_hours, Topic.max_body_bytes,
+    Topic.id,
+    Topic.name,
+    Topic.partitions,
+    Topic.retention_hours,
+    Topic.max_body_bytes,
     Topic.created_at,
 )
 
@@ -78,8 +82,10 @@ class TopicStore:
             exact_counts = (
                 {int(r[0]): (int(r[1]), int(r[2])) for r in conn.execute(counts)} if exact else {}
             )
-        return [_stats(p, found.get(p), exact_counts.get(p, (0, 0)) if exact else None)
-                for p in range(topic.partitions)]
+        return [
+            _stats(p, found.get(p), exact_counts.get(p, (0, 0)) if exact else None)
+            for p in range(topic.partitions)
+        ]
 
 
 def _stats(
@@ -88,11 +94,21 @@ def _stats(
     low, high = (bounds[0], bounds[1] + 1) if bounds else (None, 0)
     if counts is None:
         span = high - low if low is not None else 0
-        return PartitionStats(partition=partition, low_watermark=low, high_watermark=high,
-                              messages=span, tombstones=None)
+        return PartitionStats(
+            partition=partition,
+            low_watermark=low,
+            high_watermark=high,
+            messages=span,
+            tombstones=None,
+        )
     rows, tombstones = counts
-    return PartitionStats(partition=partition, low_watermark=low, high_watermark=high,
-                          messages=rows - tombstones, tombstones=tombstones)
+    return PartitionStats(
+        partition=partition,
+        low_watermark=low,
+        high_watermark=high,
+        messages=rows - tombstones,
+        tombstones=tombstones,
+    )
 
 
 class HeadStore:

@@ -41,12 +41,19 @@ class Cli:
         return [sys.executable, "-m", "ems.cli", *args]
 
     def run(
-        self, *args: str, input: str | None = None, timeout: float = 60,
+        self,
+        *args: str,
+        input: str | None = None,
+        timeout: float = 60,
         env: Mapping[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            self.command(*args), input=input, env={**self.env, **(env or {})},
-            capture_output=True, text=True, timeout=timeout,
+            self.command(*args),
+            input=input,
+            env={**self.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
 
     def ok(self, *args: str, input: str | None = None) -> str:
@@ -56,8 +63,11 @@ class Cli:
 
     def popen(self, *args: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
-            self.command(*args), env=self.env, text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            self.command(*args),
+            env=self.env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
 
 
@@ -95,20 +105,39 @@ def assert_offset_order(rows: Sequence[tuple[int, int, str, str]]) -> None:
 
 
 def test_topic_create_list_describe(cli: Cli) -> None:
-    out = cli.ok("topic", "create", "orders", "--partitions", "3",
-                 "--retention-hours", "24", "--max-body-bytes", "2048")
+    out = cli.ok(
+        "topic",
+        "create",
+        "orders",
+        "--partitions",
+        "3",
+        "--retention-hours",
+        "24",
+        "--max-body-bytes",
+        "2048",
+    )
     assert out == "created topic orders with 3 partitions\n"
     cli.ok("topic", "create", "audit", "--partitions", "1")
 
     listing = cli.ok("topic", "list").splitlines()
-    assert listing[0].split() == ["name", "partitions", "retention", "hours", "max", "body",
-                                  "bytes", "created"]
+    assert listing[0].split() == [
+        "name",
+        "partitions",
+        "retention",
+        "hours",
+        "max",
+        "body",
+        "bytes",
+        "created",
+    ]
     assert [line.split()[:4] for line in listing[1:]] == [
-        ["audit", "1", "168", "1048576"], ["orders", "3", "24", "2048"],
+        ["audit", "1", "168", "1048576"],
+        ["orders", "3", "24", "2048"],
     ]
     listed = json.loads(cli.ok("topic", "list", "--json"))
-    assert [(t["name"], t["partitions"], t["retention_hours"], t["max_body_bytes"])
-            for t in listed] == [("audit", 1, 168, 1048576), ("orders", 3, 24, 2048)]
+    assert [
+        (t["name"], t["partitions"], t["retention_hours"], t["max_body_bytes"]) for t in listed
+    ] == [("audit", 1, 168, 1048576), ("orders", 3, 24, 2048)]
     assert all(isinstance(t["created_at"], str) for t in listed)
 
     cli.ok("produce", "orders", input="a\nb\nc\nd\ne\n")
@@ -119,8 +148,9 @@ def test_topic_create_list_describe(cli: Cli) -> None:
     assert sum(int(r[3]) for r in rows[:3]) == 5
     assert rows[3] == ["total", "5", "-"]
 
-    exact = [line.split() for line in
-             cli.ok("topic", "describe", "orders", "--exact").splitlines()[2:]]
+    exact = [
+        line.split() for line in cli.ok("topic", "describe", "orders", "--exact").splitlines()[2:]
+    ]
     assert exact[3] == ["total", "5", "0"]
 
     info = json.loads(cli.ok("topic", "describe", "orders", "--json", "--exact"))
@@ -184,8 +214,9 @@ def test_produce_verbose_then_tail_from_beginning(cli: Cli, settings: Settings) 
     assert {p for p, _ in placed} == {0, 1, 2, 3}
     assert result.stderr == f"produced {len(bodies)} messages to events\n"
 
-    out = cli.ok("tail", "events", "--from-beginning", "--max-messages", str(len(bodies)),
-                 "--timeout", "30")
+    out = cli.ok(
+        "tail", "events", "--from-beginning", "--max-messages", str(len(bodies)), "--timeout", "30"
+    )
     lines = out.splitlines()
     assert len(lines) == len(bodies)
     rows = [(int(p), int(o), k, b) for p, o, k, b in (line.split("\t", 3) for line in lines)]
@@ -197,8 +228,18 @@ def test_produce_verbose_then_tail_from_beginning(cli: Cli, settings: Settings) 
 
 def test_produce_with_key_and_headers(cli: Cli, settings: Settings) -> None:
     cli.ok("topic", "create", "keyed", "--partitions", "8")
-    out = cli.ok("produce", "keyed", "--key", "project-7", "--header", "source=cli",
-                 "--header", "expr=a=b", "--verbose", input="one\ntwo\nthree")
+    out = cli.ok(
+        "produce",
+        "keyed",
+        "--key",
+        "project-7",
+        "--header",
+        "source=cli",
+        "--header",
+        "expr=a=b",
+        "--verbose",
+        input="one\ntwo\nthree",
+    )
     placed = [tuple(map(int, line.split())) for line in out.splitlines()]
     partition = placed[0][0]
     assert placed == [(partition, 0), (partition, 1), (partition, 2)]
@@ -238,8 +279,10 @@ def test_tail_starts_at_the_end(cli: Cli) -> None:
 
 def test_tail_one_partition_and_timeout(cli: Cli) -> None:
     cli.ok("topic", "create", "parts", "--partitions", "3")
-    placed = [tuple(map(int, line.split())) for line in
-              cli.ok("produce", "parts", "-v", input="a\nb\nc\nd\ne\nf\n").splitlines()]
+    placed = [
+        tuple(map(int, line.split()))
+        for line in cli.ok("produce", "parts", "-v", input="a\nb\nc\nd\ne\nf\n").splitlines()
+    ]
     started = time.monotonic()
     out = cli.ok("tail", "parts", "--from-beginning", "--partition", "1", "--timeout", "1.5")
     assert 1.5 <= time.monotonic() - started < 20
@@ -271,8 +314,15 @@ def test_produce_body_too_large_exits_2(cli: Cli, settings: Settings) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [("topic", "list"), ("topic", "describe", "t"), ("produce", "t"), ("tail", "t"),
-     ("db", "current"), ("db", "create"), ("db", "upgrade")],
+    [
+        ("topic", "list"),
+        ("topic", "describe", "t"),
+        ("produce", "t"),
+        ("tail", "t"),
+        ("db", "current"),
+        ("db", "create"),
+        ("db", "upgrade"),
+    ],
 )
 def test_database_unreachable_exits_3(cli: Cli, args: tuple[str, ...]) -> None:
     result = cli.run(*args, input="x\n", env={"EMS_DATABASE_URL": UNREACHABLE_DB})
@@ -282,8 +332,7 @@ def test_database_unreachable_exits_3(cli: Cli, args: tuple[str, ...]) -> None:
 
 def test_redis_unreachable_on_produce_exits_3(cli: Cli, settings: Settings) -> None:
     cli.ok("topic", "create", "t", "--partitions", "2")
-    result = cli.run("produce", "t", input="x\ny\n",
-                     env={"EMS_REDIS_URL": UNREACHABLE_REDIS})
+    result = cli.run("produce", "t", input="x\ny\n", env={"EMS_REDIS_URL": UNREACHABLE_REDIS})
     assert_clean_error(result, 3)
     assert "Redis is unreachable" in result.stderr
     with closing(TopicAdmin(settings)) as admin:
@@ -361,8 +410,22 @@ def assert_stopped(settings: Settings, topic: str, summary: str) -> None:
 @pytest.mark.slow
 def test_demo_runs_for_its_duration(cli: Cli, settings: Settings) -> None:
     started = time.monotonic()
-    result = cli.run("demo", "--duration", "3", "--topic", "iot.test", "--partitions", "4",
-                     "--producers", "2", "--projects", "10", "--batch", "20", timeout=60)
+    result = cli.run(
+        "demo",
+        "--duration",
+        "3",
+        "--topic",
+        "iot.test",
+        "--partitions",
+        "4",
+        "--producers",
+        "2",
+        "--projects",
+        "10",
+        "--batch",
+        "20",
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     assert time.monotonic() - started < 30
     lines = result.stdout.splitlines()
@@ -395,8 +458,16 @@ def test_demo_stops_cleanly_on_ctrl_c(cli: Cli, settings: Settings) -> None:
 
 @pytest.mark.slow
 def test_demo_reports_a_failed_producer(cli: Cli) -> None:
-    result = cli.run("demo", "--duration", "20", "--topic", "iot.noredis", "--producers", "2",
-                     env={"EMS_REDIS_URL": UNREACHABLE_REDIS})
+    result = cli.run(
+        "demo",
+        "--duration",
+        "20",
+        "--topic",
+        "iot.noredis",
+        "--producers",
+        "2",
+        env={"EMS_REDIS_URL": UNREACHABLE_REDIS},
+    )
     assert result.returncode == 3, result.stderr
     assert result.stderr.splitlines()[-1].startswith("error: Redis is unreachable")
     assert "Traceback" not in result.stderr

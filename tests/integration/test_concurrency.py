@@ -31,7 +31,10 @@ def _spawn(settings: Settings, *args: str) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMS_")}
     return subprocess.Popen(
         [sys.executable, "-m", "tests.procs.producer", settings.database_url, *args],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -91,9 +94,7 @@ def test_crashes_and_redis_loss_lose_and_duplicate_nothing(
     hung.send_signal(signal.SIGKILL)
 
     ack_files = [tmp_path / f"acks-{i}" for i in range(9)]
-    producers = [
-        _spawn(settings, "produce", f"p{i}", "400", str(ack_files[i])) for i in range(8)
-    ]
+    producers = [_spawn(settings, "produce", f"p{i}", "400", str(ack_files[i])) for i in range(8)]
     slow = _spawn(settings, "slow", "3", str(ack_files[8]))
     _wait_line(slow, "inserted")
 

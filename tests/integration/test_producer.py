@@ -62,8 +62,10 @@ def test_send_returns_partition_and_offset(
     second = producer.send("iot.readings", "r2", key="project-7")
     assert first.partition == second.partition == partition_for_key(b"project-7", 4)
     assert (first.offset, second.offset) == (0, 1)
-    assert rows(store) == [(first.partition, 0, b"project-7", b"r1"),
-                           (first.partition, 1, b"project-7", b"r2")]
+    assert rows(store) == [
+        (first.partition, 0, b"project-7", b"r1"),
+        (first.partition, 1, b"project-7", b"r2"),
+    ]
 
 
 def test_batch_is_contiguous_per_partition_in_input_order(
@@ -121,9 +123,7 @@ def test_redis_flush_loses_and_duplicates_nothing(
     assert len(rows(store)) == 10
 
 
-def test_new_producer_seeds_redis_from_mysql(
-    topics: TopicAdmin, settings: Settings
-) -> None:
+def test_new_producer_seeds_redis_from_mysql(topics: TopicAdmin, settings: Settings) -> None:
     topics.create("t", 1)
     with Producer(settings) as p:
         p.send_batch("t", [b"x"] * 7)
@@ -164,7 +164,10 @@ def test_topic_creation_errors(topics: TopicAdmin) -> None:
     ],
 )
 def test_bad_send_changes_nothing(
-    topics: TopicAdmin, producer: Producer, store: Store, kwargs: dict[str, object],
+    topics: TopicAdmin,
+    producer: Producer,
+    store: Store,
+    kwargs: dict[str, object],
     error: type[Exception],
 ) -> None:
     topics.create("t", 1, max_body_bytes=10)
@@ -187,7 +190,8 @@ def test_one_bad_message_rejects_the_whole_batch(
 
 def test_unreachable_database_is_a_typed_error() -> None:
     settings = Settings(
-        database_url="mysql+pymysql://root@127.0.0.1:1/ems", connect_timeout=1,
+        database_url="mysql+pymysql://root@127.0.0.1:1/ems",
+        connect_timeout=1,
         connect_attempts=2,
     )
     with pytest.raises(DatabaseUnavailable):

@@ -69,8 +69,17 @@ def test_someone_elses_rows_mean_fresh_offsets(store: Store) -> None:
         def insert(self, messages: Sequence[NewMessage]) -> None:
             self.calls += 1
             if self.calls == 1:  # another producer takes the same offsets meanwhile
-                other = [NewMessage(topic_id=m.topic_id, partition=m.partition, offset=m.offset,
-                                    key=None, headers=None, body=b"other") for m in messages]
+                other = [
+                    NewMessage(
+                        topic_id=m.topic_id,
+                        partition=m.partition,
+                        offset=m.offset,
+                        key=None,
+                        headers=None,
+                        body=b"other",
+                    )
+                    for m in messages
+                ]
                 MessageStore.insert(self, other)
                 raise DatabaseUnavailable("connection lost")
             MessageStore.insert(self, messages)

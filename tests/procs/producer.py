@@ -34,8 +34,10 @@ def produce(settings: Settings, name: str, count: int, ackfile: str) -> None:
         sent = 0
         while sent < count:
             n = min(rng.choice([1, 1, 5, 20]), count - sent)
-            records = [Record(f"{name}-{sent + i}".encode(), key=f"project-{rng.randrange(30)}")
-                       for i in range(n)]
+            records = [
+                Record(f"{name}-{sent + i}".encode(), key=f"project-{rng.randrange(30)}")
+                for i in range(n)
+            ]
             if n == 1:
                 placed = [producer.send(TOPIC, records[0].body, key=records[0].key)]
             else:

@@ -60,9 +60,7 @@ def _raising_group(error: BaseException) -> click.Group:
 
 
 @pytest.mark.parametrize(("error", "code"), MAPPING)
-def test_group_prints_error_and_exits_with_mapped_code(
-    error: type[ex.EmsError], code: int
-) -> None:
+def test_group_prints_error_and_exits_with_mapped_code(error: type[ex.EmsError], code: int) -> None:
     result = CliRunner().invoke(_raising_group(error("it broke")), ["sub", "boom"])
     assert result.exit_code == code
     assert result.stdout == "started\n"

@@ -23,7 +23,10 @@ def test_from_env() -> None:
         }
     )
     assert (s.database_name, s.redis_url, s.allocator, s.gap_timeout) == (
-        "other", "redis://h:2/3", "mysql", 2.5,
+        "other",
+        "redis://h:2/3",
+        "mysql",
+        2.5,
     )
     assert s.redis_prefix == "ems:other:"
 
