@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pymysql
 from pymysql.cursors import Cursor
@@ -77,6 +77,9 @@ def make_engine(settings: Settings, *, autocommit: bool = False) -> Engine:
         max_overflow=settings.pool_size * 2,
         pool_recycle=3600,
         pool_reset_on_return=None if autocommit else "rollback",
+        # Control statements check their connection first; the hot path does not pay for a
+        # ping and instead renews the pool when a statement finds the server gone.
+        pool_pre_ping=not autocommit,
         isolation_level="AUTOCOMMIT" if autocommit else "READ COMMITTED",
         connect_args={
             "connect_timeout": max(1, int(settings.connect_timeout)),
@@ -120,10 +123,26 @@ class Database:
         except pymysql.err.Error as exc:
             error = translate(exc)
             if isinstance(error, DatabaseUnavailable):
+                # The server dropped this connection, so it likely dropped its pool-mates
+                # too (a restart, a failover): start a fresh pool rather than try each.
                 raw.invalidate()
+                self.autocommit_engine.dispose(close=False)
             raise error from exc
         finally:
             raw.close()
+
+    def select(self, sql: str, params: tuple[object, ...]) -> tuple[tuple[Any, ...], ...]:
+        """One read-only statement on the hot path. Reads are safe to repeat, so a
+        connection the server dropped is retried once on the renewed pool."""
+        try:
+            return self._select(sql, params)
+        except DatabaseUnavailable:
+            return self._select(sql, params)
+
+    def _select(self, sql: str, params: tuple[object, ...]) -> tuple[tuple[Any, ...], ...]:
+        with self.single() as cursor:
+            cursor.execute(sql, params)
+            return tuple(cursor.fetchall())
 
     def _checkout_raw(self) -> PoolProxiedConnection:
         return self._retrying(self.autocommit_engine.raw_connection)

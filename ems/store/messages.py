@@ -90,9 +90,7 @@ class MessageStore:
             cursor.executemany(_INSERT_TOMBSTONE, params)
 
     def fetch(self, topic_id: int, partition: int, from_offset: int, limit: int) -> FetchedRows:
-        with self.db.single() as cursor:
-            cursor.execute(_FETCH, (topic_id, partition, from_offset, limit))
-            raw = cursor.fetchall()
+        raw = self.db.select(_FETCH, (topic_id, partition, from_offset, limit))
         now = raw[0][7] if raw else None
         rows = [
             StoredMessage(
