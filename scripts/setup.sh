@@ -36,7 +36,13 @@ ensure_python() {
     local stamp="$VENV/.installed-$(cat pyproject.toml | sha256sum | cut -c1-16)-$EXTRAS"
     if [ ! -x "$VENV/bin/python" ]; then
         say "creating $VENV"
-        "$PYTHON" -m venv "$VENV"
+        if ! "$PYTHON" -m venv "$VENV" 2>/dev/null; then
+            # Debian splits venv support into its own package.
+            rm -rf "$VENV"
+            is_root || { say "run: apt-get install python3.11-venv"; exit 1; }
+            apt_install python3.11-venv
+            "$PYTHON" -m venv "$VENV"
+        fi
     fi
     if [ ! -f "$stamp" ]; then
         say "installing pinned dependencies ($EXTRAS)"
