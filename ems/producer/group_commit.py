@@ -1,10 +1,12 @@
 """Group commit: concurrent callers in one process share one allocation and one INSERT.
 
-The first caller to arrive leads: it flushes everything queued so far in one go, and keeps
-flushing until its own request is done, then hands the lead to the oldest waiting caller.
-A caller alone is flushed at once, so nothing waits for a timer; under load, callers that
-arrive during a flush ride along with the next one. The same idea as InnoDB's group commit
-and Kafka's producer batches, without a linger delay.
+A caller that arrives while fewer than max_flushes flushes run becomes a leader: it flushes
+everything queued so far in one go, keeps flushing until its own request is done, then
+hands the lead to the oldest waiting caller. A caller alone is flushed at once, so nothing
+waits for a timer; under load, callers that arrive during a flush ride along with the next
+one. Two flushes in flight (the default) let one group be allocated and sent while the
+previous one waits for its commit. The same idea as InnoDB's group commit and Kafka's
+producer batches, without a linger delay.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ R = TypeVar("R")
 
 
 class _Request(Generic[T, R]):
-    __slots__ = ("error", "finished", "items", "lead", "result", "wake")
+    __slots__ = ("done", "error", "finished", "items", "lead", "result", "wake")
 
     def __init__(self, items: Sequence[T]) -> None:
         self.items = items
@@ -27,48 +29,65 @@ class _Request(Generic[T, R]):
         self.error: BaseException | None = None
         self.finished = False
         self.lead = False
-        # A lock taken at birth and released once to wake the waiter: cheaper than an Event.
+        # Followers sleep on a lock taken at birth and released once (cheaper than an
+        # Event); a leader whose request another leader took waits on `done`.
         self.wake = threading.Lock()
         self.wake.acquire()
+        self.done: threading.Event | None = None
+
+    def promote(self) -> None:
+        self.lead = True
+        self.done = threading.Event()
 
 
 class GroupCommit(Generic[T, R]):
-    """flush(items) -> one result per item; it is all-or-none for the items it is given."""
+    """flush(items) -> one result per item; it is all-or-none for the items it is given.
+    At most max_flushes flushes run at once, so one flush waiting on the disk does not
+    hold back the next group."""
 
-    def __init__(self, flush: Callable[[list[T]], list[R]], max_items: int) -> None:
+    def __init__(
+        self, flush: Callable[[list[T]], list[R]], max_items: int, max_flushes: int = 2
+    ) -> None:
         self._flush = flush
         self._max_items = max_items
+        self._max_flushes = max_flushes
         self._lock = threading.Lock()
         self._queue: deque[_Request[T, R]] = deque()
-        self._leading = False
+        self._leaders = 0
 
     def submit(self, items: Sequence[T]) -> list[R]:
         request: _Request[T, R] = _Request(items)
         with self._lock:
             self._queue.append(request)
-            if not self._leading:
-                self._leading = request.lead = True
+            if self._leaders < self._max_flushes:
+                self._leaders += 1
+                request.promote()
         if not request.lead:
             request.wake.acquire()
-        if not request.finished:
+        if request.lead:
             self._lead(request)
         if request.error is not None:
             raise request.error
         return request.result
 
     def _lead(self, me: _Request[T, R]) -> None:
+        assert me.done is not None
         while not me.finished:
-            self._run(self._take())
+            group = self._take()
+            if not group:  # another leader is flushing my request
+                me.done.wait()
+                break
+            self._run(group)
         with self._lock:
-            if self._queue:
+            self._leaders -= 1
+            if self._queue and not self._queue[0].lead:
+                self._leaders += 1
                 successor = self._queue[0]
-                successor.lead = True
+                successor.promote()
                 successor.wake.release()
-            else:
-                self._leading = False
 
     def _take(self) -> list[_Request[T, R]]:
-        """The oldest queued requests, up to max_items items (always at least one)."""
+        """The oldest queued requests, up to max_items items (at least one if any)."""
         group: list[_Request[T, R]] = []
         count = 0
         with self._lock:
@@ -92,7 +111,10 @@ class GroupCommit(Generic[T, R]):
             for request in group:
                 request.result = results[start : start + len(request.items)]
                 start += len(request.items)
-        for request in group:
-            request.finished = True
-            if not request.lead:
-                request.wake.release()
+        with self._lock:
+            for request in group:
+                request.finished = True
+                if request.done is not None:
+                    request.done.set()
+                else:
+                    request.wake.release()

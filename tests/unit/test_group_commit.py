@@ -77,3 +77,33 @@ def test_base_exceptions_reach_the_caller() -> None:
 
     with pytest.raises(KeyboardInterrupt):
         GroupCommit(flush, max_items=10).submit([1])
+
+
+def test_two_flushes_overlap_but_never_more() -> None:
+    running, peak = 0, 0
+    lock = threading.Lock()
+
+    def flush(items: list[int]) -> list[int]:
+        nonlocal running, peak
+        with lock:
+            running += 1
+            peak = max(peak, running)
+        time.sleep(0.01)
+        with lock:
+            running -= 1
+        return items
+
+    gc = GroupCommit(flush, max_items=1000, max_flushes=2)
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        results = list(pool.map(lambda i: gc.submit([i]), range(120)))
+    assert results == [[i] for i in range(120)]
+    assert peak == 2
+
+
+def test_one_flush_at_a_time_when_asked() -> None:
+    rec = Recorder(delay=0.005)
+    gc = GroupCommit(rec.flush, max_items=1000, max_flushes=1)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda i: gc.submit([i]), range(80)))
+    assert results == [[i * 10] for i in range(80)]
+    assert len(rec.groups) < 80
