@@ -8,7 +8,6 @@ from contextlib import closing
 import click
 
 from ems.cli.common import settings
-from ems.exceptions import UnknownPartition
 from ems.offsets.reader import Reader
 from ems.types import PartitionBatch
 
@@ -44,10 +43,11 @@ def start_offsets(
     reader: Reader, topic: str, partition: int | None, from_beginning: bool
 ) -> dict[int, int]:
     """In-memory cursors: 0, or each partition's high watermark."""
-    count = reader.topic(topic).partitions
-    if partition is not None and partition >= count:
-        raise UnknownPartition(f"topic {topic!r} has no partition {partition}")
-    wanted = range(count) if partition is None else [partition]
+    if partition is None:
+        wanted: list[int] | range = range(reader.topic(topic).partitions)
+    else:
+        reader.check_partition(topic, partition)
+        wanted = [partition]
     if from_beginning:
         return dict.fromkeys(wanted, 0)
     marks = reader.high_watermarks(topic)

@@ -67,6 +67,11 @@ class Reader:
     ) -> PartitionBatch:
         """The gap-free run of messages at from_offset and after (Kafka position semantics:
         from_offset is the next offset to read). Continue from batch.next_offset."""
+        info = self.check_partition(topic, partition)
+        return self._partitions.read(info.id, partition, from_offset, limit)
+
+    def check_partition(self, topic: str, partition: object) -> TopicInfo:
+        """The topic, if it has this partition; UnknownTopic or UnknownPartition if not."""
         info = self.topic(topic)
         if (
             isinstance(partition, bool)
@@ -74,12 +79,10 @@ class Reader:
             or not (0 <= partition < info.partitions)
         ):
             raise UnknownPartition(f"topic {topic!r} has no partition {partition!r}")
-        return self._partitions.read(info.id, partition, from_offset, limit)
+        return info
 
     def high_watermarks(self, topic: str) -> dict[int, int]:
-        info = self.topic(topic)
-        found = self.store.messages.next_offsets(info.id)
-        return {p: found.get(p, 0) for p in range(info.partitions)}
+        return self.store.messages.high_watermarks(self.topic(topic))
 
     def close(self) -> None:
         if self._owns_store:

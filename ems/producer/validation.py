@@ -67,7 +67,7 @@ def encode_body(body: object, max_bytes: int) -> bytes:
 def encode_key(key: object) -> bytes | None:
     if key is None:
         return None
-    if type(key) is str or isinstance(key, str):
+    if isinstance(key, str):
         data = key.encode("utf-8")
     elif isinstance(key, bytes):
         data = key

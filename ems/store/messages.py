@@ -14,7 +14,7 @@ from sqlalchemy import Select, func, select
 
 from ems.models import Message
 from ems.store.database import Database
-from ems.types import NewMessage, StoredMessage
+from ems.types import NewMessage, StoredMessage, TopicInfo
 
 _INSERT = (
     "INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body) "
@@ -121,11 +121,7 @@ class MessageStore:
         with self.db.connect() as conn:
             return {int(p): int(top) + 1 for p, top in conn.execute(next_offsets_query(topic_id))}
 
-    def next_offset(self, topic_id: int, partition: int) -> int:
-        m = Message
-        query = select(func.max(m.offset_no)).where(
-            m.topic_id == topic_id, m.partition_no == partition
-        )
-        with self.db.connect() as conn:
-            top = conn.execute(query).scalar()
-        return 0 if top is None else int(top) + 1
+    def high_watermarks(self, topic: TopicInfo) -> dict[int, int]:
+        """The next offset of every partition of the topic (0 where it is empty)."""
+        found = self.next_offsets(topic.id)
+        return {p: found.get(p, 0) for p in range(topic.partitions)}
