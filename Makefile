@@ -2,6 +2,7 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 DURATION ?= 0
+SUITES ?=
 
 .PHONY: setup run test lint bench clean
 
@@ -20,7 +21,7 @@ test: setup lint
 	$(VENV)/bin/pytest -q
 
 bench: setup
-	$(PY) -m benchmarks
+	$(PY) -m benchmarks $(SUITES)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,38 +1,55 @@
-"""`python -m benchmarks`: run the producer suite and print its report."""
+"""`python -m benchmarks [SUITE ...]`: run benchmark suites and print their reports.
+
+Every suite writes benchmarks/results/<suite>-latest.md. With no suite named, all run.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
-from benchmarks.harness import bench_config
-from benchmarks.producer import run
+from benchmarks import producer
+from benchmarks.harness import BenchConfig, bench_config
 
 DEFAULT_SERVER = "mysql+pymysql://root@127.0.0.1:3306"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 
+#: Suite name -> runner(cfg, args) returning an exit status. Each suite module adds itself here.
+SUITES: dict[str, Callable[[BenchConfig, argparse.Namespace], int]] = {
+    "producer": lambda cfg, args: producer.run(cfg, args.profile_sends),
+}
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument(
+        "suites", nargs="*", metavar="SUITE", help=f"one of {', '.join(SUITES)} (default: all)"
+    )
     parser.add_argument(
         "--seconds", type=float, default=5.0, help="timed wall time per measurement (default 5)"
     )
     parser.add_argument(
         "--server",
         default=DEFAULT_SERVER,
-        help="MySQL server URL without a database; the suite uses "
-        "ems_bench and ems_bench_kombu on it",
+        help="MySQL server URL without a database; suites use ems_bench* databases on it",
     )
     parser.add_argument("--redis-url", default=DEFAULT_REDIS)
     parser.add_argument(
         "--profile-sends",
         type=int,
         default=2000,
-        help="ems sends to profile after the cases (default 2000)",
+        help="ems sends to profile after the producer cases (default 2000)",
     )
     args = parser.parse_args(argv)
+    unknown = [name for name in args.suites if name not in SUITES]
+    if unknown:
+        parser.error(f"unknown suite {', '.join(unknown)}; choose from {', '.join(SUITES)}")
     cfg = bench_config(args.server, args.redis_url, args.seconds)
-    return run(cfg, args.profile_sends)
+    status = 0
+    for name in args.suites or list(SUITES):
+        status = max(status, SUITES[name](cfg, args))
+    return status
 
 
 if __name__ == "__main__":

@@ -1,14 +1,17 @@
 """Shared fixtures. Tests talk to the real MariaDB and Redis on 127.0.0.1.
 
-One database per test session (ems_test, or ems_test_<worker> under xdist), migrated once;
+One database per test session and checkout (ems_test_<checkout hash>[_<xdist worker>]), so
+two checkouts on one machine can run their suites side by side; it is migrated once, and
 tables are emptied and this database's Redis keys deleted before each test that uses them.
 A missing server fails the run instead of skipping it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -30,19 +33,21 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _database_name() -> str:
+    checkout = hashlib.sha1(str(Path(__file__).resolve().parent).encode()).hexdigest()[:6]
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    return f"ems_test_{worker}" if worker else "ems_test"
+    return f"ems_test_{checkout}_{worker}" if worker else f"ems_test_{checkout}"
 
 
 @pytest.fixture(scope="session")
-def migrated_settings() -> Settings:
+def migrated_settings() -> Iterator[Settings]:
     settings = Settings(
         database_url=BASE_URL + _database_name(), redis_url=REDIS_URL, gap_timeout=1.0
     )
     _drop_database(settings)
     migrate.create_database(settings)
     migrate.upgrade(settings)
-    return settings
+    yield settings
+    _drop_database(settings)
 
 
 def _drop_database(settings: Settings) -> None:
