@@ -53,6 +53,14 @@ class InvalidOffset(InvalidInput):
     """An offset must be a non-negative integer."""
 
 
+class InvalidHandler(InvalidInput):
+    """The message handler is not callable."""
+
+
+class GroupConflict(InvalidInput):
+    """The group exists with other settings (mode, ordering or retry policy)."""
+
+
 # -- lookups ---------------------------------------------------------------------------
 
 
@@ -66,6 +74,10 @@ class UnknownTopic(NotFound):
 
 class UnknownPartition(NotFound):
     """The topic has no such partition."""
+
+
+class UnknownGroup(NotFound):
+    """The consumer group does not exist."""
 
 
 class AlreadyExists(EmsError):
@@ -105,3 +117,20 @@ class LockConflict(StoreError):
 
 class OffsetConflict(StoreError):
     """Offsets could not be allocated without conflict after repeated attempts."""
+
+
+class StaleGeneration(StoreError):
+    """The partition was reassigned since this client got it; the cursor commit wrote
+    nothing."""
+
+
+class NotLeader(StoreError):
+    """This client no longer holds the group's leader row at the epoch it acted under."""
+
+
+# -- consumers -------------------------------------------------------------------------
+
+
+class LeaseLost(EmsError):
+    """The client could not renew its lease before the deadline; it stopped fetching and
+    committed nothing."""

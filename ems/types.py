@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -86,3 +86,99 @@ class PartitionBatch:
     partition: int
     messages: list[StoredMessage]
     next_offset: int
+
+
+# -- consumer groups -------------------------------------------------------------------
+
+GroupMode = Literal["cluster", "broadcast"]
+StartPosition = Literal["earliest", "latest"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GroupInfo:
+    """A consumer group's subscription to one topic and its delivery policy."""
+
+    id: int
+    name: str
+    topic_id: int
+    mode: GroupMode
+    start_position: StartPosition
+    ordered: bool
+    retry_ladder: str
+    max_attempts: int
+    ack_timeout_seconds: int
+    generation: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MemberInfo:
+    client_id: str
+    host: str
+    pid: int
+    lease_expires_at: dt.datetime
+    #: Seconds until the lease expires, by the database clock (negative once expired).
+    expires_in: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LeaderInfo:
+    client_id: str | None
+    epoch: int
+    lease_expires_at: dt.datetime
+    expires_in: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AssignmentRow:
+    """One partition of a group: its owner, the generation it was granted in, and where
+    a handoff stands (assigned, revoking, released)."""
+
+    partition: int
+    client_id: str | None
+    generation: int
+    state: Literal["assigned", "revoking", "released"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Delivery:
+    """A message handed to a consumer. attempt counts deliveries to this group, from 1."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    headers: dict[str, str]
+    body: bytes
+    timestamp: dt.datetime
+    attempt: int
+    message_id: int
+
+
+class Failure(NamedTuple):
+    """A delivery that failed: retried after delay seconds, or dead when delay is None."""
+
+    partition: int
+    offset: int
+    message_id: int
+    attempts: int
+    error: str
+    delay: float | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Settlement:
+    """Everything one ack batch writes, in one transaction."""
+
+    #: Delivered messages handled successfully: (partition, offset).
+    done: list[tuple[int, int]] = field(default_factory=list)
+    failed: list[Failure] = field(default_factory=list)
+    #: Acked redeliveries from the retry table, whose retry rows go: (partition, offset).
+    cleared: list[tuple[int, int]] = field(default_factory=list)
+    #: Ordered groups: log rows of messages fetched but handed back unhandled, as
+    #: (partition, first offset, last offset).
+    handed_back: list[tuple[int, int, int]] = field(default_factory=list)
+    #: New cursors: partition -> (next offset, generation the partition was granted in).
+    cursors: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.done or self.failed or self.cleared or self.handed_back or self.cursors)

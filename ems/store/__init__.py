@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from ems.config import Settings
+from ems.store.assignments import AssignmentStore
+from ems.store.consumption import ConsumptionStore
 from ems.store.database import Database, translate, wrap_errors
+from ems.store.groups import GroupStore
+from ems.store.leases import LeaseStore
 from ems.store.messages import FetchedRows, MessageStore
 from ems.store.topics import HeadStore, TopicStore
 
@@ -17,6 +21,10 @@ class Store:
         self.topics = TopicStore(self.db)
         self.messages = MessageStore(self.db)
         self.heads = HeadStore(self.db)
+        self.groups = GroupStore(self.db)
+        self.leases = LeaseStore(self.db)
+        self.assignments = AssignmentStore(self.db)
+        self.consumption = ConsumptionStore(self.db)
 
     def close(self) -> None:
         self.db.dispose()

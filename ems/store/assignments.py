@@ -1,0 +1,81 @@
+"""Statements on partition assignment: leader writes (fenced by epoch) and owner releases."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from ems.store.database import Database
+from ems.store.leases import fence, reap
+from ems.types import AssignmentRow
+
+_ROWS = (
+    "SELECT partition_no, client_id, generation, state FROM partition_assignment "
+    "WHERE group_id = %s ORDER BY partition_no"
+)
+_GRANT = (
+    "UPDATE partition_assignment SET client_id = %s, generation = %s, state = 'assigned', "
+    "updated_at = NOW(6) WHERE group_id = %s AND partition_no = %s"
+)
+_REVOKE = (
+    "UPDATE partition_assignment SET state = 'revoking', updated_at = NOW(6) "
+    "WHERE group_id = %s AND partition_no = %s AND state = 'assigned'"
+)
+_RELEASE = (
+    "UPDATE partition_assignment SET state = 'released', updated_at = NOW(6) "
+    "WHERE group_id = %s AND partition_no = %s AND client_id = %s AND generation = %s "
+    "AND state = 'revoking'"
+)
+_BUMP = "UPDATE consumer_group SET generation = generation + 1 WHERE id = %s"
+
+
+def _row(r: tuple[object, ...]) -> AssignmentRow:
+    return AssignmentRow(
+        partition=int(r[0]),  # type: ignore[call-overload]
+        client_id=r[1],  # type: ignore[arg-type]
+        generation=int(r[2]),  # type: ignore[call-overload]
+        state=r[3],  # type: ignore[arg-type]
+    )
+
+
+class AssignmentStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def rows(self, group_id: int) -> list[AssignmentRow]:
+        return [_row(r) for r in self.db.select(_ROWS, (group_id,))]
+
+    def apply(
+        self,
+        group_id: int,
+        leader: tuple[str, int],
+        grants: Mapping[int, str],
+        revokes: Iterable[int],
+    ) -> int:
+        """As leader (client id, epoch): reap expired clients, grant partitions and ask
+        owners to revoke others, in one transaction fenced by the epoch. Returns the new
+        group generation, which every granted partition carries."""
+        client_id, epoch = leader
+        with self.db.connect() as conn:
+            fence(conn, group_id, client_id, epoch)
+            reap(conn, group_id)
+            conn.exec_driver_sql(_BUMP, (group_id,))
+            generation = int(
+                conn.exec_driver_sql(
+                    "SELECT generation FROM consumer_group WHERE id = %s", (group_id,)
+                ).scalar_one()
+            )
+            if grants:
+                params = [(c, generation, group_id, p) for p, c in sorted(grants.items())]
+                conn.exec_driver_sql(_GRANT, params)
+            revoke_params = [(group_id, p) for p in sorted(revokes)]
+            if revoke_params:
+                conn.exec_driver_sql(_REVOKE, revoke_params)
+            return generation
+
+    def release(self, group_id: int, client_id: str, partitions: Mapping[int, int]) -> None:
+        """As owner: hand back revoking partitions {partition: generation} after the
+        cursor was committed."""
+        params = [(group_id, p, client_id, g) for p, g in sorted(partitions.items())]
+        if params:
+            with self.db.single() as cursor:
+                cursor.executemany(_RELEASE, params)

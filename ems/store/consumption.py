@@ -1,0 +1,167 @@
+"""Statements of the consume path: the consumption log, retries and dead letters.
+
+A fetched batch costs one INSERT into the log; an ack batch costs one transaction: one
+UPDATE marks every handled message done, failures move to the retry or dead table, and
+the cursors are committed under generation fencing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from itertools import groupby
+
+from sqlalchemy import Connection
+
+from ems.store.database import Database
+from ems.store.groups import commit_cursors
+from ems.types import Delivery, Failure, Settlement
+
+_US = 1_000_000
+_START = (
+    "INSERT INTO topic_group_log (group_id, topic_id, partition_no, offset_no, client_id, "
+    "state, attempts) VALUES (%s, %s, %s, %s, %s, 'start', %s) ON DUPLICATE KEY UPDATE "
+    "client_id = VALUES(client_id), state = 'start', "
+    "attempts = GREATEST(attempts + 1, VALUES(attempts)), started_at = NOW(6), "
+    "finished_at = NULL, updated_at = NOW(6)"
+)
+_DONE = (
+    "UPDATE topic_group_log SET state = 'done', finished_at = NOW(6), updated_at = NOW(6) "
+    "WHERE group_id = %s AND client_id = %s AND state = 'start' AND ({ranges})"
+)
+_RANGE = "(partition_no = %s AND offset_no BETWEEN %s AND %s)"
+_FAILED_LOG = (
+    "UPDATE topic_group_log SET state = %s, attempts = %s, error = %s, finished_at = NOW(6), "
+    "updated_at = NOW(6) WHERE group_id = %s AND partition_no = %s AND offset_no = %s "
+    "AND client_id = %s"
+)
+_RETRY = (
+    "INSERT INTO retry_message (group_id, topic_id, partition_no, offset_no, message_id, "
+    "attempts, due_at, last_error) "
+    "VALUES (%s, %s, %s, %s, %s, %s, NOW(6) + INTERVAL %s MICROSECOND, %s) "
+    "ON DUPLICATE KEY UPDATE attempts = VALUES(attempts), due_at = VALUES(due_at), "
+    "last_error = VALUES(last_error)"
+)
+# The dead letter keeps its own copy of the message, taken on the server.
+_DEAD = (
+    "INSERT INTO dead_message (group_id, topic_id, partition_no, offset_no, message_id, "
+    "msg_key, headers, body, attempts, last_error) "
+    "SELECT %s, topic_id, partition_no, offset_no, id, msg_key, headers, body, %s, %s "
+    "FROM message WHERE id = %s"
+)
+_CLEAR_RETRY = (
+    "DELETE FROM retry_message WHERE group_id = %s AND partition_no = %s AND offset_no = %s"
+)
+_HAND_BACK = (
+    "DELETE FROM topic_group_log WHERE group_id = %s AND partition_no = %s "
+    "AND offset_no BETWEEN %s AND %s AND client_id = %s AND state = 'start'"
+)
+_DUE = (
+    "SELECT r.id, r.partition_no, r.offset_no, r.attempts, m.id, m.msg_key, m.headers, "
+    "m.body, m.created_at FROM retry_message r JOIN message m ON m.id = r.message_id "
+    "WHERE r.group_id = %s AND r.due_at <= NOW(6) AND r.partition_no IN ({partitions}) "
+    "ORDER BY r.due_at LIMIT %s"
+)
+_CLAIM = "UPDATE retry_message SET due_at = NOW(6) + INTERVAL %s MICROSECOND WHERE id IN ({ids})"
+
+
+def offset_ranges(pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """(partition, offset) pairs as maximal runs (partition, first, last)."""
+    runs: list[tuple[int, int, int]] = []
+    for partition, group in groupby(sorted(pairs), key=lambda pair: pair[0]):
+        for _, offset in group:
+            if runs and runs[-1][0] == partition and runs[-1][2] == offset - 1:
+                runs[-1] = (partition, runs[-1][1], offset)
+            else:
+                runs.append((partition, offset, offset))
+    return runs
+
+
+class ConsumptionStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def start(
+        self, group_id: int, topic_id: int, client_id: str, deliveries: Sequence[Delivery]
+    ) -> None:
+        """Log a fetched batch as started: one statement."""
+        params = [
+            (group_id, topic_id, d.partition, d.offset, client_id, d.attempt) for d in deliveries
+        ]
+        with self.db.single() as cursor:
+            cursor.executemany(_START, params)
+
+    def settle(
+        self, group_id: int, topic_id: int, client_id: str, settlement: Settlement
+    ) -> None:
+        """Write one ack batch in one transaction. StaleGeneration (nothing written) when a
+        cursor's partition was reassigned."""
+        with self.db.connect() as conn:
+            self._mark_done(conn, group_id, client_id, settlement.done)
+            for failure in settlement.failed:
+                self._fail(conn, group_id, topic_id, client_id, failure)
+            if settlement.cleared:
+                conn.exec_driver_sql(
+                    _CLEAR_RETRY, [(group_id, p, o) for p, o in settlement.cleared]
+                )
+            if settlement.handed_back:
+                conn.exec_driver_sql(
+                    _HAND_BACK,
+                    [(group_id, p, a, b, client_id) for p, a, b in settlement.handed_back],
+                )
+            commit_cursors(conn, group_id, client_id, settlement.cursors)
+
+    def _mark_done(
+        self, conn: Connection, group_id: int, client_id: str, done: Sequence[tuple[int, int]]
+    ) -> None:
+        runs = offset_ranges(done)
+        if not runs:
+            return
+        sql = _DONE.format(ranges=" OR ".join([_RANGE] * len(runs)))
+        conn.exec_driver_sql(sql, (group_id, client_id, *[v for run in runs for v in run]))
+
+    def _fail(
+        self, conn: Connection, group_id: int, topic_id: int, client_id: str, f: Failure
+    ) -> None:
+        if f.delay is None:
+            conn.exec_driver_sql(_DEAD, (group_id, f.attempts, f.error, f.message_id))
+            conn.exec_driver_sql(_CLEAR_RETRY, (group_id, f.partition, f.offset))
+            state = "dead"
+        else:
+            delay = int(f.delay * _US)
+            values = (group_id, topic_id, f.partition, f.offset, f.message_id, f.attempts)
+            conn.exec_driver_sql(_RETRY, (*values, delay, f.error))
+            state = "retry"
+        log = (state, f.attempts, f.error, group_id, f.partition, f.offset, client_id)
+        conn.exec_driver_sql(_FAILED_LOG, log)
+
+    def claim_due(
+        self, group_id: int, topic: str, partitions: Sequence[int], limit: int, lease: float
+    ) -> list[Delivery]:
+        """Due retries of these partitions, claimed for lease seconds so that they are not
+        handed out twice while in flight."""
+        if not partitions:
+            return []
+        sql = _DUE.format(partitions=", ".join(["%s"] * len(partitions)))
+        rows = self.db.select(sql, (group_id, *partitions, limit))
+        if not rows:
+            return []
+        ids = [r[0] for r in rows]
+        with self.db.single() as cursor:
+            cursor.execute(
+                _CLAIM.format(ids=", ".join(["%s"] * len(ids))), (int(lease * _US), *ids)
+            )
+        return [
+            Delivery(
+                topic=topic,
+                partition=int(r[1]),
+                offset=int(r[2]),
+                key=r[5],
+                headers=json.loads(r[6]) if r[6] else {},
+                body=r[7],
+                timestamp=r[8],
+                attempt=int(r[3]) + 1,
+                message_id=int(r[4]),
+            )
+            for r in rows
+        ]

@@ -1,0 +1,148 @@
+"""Statements on consumer groups and their committed cursors."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import suppress
+from typing import Any
+
+from sqlalchemy import Connection, func, select
+
+from ems.exceptions import DuplicateKey, StaleGeneration
+from ems.models import Message
+from ems.store.database import Database
+from ems.types import GroupInfo, TopicInfo
+
+_GROUP_COLUMNS = (
+    "id, name, topic_id, mode, start_position, ordered, retry_ladder, max_attempts, "
+    "ack_timeout_seconds, generation"
+)
+_INSERT_GROUP = (
+    "INSERT INTO consumer_group (name, topic_id, mode, start_position, ordered, retry_ladder, "
+    "max_attempts, ack_timeout_seconds) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+)
+_INSERT_LEADER = (
+    "INSERT INTO group_leader (group_id, client_id, epoch, lease_expires_at) "
+    "VALUES (%s, NULL, 0, '1970-01-02')"
+)
+_INSERT_OFFSET = (
+    "INSERT INTO group_offset (group_id, partition_no, committed_offset, generation) "
+    "VALUES (%s, %s, %s, 0)"
+)
+_INSERT_ASSIGNMENT = (
+    "INSERT INTO partition_assignment (group_id, partition_no, client_id, generation, state) "
+    "VALUES (%s, %s, NULL, 0, 'released')"
+)
+# A commit lands only while the committing client still owns the partition at the
+# generation it was granted, and still holds a live lease: a fenced client writes nothing.
+_COMMIT = (
+    "UPDATE group_offset o JOIN partition_assignment a "
+    "ON a.group_id = o.group_id AND a.partition_no = o.partition_no "
+    "JOIN consumer_client c ON c.client_id = a.client_id "
+    "SET o.committed_offset = %s, o.generation = a.generation, o.updated_at = NOW(6) "
+    "WHERE o.group_id = %s AND o.partition_no = %s AND a.client_id = %s "
+    "AND a.generation = %s AND a.state <> 'released' AND c.lease_expires_at > NOW(6)"
+)
+
+
+def group_info(row: tuple[Any, ...] | Any) -> GroupInfo:
+    return GroupInfo(
+        id=int(row[0]),
+        name=row[1],
+        topic_id=int(row[2]),
+        mode=row[3],
+        start_position=row[4],
+        ordered=bool(row[5]),
+        retry_ladder=row[6],
+        max_attempts=int(row[7]),
+        ack_timeout_seconds=int(row[8]),
+        generation=int(row[9]),
+    )
+
+
+class GroupStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def get(self, name: str, topic_id: int) -> GroupInfo | None:
+        rows = self.db.select(
+            f"SELECT {_GROUP_COLUMNS} FROM consumer_group WHERE name = %s AND topic_id = %s",
+            (name, topic_id),
+        )
+        return group_info(rows[0]) if rows else None
+
+    def by_name(self, name: str) -> list[GroupInfo]:
+        rows = self.db.select(
+            f"SELECT {_GROUP_COLUMNS} FROM consumer_group WHERE name = %s ORDER BY topic_id",
+            (name,),
+        )
+        return [group_info(r) for r in rows]
+
+    def create(self, spec: GroupInfo, topic: TopicInfo) -> GroupInfo:
+        """Create the group with its leader row, and for a cluster group its cursors at the
+        start position (as of now) and unowned assignment rows. When another client
+        created it first, that group is returned."""
+        with suppress(DuplicateKey), self.db.connect() as conn:
+            self._insert(conn, spec, topic)
+        found = self.get(spec.name, topic.id)
+        assert found is not None, "the group was just created"
+        return found
+
+    def _insert(self, conn: Connection, spec: GroupInfo, topic: TopicInfo) -> None:
+        values = (
+            spec.name,
+            topic.id,
+            spec.mode,
+            spec.start_position,
+            spec.ordered,
+            spec.retry_ladder,
+            spec.max_attempts,
+            spec.ack_timeout_seconds,
+        )
+        group_id = int(conn.exec_driver_sql(_INSERT_GROUP, values).lastrowid)
+        conn.exec_driver_sql(_INSERT_LEADER, (group_id,))
+        if spec.mode == "cluster":
+            starts = start_offsets(conn, topic, spec.start_position)
+            conn.exec_driver_sql(_INSERT_OFFSET, [(group_id, p, o) for p, o in starts.items()])
+            parts = [(group_id, p) for p in range(topic.partitions)]
+            conn.exec_driver_sql(_INSERT_ASSIGNMENT, parts)
+
+    def offsets(self, group_id: int) -> dict[int, int]:
+        """Committed cursor (next offset to consume) per partition."""
+        rows = self.db.select(
+            "SELECT partition_no, committed_offset FROM group_offset WHERE group_id = %s",
+            (group_id,),
+        )
+        return {int(p): int(o) for p, o in rows}
+
+    def commit(self, group_id: int, client_id: str, cursors: Mapping[int, tuple[int, int]]) -> None:
+        """Commit cursors {partition: (next offset, generation)} in one transaction, or
+        none of them: StaleGeneration names the partitions this client no longer owns."""
+        with self.db.connect() as conn:
+            commit_cursors(conn, group_id, client_id, cursors)
+
+
+def commit_cursors(
+    conn: Connection, group_id: int, client_id: str, cursors: Mapping[int, tuple[int, int]]
+) -> None:
+    stale = []
+    for partition, (offset, generation) in sorted(cursors.items()):
+        params = (offset, group_id, partition, client_id, generation)
+        if conn.exec_driver_sql(_COMMIT, params).rowcount != 1:
+            stale.append(partition)
+    if stale:
+        conn.rollback()
+        raise StaleGeneration(f"partitions {stale} are no longer owned by {client_id}")
+
+
+def start_offsets(conn: Connection, topic: TopicInfo, position: str) -> dict[int, int]:
+    """Per partition: the first stored offset (earliest) or the next one (latest)."""
+    m = Message
+    earliest = position == "earliest"
+    query = (
+        select(m.partition_no, func.min(m.offset_no) if earliest else func.max(m.offset_no))
+        .where(m.topic_id == topic.id)
+        .group_by(m.topic_id, m.partition_no)
+    )
+    found = {int(p): int(o) + (0 if earliest else 1) for p, o in conn.execute(query)}
+    return {p: found.get(p, 0) for p in range(topic.partitions)}

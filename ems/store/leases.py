@@ -1,0 +1,121 @@
+"""Lease rows: consumer clients and group leaders. Every expiry is NOW(6) + TTL, and
+every comparison is with NOW(6): the database clock is the only clock."""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection
+
+from ems.exceptions import NotLeader
+from ems.store.database import Database
+from ems.types import LeaderInfo, MemberInfo
+
+_US = 1_000_000
+_REGISTER = (
+    "INSERT INTO consumer_client (client_id, group_id, host, pid, lease_expires_at) "
+    "VALUES (%s, %s, %s, %s, NOW(6) + INTERVAL %s MICROSECOND)"
+)
+_RENEW = (
+    "UPDATE consumer_client SET lease_expires_at = NOW(6) + INTERVAL %s MICROSECOND "
+    "WHERE client_id = %s AND lease_expires_at > NOW(6)"
+)
+_MEMBERS = (
+    "SELECT client_id, host, pid, lease_expires_at, "
+    "TIMESTAMPDIFF(MICROSECOND, NOW(6), lease_expires_at) "
+    "FROM consumer_client WHERE group_id = %s ORDER BY client_id"
+)
+# Takes the row when it is free or expired, renews it when this client holds it. The epoch
+# is computed first, from the old holder and expiry (MySQL applies SET clauses in order):
+# it grows on takeover, never on renewal. One row affected means this client leads.
+_LEAD = (
+    "UPDATE group_leader SET "
+    "epoch = IF(client_id = %s AND lease_expires_at > NOW(6), epoch, epoch + 1), "
+    "client_id = %s, lease_expires_at = NOW(6) + INTERVAL %s MICROSECOND "
+    "WHERE group_id = %s AND (client_id = %s OR client_id IS NULL "
+    "OR lease_expires_at <= NOW(6))"
+)
+_LEADER = (
+    "SELECT client_id, epoch, lease_expires_at, "
+    "TIMESTAMPDIFF(MICROSECOND, NOW(6), lease_expires_at) FROM group_leader WHERE group_id = %s"
+)
+# The fence every leader transaction starts with: it matches only while this client holds
+# the row at its epoch, and the row lock it takes keeps a takeover out until commit.
+_FENCE = (
+    "UPDATE group_leader SET lease_expires_at = lease_expires_at "
+    "WHERE group_id = %s AND client_id = %s AND epoch = %s AND lease_expires_at > NOW(6)"
+)
+
+
+class LeaseStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def register(self, group_id: int, client_id: str, host: str, pid: int, ttl: float) -> None:
+        with self.db.single() as cursor:
+            cursor.execute(_REGISTER, (client_id, group_id, host, pid, int(ttl * _US)))
+
+    def renew(self, client_id: str, ttl: float) -> bool:
+        """Extend a live lease; False when it already expired (or the row is gone)."""
+        with self.db.single() as cursor:
+            return bool(cursor.execute(_RENEW, (int(ttl * _US), client_id)) == 1)
+
+    def delete(self, client_id: str) -> None:
+        with self.db.single() as cursor:
+            cursor.execute("DELETE FROM consumer_client WHERE client_id = %s", (client_id,))
+
+    def members(self, group_id: int) -> list[MemberInfo]:
+        """Every client row of the group, live or expired, with the time left on its lease."""
+        return [
+            MemberInfo(
+                client_id=r[0],
+                host=r[1],
+                pid=int(r[2]),
+                lease_expires_at=r[3],
+                expires_in=int(r[4]) / _US,
+            )
+            for r in self.db.select(_MEMBERS, (group_id,))
+        ]
+
+    def lead(self, group_id: int, client_id: str, ttl: float) -> int | None:
+        """Take or renew the group's leader row: the epoch held, or None if another leads."""
+        with self.db.connect() as conn:
+            params = (client_id, client_id, int(ttl * _US), group_id, client_id)
+            if conn.exec_driver_sql(_LEAD, params).rowcount != 1:
+                return None
+            row = conn.exec_driver_sql(
+                "SELECT epoch FROM group_leader WHERE group_id = %s", (group_id,)
+            ).one()
+            return int(row[0])
+
+    def leader(self, group_id: int) -> LeaderInfo | None:
+        rows = self.db.select(_LEADER, (group_id,))
+        if not rows:
+            return None
+        r = rows[0]
+        return LeaderInfo(
+            client_id=r[0], epoch=int(r[1]), lease_expires_at=r[2], expires_in=int(r[3]) / _US
+        )
+
+    def resign(self, group_id: int, client_id: str, epoch: int) -> None:
+        """Give the row up at once so the next client need not wait out the lease."""
+        with self.db.single() as cursor:
+            cursor.execute(
+                "UPDATE group_leader SET lease_expires_at = NOW(6) "
+                "WHERE group_id = %s AND client_id = %s AND epoch = %s",
+                (group_id, client_id, epoch),
+            )
+
+
+def fence(conn: Connection, group_id: int, client_id: str, epoch: int) -> None:
+    """Start a leader transaction: NotLeader unless this client leads at this epoch."""
+    if conn.exec_driver_sql(_FENCE, (group_id, client_id, epoch)).rowcount != 1:
+        raise NotLeader(f"{client_id} no longer leads group {group_id} at epoch {epoch}")
+
+
+def reap(conn: Connection, group_id: int) -> int:
+    """Delete the group's expired client rows."""
+    return int(
+        conn.exec_driver_sql(
+            "DELETE FROM consumer_client WHERE group_id = %s AND lease_expires_at <= NOW(6)",
+            (group_id,),
+        ).rowcount
+    )

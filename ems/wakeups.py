@@ -1,0 +1,125 @@
+"""Wake-ups over Redis pub/sub: a new message or a group change is noticed at once.
+
+Wake-ups are hints, never the source of truth: a lost one only delays a reader until its
+next poll, so publishing is fire-and-forget and a listener that loses Redis falls back to
+polling until it reconnects.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+
+import redis
+from redis.connection import Connection
+
+from ems.config import Settings
+
+log = logging.getLogger(__name__)
+
+#: Seconds between reconnection attempts of a listener that lost Redis.
+RECONNECT_EVERY = 1.0
+
+
+def topic_channel(settings: Settings, topic_id: int) -> str:
+    return f"{settings.redis_prefix}wake:topic:{topic_id}"
+
+
+def group_channel(settings: Settings, group_id: int) -> str:
+    return f"{settings.redis_prefix}wake:group:{group_id}"
+
+
+class Publisher:
+    """PUBLISH without waiting for replies: the connection is switched to CLIENT REPLY
+    OFF, so a wake-up costs one socket write and no round trip on the publish path."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._conn: Connection | None = None
+        self._lock = threading.Lock()
+
+    def messages(self, topic_id: int, partitions: Iterable[int]) -> None:
+        payload = ",".join(str(p) for p in sorted(set(partitions)))
+        self.publish(topic_channel(self.settings, topic_id), payload)
+
+    def group(self, group_id: int) -> None:
+        self.publish(group_channel(self.settings, group_id), "changed")
+
+    def publish(self, channel: str, payload: str) -> None:
+        with self._lock:
+            try:
+                self._connection().send_command("PUBLISH", channel, payload)
+            except (redis.RedisError, OSError) as exc:
+                log.debug("wake-up not sent (%s); readers will poll", exc)
+                self._drop()
+
+    def _connection(self) -> Connection:
+        if self._conn is None:
+            url = redis.connection.parse_url(self.settings.redis_url)
+            conn = Connection(
+                host=url.get("host", "127.0.0.1"),
+                port=url.get("port", 6379),
+                db=url.get("db", 0),
+                password=url.get("password"),
+                socket_connect_timeout=self.settings.connect_timeout,
+                socket_timeout=self.settings.connect_timeout,
+            )
+            conn.connect()
+            conn.send_command("CLIENT", "REPLY", "OFF")
+            self._conn = conn
+        return self._conn
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            self._conn.disconnect()
+            self._conn = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+
+class Listener:
+    """A daemon thread subscribed to channels; each message calls its channel's callback
+    with the payload. `connected` tells readers whether to rely on it or poll."""
+
+    def __init__(self, settings: Settings, callbacks: Mapping[str, Callable[[str], None]]):
+        self.settings = settings
+        self.callbacks = dict(callbacks)
+        self.connected = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ems-wakeups", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2 * RECONNECT_EVERY)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._listen()
+            except (redis.RedisError, OSError) as exc:
+                log.info("wake-up listener lost Redis (%s); polling until it returns", exc)
+            self.connected.clear()
+            self._stop.wait(RECONNECT_EVERY)
+
+    def _listen(self) -> None:
+        client = redis.Redis.from_url(
+            self.settings.redis_url, socket_connect_timeout=self.settings.connect_timeout
+        )
+        pubsub = client.pubsub(ignore_subscribe_messages=True)
+        try:
+            pubsub.subscribe(*self.callbacks)
+            self.connected.set()
+            while not self._stop.is_set():
+                message = pubsub.get_message(timeout=0.5)
+                if message is not None:
+                    channel = message["channel"].decode()
+                    self.callbacks[channel](message["data"].decode())
+        finally:
+            pubsub.close()
+            client.close()
