@@ -1,0 +1,12 @@
+"""Retry policy: the backoff ladder and the retry-or-dead decision (pure)."""
+
+from ems.retry.backoff import (
+    DEFAULT_LADDER,
+    Dead,
+    Retry,
+    format_ladder,
+    next_step,
+    parse_ladder,
+)
+
+__all__ = ["DEFAULT_LADDER", "Dead", "Retry", "format_ladder", "next_step", "parse_ladder"]
