@@ -2,11 +2,13 @@
 
 from ems import exceptions
 from ems.config import Settings
+from ems.consumer import Consumer
 from ems.exceptions import EmsError
 from ems.offsets.reader import Reader
 from ems.producer import Producer
 from ems.topics import TopicAdmin
 from ems.types import (
+    Delivery,
     PartitionBatch,
     PartitionStats,
     Record,
@@ -16,6 +18,8 @@ from ems.types import (
 )
 
 __all__ = [
+    "Consumer",
+    "Delivery",
     "EmsError",
     "PartitionBatch",
     "PartitionStats",

@@ -172,6 +172,8 @@ class Settlement:
     #: Delivered messages handled successfully: (partition, offset).
     done: list[tuple[int, int]] = field(default_factory=list)
     failed: list[Failure] = field(default_factory=list)
+    #: Ordered groups retry in place: these failures are only logged, not queued.
+    logged_only: list[Failure] = field(default_factory=list)
     #: Acked redeliveries from the retry table, whose retry rows go: (partition, offset).
     cleared: list[tuple[int, int]] = field(default_factory=list)
     #: Ordered groups: log rows of messages fetched but handed back unhandled, as
@@ -181,4 +183,22 @@ class Settlement:
     cursors: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.done or self.failed or self.cleared or self.handed_back or self.cursors)
+        return bool(
+            self.done
+            or self.failed
+            or self.logged_only
+            or self.cleared
+            or self.handed_back
+            or self.cursors
+        )
+
+    def only(self, partitions: set[int]) -> Settlement:
+        """The part of this settlement that concerns these partitions."""
+        return Settlement(
+            done=[d for d in self.done if d[0] in partitions],
+            failed=[f for f in self.failed if f.partition in partitions],
+            logged_only=[f for f in self.logged_only if f.partition in partitions],
+            cleared=[c for c in self.cleared if c[0] in partitions],
+            handed_back=[h for h in self.handed_back if h[0] in partitions],
+            cursors={p: c for p, c in self.cursors.items() if p in partitions},
+        )

@@ -16,6 +16,7 @@ from ems.producer.partitioner import RoundRobin, partition_for_key
 from ems.producer.validation import check_name, encode_body, encode_headers, encode_key
 from ems.store import Store
 from ems.types import NewMessage, Record, RecordMetadata, TopicInfo
+from ems.wakeups import Publisher
 
 MAX_BATCH = 10_000
 #: Most messages concurrent callers share in one group commit (one INSERT).
@@ -67,6 +68,7 @@ class Producer:
         self._round_robin = RoundRobin()
         self._committers: dict[int, GroupCommit[Prepared, NewMessage]] = {}
         self._committers_lock = threading.Lock()
+        self._wakeups = Publisher(self.settings)
 
     def _default_allocator(self) -> OffsetAllocator:
         if self.settings.allocator == "mysql":
@@ -104,6 +106,7 @@ class Producer:
         return [RecordMetadata(name, m.partition, m.offset) for m in placed]
 
     def close(self) -> None:
+        self._wakeups.close()
         if self._owns_store:
             self.store.close()
 
@@ -165,6 +168,7 @@ class Producer:
         for _ in range(_CONFLICT_ATTEMPTS):
             rows = _place(info.id, prepared, self.allocator.allocate(info.id, counts))
             if self._commit(rows):
+                self._wakeups.messages(info.id, counts)
                 return rows
             self.allocator.reseed(info.id, self.store.messages.next_offsets(info.id))
         raise OffsetConflict(

@@ -91,15 +91,15 @@ class ConsumptionStore:
         with self.db.single() as cursor:
             cursor.executemany(_START, params)
 
-    def settle(
-        self, group_id: int, topic_id: int, client_id: str, settlement: Settlement
-    ) -> None:
+    def settle(self, group_id: int, topic_id: int, client_id: str, settlement: Settlement) -> None:
         """Write one ack batch in one transaction. StaleGeneration (nothing written) when a
         cursor's partition was reassigned."""
         with self.db.connect() as conn:
             self._mark_done(conn, group_id, client_id, settlement.done)
             for failure in settlement.failed:
                 self._fail(conn, group_id, topic_id, client_id, failure)
+            for failure in settlement.logged_only:
+                self._log_failure(conn, group_id, client_id, failure, "retry")
             if settlement.cleared:
                 conn.exec_driver_sql(
                     _CLEAR_RETRY, [(group_id, p, o) for p, o in settlement.cleared]
@@ -132,6 +132,11 @@ class ConsumptionStore:
             values = (group_id, topic_id, f.partition, f.offset, f.message_id, f.attempts)
             conn.exec_driver_sql(_RETRY, (*values, delay, f.error))
             state = "retry"
+        self._log_failure(conn, group_id, client_id, f, state)
+
+    def _log_failure(
+        self, conn: Connection, group_id: int, client_id: str, f: Failure, state: str
+    ) -> None:
         log = (state, f.attempts, f.error, group_id, f.partition, f.offset, client_id)
         conn.exec_driver_sql(_FAILED_LOG, log)
 

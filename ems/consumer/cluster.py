@@ -1,0 +1,197 @@
+"""The cluster consume loop's I/O: follow ownership, fetch, log, settle, hand off."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from ems.consumer.state import Outcome, PartitionState, Policy, expired, settle
+from ems.exceptions import StaleGeneration
+from ems.types import Delivery, GroupInfo, Settlement, StoredMessage, TopicInfo
+
+if TYPE_CHECKING:
+    from ems.coordination.membership import Membership
+    from ems.offsets.reader import PartitionReader
+    from ems.store import Store
+    from ems.wakeups import Publisher
+
+log = logging.getLogger(__name__)
+
+#: Seconds between looks at the retry table for due messages.
+RETRY_SCAN_EVERY = 1.0
+#: Deliveries of one partition in flight at most (poll() without ack() stops there).
+MAX_IN_FLIGHT = 5000
+
+
+def delivery(topic: str, m: StoredMessage, attempt: int) -> Delivery:
+    return Delivery(
+        topic=topic,
+        partition=m.partition,
+        offset=m.offset,
+        key=m.key,
+        headers=m.headers,
+        body=m.body,
+        timestamp=m.created_at,
+        attempt=attempt,
+        message_id=m.id,
+    )
+
+
+class ClusterSession:
+    """The partitions this client owns, and the statements that consume them."""
+
+    def __init__(
+        self,
+        store: Store,
+        reader: PartitionReader,
+        group: GroupInfo,
+        topic: TopicInfo,
+        membership: Membership,
+        publisher: Publisher,
+        policy: Policy,
+    ) -> None:
+        self.store = store
+        self.reader = reader
+        self.group = group
+        self.topic = topic
+        self.membership = membership
+        self.publisher = publisher
+        self.policy = policy
+        self.states: dict[int, PartitionState] = {}
+        self._version = -1
+        self._next_retry_scan = 0.0
+        self._turn = 0
+
+    # -- ownership ---------------------------------------------------------------------
+
+    def sync(self) -> None:
+        """Follow the membership: take granted partitions from their committed cursor,
+        drop lost ones without committing, release drained revoked ones."""
+        if not self.membership.lease_valid():
+            if self.states:
+                log.warning("lease deadline passed: dropping %d partitions", len(self.states))
+            self.states.clear()
+            return
+        version, owned = self.membership.ownership()
+        if version != self._version:
+            self._version = version
+            for p in list(self.states):
+                if p not in owned or owned[p].generation != self.states[p].generation:
+                    del self.states[p]
+            new = [p for p in owned if p not in self.states]
+            cursors = self.store.groups.offsets(self.group.id) if new else {}
+            for p in new:
+                at = cursors[p]
+                self.states[p] = PartitionState(
+                    partition=p, generation=owned[p].generation, position=at, committed=at
+                )
+            for p, row in owned.items():
+                self.states[p].revoking = row.state == "revoking"
+        self._release_drained()
+
+    def _release_drained(self) -> None:
+        drained = {p: s for p, s in self.states.items() if s.revoking and not s.in_flight()}
+        if not drained:
+            return
+        cursors = {p: (s.cursor(), s.generation) for p, s in drained.items()}
+        try:
+            self.store.groups.commit(self.group.id, self.membership.client_id, cursors)
+        except StaleGeneration:
+            log.info("revoked partitions %s were already reassigned", sorted(drained))
+        else:
+            self.store.assignments.release(
+                self.group.id,
+                self.membership.client_id,
+                {p: s.generation for p, s in drained.items()},
+            )
+        for p in drained:
+            del self.states[p]
+        self.publisher.group(self.group.id)
+
+    def mark(self, partitions: Iterable[int] | None = None) -> None:
+        """Partitions worth reading now (all when None)."""
+        for p, s in self.states.items():
+            if partitions is None or p in partitions:
+                s.dirty = True
+
+    # -- fetch -------------------------------------------------------------------------
+
+    def fetch(self, limit: int) -> list[Delivery]:
+        now = time.monotonic()
+        batch = self._due_retries(limit, now)
+        order = sorted(self.states)
+        self._turn += 1
+        for i in range(len(order)):
+            if len(batch) >= limit:
+                break
+            state = self.states[order[(self._turn + i) % len(order)]]
+            if state.revoking or not state.dirty or state.blocked_until > now:
+                continue
+            batch.extend(self._read(state, limit - len(batch), now))
+        if batch:
+            self.store.consumption.start(
+                self.group.id, self.topic.id, self.membership.client_id, batch
+            )
+        return batch
+
+    def _read(self, state: PartitionState, room: int, now: float) -> list[Delivery]:
+        room = min(room, MAX_IN_FLIGHT - state.in_flight())
+        if room <= 0:
+            return []
+        read = self.reader.read(self.topic.id, state.partition, state.position, room)
+        state.dirty = read.next_offset - state.position >= room
+        state.position = read.next_offset
+        out = []
+        for m in read.messages:
+            d = delivery(self.topic.name, m, state.failures.get(m.offset, 0) + 1)
+            state.outstanding[m.offset] = (d, now)
+            out.append(d)
+        return out
+
+    def _due_retries(self, limit: int, now: float) -> list[Delivery]:
+        if now < self._next_retry_scan:
+            return []
+        self._next_retry_scan = now + RETRY_SCAN_EVERY
+        live = [p for p, s in self.states.items() if not s.revoking]
+        due = self.store.consumption.claim_due(
+            self.group.id, self.topic.name, live, limit, self.policy.ack_timeout
+        )
+        fresh = []
+        for d in due:
+            state = self.states[d.partition]
+            if d.offset not in state.redelivered:
+                state.redelivered[d.offset] = (d, now)
+                fresh.append(d)
+        return fresh
+
+    # -- settle ------------------------------------------------------------------------
+
+    def expire(self) -> list[Outcome]:
+        return expired(self.states.values(), time.monotonic(), self.policy.ack_timeout)
+
+    def settle(self, outcomes: Iterable[Outcome]) -> None:
+        """Write an ack batch. Nothing is committed once the lease deadline has passed;
+        a partition reassigned meanwhile is dropped and the rest is written."""
+        settlement = settle(outcomes, self.states, self.policy, time.monotonic())
+        self.write(settlement)
+
+    def write(self, settlement: Settlement) -> None:
+        if not settlement:
+            return
+        if not self.membership.lease_valid():
+            self.states.clear()
+            return
+        client = self.membership.client_id
+        try:
+            self.store.consumption.settle(self.group.id, self.topic.id, client, settlement)
+        except StaleGeneration:
+            self._version = -1
+            self.sync()
+            kept = settlement.only(set(self.states))
+            if kept:
+                self.store.consumption.settle(self.group.id, self.topic.id, client, kept)
+        for p, (offset, _) in settlement.cursors.items():
+            if p in self.states:
+                self.states[p].committed = offset

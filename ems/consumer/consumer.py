@@ -1,0 +1,335 @@
+"""Consumer: join a group on a topic and receive its messages.
+
+Cluster groups share the partitions among live members (the leader assigns them, sticky
+and balanced); each message is delivered to the group at least once, in offset order per
+partition, and failures are retried by the group's backoff ladder and then dead-lettered.
+Broadcast groups deliver every message to every live member.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from types import FrameType, TracebackType
+
+from ems.config import Settings
+from ems.consumer.broadcast import BroadcastSession
+from ems.consumer.cluster import ClusterSession
+from ems.consumer.groups import GroupOptions, ensure_group
+from ems.consumer.state import Outcome, Policy
+from ems.coordination.membership import Membership
+from ems.exceptions import InvalidHandler, LockConflict, ServerUnavailable, StaleGeneration
+from ems.offsets.reader import PartitionReader
+from ems.producer.validation import check_name
+from ems.retry import parse_ladder
+from ems.store import Store
+from ems.types import Delivery, StartPosition
+from ems.wakeups import Listener, Publisher, group_channel, topic_channel
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Delivery], object]
+
+#: Longest wait between looks at the partitions while pub/sub wake-ups arrive, and while
+#: they do not (Redis unreachable: plain polling).
+IDLE_WAIT = 1.0
+POLL_WAIT = 0.2
+_ERROR_CHARS = 2000
+
+
+class Consumer:
+    """A member of consumer group `group` on `topic`.
+
+    Use `run()` with a handler (returning normally acks, raising retries), or the pull
+    form: `poll()` returns deliveries, then `ack()` or `nack()` them. The group is created
+    on first use with the options given; an existing group keeps its settings, and
+    options that contradict them raise GroupConflict.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        topic: str,
+        handler: Handler | None = None,
+        *,
+        settings: Settings | None = None,
+        broadcast: bool = False,
+        start: StartPosition | None = None,
+        ordered: bool | None = None,
+        retry_ladder: str | None = None,
+        max_attempts: int | None = None,
+        ack_timeout: int | None = None,
+        batch_size: int = 500,
+        lease_ttl: float = 10.0,
+        renew_every: float = 3.0,
+        store: Store | None = None,
+    ) -> None:
+        check_name(group, "group")
+        check_name(topic, "topic")
+        if handler is not None and not callable(handler):
+            raise InvalidHandler(f"handler must be callable, not {type(handler).__name__}")
+        options = GroupOptions.checked(
+            broadcast=broadcast,
+            start=start,
+            ordered=ordered,
+            retry_ladder=retry_ladder,
+            max_attempts=max_attempts,
+            ack_timeout=ack_timeout,
+            batch_size=batch_size,
+            lease_ttl=lease_ttl,
+            renew_every=renew_every,
+        )
+        self.settings = settings or Settings.from_env()
+        self.handler = handler
+        self.options = options
+        self._owns_store = store is None
+        self.store = store or Store(self.settings)
+        try:
+            self.topic = self.store.topics.get(topic)
+            self.group = ensure_group(self.store, group, self.topic, options)
+        except BaseException:
+            self._close_store()
+            raise
+        self.policy = Policy(
+            ordered=self.group.ordered,
+            ladder=parse_ladder(self.group.retry_ladder),
+            max_attempts=self.group.max_attempts,
+            ack_timeout=float(self.group.ack_timeout_seconds),
+        )
+        self._wake = threading.Event()
+        self._pending: set[int] = set()
+        self._pending_lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._started = False
+        self._closed = False
+        self.publisher = Publisher(self.settings)
+        self.membership = Membership(
+            self.store,
+            self.group,
+            self.publisher,
+            ttl=lease_ttl,
+            renew_every=renew_every,
+            lead=not options.broadcast,
+            on_change=self._wake.set,
+        )
+        self.listener = Listener(
+            self.settings,
+            {
+                topic_channel(self.settings, self.topic.id): self._on_messages,
+                group_channel(self.settings, self.group.id): self._on_group,
+            },
+        )
+        reader = PartitionReader(self.store.messages, self.settings.gap_timeout)
+        self.session: ClusterSession | BroadcastSession
+        if options.broadcast:
+            self.session = BroadcastSession(
+                self.store, reader, self.topic, options.start or "latest"
+            )
+        else:
+            self.session = ClusterSession(
+                self.store,
+                reader,
+                self.group,
+                self.topic,
+                self.membership,
+                self.publisher,
+                self.policy,
+            )
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    @property
+    def client_id(self) -> str:
+        return self.membership.client_id
+
+    def start(self) -> None:
+        """Join the group (done by the first poll or run when not called)."""
+        if not self._started:
+            self._started = True
+            self.listener.start()
+            self.membership.start()
+
+    def stop(self) -> None:
+        """Ask run() to finish its batch, ack it, commit and leave. Safe from any thread
+        or a signal handler."""
+        self._stopping.set()
+        self._wake.set()
+
+    def close(self) -> None:
+        """Commit the cursors and leave the group. Deliveries polled and not acked are
+        delivered again, to this group's next owner of their partition."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._started:
+                self._commit_on_leave()
+                self.membership.leave()
+                self.listener.stop()
+        finally:
+            self.publisher.close()
+            self._close_store()
+
+    def __enter__(self) -> Consumer:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- pull form ---------------------------------------------------------------------
+
+    def poll(self, timeout: float = 1.0, max_messages: int | None = None) -> list[Delivery]:
+        """Deliveries from this client's partitions, waiting up to timeout seconds for
+        some. Deliveries not acked within the group's ack timeout are retried."""
+        self.start()
+        limit = min(max_messages or self.options.batch_size, self.options.batch_size)
+        deadline = time.monotonic() + timeout
+        while True:
+            self._take_wakeups()
+            if isinstance(self.session, ClusterSession):
+                self.session.sync()
+                late = self.session.expire()
+                if late:
+                    self.session.settle(late)
+            batch = self.session.fetch(limit)
+            left = deadline - time.monotonic()
+            if batch or left <= 0 or self._stopping.is_set():
+                return batch
+            idle = IDLE_WAIT if self.listener.connected.is_set() else POLL_WAIT
+            if not self._wake.wait(min(left, idle)):
+                self.session.mark()
+            self._wake.clear()
+
+    def ack(self, deliveries: Delivery | Iterable[Delivery]) -> None:
+        self._settle(Outcome(d) for d in _many(deliveries))
+
+    def nack(
+        self,
+        deliveries: Delivery | Iterable[Delivery],
+        error: str = "nack",
+        delay: float | None = None,
+    ) -> None:
+        """Fail deliveries: retried after `delay` seconds (default: the group's ladder),
+        or dead-lettered after the group's last attempt."""
+        self._settle(Outcome(d, error, delay) for d in _many(deliveries))
+
+    def _settle(self, outcomes: Iterable[Outcome]) -> None:
+        if isinstance(self.session, ClusterSession):
+            self.session.settle(outcomes)
+
+    # -- push form ---------------------------------------------------------------------
+
+    def run(self, max_messages: int | None = None, *, handle_signals: bool = True) -> int:
+        """Deliver messages to the handler until stop(), SIGTERM or SIGINT (or
+        max_messages), then finish and ack the batch in hand, commit and leave. Returns
+        the number of messages handled."""
+        if self.handler is None:
+            raise InvalidHandler("run() needs a handler; use poll() and ack() without one")
+        handled = 0
+        with _signals(self.stop, enabled=handle_signals):
+            try:
+                while not self._stopping.is_set():
+                    if max_messages is not None and handled >= max_messages:
+                        break
+                    room = None if max_messages is None else max_messages - handled
+                    handled += self._run_once(room)
+            finally:
+                self.close()
+        return handled
+
+    def _run_once(self, room: int | None) -> int:
+        try:
+            batch = self.poll(timeout=IDLE_WAIT, max_messages=room)
+            self._settle(self._handle(batch))
+            return len(batch)
+        except (ServerUnavailable, LockConflict, StaleGeneration) as exc:
+            log.warning("consume round failed, retrying: %s", exc)
+            self._stopping.wait(POLL_WAIT)
+            return 0
+
+    def _handle(self, batch: list[Delivery]) -> list[Outcome]:
+        assert self.handler is not None
+        outcomes = []
+        blocked: set[int] = set()
+        for d in batch:
+            if d.partition in blocked:
+                continue  # ordered: a failure blocks the rest of its partition's batch
+            try:
+                self.handler(d)
+            except Exception as exc:  # the handler's failure is the message's, not ours
+                log.warning("handler failed on %s/%s@%s: %r", d.topic, d.partition, d.offset, exc)
+                outcomes.append(Outcome(d, f"{type(exc).__name__}: {exc}"[:_ERROR_CHARS]))
+                if self.policy.ordered:
+                    blocked.add(d.partition)
+            else:
+                outcomes.append(Outcome(d))
+        return outcomes
+
+    # -- wake-ups ----------------------------------------------------------------------
+
+    def _on_messages(self, payload: str) -> None:
+        partitions = {int(p) for p in payload.split(",") if p.isdigit()}
+        with self._pending_lock:
+            self._pending |= partitions
+        self._wake.set()
+
+    def _on_group(self, payload: str) -> None:
+        self.membership.poke()
+
+    def _take_wakeups(self) -> None:
+        with self._pending_lock:
+            pending, self._pending = self._pending, set()
+        if pending:
+            self.session.mark(pending)
+
+    def _commit_on_leave(self) -> None:
+        session = self.session
+        if not isinstance(session, ClusterSession) or not self.membership.lease_valid():
+            return
+        cursors = {
+            p: (s.cursor(), s.generation)
+            for p, s in session.states.items()
+            if s.cursor() != s.committed
+        }
+        if cursors:
+            try:
+                self.store.groups.commit(self.group.id, self.client_id, cursors)
+            except StaleGeneration as exc:
+                log.info("cursor commit on leave skipped: %s", exc)
+
+    def _close_store(self) -> None:
+        if self._owns_store:
+            self.store.close()
+
+
+def _many(deliveries: Delivery | Iterable[Delivery]) -> list[Delivery]:
+    return [deliveries] if isinstance(deliveries, Delivery) else list(deliveries)
+
+
+@contextmanager
+def _signals(stop: Callable[[], None], *, enabled: bool) -> Iterator[None]:
+    """SIGTERM and SIGINT ask for a graceful stop while run() runs (main thread only)."""
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("signal %d: finishing the batch in hand, then leaving", signum)
+        stop()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)

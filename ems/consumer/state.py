@@ -1,0 +1,150 @@
+"""Per-partition consume state and the ack policy that turns outcomes into a settlement.
+
+Pure: no I/O. The cursor of a partition is the lowest offset not yet settled (handled,
+moved to the retry table or dead), so a commit never passes an unsettled message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from ems.retry import Dead, next_step
+from ems.types import Delivery, Failure, Settlement
+
+ACK_TIMEOUT_ERROR = "ack timeout"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Policy:
+    ordered: bool
+    ladder: tuple[float, ...]
+    max_attempts: int
+    ack_timeout: float
+
+
+class Outcome(NamedTuple):
+    """How one delivery ended: error is None on success. delay overrides the ladder."""
+
+    delivery: Delivery
+    error: str | None = None
+    delay: float | None = None
+
+
+@dataclass(kw_only=True, slots=True)
+class PartitionState:
+    partition: int
+    generation: int
+    #: Next offset to fetch from the stream.
+    position: int
+    committed: int
+    #: Stream deliveries in flight: offset -> (delivery, monotonic time handed out).
+    outstanding: dict[int, tuple[Delivery, float]] = field(default_factory=dict)
+    #: Redeliveries from the retry table in flight, same shape.
+    redelivered: dict[int, tuple[Delivery, float]] = field(default_factory=dict)
+    revoking: bool = False
+    #: Ordered groups retry in place: the partition waits until then (monotonic time).
+    blocked_until: float = 0.0
+    #: Ordered groups: failed deliveries so far of the message the partition waits on.
+    failures: dict[int, int] = field(default_factory=dict)
+    dirty: bool = True
+
+    def cursor(self) -> int:
+        return min(self.outstanding) if self.outstanding else self.position
+
+    def in_flight(self) -> int:
+        return len(self.outstanding) + len(self.redelivered)
+
+    def take(self, offset: int) -> tuple[Delivery, bool] | None:
+        """Remove a delivery from flight: (delivery, came from the retry table)."""
+        if offset in self.outstanding:
+            return self.outstanding.pop(offset)[0], False
+        if offset in self.redelivered:
+            return self.redelivered.pop(offset)[0], True
+        return None
+
+
+@dataclass(kw_only=True)
+class _Draft:
+    done: list[tuple[int, int]] = field(default_factory=list)
+    failed: list[Failure] = field(default_factory=list)
+    in_place: list[Failure] = field(default_factory=list)
+    cleared: list[tuple[int, int]] = field(default_factory=list)
+    handed_back: list[tuple[int, int, int]] = field(default_factory=list)
+
+
+def expired(states: Iterable[PartitionState], now: float, timeout: float) -> list[Outcome]:
+    """Deliveries in flight longer than the ack timeout, as failures."""
+    return [
+        Outcome(delivery, ACK_TIMEOUT_ERROR)
+        for state in states
+        for delivery, since in [*state.outstanding.values(), *state.redelivered.values()]
+        if now - since > timeout
+    ]
+
+
+def settle(
+    outcomes: Iterable[Outcome], states: Mapping[int, PartitionState], policy: Policy, now: float
+) -> Settlement:
+    """Apply outcomes to the partition states and return what to write. Outcomes of
+    partitions no longer held, or of deliveries already settled, are ignored."""
+    draft = _Draft()
+    for outcome in sorted(outcomes, key=lambda o: (o.delivery.partition, o.delivery.offset)):
+        state = states.get(outcome.delivery.partition)
+        taken = state.take(outcome.delivery.offset) if state is not None else None
+        if state is None or taken is None:
+            continue
+        delivery, from_retry = taken
+        if outcome.error is None:
+            draft.done.append((delivery.partition, delivery.offset))
+            if from_retry:
+                draft.cleared.append((delivery.partition, delivery.offset))
+        else:
+            _fail(draft, state, delivery, outcome, policy, now, from_retry)
+    cursors = {
+        p: (s.cursor(), s.generation) for p, s in states.items() if s.cursor() != s.committed
+    }
+    return Settlement(
+        done=draft.done,
+        failed=draft.failed,
+        logged_only=draft.in_place,
+        cleared=draft.cleared,
+        handed_back=draft.handed_back,
+        cursors=cursors,
+    )
+
+
+def _fail(
+    draft: _Draft,
+    state: PartitionState,
+    delivery: Delivery,
+    outcome: Outcome,
+    policy: Policy,
+    now: float,
+    from_retry: bool,
+) -> None:
+    step = next_step(delivery.attempt, policy.ladder, policy.max_attempts)
+    error = outcome.error or "failed"
+    dead = isinstance(step, Dead)
+    delay = None
+    if not isinstance(step, Dead):
+        delay = step.delay if outcome.delay is None else outcome.delay
+    failure = Failure(
+        delivery.partition, delivery.offset, delivery.message_id, delivery.attempt, error, delay
+    )
+    if dead or not policy.ordered or from_retry:
+        draft.failed.append(failure)
+        state.failures.pop(delivery.offset, None)
+        return
+    # Ordered: the partition waits and redelivers this message; everything fetched after
+    # it goes back unhandled, to come again in order.
+    draft.in_place.append(failure)
+    later = [o for o in state.outstanding if o > delivery.offset]
+    for offset in later:
+        del state.outstanding[offset]
+    if later:
+        draft.handed_back.append((delivery.partition, min(later), max(later)))
+    state.position = delivery.offset
+    state.failures[delivery.offset] = delivery.attempt
+    state.blocked_until = now + (delay or 0.0)

@@ -1,0 +1,174 @@
+"""A client's membership in a group: its lease, leadership, and the partitions it owns.
+
+A daemon thread renews the lease every `renew_every` seconds (database clock), tries to
+lead the group, runs the leader's round when it leads, and publishes the partitions this
+client owns for the consume loop. It never blocks on the consume loop, so a slow handler
+does not cost the lease.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ems.coordination.handoff import plan
+from ems.coordination.identity import client_id, local_ip
+from ems.exceptions import EmsError, NotLeader
+from ems.types import AssignmentRow, GroupInfo
+
+if TYPE_CHECKING:
+    from ems.store import Store
+    from ems.wakeups import Publisher
+
+log = logging.getLogger(__name__)
+
+#: Margin after a lease's expiry before acting on it, for statement latency.
+_SLACK = 0.05
+
+
+class Membership:
+    def __init__(
+        self,
+        store: Store,
+        group: GroupInfo,
+        publisher: Publisher,
+        *,
+        ttl: float,
+        renew_every: float,
+        lead: bool = True,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.group = group
+        self.publisher = publisher
+        self.ttl = ttl
+        self.renew_every = renew_every
+        self.may_lead = lead
+        self.host = local_ip()
+        self.client_id = client_id(self.host)
+        self.epoch: int | None = None
+        #: Local monotonic time by which the lease surely still holds: the renewal was
+        #: sent before the database computed NOW(6) + TTL.
+        self.deadline = 0.0
+        self.owned: dict[int, AssignmentRow] = {}
+        self.version = 0
+        self._on_change = on_change
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._next_round = 0.0
+        self._thread = threading.Thread(target=self._run, name="ems-membership", daemon=True)
+
+    # -- for the consume loop ----------------------------------------------------------
+
+    def start(self) -> None:
+        self._register()
+        self._thread.start()
+
+    def lease_valid(self) -> bool:
+        return time.monotonic() < self.deadline
+
+    def ownership(self) -> tuple[int, dict[int, AssignmentRow]]:
+        with self._lock:
+            return self.version, dict(self.owned)
+
+    def poke(self) -> None:
+        """Run a round now (a wake-up arrived or a partition was released)."""
+        self._wake.set()
+
+    def leave(self) -> None:
+        """Stop renewing, give up leadership and delete the client row."""
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=self.ttl)
+        try:
+            if self.epoch is not None:
+                self.store.leases.resign(self.group.id, self.client_id, self.epoch)
+            self.store.leases.delete(self.client_id)
+        finally:
+            self.publisher.group(self.group.id)
+
+    # -- the thread --------------------------------------------------------------------
+
+    def _register(self) -> None:
+        sent = time.monotonic()
+        self.store.leases.register(self.group.id, self.client_id, self.host, os.getpid(), self.ttl)
+        self.deadline = sent + self.ttl
+        self.publisher.group(self.group.id)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._next_round = time.monotonic() + self.renew_every
+            try:
+                self._round()
+            except EmsError as exc:
+                log.warning("membership round of %s failed: %s", self.client_id, exc)
+            timeout = max(0.01, self._next_round - time.monotonic())
+            self._wake.wait(timeout)
+            self._wake.clear()
+
+    def _round(self) -> None:
+        sent = time.monotonic()
+        if self.store.leases.renew(self.client_id, self.ttl):
+            self.deadline = sent + self.ttl
+        else:
+            self._rejoin()
+        if self.may_lead:
+            self._lead()
+        mine = {
+            r.partition: r
+            for r in self.store.assignments.rows(self.group.id)
+            if r.client_id == self.client_id and r.state != "released"
+        }
+        self._publish(mine)
+
+    def _rejoin(self) -> None:
+        """The lease expired (a long pause, a lost database): the old identity's partitions
+        are being reassigned, so drop them and join again as a new client."""
+        log.warning("lease of %s expired; rejoining", self.client_id)
+        self.epoch = None
+        self._publish({})
+        self.client_id = client_id(self.host)
+        self._register()
+
+    def _publish(self, mine: dict[int, AssignmentRow]) -> None:
+        with self._lock:
+            if mine == self.owned:
+                return
+            self.owned = mine
+            self.version += 1
+        if self._on_change is not None:
+            self._on_change()
+
+    def _lead(self) -> None:
+        epoch = self.store.leases.lead(self.group.id, self.client_id, self.ttl)
+        self.epoch = epoch
+        if epoch is None:
+            leader = self.store.leases.leader(self.group.id)
+            if leader is not None:
+                self._soon(leader.expires_in + _SLACK)
+            return
+        try:
+            self._leader_round(epoch)
+        except NotLeader:
+            self.epoch = None
+
+    def _leader_round(self, epoch: int) -> None:
+        members = self.store.leases.members(self.group.id)
+        live = [m.client_id for m in members if m.expires_in > 0]
+        work = plan(self.store.assignments.rows(self.group.id), live)
+        if work or len(live) < len(members):
+            self.store.assignments.apply(
+                self.group.id, (self.client_id, epoch), work.grants, work.revokes
+            )
+            self.publisher.group(self.group.id)
+        for m in members:
+            if m.expires_in > 0:
+                self._soon(m.expires_in + _SLACK)
+
+    def _soon(self, seconds: float) -> None:
+        self._next_round = min(self._next_round, time.monotonic() + max(0.0, seconds))
