@@ -30,7 +30,7 @@ from dataclasses import dataclass
 __all__ = ["Move", "assign", "moves"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Move:
     """One partition changing owner.
 
