@@ -9,7 +9,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from benchmarks import producer
+from benchmarks import assignor, producer
 from benchmarks.harness import BenchConfig, bench_config
 
 DEFAULT_SERVER = "mysql+pymysql://root@127.0.0.1:3306"
@@ -18,6 +18,7 @@ DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 #: Suite name -> runner(cfg, args) returning an exit status. Each suite module adds itself here.
 SUITES: dict[str, Callable[[BenchConfig, argparse.Namespace], int]] = {
     "producer": lambda cfg, args: producer.run(cfg, args.profile_sends),
+    "assignor": assignor.run,
 }
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 __all__ = ["Move", "assign", "moves"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Move:
     """One partition changing owner.
 
@@ -65,19 +65,6 @@ def assign(
     return {p: result[p] for p in sorted(result)}
 
 
-def _quotas(counts: Mapping[str, int], partitions: int) -> dict[str, int]:
-    """Member -> how many partitions it may own, given how many it keeps from before.
-
-    Everyone gets partitions // members; the partitions % members members holding the most
-    get one more, ties going to the smallest member id.
-    """
-    if not counts:
-        return {}
-    base, extra = divmod(partitions, len(counts))
-    ranked = sorted(counts, key=lambda m: (-counts[m], m))
-    return {m: base + (i < extra) for i, m in enumerate(ranked)}
-
-
 def moves(
     previous: Mapping[int, str], target: Mapping[int, str], live: Collection[str]
 ) -> list[Move]:
@@ -94,6 +81,17 @@ def moves(
             source = before if before in alive else None
             out.append(Move(partition=partition, source=source, target=after))
     return out
+
+
+def _quotas(counts: Mapping[str, int], partitions: int) -> dict[str, int]:
+    """Member -> how many partitions it may own, given how many it keeps from before.
+
+    Everyone gets partitions // members; the partitions % members members holding the most
+    get one more, ties going to the smallest member id.
+    """
+    base, extra = divmod(partitions, len(counts))
+    ranked = sorted(counts, key=lambda m: (-counts[m], m))
+    return {m: base + (i < extra) for i, m in enumerate(ranked)}
 
 
 def _retained(
