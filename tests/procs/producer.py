@@ -1,8 +1,10 @@
 """Child processes for the concurrency tests (run with `python -m tests.procs.producer`).
 
 modes:
-  produce NAME COUNT ACKFILE  send COUNT messages (singles and batches), append one line per
-                              acknowledged message: "partition offset body"
+  produce NAME COUNT ACKFILE [RATE]
+                              send COUNT messages (singles and batches), append one line per
+                              acknowledged message: "partition offset body"; at most RATE
+                              messages per second when given
   hang                        allocate a range, say so, then wait to be killed (a producer
                               that dies between allocation and insert)
   slow SECONDS ACKFILE        allocate one offset, insert it in a transaction held open for
@@ -28,8 +30,11 @@ def _settings(url: str) -> Settings:
     return Settings(database_url=url, gap_timeout=1.0)
 
 
-def produce(settings: Settings, name: str, count: int, ackfile: str) -> None:
+def produce(
+    settings: Settings, name: str, count: int, ackfile: str, rate: float | None = None
+) -> None:
     rng = random.Random(name)
+    started = time.monotonic()
     with Producer(settings) as producer, open(ackfile, "a", buffering=1) as acks:
         sent = 0
         while sent < count:
@@ -45,6 +50,8 @@ def produce(settings: Settings, name: str, count: int, ackfile: str) -> None:
             for record, meta in zip(records, placed, strict=True):
                 acks.write(f"{meta.partition} {meta.offset} {record.body.decode()}\n")
             sent += n
+            if rate:
+                time.sleep(max(0.0, started + sent / rate - time.monotonic()))
 
 
 def hang(settings: Settings) -> None:
@@ -87,7 +94,8 @@ def main(argv: list[str]) -> None:
     url, mode, *args = argv
     settings = _settings(url)
     if mode == "produce":
-        produce(settings, args[0], int(args[1]), args[2])
+        rate = float(args[3]) if len(args) > 3 else None
+        produce(settings, args[0], int(args[1]), args[2], rate)
     elif mode == "hang":
         hang(settings)
     elif mode == "slow":

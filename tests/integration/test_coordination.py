@@ -1,0 +1,124 @@
+"""Leases, the leader row and generation fencing, against the real server's clock."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from ems import TopicAdmin
+from ems.config import Settings
+from ems.consumer.groups import GroupOptions, ensure_group
+from ems.exceptions import NotLeader, StaleGeneration
+from ems.store import Store
+from ems.types import GroupInfo
+
+OPTIONS = GroupOptions.checked(
+    broadcast=False,
+    start="earliest",
+    ordered=None,
+    retry_ladder=None,
+    max_attempts=None,
+    ack_timeout=None,
+    batch_size=100,
+    lease_ttl=10,
+    renew_every=3,
+)
+
+
+@pytest.fixture
+def group(settings: Settings, store: Store) -> GroupInfo:
+    topic = TopicAdmin(settings, store=store).create("t", 4)
+    return ensure_group(store, "g", topic, OPTIONS)
+
+
+def test_a_lease_is_renewed_while_live_and_refused_once_expired(
+    store: Store, group: GroupInfo
+) -> None:
+    store.leases.register(group.id, "a", "h", 1, ttl=0.3)
+    assert store.leases.renew("a", ttl=0.3)
+    (member,) = store.leases.members(group.id)
+    assert 0.1 < member.expires_in <= 0.3
+    time.sleep(0.4)
+    assert not store.leases.renew("a", ttl=10)
+    assert store.leases.members(group.id)[0].expires_in < 0
+
+
+def test_epoch_grows_on_takeover_only(store: Store, group: GroupInfo) -> None:
+    assert store.leases.lead(group.id, "a", ttl=0.3) == 1
+    assert store.leases.lead(group.id, "a", ttl=0.3) == 1  # renewal
+    assert store.leases.lead(group.id, "b", ttl=0.3) is None
+    time.sleep(0.4)
+    assert store.leases.lead(group.id, "b", ttl=10) == 2
+    assert store.leases.lead(group.id, "a", ttl=10) is None
+    leader = store.leases.leader(group.id)
+    assert leader is not None and (leader.client_id, leader.epoch) == ("b", 2)
+
+
+def test_a_deposed_leader_writes_nothing(store: Store, group: GroupInfo) -> None:
+    store.leases.register(group.id, "a", "h", 1, ttl=10)
+    assert store.leases.lead(group.id, "a", ttl=0.2) == 1
+    time.sleep(0.3)
+    assert store.leases.lead(group.id, "b", ttl=10) == 2
+    before = store.assignments.rows(group.id)
+    with pytest.raises(NotLeader):
+        store.assignments.apply(group.id, ("a", 1), {0: "a"}, [1])
+    assert store.assignments.rows(group.id) == before
+    assert store.groups.get("g", group.topic_id).generation == group.generation  # type: ignore[union-attr]
+
+
+def test_a_commit_with_a_stale_generation_writes_nothing_and_raises(
+    store: Store, group: GroupInfo
+) -> None:
+    for client in ("a", "b"):
+        store.leases.register(group.id, client, "h", 1, ttl=10)
+    epoch = store.leases.lead(group.id, "a", ttl=10)
+    assert epoch is not None
+    first = store.assignments.apply(group.id, ("a", epoch), {0: "a", 1: "a"}, [])
+    store.groups.commit(group.id, "a", {0: (5, first)})
+    second = store.assignments.apply(group.id, ("a", epoch), {0: "b"}, [])
+    assert second == first + 1
+    with pytest.raises(StaleGeneration):
+        store.groups.commit(group.id, "a", {1: (3, first), 0: (9, first)})
+    assert store.groups.offsets(group.id)[0] == 5
+    assert store.groups.offsets(group.id)[1] == 0  # all or nothing
+    store.groups.commit(group.id, "b", {0: (7, second)})
+    assert store.groups.offsets(group.id)[0] == 7
+
+
+def test_a_client_whose_lease_expired_cannot_commit(store: Store, group: GroupInfo) -> None:
+    store.leases.register(group.id, "a", "h", 1, ttl=0.2)
+    epoch = store.leases.lead(group.id, "a", ttl=10)
+    assert epoch is not None
+    generation = store.assignments.apply(group.id, ("a", epoch), {0: "a"}, [])
+    time.sleep(0.3)
+    with pytest.raises(StaleGeneration):
+        store.groups.commit(group.id, "a", {0: (4, generation)})
+    assert store.groups.offsets(group.id)[0] == 0
+
+
+def test_revoke_then_release_by_the_owner_only(store: Store, group: GroupInfo) -> None:
+    store.leases.register(group.id, "a", "h", 1, ttl=10)
+    epoch = store.leases.lead(group.id, "a", ttl=10)
+    assert epoch is not None
+    generation = store.assignments.apply(group.id, ("a", epoch), {2: "a"}, [])
+    store.assignments.apply(group.id, ("a", epoch), {}, [2])
+    store.assignments.release(group.id, "b", {2: generation})  # not the owner: no effect
+    assert store.assignments.rows(group.id)[2].state == "revoking"
+    store.assignments.release(group.id, "a", {2: generation})
+    assert store.assignments.rows(group.id)[2].state == "released"
+
+
+def test_group_creation_sets_cursors_at_the_start_position(
+    settings: Settings, store: Store
+) -> None:
+    from ems import Producer
+
+    topic = TopicAdmin(settings, store=store).create("t2", 2)
+    with Producer(settings, store=store) as producer:
+        producer.send_batch("t2", [b"x"] * 6)
+    earliest = ensure_group(store, "early", topic, OPTIONS)
+    latest_options = GroupOptions.checked(**{**OPTIONS.__dict__, "start": "latest"})
+    latest = ensure_group(store, "late", topic, latest_options)
+    assert store.groups.offsets(earliest.id) == {0: 0, 1: 0}
+    assert store.groups.offsets(latest.id) == {0: 3, 1: 3}

@@ -1,0 +1,66 @@
+"""Consumer options: validation and matching an existing group."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from ems.consumer.groups import GroupOptions, conflicts, new_group
+from ems.exceptions import InvalidSetting
+from ems.types import TopicInfo
+
+TOPIC = TopicInfo(
+    id=3, name="t", partitions=4, retention_hours=1, max_body_bytes=1, created_at=dt.datetime.now()
+)
+BASE: dict[str, Any] = dict(
+    broadcast=False,
+    start=None,
+    ordered=None,
+    retry_ladder=None,
+    max_attempts=None,
+    ack_timeout=None,
+    batch_size=500,
+    lease_ttl=10.0,
+    renew_every=3.0,
+)
+
+
+def options(**changes: Any) -> GroupOptions:
+    return GroupOptions.checked(**{**BASE, **changes})
+
+
+def test_new_group_gets_the_documented_defaults() -> None:
+    group = new_group("g", TOPIC, options())
+    assert (group.mode, group.start_position, group.ordered) == ("cluster", "latest", False)
+    assert group.max_attempts == 16 and group.ack_timeout_seconds == 300
+    assert group.retry_ladder.startswith("10s 30s 1m") and group.retry_ladder.endswith("1h 2h")
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"start": "middle"},
+        {"ordered": "yes"},
+        {"retry_ladder": "10s 0s"},
+        {"max_attempts": 0},
+        {"ack_timeout": -1},
+        {"batch_size": 0},
+        {"batch_size": 10_001},
+        {"lease_ttl": 0},
+        {"renew_every": 10.0},
+        {"lease_ttl": True},
+    ],
+)
+def test_bad_options_raise_invalid_setting(changes: dict[str, Any]) -> None:
+    with pytest.raises(InvalidSetting):
+        options(**changes)
+
+
+def test_only_explicit_options_that_differ_conflict() -> None:
+    group = new_group("g", TOPIC, options(ordered=True, retry_ladder="1s,2s"))
+    assert conflicts(group, options()) == []
+    assert conflicts(group, options(retry_ladder="1s 2s", start="earliest")) == []
+    found = conflicts(group, options(broadcast=True, ordered=False, max_attempts=3))
+    assert [c.split()[0] for c in found] == ["mode", "ordered", "max_attempts"]
