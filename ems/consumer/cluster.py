@@ -78,8 +78,12 @@ class ClusterSession:
         if version != self._version:
             self._version = version
             for p in list(self.states):
-                if p not in owned or owned[p].generation != self.states[p].generation:
+                if p not in owned:
                     del self.states[p]
+                else:
+                    # Re-granted to this same client id (a revocation the leader took
+                    # back): ownership never lapsed, so the state carries on.
+                    self.states[p].generation = owned[p].generation
             new = [p for p in owned if p not in self.states]
             cursors = self.store.groups.offsets(self.group.id) if new else {}
             for p in new:

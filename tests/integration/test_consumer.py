@@ -91,6 +91,15 @@ def scalar(settings: Settings, sql: str) -> Any:
         store.close()
 
 
+def execute(settings: Settings, sql: str) -> None:
+    store = Store(settings)
+    try:
+        with store.db.connect() as conn:
+            conn.execute(text(sql))
+    finally:
+        store.close()
+
+
 def bodies(seen: list[Delivery]) -> list[str]:
     return [d.body.decode() for d in seen]
 
@@ -289,3 +298,36 @@ def test_a_conflicting_mode_for_an_existing_group_is_refused(
         Consumer("g", "t", settings=settings, broadcast=True)
     assert scalar(settings, "SELECT mode FROM consumer_group") == "cluster"
     assert scalar(settings, "SELECT COUNT(*) FROM consumer_client") == 0
+
+
+def test_past_the_lease_deadline_a_member_stops_fetching_and_commits_nothing(
+    settings: Settings, topic: str
+) -> None:
+    produce(settings, 20)
+    slow = {"lease_ttl": 30.0, "renew_every": 10.0}
+    with Consumer("g", "t", settings=settings, start="earliest", **slow) as c:
+        got = poll_until(c, 20)
+        c.membership.deadline = 0.0  # as if the renewals had failed until now
+        c.ack(got)
+        assert c.poll(timeout=0.3) == []
+        assert scalar(settings, "SELECT SUM(committed_offset) FROM group_offset") == 0
+        assert scalar(settings, "SELECT COUNT(*) FROM topic_group_log WHERE state='done'") == 0
+
+
+def test_a_member_whose_lease_expired_rejoins_under_a_new_id(
+    settings: Settings, topic: str, start: Callable[..., Running]
+) -> None:
+    r = start(start="earliest")
+    old = r.consumer.client_id
+    wait_for(lambda: scalar(settings, "SELECT COUNT(client_id) FROM partition_assignment") == 4)
+    execute(settings, "DELETE FROM consumer_client")  # the lease is gone, as after expiry
+    wait_for(lambda: r.consumer.client_id != old)
+    produce(settings, 30)
+    wait_for(lambda: len(r.seen) == 30)
+    new = r.consumer.client_id
+    wait_for(
+        lambda: (
+            scalar(settings, f"SELECT COUNT(*) FROM partition_assignment WHERE client_id = '{new}'")
+            == 4
+        )
+    )
