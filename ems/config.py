@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Literal
 
 from sqlalchemy.engine import make_url
@@ -34,11 +35,11 @@ class Settings:
     #: Connection pool size per engine.
     pool_size: int = 5
 
-    @property
+    @cached_property
     def database_name(self) -> str:
         return make_url(self.database_url).database or "ems"
 
-    @property
+    @cached_property
     def redis_prefix(self) -> str:
         """Redis key namespace; one per database so two ems databases never share counters."""
         return f"ems:{self.database_name}:"

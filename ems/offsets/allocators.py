@@ -47,9 +47,13 @@ class OffsetAllocator(Protocol):
         """Make sure the next offsets handed out are at least next_offsets[p]."""
 
 
-def redis_client(settings: Settings) -> redis.Redis:
+def redis_client(settings: Settings, *, single: bool = False) -> redis.Redis:
+    """A client for settings.redis_url. A single-connection client keeps one connection
+    behind a lock instead of checking one out of a pool per command (about half the
+    client CPU of a command), which suits the producer's one-command hot path."""
     return redis.Redis.from_url(
         settings.redis_url,
+        single_connection_client=single,
         socket_connect_timeout=settings.connect_timeout,
         socket_timeout=settings.connect_timeout,
         retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), settings.connect_attempts),

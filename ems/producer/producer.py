@@ -73,7 +73,7 @@ class Producer:
     def _default_allocator(self) -> OffsetAllocator:
         if self.settings.allocator == "mysql":
             return MySQLAllocator(self.store.heads)
-        return RedisAllocator(redis_client(self.settings), self.settings.redis_prefix)
+        return RedisAllocator(redis_client(self.settings, single=True), self.settings.redis_prefix)
 
     # -- public API ------------------------------------------------------------------
 
