@@ -198,30 +198,33 @@ def test_start_position_latest_skips_the_backlog_and_earliest_reads_it(
     assert sorted(bodies(late.seen)) == sorted(f"m{i}" for i in range(20, 25))
 
 
-def test_a_joining_member_takes_its_share_without_duplicates(
+def test_a_joining_member_takes_its_share_and_only_moved_partitions_pause(
     settings: Settings, topic: str, start: Callable[..., Running]
 ) -> None:
     a = start(start="earliest")
-    produce(settings, 200)
+    produce(settings, 200, keys=50)
     wait_for(lambda: len(a.seen) == 200)
+    store = Store(settings)
+    group_id = int(scalar(settings, "SELECT id FROM consumer_group"))
+    before = {r.partition: r for r in store.assignments.rows(group_id)}
     b = start()
-    wait_for(
-        lambda: (
-            scalar(
-                settings,
-                "SELECT COUNT(*) FROM partition_assignment "
-                "WHERE state = 'assigned' AND client_id IS NOT NULL "
-                "GROUP BY client_id ORDER BY 1 LIMIT 1",
-            )
-            == 2
-        ),
-        5,
-    )
-    produce(settings, 200, first=200)
+    touched: set[int] = set()  # partitions seen revoking, released or with another owner
+
+    def settled() -> bool:
+        rows = store.assignments.rows(group_id)
+        touched.update(r.partition for r in rows if r != before[r.partition])
+        owners = [r.client_id for r in rows if r.state == "assigned"]
+        return len(owners) == 4 and owners.count(b.consumer.client_id) == 2
+
+    wait_for(settled, 5)
+    store.close()
+    kept = {p for p, r in before.items() if r.client_id == a.consumer.client_id} - touched
+    assert len(kept) == 2 and len(touched) == 2  # the kept two never paused
+    produce(settings, 200, keys=50, first=200)
     wait_for(lambda: len(a.seen) + len(b.seen) == 400)
     a.stop()
     b.stop()
-    assert b.seen
+    assert {d.partition for d in b.seen} == touched
     all_bodies = bodies(a.seen + b.seen)
     assert len(all_bodies) == len(set(all_bodies)) == 400
 
