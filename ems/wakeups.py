@@ -111,6 +111,8 @@ class Listener:
                 self._listen()
             except (redis.RedisError, OSError) as exc:
                 log.info("wake-up listener lost Redis (%s); polling until it returns", exc)
+            except Exception:  # a wake-up is a hint: never let one end the listener
+                log.exception("wake-up listener failed; polling until it restarts")
             self.connected.clear()
             self._stop.wait(RECONNECT_EVERY)
 

@@ -107,6 +107,8 @@ class Membership:
                 self._round()
             except EmsError as exc:
                 log.warning("membership round of %s failed: %s", self.client_id, exc)
+            except Exception:  # keep renewing: a dead thread would cost the lease silently
+                log.exception("membership round of %s failed", self.client_id)
             timeout = max(0.01, self._next_round - time.monotonic())
             self._wake.wait(timeout)
             self._wake.clear()
