@@ -149,12 +149,18 @@ def test_broadcast_members_each_get_every_message(cli: Cli, settings: Settings) 
     with closing(TopicAdmin(settings)) as admin:
         admin.create("alerts", 2)
     sent = produce(settings, "alerts", texts("alert", 6))
-    args = ("consume", "alerts", "-g", "screens", "--broadcast", "--from-beginning", "-n", "6")
-    with running(cli.popen(*args)) as one, running(cli.popen(*args)) as two:
-        outputs = [p.communicate(timeout=40) for p in (one, two)]
-    for process, (out, err) in zip((one, two), outputs, strict=True):
-        assert process.returncode == 0, err
-        assert sorted(rows(out)) == sorted(sent)
+    args = ("consume", "alerts", "-g", "screens", "--broadcast", "--from-beginning")
+    with running(cli.popen(*args, "-n", "6")) as one, running(cli.popen(*args)) as two:
+        assert two.stdout is not None
+        followed = rows("".join(two.stdout.readline() for _ in sent))
+        two.send_signal(signal.SIGINT)  # Ctrl-C: leave cleanly
+        out_two, err_two = two.communicate(timeout=30)
+        out_one, err_one = one.communicate(timeout=30)
+    assert one.returncode == 0, err_one
+    assert sorted(rows(out_one)) == sorted(sent)
+    assert two.returncode == 0, err_two
+    assert "Traceback" not in err_two and err_two.endswith("consumed 6 messages from alerts\n")
+    assert (out_two, sorted(followed)) == ("", sorted(sent))
     d = describe(settings, "screens")
     assert (d.mode, d.leader, d.members, d.total_lag) == ("broadcast", None, (), None)
     assert [p.high_watermark for p in d.partitions] == [
