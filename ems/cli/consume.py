@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 
 import click
 
@@ -17,36 +16,30 @@ from ems.types import Delivery
 DEFAULT_BODY_CHARS = 1000
 
 
-class OutputClosed(Exception):
-    """stdout was closed by its reader (`| head`): the delivery was not printed."""
+class OutputClosed(BaseException):
+    """stdout was closed by its reader (`| head`).
+
+    A BaseException on purpose: the consumer fails a handler's Exception (retry table,
+    then dead letter), but this one ends run() before the batch in hand is settled. Its
+    deliveries stay unacked, run() commits the cursors of earlier batches and leaves, and
+    the group gets the unprinted messages again from the committed cursor.
+    """
 
 
 class Printer:
-    """The consumer's handler: one line per delivery, flushed at once so a pipe sees it.
-
-    A delivery is acked only once its line was written. When the reader of stdout goes
-    away, this delivery and every later one fail (the group delivers them again later)
-    and the consumer is asked to stop.
-    """
+    """The consumer's handler: one line per delivery, flushed at once so a pipe sees it."""
 
     def __init__(self, as_json: bool, body_chars: int) -> None:
         self.as_json = as_json
         self.body_chars = body_chars
-        self.on_closed: Callable[[], None] = lambda: None
-        self.closed = False
 
     def __call__(self, delivery: Delivery) -> None:
-        if self.closed:
-            raise OutputClosed
         line = json_line(delivery) if self.as_json else text_line(delivery, self.body_chars)
         try:
             click.echo(line.encode("utf-8"))
         except BrokenPipeError:
-            self.closed = True
-            # Later writes (and the interpreter's flush at exit) go nowhere instead of
-            # raising again.
+            # The interpreter's flush at exit would raise again: send it nowhere.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            self.on_closed()
             raise OutputClosed from None
 
 
@@ -94,16 +87,15 @@ def consume(
         broadcast=broadcast,
         start="earliest" if from_beginning else None,
     )
-    printer.on_closed = consumer.stop
     mode = "broadcast" if broadcast else "cluster"
     click.echo(f"consuming {topic} as {mode} group {group}, client {consumer.client_id}", err=True)
     try:
         handled = consumer.run(max_messages=max_messages)
+    except OutputClosed:
+        click.echo("error: output closed; unprinted messages will be delivered again", err=True)
+        raise SystemExit(EXIT_FAILURE) from None
     except KeyboardInterrupt:
         handled = 0  # Ctrl-C before run() took over the signals: nothing was handled
     finally:
         consumer.close()
-    if printer.closed:
-        click.echo("error: output closed; unprinted messages will be delivered again", err=True)
-        raise SystemExit(EXIT_FAILURE)
     click.echo(f"consumed {handled} messages from {topic}", err=True)

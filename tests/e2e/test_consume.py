@@ -168,6 +168,30 @@ def test_broadcast_members_each_get_every_message(cli: Cli, settings: Settings) 
     ]
 
 
+def test_closed_output_stops_without_acking_what_was_not_printed(
+    cli: Cli, settings: Settings
+) -> None:
+    with closing(TopicAdmin(settings)) as admin:
+        admin.create("feed", 1)
+    produce(settings, "feed", texts("old", 3))
+    with running(cli.popen("consume", "feed", "-g", "pager", "--from-beginning")) as reader:
+        assert reader.stdout is not None and reader.stderr is not None
+        assert [reader.stdout.readline() for _ in range(3)] == [
+            f"0\t{i}\t-\told {i}\n" for i in range(3)
+        ]
+        wait_for("the batch to be committed", lambda: describe(settings, "pager").total_lag == 0)
+        reader.stdout.close()  # like `| head -n 3`
+        produce(settings, "feed", texts("new", 2))
+        err = reader.stderr.read()
+        assert reader.wait(timeout=30) == 1
+    assert "Traceback" not in err
+    assert err.endswith("error: output closed; unprinted messages will be delivered again\n")
+    [partition] = describe(settings, "pager").partitions
+    assert (partition.committed_offset, partition.high_watermark) == (3, 5)
+    again = cli.ok("consume", "feed", "-g", "pager", "-n", "2")
+    assert rows(again) == [(0, 3, "-", "new 0"), (0, 4, "-", "new 1")]
+
+
 def test_consume_bad_input_exits_2_and_creates_nothing(cli: Cli, settings: Settings) -> None:
     with closing(TopicAdmin(settings)) as admin:
         admin.create("orders", 2)
