@@ -4,6 +4,7 @@ from ems import exceptions
 from ems.config import Settings
 from ems.consumer import Consumer
 from ems.exceptions import EmsError
+from ems.groups import GroupAdmin, GroupDescription
 from ems.offsets.reader import Reader
 from ems.producer import Producer
 from ems.topics import TopicAdmin
@@ -21,6 +22,8 @@ __all__ = [
     "Consumer",
     "Delivery",
     "EmsError",
+    "GroupAdmin",
+    "GroupDescription",
     "PartitionBatch",
     "PartitionStats",
     "Producer",

@@ -6,9 +6,11 @@ from collections.abc import Sequence
 
 import click
 
+from ems.cli.consume import consume
 from ems.cli.db import db
 from ems.cli.demo import demo
 from ems.cli.errors import EmsGroup
+from ems.cli.groups import group
 from ems.cli.produce import produce
 from ems.cli.tail import tail
 from ems.cli.topics import topic
@@ -23,7 +25,7 @@ def cli() -> None:
     """
 
 
-for command in (db, topic, produce, tail, demo):
+for command in (db, topic, produce, tail, consume, group, demo):
     cli.add_command(command)
 
 

@@ -10,6 +10,9 @@ import click
 
 from ems.config import Settings
 
+#: The --json flag of the commands that can print JSON.
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
 
 def settings() -> Settings:
     """The Settings for this invocation: read from EMS_* variables once, or given as the

@@ -43,9 +43,14 @@ class Monitor:
     def __init__(self, store: Store, topic: TopicInfo) -> None:
         self.store = store
         self.topic = topic
-        self.started = time.monotonic()
         self.baseline = sum(self.marks().values())
-        self.last_total = 0
+        self.start_clock()
+
+    def start_clock(self) -> None:
+        """Elapsed time and rates count from now; what was published before counts in
+        the totals only."""
+        self.started = time.monotonic()
+        self.last_total = sum(self.marks().values()) - self.baseline
         self.last_time = self.started
 
     def marks(self) -> dict[int, int]:
@@ -130,6 +135,8 @@ def demo(
         try:
             with sigterm_interrupts():
                 pool.start()
+                pool.wait_ready()
+                monitor.start_clock()
                 watch(monitor, pool, duration)
         except KeyboardInterrupt:
             click.echo("stopping producers", err=True)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.queues import Queue
-from multiprocessing.synchronize import Event
+from multiprocessing.synchronize import Event, Semaphore
 
 from ems.config import Settings
 from ems.exceptions import EmsError
@@ -46,7 +46,9 @@ def readings(rng: random.Random, projects: int, count: int) -> list[Record]:
     return [Record(json.dumps(r), key=str(r["project_id"])) for r in batch]
 
 
-def run_producer(config: WorkerConfig, index: int, stop: Event, errors: Queue[EmsError]) -> None:
+def run_producer(
+    config: WorkerConfig, index: int, stop: Event, errors: Queue[EmsError], ready: Semaphore
+) -> None:
     """Publish batches until `stop` is set. Ctrl-C is the parent's business: it sets
     `stop`, so a batch in flight is finished rather than cut off."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -54,6 +56,8 @@ def run_producer(config: WorkerConfig, index: int, stop: Event, errors: Queue[Em
     parent = multiprocessing.parent_process()
     try:
         with Producer(config.settings) as producer:
+            producer.send_batch(config.topic, readings(rng, config.projects, config.batch))
+            ready.release()
             # A parent killed outright (SIGKILL) never sets `stop`: do not outlive it.
             while not stop.is_set() and (parent is None or parent.is_alive()):
                 producer.send_batch(config.topic, readings(rng, config.projects, config.batch))
@@ -94,10 +98,11 @@ class ProducerPool:
         context = multiprocessing.get_context("spawn")
         self._stop = context.Event()
         self._errors: Queue[EmsError] = context.Queue()
+        self._ready = context.Semaphore(0)
         self._processes = [
             context.Process(
                 target=run_producer,
-                args=(config, i, self._stop, self._errors),
+                args=(config, i, self._stop, self._errors, self._ready),
                 name=f"ems-demo-producer-{i}",
                 daemon=True,
             )
@@ -110,6 +115,16 @@ class ProducerPool:
         with sigint_ignored():
             for process in self._processes:
                 process.start()
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until every producer has published its first batch: spawning and importing
+        take seconds on a busy host, and the demo's clock should not count them."""
+        deadline = time.monotonic() + timeout
+        for _ in self._processes:
+            while not self._ready.acquire(timeout=0.1):
+                self.check()
+                if time.monotonic() > deadline:
+                    raise EmsError(f"the producers did not start within {timeout:.0f}s")
 
     def check(self) -> None:
         """Raise the error of a producer that died."""

@@ -7,14 +7,13 @@ from dataclasses import asdict
 
 import click
 
-from ems.cli.common import echo_json, settings, table
+from ems.cli.common import echo_json, json_option, settings, table
 from ems.producer.validation import DEFAULT_MAX_BODY_BYTES, DEFAULT_RETENTION_HOURS
 from ems.topics import TopicAdmin
 from ems.types import PartitionStats, TopicInfo
 
 _LIST_HEADERS = ("name", "partitions", "retention hours", "max body bytes", "created")
 _DESCRIBE_HEADERS = ("partition", "low watermark", "high watermark", "messages", "tombstones")
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
 @click.group()

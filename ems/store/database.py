@@ -156,7 +156,8 @@ class Database:
         for attempt in range(1, attempts + 1):
             try:
                 return connect()
-            except SQLAlchemyError as exc:
+            # engine.raw_connection() raises the driver's own error, not SQLAlchemy's.
+            except (SQLAlchemyError, pymysql.err.Error) as exc:
                 error = translate(exc)
                 if not isinstance(error, DatabaseUnavailable) or attempt == attempts:
                     raise error from exc

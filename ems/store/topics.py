@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import func, insert, select, update
@@ -58,6 +59,15 @@ class TopicStore:
         if row is None:
             raise UnknownTopic(f"unknown topic {name!r}")
         return _topic(row)
+
+    def by_ids(self, topic_ids: Iterable[int]) -> dict[int, TopicInfo]:
+        """The topics with these ids (ids of deleted topics are left out)."""
+        ids = sorted(set(topic_ids))
+        if not ids:
+            return {}
+        with self.db.connect() as conn:
+            rows = conn.execute(select(*_TOPIC_COLUMNS).where(Topic.id.in_(ids)))
+            return {info.id: info for info in map(_topic, rows)}
 
     def all(self) -> list[TopicInfo]:
         with self.db.connect() as conn:

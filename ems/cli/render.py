@@ -1,0 +1,88 @@
+"""How `ems consume` prints a delivery (pure).
+
+A text line is `partition<TAB>offset<TAB>key<TAB>body` and always one line: UTF-8 text is
+shown as text with control characters escaped (`\\n`, `\\t`, `\\x1b`), anything else as
+`base64:` and its base64, and long bodies are cut with a `…[+N chars]` / `…[+N bytes]`
+marker. This is for reading; --json lines are exact: full bodies, binary as base64.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from ems.groups import utc
+from ems.types import Delivery
+
+BASE64_MARKER = "base64:"
+NO_KEY = "-"
+
+_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)} | {
+    ord("\t"): "\\t",
+    ord("\n"): "\\n",
+    ord("\r"): "\\r",
+}
+
+
+def decode_text(data: bytes) -> str | None:
+    """The bytes as text, or None when they are not UTF-8."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def render_bytes(data: bytes, limit: int = 0) -> str:
+    """A body or key on one line: text (escaped) or base64, at most about `limit`
+    characters before the cut marker (0: never cut)."""
+    text = decode_text(data)
+    if text is None:
+        return _render_binary(data, limit)
+    cut = text if limit == 0 else text[:limit]
+    rest = len(text) - len(cut)
+    marker = f"…[+{rest} chars]" if rest else ""
+    return cut.translate(_ESCAPES) + marker
+
+
+def _render_binary(data: bytes, limit: int) -> str:
+    # Three bytes take four base64 characters: keep the shown part within `limit`.
+    keep = data if limit == 0 else data[: max(3, limit // 4 * 3)]
+    rest = len(data) - len(keep)
+    marker = f"…[+{rest} bytes]" if rest else ""
+    return BASE64_MARKER + base64.b64encode(keep).decode("ascii") + marker
+
+
+def text_line(d: Delivery, body_limit: int = 0) -> str:
+    key = NO_KEY if d.key is None else render_bytes(d.key)
+    return f"{d.partition}\t{d.offset}\t{key}\t{render_bytes(d.body, body_limit)}"
+
+
+def _encoded(data: bytes) -> tuple[str, str]:
+    text = decode_text(data)
+    if text is None:
+        return base64.b64encode(data).decode("ascii"), "base64"
+    return text, "utf-8"
+
+
+def json_record(d: Delivery) -> dict[str, Any]:
+    """The delivery as a JSON-ready dict. Keys and bodies that are not UTF-8 are base64
+    (key_encoding / body_encoding say which)."""
+    key, key_encoding = (None, None) if d.key is None else _encoded(d.key)
+    body, body_encoding = _encoded(d.body)
+    return {
+        "topic": d.topic,
+        "partition": d.partition,
+        "offset": d.offset,
+        "key": key,
+        "key_encoding": key_encoding,
+        "headers": d.headers,
+        "body": body,
+        "body_encoding": body_encoding,
+        "timestamp": utc(d.timestamp).isoformat(),
+        "attempt": d.attempt,
+    }
+
+
+def json_line(d: Delivery) -> str:
+    return json.dumps(json_record(d), ensure_ascii=False, separators=(",", ":"))

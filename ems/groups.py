@@ -1,0 +1,224 @@
+"""Consumer group inspection: who is in a group, who leads it, who owns which partition,
+and how far behind each partition's committed cursor is.
+
+GroupAdmin reads the rows through the store; describe_group() and lag() shape them into a
+GroupDescription without I/O.
+"""
+
+from __future__ import annotations
+
+import builtins
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ems.config import Settings
+from ems.exceptions import UnknownGroup
+from ems.producer.validation import check_name
+from ems.store import Store
+from ems.types import (
+    AssignmentRow,
+    GroupInfo,
+    GroupMode,
+    LeaderInfo,
+    MemberInfo,
+    StartPosition,
+    TopicInfo,
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LeaderDescription:
+    """The group's leader row. `live` is False once the lease ran out (or was resigned):
+    the next member to renew takes the row over with epoch + 1."""
+
+    client_id: str
+    epoch: int
+    lease_expires_at: dt.datetime
+    #: Seconds until the lease expires, by the database clock (negative once expired).
+    seconds_left: float
+    live: bool
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MemberDescription:
+    client_id: str
+    host: str
+    pid: int
+    lease_expires_at: dt.datetime
+    seconds_left: float
+    #: False once the lease expired: the leader reaps the row in its next round.
+    live: bool
+    #: Partitions this client holds (assigned or revoking).
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PartitionDescription:
+    """One partition of the group's topic. Broadcast groups keep no cursor or owner, so
+    everything but the high watermark is None for them."""
+
+    partition: int
+    #: The client holding the partition; None when it is unowned or released.
+    owner: str | None
+    #: Whether the owner is a member with a live lease.
+    owner_live: bool
+    state: str | None
+    generation: int | None
+    #: The next offset the group will consume.
+    committed_offset: int | None
+    #: One past the highest stored offset.
+    high_watermark: int
+    lag: int | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GroupDescription:
+    """A consumer group's subscription to one topic, as it stands now."""
+
+    group: str
+    topic: str
+    mode: GroupMode
+    start_position: StartPosition
+    ordered: bool
+    retry_ladder: str
+    max_attempts: int
+    ack_timeout_seconds: int
+    generation: int
+    leader: LeaderDescription | None
+    members: tuple[MemberDescription, ...]
+    partitions: tuple[PartitionDescription, ...]
+    #: Sum of the partitions' lag (None for broadcast groups).
+    total_lag: int | None
+
+
+class GroupAdmin:
+    """Read-only inspection of consumer groups (for the CLI and the admin console)."""
+
+    def __init__(self, settings: Settings | None = None, *, store: Store | None = None) -> None:
+        self.settings = settings or Settings.from_env()
+        self._owns_store = store is None
+        self.store = store or Store(self.settings)
+
+    def describe(self, name: str) -> builtins.list[GroupDescription]:
+        """One description per topic the group subscribes to, by topic name. Raises
+        InvalidName, or UnknownGroup when no group has this name."""
+        check_name(name, "group")
+        groups = self.store.groups.by_name(name)
+        topics = self.store.topics.by_ids(g.topic_id for g in groups)
+        found = [self._describe(g, topics[g.topic_id]) for g in groups if g.topic_id in topics]
+        if not found:
+            raise UnknownGroup(f"unknown group {name!r}")
+        return sorted(found, key=lambda d: d.topic)
+
+    def _describe(self, group: GroupInfo, topic: TopicInfo) -> GroupDescription:
+        s = self.store
+        # Cursors are read before the watermarks: watermarks only grow, so a cursor that
+        # moves in between cannot show up as a negative lag.
+        committed = s.groups.offsets(group.id)
+        return describe_group(
+            group=group,
+            topic=topic,
+            leader=s.leases.leader(group.id),
+            members=s.leases.members(group.id),
+            assignments=s.assignments.rows(group.id),
+            committed=committed,
+            high_watermarks=s.messages.high_watermarks(topic),
+        )
+
+    def close(self) -> None:
+        if self._owns_store:
+            self.store.close()
+
+
+# -- pure shaping ---------------------------------------------------------------------
+
+
+def lag(high_watermark: int, committed_offset: int) -> int:
+    """Messages stored and not yet consumed. Never negative: retention may delete a
+    partition's newest rows, and its watermark then falls below the cursor."""
+    return max(0, high_watermark - committed_offset)
+
+
+def describe_group(
+    *,
+    group: GroupInfo,
+    topic: TopicInfo,
+    leader: LeaderInfo | None,
+    members: Sequence[MemberInfo],
+    assignments: Sequence[AssignmentRow],
+    committed: Mapping[int, int],
+    high_watermarks: Mapping[int, int],
+) -> GroupDescription:
+    """Join the rows read for one group into its description."""
+    live = {m.client_id for m in members if m.expires_in > 0}
+    owners = {r.partition: r for r in assignments}
+    partitions = tuple(
+        _partition(p, owners.get(p), committed.get(p), high_watermarks.get(p, 0), live)
+        for p in sorted({*range(topic.partitions), *high_watermarks})
+    )
+    lags = [p.lag for p in partitions if p.lag is not None]
+    return GroupDescription(
+        group=group.name,
+        topic=topic.name,
+        mode=group.mode,
+        start_position=group.start_position,
+        ordered=group.ordered,
+        retry_ladder=group.retry_ladder,
+        max_attempts=group.max_attempts,
+        ack_timeout_seconds=group.ack_timeout_seconds,
+        generation=group.generation,
+        leader=_leader(leader),
+        members=tuple(_member(m, partitions) for m in members),
+        partitions=partitions,
+        total_lag=sum(lags) if group.mode == "cluster" else None,
+    )
+
+
+def _partition(
+    partition: int,
+    row: AssignmentRow | None,
+    committed: int | None,
+    high_watermark: int,
+    live: set[str],
+) -> PartitionDescription:
+    owner = row.client_id if row is not None and row.state != "released" else None
+    return PartitionDescription(
+        partition=partition,
+        owner=owner,
+        owner_live=owner in live,
+        state=None if row is None else row.state,
+        generation=None if row is None else row.generation,
+        committed_offset=committed,
+        high_watermark=high_watermark,
+        lag=None if committed is None else lag(high_watermark, committed),
+    )
+
+
+def _member(m: MemberInfo, partitions: Sequence[PartitionDescription]) -> MemberDescription:
+    return MemberDescription(
+        client_id=m.client_id,
+        host=m.host,
+        pid=m.pid,
+        lease_expires_at=utc(m.lease_expires_at),
+        seconds_left=round(m.expires_in, 3),
+        live=m.expires_in > 0,
+        partitions=tuple(p.partition for p in partitions if p.owner == m.client_id),
+    )
+
+
+def _leader(info: LeaderInfo | None) -> LeaderDescription | None:
+    if info is None or info.client_id is None:
+        return None  # nobody ever led: a new group, or a broadcast group
+    return LeaderDescription(
+        client_id=info.client_id,
+        epoch=info.epoch,
+        lease_expires_at=utc(info.lease_expires_at),
+        seconds_left=round(info.expires_in, 3),
+        live=info.expires_in > 0,
+    )
+
+
+def utc(value: dt.datetime) -> dt.datetime:
+    """Database times are UTC (every session runs with time_zone = '+00:00'); say so."""
+    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
