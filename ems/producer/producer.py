@@ -10,7 +10,13 @@ from types import TracebackType
 
 from ems.config import Settings
 from ems.exceptions import DatabaseUnavailable, DuplicateKey, InvalidInput, OffsetConflict
-from ems.offsets.allocators import MySQLAllocator, OffsetAllocator, RedisAllocator, redis_client
+from ems.offsets.allocators import (
+    MySQLAllocator,
+    OffsetAllocator,
+    RedisAllocator,
+    redis_client,
+    redis_errors,
+)
 from ems.producer.group_commit import GroupCommit
 from ems.producer.partitioner import RoundRobin, partition_for_key
 from ems.producer.validation import check_name, encode_body, encode_headers, encode_key
@@ -63,12 +69,21 @@ class Producer:
         self.settings = settings or Settings.from_env()
         self._owns_store = store is None
         self.store = store or Store(self.settings)
-        self.allocator = allocator or self._default_allocator()
+        self._allocator = allocator
         self._topics: dict[str, TopicInfo] = {}
         self._round_robin = RoundRobin()
         self._committers: dict[int, GroupCommit[Prepared, NewMessage]] = {}
         self._committers_lock = threading.Lock()
         self._wakeups = Publisher(self.settings)
+
+    @property
+    def allocator(self) -> OffsetAllocator:
+        """Created on first use, so a producer can be built while Redis is down: its
+        sends raise RedisUnavailable until Redis answers."""
+        if self._allocator is None:
+            with redis_errors():
+                self._allocator = self._default_allocator()
+        return self._allocator
 
     def _default_allocator(self) -> OffsetAllocator:
         if self.settings.allocator == "mysql":
