@@ -37,7 +37,9 @@ from ems.types import Delivery
 
 BODY_BYTES = 256
 FILL_BATCH = 1000
-#: Rows per read of the raw consumer, as ems's default batch_size.
+#: Rows per read of the raw consumer, as ems's default batch_size. (Every value of the log
+#: INSERT is a placeholder: PyMySQL's executemany only folds rows into one multi-row
+#: statement when the VALUES tuple holds nothing but placeholders.)
 RAW_BATCH = 500
 
 
@@ -85,7 +87,8 @@ class RawSpec:
     cfg: BenchConfig
     topic_id: int
     group_id: int
-    counts: dict[int, int] = field(default_factory=dict)  # messages per partition
+    #: partition -> (first offset, one past the last) of the backlog
+    ranges: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
 _RAW_FETCH = (
@@ -95,7 +98,7 @@ _RAW_FETCH = (
 )
 _RAW_LOG = (
     "INSERT INTO topic_group_log (group_id, topic_id, partition_no, offset_no, client_id, "
-    "state, attempts) VALUES (%s, %s, %s, %s, %s, 'start', 1)"
+    "state, attempts) VALUES (%s, %s, %s, %s, %s, %s, %s)"
 )
 _RAW_DONE = (
     "UPDATE topic_group_log SET state = 'done', finished_at = NOW(6), updated_at = NOW(6) "
@@ -115,13 +118,13 @@ def raw_drain_worker(index: int, workers: int, spec: RawSpec, barrier: Barrier) 
     cursor = conn.cursor()
     client = f"raw-{index}"
     mine = [p for p in range(PARTITIONS) if p % workers == index]
-    position = dict.fromkeys(mine, 0)
+    position = {p: spec.ranges[p][0] for p in mine}
     try:
         barrier.wait(BARRIER_TIMEOUT)
         cpu, start = time.process_time(), time.perf_counter()
         handled = 0
         while True:
-            live = [p for p in mine if position[p] < spec.counts.get(p, 0)]
+            live = [p for p in mine if position[p] < spec.ranges[p][1]]
             if not live:
                 break
             for p in live:
@@ -129,10 +132,11 @@ def raw_drain_worker(index: int, workers: int, spec: RawSpec, barrier: Barrier) 
                 cursor.execute(_RAW_FETCH, (spec.topic_id, p, at, at + RAW_BATCH, RAW_BATCH))
                 rows = cursor.fetchall()
                 if not rows:
-                    continue
+                    raise RuntimeError(f"partition {p} has no row at offset {at}")
                 last = rows[-1][1]
                 cursor.executemany(
-                    _RAW_LOG, [(spec.group_id, spec.topic_id, p, r[1], client) for r in rows]
+                    _RAW_LOG,
+                    [(spec.group_id, spec.topic_id, p, r[1], client, "start", 1) for r in rows],
                 )
                 conn.begin()
                 cursor.execute(_RAW_DONE, (spec.group_id, client, p, at, last))
@@ -292,9 +296,8 @@ def paced_producer(
             producer.send(cfg.topic, body(seq), headers=HEADERS)
         events.put(("ready", index, os.getpid()))
         start = time.perf_counter()
-        total = int(rate * seconds)
         sent = behind = 0
-        while sent < total and not stop.is_set():
+        while not stop.is_set() and time.perf_counter() - start < seconds:
             wait = start + sent / rate - time.perf_counter()
             if wait > 0:
                 time.sleep(wait)
