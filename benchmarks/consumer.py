@@ -133,7 +133,6 @@ def ems_run(cfg: BenchConfig, counts: dict[int, int], soak: float) -> EmsRun:
     """4 members drain the backlog behind a barrier, then the same processes take a paced
     stream: first LATENCY_SECONDS of timestamped messages, then the memory soak."""
     fleet = Fleet()
-    producer_stop = fleet.ctx.Event()
     barrier = fleet.ctx.Barrier(WORKERS)
     spec = GroupSpec(cfg=cfg, group="bench-drain", workers=WORKERS, counts=counts)
     run = EmsRun()
@@ -153,7 +152,13 @@ def ems_run(cfg: BenchConfig, counts: dict[int, int], soak: float) -> EmsRun:
         log(f"ems drained {handled:,} in {end - start:.1f} s: {run.rate:,.0f} msg/s")
 
         fleet.spawn(
-            LATENCY_INDEX, paced_producer, cfg, LATENCY_RATE, LATENCY_SECONDS, True, producer_stop
+            LATENCY_INDEX,
+            paced_producer,
+            cfg,
+            LATENCY_RATE,
+            LATENCY_SECONDS,
+            True,
+            fleet.stop_producers,
         )
         fleet.wait("ready", [LATENCY_INDEX], 60)
         sent, elapsed, behind = fleet.wait("sent", [LATENCY_INDEX], LATENCY_SECONDS + 60)[
@@ -162,7 +167,9 @@ def ems_run(cfg: BenchConfig, counts: dict[int, int], soak: float) -> EmsRun:
         run.latency_sent, run.latency_rate, run.latency_behind = sent, sent / elapsed, behind
         time.sleep(1.0)  # the tail of the stream
 
-        fleet.spawn(SOAK_INDEX, paced_producer, cfg, LATENCY_RATE, soak, False, producer_stop)
+        fleet.spawn(
+            SOAK_INDEX, paced_producer, cfg, LATENCY_RATE, soak, False, fleet.stop_producers
+        )
         fleet.wait("ready", [SOAK_INDEX], 60)
         began = time.monotonic()
         every = max(1.0, soak / 60)
@@ -177,12 +184,11 @@ def ems_run(cfg: BenchConfig, counts: dict[int, int], soak: float) -> EmsRun:
                     raise
         time.sleep(1.0)
         run.soak.append((time.monotonic() - began, [rss_mb(pids[i]) for i in members]))
-        fleet.stop.set()
+        fleet.stop.value = 1
         for latencies, _ in fleet.wait("done", members, 60).values():
             run.latencies.extend(latencies)
         log(f"soak of {soak:.0f} s done")
     finally:
-        producer_stop.set()
         fleet.close()
     run.checks = check_group(cfg, "bench-drain")
     return run

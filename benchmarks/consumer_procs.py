@@ -25,7 +25,9 @@ class Fleet:
         self.ctx = mp.get_context("forkserver")
         self.ctx.set_forkserver_preload(["benchmarks.consumer_workers"])
         self.events: Any = self.ctx.Queue()
-        self.stop = self.ctx.Event()
+        #: Lock-free stop flags (see consumer_workers._stop_when): consumers, producers.
+        self.stop: Any = self.ctx.RawValue("b", 0)
+        self.stop_producers: Any = self.ctx.RawValue("b", 0)
         self.procs: dict[int, Any] = {}
         self.killed: set[int] = set()
         self._inbox: dict[tuple[str, int], Any] = {}
@@ -68,7 +70,8 @@ class Fleet:
         return time.time()
 
     def close(self) -> None:
-        self.stop.set()
+        self.stop_producers.value = 1
+        self.stop.value = 1
         for proc in self.procs.values():
             proc.join(timeout=30)
             if proc.is_alive():

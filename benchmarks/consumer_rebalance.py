@@ -38,13 +38,12 @@ def measure(cfg: BenchConfig) -> list[Timing]:
     fleet = Fleet()
     lasts: Any = fleet.ctx.Array("d", PARTITIONS, lock=False)
     watcher = Watcher(cfg.settings.database_url)
-    producer_stop = fleet.ctx.Event()
     group = f"bench-rebalance-{time.time_ns()}"
     spec = GroupSpec(
         cfg=cfg, group=group, workers=4, start="latest", lease_ttl=TTL, renew_every=RENEW_EVERY
     )
     try:
-        fleet.spawn(PRODUCER, paced_producer, cfg, RATE, 3600.0, False, producer_stop)
+        fleet.spawn(PRODUCER, paced_producer, cfg, RATE, 3600.0, False, fleet.stop_producers)
         fleet.wait("ready", [PRODUCER], 60)
         clients: dict[int, str] = {}
         pids: dict[int, int] = {}
@@ -89,7 +88,6 @@ def measure(cfg: BenchConfig) -> list[Timing]:
         timings.append(_kill(fleet, watcher, group_id, clients, leader_index, lasts, "the leader"))
         return timings
     finally:
-        producer_stop.set()
         fleet.close()
         watcher.close()
 
