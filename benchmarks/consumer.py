@@ -177,7 +177,8 @@ def ems_run(cfg: BenchConfig, counts: dict[int, int], soak: float) -> EmsRun:
             at = time.monotonic() - began
             run.soak.append((at, [rss_mb(pids[i]) for i in members]))
             try:
-                fleet.wait("sent", [SOAK_INDEX], every)
+                sent, elapsed, _ = fleet.wait("sent", [SOAK_INDEX], every)[SOAK_INDEX]
+                run.soak_rate = sent / elapsed
                 break
             except BenchError as exc:
                 if "no 'sent' event" not in str(exc):

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from benchmarks.consumer_procs import slope_per_minute
 from benchmarks.consumer_rebalance import Timing
-from benchmarks.consumer_workers import BODY_BYTES, RAW_BATCH
+from benchmarks.consumer_workers import BODY_BYTES, RAW_BATCH, SENDERS
 
 RATE_TARGET = 15_000
 VS_KOMBU_TARGET = 25.0
@@ -29,6 +29,7 @@ class EmsRun:
     latency_sent: int = 0
     latency_rate: float = 0.0
     latency_behind: int = 0
+    soak_rate: float = 0.0
     checks: list[str] = field(default_factory=list)
 
 
@@ -80,7 +81,8 @@ def latency_table(run: EmsRun) -> list[str]:
     p50, p95, p99 = (_percentile(ms, q) for q in (0.50, 0.95, 0.99))
     peak = max(ms) if ms else float("nan")
     return [
-        f"{run.latency_sent:,} messages sent at {run.latency_rate:,.0f} msg/s "
+        f"{run.latency_sent:,} messages sent at {run.latency_rate:,.0f} msg/s by "
+        f"{SENDERS} threads sharing one Producer "
         f"({run.latency_behind:,} sends more than 10 ms behind schedule); "
         f"{len(ms):,} handled.",
         "",
@@ -123,7 +125,8 @@ def memory_table(run: EmsRun, soak: float) -> list[str]:
         )
     lines += [
         "",
-        f"{len(run.soak)} samples over a {soak:g} s soak at 1,000 msg/s; target <= "
+        f"{len(run.soak)} samples over a {soak:g} s soak, paced producer at "
+        f"{run.soak_rate:,.0f} msg/s; target <= "
         f"{RSS_TARGET_MB:g} MB and no growth trend (slope < {FLAT_MB_PER_MIN:g} MB/min).",
     ]
     return lines
@@ -156,7 +159,7 @@ def render(env: list[str], r: Results) -> str:
             "",
             *throughput_table(r),
             "",
-            "### Publish -> handler latency (1 producer at 1,000 msg/s, 4 members)",
+            "### Publish -> handler latency (1 producer process paced to 1,000 msg/s, 4 members)",
             "",
             *latency_table(r.ems),
             "",
