@@ -9,7 +9,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from benchmarks import assignor, producer
+from benchmarks import assignor, consumer, producer
 from benchmarks.harness import BenchConfig, bench_config
 
 DEFAULT_SERVER = "mysql+pymysql://root@127.0.0.1:3306"
@@ -19,6 +19,7 @@ DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 SUITES: dict[str, Callable[[BenchConfig, argparse.Namespace], int]] = {
     "producer": lambda cfg, args: producer.run(cfg, args.profile_sends),
     "assignor": assignor.run,
+    "consumer": consumer.run,
 }
 
 
@@ -41,6 +42,18 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=2000,
         help="ems sends to profile after the producer cases (default 2000)",
+    )
+    parser.add_argument(
+        "--consume-messages",
+        type=int,
+        default=200_000,
+        help="consumer suite: backlog to drain (default 200,000, ~10 s for ems)",
+    )
+    parser.add_argument(
+        "--soak-seconds",
+        type=float,
+        default=60.0,
+        help="consumer suite: memory soak at 1,000 msg/s (default 60; 600 for the 10-minute soak)",
     )
     args = parser.parse_args(argv)
     unknown = [name for name in args.suites if name not in SUITES]

@@ -18,9 +18,11 @@ from ems.store.groups import commit_cursors
 from ems.types import Delivery, Failure, Settlement
 
 _US = 1_000_000
+# Every value is a placeholder (state too): PyMySQL folds an executemany into one
+# multi-row INSERT only then, and sends one autocommitted statement per row otherwise.
 _START = (
     "INSERT INTO topic_group_log (group_id, topic_id, partition_no, offset_no, client_id, "
-    "state, attempts) VALUES (%s, %s, %s, %s, %s, 'start', %s) ON DUPLICATE KEY UPDATE "
+    "state, attempts) VALUES (%s, %s, %s, %s, %s, %s, %s) ON DUPLICATE KEY UPDATE "
     "client_id = VALUES(client_id), state = 'start', "
     "attempts = GREATEST(attempts + 1, VALUES(attempts)), started_at = NOW(6), "
     "finished_at = NULL, updated_at = NOW(6)"
@@ -86,7 +88,8 @@ class ConsumptionStore:
     ) -> None:
         """Log a fetched batch as started: one statement."""
         params = [
-            (group_id, topic_id, d.partition, d.offset, client_id, d.attempt) for d in deliveries
+            (group_id, topic_id, d.partition, d.offset, client_id, "start", d.attempt)
+            for d in deliveries
         ]
         with self.db.single() as cursor:
             cursor.executemany(_START, params)

@@ -1,0 +1,265 @@
+"""The consumer suite: drain throughput (ems vs raw PyMySQL vs Kombu's SQLAlchemy
+transport), publish->handler latency, rebalance times and consumer memory.
+
+It uses its own databases (ems_bench_consume, ems_bench_consume_kombu), recreated on every
+run, so the producer suite's tables are untouched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+import redis
+from sqlalchemy.engine import make_url
+
+from benchmarks import consumer_rebalance
+from benchmarks.consumer_procs import Fleet, rss_mb
+from benchmarks.consumer_report import EmsRun, Results, render
+from benchmarks.consumer_workers import (
+    GroupSpec,
+    RawSpec,
+    ems_consumer,
+    fill_ems,
+    kombu_drain_worker,
+    kombu_fill_worker,
+    paced_producer,
+    raw_drain_worker,
+)
+from benchmarks.harness import (
+    BenchConfig,
+    BenchError,
+    mysql_connect,
+    prepare_databases,
+    query,
+    run_in_child,
+    run_parallel,
+)
+from benchmarks.report import environment
+from benchmarks.writers import declare_kombu_queue
+from ems import Consumer
+
+RESULTS = Path(__file__).resolve().parent / "results" / "consumer-latest.md"
+TOPIC = "bench.consume"
+WORKERS = 4
+LATENCY_RATE = 1000.0
+LATENCY_SECONDS = 10.0
+LATENCY_INDEX = 10
+SOAK_INDEX = 11
+
+
+def log(message: str) -> None:
+    print(f"[bench consumer] {message}", file=sys.stderr, flush=True)
+
+
+def consume_config(cfg: BenchConfig) -> BenchConfig:
+    """The same server with the suite's own databases."""
+    url = make_url(cfg.settings.database_url)
+    server = cfg.settings.database_url.removesuffix(f"/{url.database}")
+    return dataclasses.replace(
+        cfg,
+        settings=cfg.settings.with_(database_url=f"{server}/ems_bench_consume"),
+        kombu_url=f"sqla+{server}/ems_bench_consume_kombu",
+        topic=TOPIC,
+    )
+
+
+def recreate(cfg: BenchConfig) -> None:
+    conn = mysql_connect(cfg.settings.database_url, database=False)
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute("DROP DATABASE IF EXISTS ems_bench_consume")
+            cursor.execute("DROP DATABASE IF EXISTS ems_bench_consume_kombu")
+    finally:
+        conn.close()
+    # A fresh database must not meet the offset counters of the last run in Redis.
+    client = redis.Redis.from_url(cfg.settings.redis_url)
+    try:
+        keys = list(client.scan_iter(match=f"{cfg.settings.redis_prefix}*", count=1000))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
+    prepare_databases(cfg)
+    run_in_child(declare_kombu_queue, cfg)
+
+
+def partition_ranges(cfg: BenchConfig) -> dict[int, tuple[int, int]]:
+    """partition -> (first offset, one past the last) of the backlog."""
+    return {
+        int(p): (int(low), int(high) + 1)
+        for p, low, high in query(
+            cfg.settings.database_url,
+            "SELECT partition_no, MIN(offset_no), MAX(offset_no) FROM message "
+            "GROUP BY partition_no",
+        )
+    }
+
+
+# -- throughput --------------------------------------------------------------------------
+
+
+def raw_drain(cfg: BenchConfig, ranges: dict[int, tuple[int, int]]) -> tuple[float, float]:
+    """(msg/s, client CPU us per message) of the hand-written PyMySQL consumer."""
+    # The group rows (cursors, assignments) come from ems, so the raw consumer writes the
+    # same tables; it never starts a member.
+    Consumer("bench-raw", cfg.topic, settings=cfg.settings, start="earliest").close()
+    ((group_id, topic_id),) = query(
+        cfg.settings.database_url,
+        "SELECT g.id, g.topic_id FROM consumer_group g WHERE g.name = 'bench-raw'",
+    )
+    spec = RawSpec(cfg=cfg, topic_id=topic_id, group_id=group_id, ranges=ranges)
+    result = run_parallel(raw_drain_worker, spec, WORKERS, 600)
+    total = sum(end - first for first, end in ranges.values())
+    if result.sent != total:
+        raise BenchError(f"raw handled {result.sent:,} of {total:,}")
+    return result.rate, result.cpu_micros
+
+
+def kombu_drain(cfg: BenchConfig) -> tuple[float, float, int]:
+    """(publish msg/s, consume+ack msg/s, messages) of Kombu, 4 processes each way."""
+    fill = run_parallel(kombu_fill_worker, cfg, WORKERS, cfg.seconds)
+    ((stored,),) = query(cfg.kombu_url, "SELECT COUNT(*) FROM kombu_message WHERE visible = 1")
+    drain = run_parallel(kombu_drain_worker, cfg, WORKERS, 1200)
+    if drain.sent != stored:
+        raise BenchError(f"kombu consumed {drain.sent:,} of {stored:,} stored messages")
+    return fill.rate, drain.rate, int(stored)
+
+
+def ems_run(cfg: BenchConfig, counts: dict[int, int], soak: float) -> EmsRun:
+    """4 members drain the backlog behind a barrier, then the same processes take a paced
+    stream: first LATENCY_SECONDS of timestamped messages, then the memory soak."""
+    fleet = Fleet()
+    barrier = fleet.ctx.Barrier(WORKERS)
+    spec = GroupSpec(cfg=cfg, group="bench-drain", workers=WORKERS, counts=counts)
+    run = EmsRun()
+    members = range(WORKERS)
+    try:
+        for i in members:
+            fleet.spawn(i, ems_consumer, spec, barrier, fleet.stop, None)
+        pids = {i: ready[0] for i, ready in fleet.wait("ready", members, 120).items()}
+        run.rss_start = [rss_mb(pids[i]) for i in members]
+        drained = fleet.wait("drained", members, 900)
+        start = min(d[0] for d in drained.values())
+        end = max(d[1] for d in drained.values())
+        handled = sum(d[2] for d in drained.values())
+        run.rate = handled / (end - start)
+        run.cpu_micros = sum(d[3] for d in drained.values()) / handled * 1e6
+        run.rss_drained = [rss_mb(pids[i]) for i in members]
+        log(f"ems drained {handled:,} in {end - start:.1f} s: {run.rate:,.0f} msg/s")
+
+        fleet.spawn(
+            LATENCY_INDEX,
+            paced_producer,
+            cfg,
+            LATENCY_RATE,
+            LATENCY_SECONDS,
+            True,
+            fleet.stop_producers,
+        )
+        fleet.wait("ready", [LATENCY_INDEX], 60)
+        sent, elapsed, behind = fleet.wait("sent", [LATENCY_INDEX], LATENCY_SECONDS + 60)[
+            LATENCY_INDEX
+        ]
+        run.latency_sent, run.latency_rate, run.latency_behind = sent, sent / elapsed, behind
+        time.sleep(1.0)  # the tail of the stream
+
+        fleet.spawn(
+            SOAK_INDEX, paced_producer, cfg, LATENCY_RATE, soak, False, fleet.stop_producers
+        )
+        fleet.wait("ready", [SOAK_INDEX], 60)
+        began = time.monotonic()
+        every = max(1.0, soak / 60)
+        while True:
+            at = time.monotonic() - began
+            run.soak.append((at, [rss_mb(pids[i]) for i in members]))
+            try:
+                sent, elapsed, _ = fleet.wait("sent", [SOAK_INDEX], every)[SOAK_INDEX]
+                run.soak_rate = sent / elapsed
+                break
+            except BenchError as exc:
+                if "no 'sent' event" not in str(exc):
+                    raise
+        time.sleep(1.0)
+        run.soak.append((time.monotonic() - began, [rss_mb(pids[i]) for i in members]))
+        fleet.stop.value = 1
+        for latencies, _ in fleet.wait("done", members, 60).values():
+            run.latencies.extend(latencies)
+        log(f"soak of {soak:.0f} s done")
+    finally:
+        fleet.close()
+    run.checks = check_group(cfg, "bench-drain")
+    return run
+
+
+def check_group(cfg: BenchConfig, group: str) -> list[str]:
+    """Every stored message was logged once and marked done; cursors at the high watermark."""
+    url = cfg.settings.database_url
+    ((group_id,),) = query(url, "SELECT id FROM consumer_group WHERE name = %s", (group,))
+    ((messages,),) = query(url, "SELECT COUNT(*) FROM message WHERE tombstone = 0")
+    states = dict(
+        query(
+            url,
+            "SELECT state, COUNT(*) FROM topic_group_log WHERE group_id = %s GROUP BY state",
+            (group_id,),
+        )
+    )
+    problems = []
+    if states != {"done": messages}:
+        problems.append(f"CHECK {group}: {messages:,} messages but log states {states}")
+    behind = query(
+        url,
+        "SELECT o.partition_no, o.committed_offset, MAX(m.offset_no) + 1 FROM group_offset o "
+        "JOIN message m ON m.topic_id = (SELECT topic_id FROM consumer_group WHERE id = %s) "
+        "AND m.partition_no = o.partition_no WHERE o.group_id = %s "
+        "GROUP BY o.partition_no, o.committed_offset "
+        "HAVING o.committed_offset <> MAX(m.offset_no) + 1",
+        (group_id, group_id),
+    )
+    problems += [
+        f"CHECK {group}: partition {p} cursor {c}, high watermark {h}" for p, c, h in behind
+    ]
+    return problems
+
+
+# -- the suite ---------------------------------------------------------------------------
+
+
+def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    ccfg = consume_config(cfg)
+    results = Results(messages=args.consume_messages, soak=args.soak_seconds)
+    log("recreating ems_bench_consume and ems_bench_consume_kombu")
+    recreate(ccfg)
+    env = environment(ccfg)
+    log(f"filling {args.consume_messages:,} messages of 256 bytes")
+    fill_started = time.monotonic()
+    run_in_child(fill_ems, (ccfg, args.consume_messages), timeout=600)
+    results.fill_rate = args.consume_messages / (time.monotonic() - fill_started)
+    ranges = partition_ranges(ccfg)
+    counts = {p: end - first for p, (first, end) in ranges.items()}
+
+    log("raw drain")
+    results.raw_rate, results.raw_cpu = raw_drain(ccfg, ranges)
+    log(f"raw drained at {results.raw_rate:,.0f} msg/s")
+    query(ccfg.settings.database_url, "TRUNCATE TABLE topic_group_log")
+
+    log("ems drain, latency and soak")
+    results.ems = ems_run(ccfg, counts, args.soak_seconds)
+
+    log("rebalance")
+    results.rebalance = consumer_rebalance.measure(ccfg)
+
+    log("kombu fill and drain")
+    results.kombu_fill, results.kombu_rate, results.kombu_messages = kombu_drain(ccfg)
+    log(f"kombu drained {results.kombu_messages:,} at {results.kombu_rate:,.0f} msg/s")
+
+    text = render(env, results)
+    print(text)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(text)
+    log(f"done in {time.monotonic() - started:.0f} s; wrote {RESULTS}")
+    return 0

@@ -1,0 +1,179 @@
+"""What the consumer suite measured, and its markdown report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from benchmarks.consumer_procs import slope_per_minute
+from benchmarks.consumer_rebalance import Timing
+from benchmarks.consumer_workers import BODY_BYTES, RAW_BATCH, SENDERS
+
+RATE_TARGET = 15_000
+VS_KOMBU_TARGET = 25.0
+P50_TARGET_MS = 10.0
+P99_TARGET_MS = 50.0
+RSS_TARGET_MB = 100.0
+#: Slope under this (MB/min) over the soak counts as no growth trend.
+FLAT_MB_PER_MIN = 0.5
+
+
+@dataclass(kw_only=True)
+class EmsRun:
+    rate: float = 0.0
+    cpu_micros: float = 0.0
+    rss_start: list[float] = field(default_factory=list)
+    rss_drained: list[float] = field(default_factory=list)
+    #: (seconds into the soak, RSS MB of each member)
+    soak: list[tuple[float, list[float]]] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
+    latency_sent: int = 0
+    latency_rate: float = 0.0
+    latency_behind: int = 0
+    soak_rate: float = 0.0
+    checks: list[str] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class Results:
+    messages: int
+    soak: float
+    fill_rate: float = 0.0
+    raw_rate: float = 0.0
+    raw_cpu: float = 0.0
+    kombu_fill: float = 0.0
+    kombu_rate: float = 0.0
+    kombu_messages: int = 0
+    ems: EmsRun = field(default_factory=EmsRun)
+    rebalance: list[Timing] = field(default_factory=list)
+
+
+def _yes(ok: bool, why: str = "") -> str:
+    return "yes" if ok else f"**NO**{': ' + why if why else ''}"
+
+
+def throughput_table(r: Results) -> list[str]:
+    ems = r.ems.rate
+    vs_raw = ems / r.raw_rate if r.raw_rate else 0.0
+    vs_kombu = ems / r.kombu_rate if r.kombu_rate else 0.0
+    met = _yes(ems >= RATE_TARGET, f"{ems:,.0f} < {RATE_TARGET:,} msg/s")
+    kombu_met = (
+        "yes" if vs_kombu >= VS_KOMBU_TARGET else f"**NO**: {vs_kombu:.1f}x < {VS_KOMBU_TARGET:g}x"
+    )
+    return [
+        "| system | consume+ack msg/s | client CPU us/msg | ems/system | target | met? |",
+        "|---|---:|---:|---:|---|---|",
+        f"| ems (Consumer.poll + ack, 4 processes) | {ems:,.0f} | {r.ems.cpu_micros:,.1f} | - "
+        f"| >= {RATE_TARGET:,} msg/s | {met} |",
+        f"| raw PyMySQL (same durable work) | {r.raw_rate:,.0f} | {r.raw_cpu:,.1f} | "
+        f"{vs_raw:.2f}x | (reference floor) | - |",
+        f"| kombu SQLAlchemy transport ({r.kombu_messages:,} msgs) | {r.kombu_rate:,.0f} | - | "
+        f"{vs_kombu:.1f}x | ems >= {VS_KOMBU_TARGET:g}x kombu | {kombu_met} |",
+    ]
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def latency_table(run: EmsRun) -> list[str]:
+    ms = [v * 1000 for v in run.latencies]
+    p50, p95, p99 = (_percentile(ms, q) for q in (0.50, 0.95, 0.99))
+    peak = max(ms) if ms else float("nan")
+    return [
+        f"{run.latency_sent:,} messages sent at {run.latency_rate:,.0f} msg/s by "
+        f"{SENDERS} threads sharing one Producer "
+        f"({run.latency_behind:,} sends more than 10 ms behind schedule); "
+        f"{len(ms):,} handled.",
+        "",
+        "| p50 ms | p95 ms | p99 ms | max ms | target | met? |",
+        "|---:|---:|---:|---:|---|---|",
+        f"| {p50:.1f} | {p95:.1f} | {p99:.1f} | {peak:.1f} | p50 <= {P50_TARGET_MS:g} ms, "
+        f"p99 <= {P99_TARGET_MS:g} ms | "
+        f"{_yes(p50 <= P50_TARGET_MS and p99 <= P99_TARGET_MS and len(ms) == run.latency_sent)} |",
+    ]
+
+
+def rebalance_table(timings: list[Timing]) -> list[str]:
+    lines = [
+        "| event | partitions moved | owned after s | messages flow after s | target | met? |",
+        "|---|---:|---:|---:|---|---|",
+    ]
+    for t in timings:
+        lines.append(
+            f"| {t.case} | {t.partitions} | {t.owned:.2f} | {t.flowing:.2f} | "
+            f"<= {t.target:g} s | {_yes(t.met)} |"
+        )
+    return lines
+
+
+def memory_table(run: EmsRun, soak: float) -> list[str]:
+    lines = [
+        "| member | start MB | after drain MB | soak first MB | soak last MB | max MB "
+        "| slope MB/min | met? |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for i in range(len(run.rss_start)):
+        series = [(t, values[i]) for t, values in run.soak]
+        values = [v for _, v in series]
+        peak = max([run.rss_start[i], run.rss_drained[i], *values])
+        slope = slope_per_minute(series)
+        ok = peak <= RSS_TARGET_MB and slope < FLAT_MB_PER_MIN
+        lines.append(
+            f"| {i} | {run.rss_start[i]:.1f} | {run.rss_drained[i]:.1f} | "
+            f"{values[0]:.1f} | {values[-1]:.1f} | {peak:.1f} | {slope:+.3f} | {_yes(ok)} |"
+        )
+    lines += [
+        "",
+        f"{len(run.soak)} samples over a {soak:g} s soak, paced producer at "
+        f"{run.soak_rate:,.0f} msg/s; target <= "
+        f"{RSS_TARGET_MB:g} MB and no growth trend (slope < {FLAT_MB_PER_MIN:g} MB/min).",
+    ]
+    return lines
+
+
+def render(env: list[str], r: Results) -> str:
+    method = [
+        f"- backlog: {r.messages:,} unkeyed messages of {BODY_BYTES} bytes on a 16-partition "
+        f"topic, filled with Producer.send_batch at {r.fill_rate:,.0f} msg/s",
+        '- ems: a fresh cluster group (start="earliest") of 4 processes; each waits for its '
+        "share of 4 partitions, then all drain behind a barrier with poll() + a no-op "
+        "handler + ack(); the window runs from the barrier to the last ack",
+        f"- raw: 4 PyMySQL processes on 4 partitions each: SELECT of an offset range LIMIT "
+        f"{RAW_BATCH}, one multi-row INSERT into topic_group_log, one transaction with the "
+        "log UPDATE and the cursor UPDATE; same group tables, same backlog",
+        f"- kombu: 4 processes publish for the timed window ({r.kombu_fill:,.0f} msg/s), then "
+        "4 processes basic_get + ack until the queue is empty",
+    ]
+    checks = r.ems.checks or [
+        "ems: every stored message logged exactly once as done; cursors at the high watermark"
+    ]
+    return "\n".join(
+        [
+            "## ems consumer benchmark",
+            "",
+            *env,
+            *method,
+            "",
+            "### Throughput",
+            "",
+            *throughput_table(r),
+            "",
+            "### Publish -> handler latency (1 producer process paced to 1,000 msg/s, 4 members)",
+            "",
+            *latency_table(r.ems),
+            "",
+            "### Rebalance (16 partitions, paced producer at 1,000 msg/s, lease_ttl=10, "
+            "renew_every=3)",
+            "",
+            *rebalance_table(r.rebalance),
+            "",
+            "### Memory (VmRSS of the 4 drain members)",
+            "",
+            *memory_table(r.ems, r.soak),
+            "",
+            "Checks:",
+            *[f"- {c}" for c in checks],
+            "",
+        ]
+    )
