@@ -30,10 +30,14 @@ class PartitionReader:
             raise InvalidOffset(f"limit must be at least 1, not {limit!r}")
         for _ in range(_ROUNDS):
             fetched = self.messages.fetch(topic_id, partition, from_offset, limit)
-            keys = [(m.offset, m.created_at) for m in fetched.rows]
-            plan = plan_read(keys, from_offset, fetched.now, self.gap_timeout)
+            keys = [(m.offset, m.created_at) for m in fetched]
+            plan = plan_read(keys, from_offset, None, self.gap_timeout)
+            if plan.ready < len(keys) and not plan.ready:
+                # A hole right at the position: only now does its age matter, so only
+                # now is the database clock read.
+                plan = plan_read(keys, from_offset, self.messages.now(), self.gap_timeout)
             if plan.ready or plan.fill is None:
-                prefix = fetched.rows[: plan.ready]
+                prefix = fetched[: plan.ready]
                 return PartitionBatch(
                     partition=partition,
                     messages=[m for m in prefix if not m.tombstone],

@@ -8,7 +8,7 @@ from ems.store.consumption import ConsumptionStore
 from ems.store.database import Database, translate, wrap_errors
 from ems.store.groups import GroupStore
 from ems.store.leases import LeaseStore
-from ems.store.messages import FetchedRows, MessageStore
+from ems.store.messages import MessageStore
 from ems.store.topics import HeadStore, TopicStore
 
 
@@ -30,4 +30,4 @@ class Store:
         self.db.dispose()
 
 
-__all__ = ["Database", "FetchedRows", "Store", "translate", "wrap_errors"]
+__all__ = ["Database", "Store", "translate", "wrap_errors"]

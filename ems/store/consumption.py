@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from itertools import groupby
 
-from sqlalchemy import Connection
+from pymysql.cursors import Cursor
 
 from ems.store.database import Database
 from ems.store.groups import commit_cursors
@@ -97,51 +97,49 @@ class ConsumptionStore:
     def settle(self, group_id: int, topic_id: int, client_id: str, settlement: Settlement) -> None:
         """Write one ack batch in one transaction. StaleGeneration (nothing written) when a
         cursor's partition was reassigned."""
-        with self.db.connect() as conn:
-            self._mark_done(conn, group_id, client_id, settlement.done)
+        with self.db.transaction() as cursor:
+            self._mark_done(cursor, group_id, client_id, settlement.done)
             for failure in settlement.failed:
-                self._fail(conn, group_id, topic_id, client_id, failure)
+                self._fail(cursor, group_id, topic_id, client_id, failure)
             for failure in settlement.logged_only:
-                self._log_failure(conn, group_id, client_id, failure, "retry")
+                self._log_failure(cursor, group_id, client_id, failure, "retry")
             if settlement.cleared:
-                conn.exec_driver_sql(
-                    _CLEAR_RETRY, [(group_id, p, o) for p, o in settlement.cleared]
-                )
+                cursor.executemany(_CLEAR_RETRY, [(group_id, p, o) for p, o in settlement.cleared])
             if settlement.handed_back:
-                conn.exec_driver_sql(
+                cursor.executemany(
                     _HAND_BACK,
                     [(group_id, p, a, b, client_id) for p, a, b in settlement.handed_back],
                 )
-            commit_cursors(conn, group_id, client_id, settlement.cursors)
+            commit_cursors(cursor, group_id, client_id, settlement.cursors)
 
     def _mark_done(
-        self, conn: Connection, group_id: int, client_id: str, done: Sequence[tuple[int, int]]
+        self, cursor: Cursor, group_id: int, client_id: str, done: Sequence[tuple[int, int]]
     ) -> None:
         runs = offset_ranges(done)
         if not runs:
             return
         sql = _DONE.format(ranges=" OR ".join([_RANGE] * len(runs)))
-        conn.exec_driver_sql(sql, (group_id, client_id, *[v for run in runs for v in run]))
+        cursor.execute(sql, (group_id, client_id, *[v for run in runs for v in run]))
 
     def _fail(
-        self, conn: Connection, group_id: int, topic_id: int, client_id: str, f: Failure
+        self, cursor: Cursor, group_id: int, topic_id: int, client_id: str, f: Failure
     ) -> None:
         if f.delay is None:
-            conn.exec_driver_sql(_DEAD, (group_id, f.attempts, f.error, f.message_id))
-            conn.exec_driver_sql(_CLEAR_RETRY, (group_id, f.partition, f.offset))
+            cursor.execute(_DEAD, (group_id, f.attempts, f.error, f.message_id))
+            cursor.execute(_CLEAR_RETRY, (group_id, f.partition, f.offset))
             state = "dead"
         else:
             delay = int(f.delay * _US)
             values = (group_id, topic_id, f.partition, f.offset, f.message_id, f.attempts)
-            conn.exec_driver_sql(_RETRY, (*values, delay, f.error))
+            cursor.execute(_RETRY, (*values, delay, f.error))
             state = "retry"
-        self._log_failure(conn, group_id, client_id, f, state)
+        self._log_failure(cursor, group_id, client_id, f, state)
 
     def _log_failure(
-        self, conn: Connection, group_id: int, client_id: str, f: Failure, state: str
+        self, cursor: Cursor, group_id: int, client_id: str, f: Failure, state: str
     ) -> None:
         log = (state, f.attempts, f.error, group_id, f.partition, f.offset, client_id)
-        conn.exec_driver_sql(_FAILED_LOG, log)
+        cursor.execute(_FAILED_LOG, log)
 
     def claim_due(
         self, group_id: int, topic: str, partitions: Sequence[int], limit: int, lease: float

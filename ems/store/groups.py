@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from contextlib import suppress
 from typing import Any
 
+from pymysql.cursors import Cursor
 from sqlalchemy import Connection, func, select
 
 from ems.exceptions import DuplicateKey, StaleGeneration
@@ -35,13 +36,16 @@ _INSERT_ASSIGNMENT = (
 )
 # A commit lands only while the committing client still owns the partition at the
 # generation it was granted, and still holds a live lease: a fenced client writes nothing.
+# One statement commits every partition of an ack batch: {values} is a CASE over partitions
+# and {owned} an OR of (partition, generation) pairs.
 _COMMIT = (
     "UPDATE group_offset o JOIN partition_assignment a "
     "ON a.group_id = o.group_id AND a.partition_no = o.partition_no "
     "JOIN consumer_client c ON c.client_id = a.client_id "
-    "SET o.committed_offset = %s, o.generation = a.generation, o.updated_at = NOW(6) "
-    "WHERE o.group_id = %s AND o.partition_no = %s AND a.client_id = %s "
-    "AND a.generation = %s AND a.state <> 'released' AND c.lease_expires_at > NOW(6)"
+    "SET o.committed_offset = CASE o.partition_no {values} END, "
+    "o.generation = a.generation, o.updated_at = NOW(6) "
+    "WHERE o.group_id = %s AND a.client_id = %s AND ({owned}) "
+    "AND a.state <> 'released' AND c.lease_expires_at > NOW(6)"
 )
 
 
@@ -116,23 +120,31 @@ class GroupStore:
         return {int(p): int(o) for p, o in rows}
 
     def commit(self, group_id: int, client_id: str, cursors: Mapping[int, tuple[int, int]]) -> None:
-        """Commit cursors {partition: (next offset, generation)} in one transaction, or
-        none of them: StaleGeneration names the partitions this client no longer owns."""
-        with self.db.connect() as conn:
-            commit_cursors(conn, group_id, client_id, cursors)
+        """Commit cursors {partition: (next offset, generation)} all together, or none:
+        StaleGeneration when this client no longer owns one of the partitions."""
+        with self.db.transaction() as cursor:
+            commit_cursors(cursor, group_id, client_id, cursors)
 
 
 def commit_cursors(
-    conn: Connection, group_id: int, client_id: str, cursors: Mapping[int, tuple[int, int]]
+    cursor: Cursor, group_id: int, client_id: str, cursors: Mapping[int, tuple[int, int]]
 ) -> None:
-    stale = []
-    for partition, (offset, generation) in sorted(cursors.items()):
-        params = (offset, group_id, partition, client_id, generation)
-        if conn.exec_driver_sql(_COMMIT, params).rowcount != 1:
-            stale.append(partition)
-    if stale:
-        conn.rollback()
-        raise StaleGeneration(f"partitions {stale} are no longer owned by {client_id}")
+    """Within the caller's transaction, which StaleGeneration rolls back."""
+    if not cursors:
+        return
+    items = sorted(cursors.items())
+    sql = _COMMIT.format(
+        values=" ".join(["WHEN %s THEN %s"] * len(items)),
+        owned=" OR ".join(["(o.partition_no = %s AND a.generation = %s)"] * len(items)),
+    )
+    values = [v for p, (offset, _) in items for v in (p, offset)]
+    owned = [v for p, (_, generation) in items for v in (p, generation)]
+    if cursor.execute(sql, (*values, group_id, client_id, *owned)) != len(items):
+        partitions = [p for p, _ in items]
+        raise StaleGeneration(
+            f"{client_id} no longer owns all of partitions {partitions} at the generations "
+            "it committed with; nothing was committed"
+        )
 
 
 def start_offsets(conn: Connection, topic: TopicInfo, position: str) -> dict[int, int]:

@@ -25,7 +25,7 @@ _INSERT_TOMBSTONE = (
     "VALUES (%s, %s, %s, '', 1)"
 )
 _FETCH = (
-    "SELECT id, offset_no, msg_key, headers, body, created_at, tombstone, NOW(6) "
+    "SELECT id, offset_no, msg_key, headers, body, created_at, tombstone "
     "FROM message WHERE topic_id = %s AND partition_no = %s AND offset_no >= %s "
     "ORDER BY offset_no LIMIT %s"
 )
@@ -39,16 +39,6 @@ _FETCH_AT = (
 _STATEMENT_BYTES = 900_000
 #: Upper bound on the SQL text one row adds besides its values.
 _ROW_OVERHEAD = 120
-
-
-class FetchedRows:
-    """Rows of one partition read, with the database clock at the time of the read."""
-
-    __slots__ = ("now", "rows")
-
-    def __init__(self, rows: list[StoredMessage], now: dt.datetime | None) -> None:
-        self.rows = rows
-        self.now = now
 
 
 def next_offsets_query(topic_id: int) -> Select[tuple[int, int]]:
@@ -89,10 +79,15 @@ class MessageStore:
         with self.db.single() as cursor:
             cursor.executemany(_INSERT_TOMBSTONE, params)
 
-    def fetch(self, topic_id: int, partition: int, from_offset: int, limit: int) -> FetchedRows:
+    def now(self) -> dt.datetime:
+        """The database clock, which judges the age of a hole."""
+        return self.db.select("SELECT NOW(6)", ())[0][0]  # type: ignore[no-any-return]
+
+    def fetch(
+        self, topic_id: int, partition: int, from_offset: int, limit: int
+    ) -> list[StoredMessage]:
         raw = self.db.select(_FETCH, (topic_id, partition, from_offset, limit))
-        now = raw[0][7] if raw else None
-        rows = [
+        return [
             StoredMessage(
                 id=r[0],
                 topic_id=topic_id,
@@ -106,7 +101,6 @@ class MessageStore:
             )
             for r in raw
         ]
-        return FetchedRows(rows, now)
 
     def contents_at(
         self, topic_id: int, partition: int, first: int, last: int
