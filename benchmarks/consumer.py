@@ -13,7 +13,6 @@ import sys
 import time
 from pathlib import Path
 
-import redis
 from sqlalchemy.engine import make_url
 
 from benchmarks import consumer_rebalance
@@ -32,6 +31,7 @@ from benchmarks.consumer_workers import (
 from benchmarks.harness import (
     BenchConfig,
     BenchError,
+    clear_redis,
     mysql_connect,
     prepare_databases,
     query,
@@ -76,13 +76,7 @@ def recreate(cfg: BenchConfig) -> None:
     finally:
         conn.close()
     # A fresh database must not meet the offset counters of the last run in Redis.
-    client = redis.Redis.from_url(cfg.settings.redis_url)
-    try:
-        keys = list(client.scan_iter(match=f"{cfg.settings.redis_prefix}*", count=1000))
-        if keys:
-            client.delete(*keys)
-    finally:
-        client.close()
+    clear_redis(cfg.settings)
     prepare_databases(cfg)
     run_in_child(declare_kombu_queue, cfg)
 

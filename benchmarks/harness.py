@@ -120,9 +120,14 @@ def reset(cfg: BenchConfig) -> None:
     """Empty the message tables and drop this database's Redis counters before a case."""
     query(cfg.settings.database_url, "TRUNCATE TABLE message")
     query(cfg.kombu_url, "TRUNCATE TABLE kombu_message")
-    client = redis.Redis.from_url(cfg.settings.redis_url)
+    clear_redis(cfg.settings)
+
+
+def clear_redis(settings: Settings) -> None:
+    """Delete this database's keys (offset counters) from Redis."""
+    client = redis.Redis.from_url(settings.redis_url)
     try:
-        keys = list(client.scan_iter(match=f"{cfg.settings.redis_prefix}*", count=1000))
+        keys = list(client.scan_iter(match=f"{settings.redis_prefix}*", count=1000))
         if keys:
             client.delete(*keys)
     finally:
