@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ems.consumer.state import Outcome, PartitionState, Policy, expired, settle
-from ems.exceptions import StaleGeneration
+from ems.exceptions import LockConflict, StaleGeneration
 from ems.types import Delivery, GroupInfo, Settlement, StoredMessage, TopicInfo
 
 if TYPE_CHECKING:
@@ -21,6 +21,8 @@ log = logging.getLogger(__name__)
 
 #: Seconds between looks at the retry table for due messages.
 RETRY_SCAN_EVERY = 1.0
+#: Tries of an ack transaction that the server chose as a deadlock victim.
+DEADLOCK_ATTEMPTS = 5
 #: Deliveries of one partition in flight at most (poll() without ack() stops there).
 MAX_IN_FLIGHT = 5000
 
@@ -187,15 +189,27 @@ class ClusterSession:
         if not self.membership.lease_valid():
             self.states.clear()
             return
-        client = self.membership.client_id
         try:
-            self.store.consumption.settle(self.group.id, self.topic.id, client, settlement)
+            self._settle(settlement)
         except StaleGeneration:
             self._version = -1
             self.sync()
             kept = settlement.only(set(self.states))
             if kept:
-                self.store.consumption.settle(self.group.id, self.topic.id, client, kept)
+                self._settle(kept)
         for p, (offset, _) in settlement.cursors.items():
             if p in self.states:
                 self.states[p].committed = offset
+
+    def _settle(self, settlement: Settlement) -> None:
+        """A deadlock rolled the transaction back, so the same writes are tried again."""
+        for attempt in range(1, DEADLOCK_ATTEMPTS + 1):
+            try:
+                self.store.consumption.settle(
+                    self.group.id, self.topic.id, self.membership.client_id, settlement
+                )
+                return
+            except LockConflict:
+                if attempt == DEADLOCK_ATTEMPTS:
+                    raise
+                time.sleep(0.01 * attempt)

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import pymysql
 from pymysql.cursors import Cursor
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.pool import PoolProxiedConnection
@@ -71,7 +71,7 @@ def make_engine(settings: Settings, *, autocommit: bool = False) -> Engine:
     """Transactional engines run READ COMMITTED, so every statement sees the newest
     committed rows (the gap-free reader relies on it). Autocommit engines serve the
     single-statement hot path: one round trip per statement, no BEGIN/COMMIT/reset."""
-    return create_engine(
+    engine = create_engine(
         settings.database_url,
         pool_size=settings.pool_size,
         max_overflow=settings.pool_size * 2,
@@ -87,6 +87,17 @@ def make_engine(settings: Settings, *, autocommit: bool = False) -> Engine:
             "init_command": "SET time_zone = '+00:00'",
         },
     )
+    if autocommit:
+        # Explicit transactions on this pool (Database.transaction) run READ COMMITTED as
+        # well: under REPEATABLE READ their range UPDATEs would take gap locks, and
+        # consumers of neighbouring partitions would deadlock on the log's index.
+        event.listen(engine, "connect", _read_committed)
+    return engine
+
+
+def _read_committed(dbapi_connection: Any, record: object) -> None:
+    with dbapi_connection.cursor() as cursor:
+        cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
 
 
 class Database:

@@ -122,3 +122,10 @@ def test_group_creation_sets_cursors_at_the_start_position(
     latest = ensure_group(store, "late", topic, latest_options)
     assert store.groups.offsets(earliest.id) == {0: 0, 1: 0}
     assert store.groups.offsets(latest.id) == {0: 3, 1: 3}
+
+
+def test_hot_path_transactions_run_read_committed(store: Store) -> None:
+    # Under REPEATABLE READ the log's range UPDATEs take gap locks and members deadlock.
+    with store.db.transaction() as cursor:
+        cursor.execute("SELECT @@tx_isolation")
+        assert cursor.fetchone() == ("READ-COMMITTED",)
