@@ -53,6 +53,14 @@ class InvalidOffset(InvalidInput):
     """An offset must be a non-negative integer."""
 
 
+class InvalidCutoff(InvalidInput):
+    """A compaction cutoff must lie in the past."""
+
+
+class InvalidWindow(InvalidInput):
+    """A report window must be a positive duration ending no later than now."""
+
+
 # -- lookups ---------------------------------------------------------------------------
 
 
@@ -66,6 +74,10 @@ class UnknownTopic(NotFound):
 
 class UnknownPartition(NotFound):
     """The topic has no such partition."""
+
+
+class UnknownGroup(NotFound):
+    """The consumer group does not exist."""
 
 
 class AlreadyExists(EmsError):
@@ -89,6 +101,23 @@ class DatabaseUnavailable(ServerUnavailable):
 
 class RedisUnavailable(ServerUnavailable):
     """The Redis server could not be reached."""
+
+
+class SparkUnavailable(ServerUnavailable):
+    """Spark cannot start here: pyspark or a Java runtime is missing."""
+
+
+class JdbcDriverMissing(SparkUnavailable):
+    """The JDBC driver jar for MySQL was not found (install libmariadb-java or set
+    EMS_JDBC_JAR)."""
+
+
+class SparkJobFailed(EmsError):
+    """A Spark job failed; a rerun resumes where it stopped."""
+
+
+class JobAlreadyRunning(EmsError):
+    """Another run of this job holds its lock."""
 
 
 class StoreError(EmsError):

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from ems.config import Settings
+from ems.store.compaction import CompactionStore
 from ems.store.database import Database, translate, wrap_errors
+from ems.store.groups import GroupStore
+from ems.store.lag_reports import LagReportStore
 from ems.store.messages import FetchedRows, MessageStore
+from ems.store.snapshots import SnapshotStore
 from ems.store.topics import HeadStore, TopicStore
 
 
@@ -17,6 +21,10 @@ class Store:
         self.topics = TopicStore(self.db)
         self.messages = MessageStore(self.db)
         self.heads = HeadStore(self.db)
+        self.groups = GroupStore(self.db)
+        self.snapshots = SnapshotStore(self.db)
+        self.compaction = CompactionStore(self.db)
+        self.lag_reports = LagReportStore(self.db)
 
     def close(self) -> None:
         self.db.dispose()
