@@ -9,7 +9,9 @@ import click
 from ems.cli.db import db
 from ems.cli.demo import demo
 from ems.cli.errors import EmsGroup
+from ems.cli.offsets import offsets
 from ems.cli.produce import produce
+from ems.cli.spark import spark
 from ems.cli.tail import tail
 from ems.cli.topics import topic
 
@@ -23,7 +25,7 @@ def cli() -> None:
     """
 
 
-for command in (db, topic, produce, tail, demo):
+for command in (db, topic, produce, tail, demo, offsets, spark):
     cli.add_command(command)
 
 
