@@ -231,11 +231,10 @@ class Compactor:
 
     # -- a whole run ---------------------------------------------------------------
 
-    def finish(self, run: CompactionRunInfo) -> RunOutcome:
+    def finish(self, run: CompactionRunInfo, *, resumed: bool = False) -> RunOutcome:
         """Run the steps still to do, from the status the run row records."""
         import time
 
-        resumed = run.status if run.status != "started" or run.archived_rows else None
         timings: dict[str, float] = {}
         status = run.status
         if status == "started":
@@ -256,7 +255,7 @@ class Compactor:
         final = self.store.compaction.get(run.id)
         return RunOutcome(
             run_id=run.id,
-            resumed_from=resumed,
+            resumed_from=run.status if resumed else None,
             archived=final.archived_rows,
             summaries=final.summary_rows,
             deleted=final.deleted_rows,
@@ -274,7 +273,7 @@ def compact(
         outcomes = []
         for unfinished in store.compaction.unfinished():
             worker = _compactor(spark, settings, store, unfinished.archive_root, request)
-            outcomes.append(worker.finish(unfinished))
+            outcomes.append(worker.finish(unfinished, resumed=True))
         run = store.compaction.start(
             checked.cutoff, [g.id for g in checked.groups], checked.archive_root
         )

@@ -28,7 +28,9 @@ def seed(settings: Settings) -> dict[str, Any]:
     g2, _ = add_group(settings, "alerts", "iot.readings")
     g3, t3 = add_group(settings, "audit", "iot.audit")
     rows: list[tuple[Any, ...]] = []
+    # Ids spread over many delete chunks (id div 10,000), as in a log shared by many groups.
     next_id = 1
+    spread = 997
 
     def add(group: int, topic: int, state: str, attempts: int, start: str, ms: int) -> None:
         nonlocal next_id
@@ -37,7 +39,7 @@ def seed(settings: Settings) -> dict[str, Any]:
         final = state in ("done", "dead")
         rows.append(
             (
-                next_id,
+                next_id * spread,
                 group,
                 topic,
                 next_id % 3,
