@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Sequence
 
 from ems.exceptions import InvalidSetting
 
@@ -46,3 +47,14 @@ def parse_crash_point(text: str | None) -> tuple[str, int] | None:
     if name not in CRASH_POINTS or (count and not count.isdigit()):
         raise InvalidSetting(f"crash point must be one of {', '.join(CRASH_POINTS)}[:N]")
     return name, int(count or 0)
+
+
+def parse_conf(pairs: Sequence[str]) -> dict[str, str]:
+    """['spark.executor.memory=4g', ...] -> {'spark.executor.memory': '4g'}."""
+    conf = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InvalidSetting(f"Spark setting {pair!r} is not KEY=VALUE")
+        conf[key.strip()] = value.strip()
+    return conf

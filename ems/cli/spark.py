@@ -19,6 +19,13 @@ group_option = click.option(
     "--group", "groups", multiple=True, help="Only this consumer group (repeatable)."
 )
 topic_option = click.option("--topic", default=None, help="Only groups of this topic.")
+conf_option = click.option(
+    "--conf",
+    "confs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Extra Spark configuration (repeatable), as spark-submit --conf.",
+)
 partitions_option = click.option(
     "--read-partitions",
     type=click.IntRange(1, 10_000),
@@ -47,6 +54,7 @@ def spark() -> None:
 @master_option
 @partitions_option
 @click.option("--fetchsize", type=click.IntRange(100, 1_000_000), default=10_000)
+@conf_option
 @click.option("--crash-after", hidden=True, default=None)
 def compact(
     older_than: str | None,
@@ -57,11 +65,12 @@ def compact(
     master: str | None,
     read_partitions: int | None,
     fetchsize: int,
+    confs: tuple[str, ...],
     crash_after: str | None,
 ) -> None:
     """Archive final consumption-log rows to Parquet, summarize them, delete them."""
     from spark.jobs import compact as job
-    from spark.options import parse_crash_point, parse_duration, parse_timestamp
+    from spark.options import parse_conf, parse_crash_point, parse_duration, parse_timestamp
 
     request = job.CompactRequest(
         archive_root=archive_root,
@@ -73,7 +82,7 @@ def compact(
         fetchsize=fetchsize,
         crash_after=parse_crash_point(crash_after),
     )
-    for outcome in job.run(settings(), request, master=master):
+    for outcome in job.run(settings(), request, master=master, conf=parse_conf(confs)):
         click.echo(job.describe(outcome))
 
 
@@ -88,6 +97,7 @@ def compact(
 @click.option("--keep-reports", type=click.IntRange(min=1), default=500, show_default=True)
 @master_option
 @partitions_option
+@conf_option
 def lag_report(
     window: str,
     as_of: str | None,
@@ -99,10 +109,11 @@ def lag_report(
     keep_reports: int,
     master: str | None,
     read_partitions: int | None,
+    confs: tuple[str, ...],
 ) -> None:
     """Lag, lag age, rates and Burrow-style status per group and partition."""
     from spark.jobs import lag_report as job
-    from spark.options import parse_duration, parse_timestamp
+    from spark.options import parse_conf, parse_duration, parse_timestamp
 
     request = job.LagRequest(
         window=parse_duration(window),
@@ -115,4 +126,5 @@ def lag_report(
         keep_reports=keep_reports,
         read_partitions=read_partitions,
     )
-    click.echo("\n".join(job.describe(job.run(settings(), request, master=master))))
+    outcome = job.run(settings(), request, master=master, conf=parse_conf(confs))
+    click.echo("\n".join(job.describe(outcome)))

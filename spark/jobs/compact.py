@@ -39,7 +39,7 @@ from ems.store import Store
 from ems.store.compaction import MAX_DELETE_ROWS, final_rows_predicate
 from ems.types import CompactionRunInfo, GroupInfo, IdRange
 from spark.jobs import _runtime
-from spark.options import parse_crash_point, parse_duration, parse_timestamp
+from spark.options import parse_conf, parse_crash_point, parse_duration, parse_timestamp
 from spark.preflight import check_environment
 
 if TYPE_CHECKING:
@@ -326,6 +326,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--topic", help="only groups of this topic")
     p.add_argument("--master", help="Spark master when not given to spark-submit")
     p.add_argument("--read-partitions", type=int, help="JDBC read partitions")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark setting")
     p.add_argument("--fetchsize", type=int, default=10_000)
     p.add_argument("--crash-after", help=argparse.SUPPRESS)
     return p
@@ -350,7 +351,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = parser().parse_args(argv)
     try:
-        outcomes = run(Settings.from_env(), request_from_args(args), master=args.master)
+        outcomes = run(
+            Settings.from_env(),
+            request_from_args(args),
+            master=args.master,
+            conf=parse_conf(args.conf),
+        )
     except EmsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exit_code_for(exc)

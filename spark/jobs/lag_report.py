@@ -37,7 +37,7 @@ from ems.store import Store
 from ems.types import GroupInfo
 from spark.jobs import _runtime
 from spark.jobs.compact import scope
-from spark.options import parse_duration, parse_timestamp
+from spark.options import parse_conf, parse_duration, parse_timestamp
 from spark.preflight import check_environment
 
 if TYPE_CHECKING:
@@ -231,6 +231,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-reports", type=int, default=DEFAULT_KEEP)
     p.add_argument("--master", help="Spark master when not given to spark-submit")
     p.add_argument("--read-partitions", type=int, help="JDBC read partitions")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark setting")
     return p
 
 
@@ -254,7 +255,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = parser().parse_args(argv)
     try:
-        outcome = run(Settings.from_env(), request_from_args(args), master=args.master)
+        outcome = run(
+            Settings.from_env(),
+            request_from_args(args),
+            master=args.master,
+            conf=parse_conf(args.conf),
+        )
     except EmsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exit_code_for(exc)

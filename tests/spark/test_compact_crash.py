@@ -1,5 +1,10 @@
-"""Compaction killed between its steps (SIGKILL in a subprocess), then rerun: the archive,
-the summaries and the rows left in MySQL are exactly those of an uninterrupted run."""
+"""Compaction killed between its steps, then rerun: the archive, the summaries and the rows
+left in MySQL are exactly those of an uninterrupted run.
+
+One case really kills the job (SIGKILL of a `ems spark compact` subprocess in the middle of
+its deletes); the others stop the job in this process at each step boundary, by raising
+where the hook would kill, which leaves the database and archive in the same state a kill
+does (the lock is a session lock: a killed job's connection releases it as well)."""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -14,6 +20,7 @@ from pyspark.sql import SparkSession
 from ems.config import Settings
 from ems.store import Store
 from spark.jobs.compact import CompactRequest, compact
+from spark.options import parse_crash_point
 from tests.spark.conftest import execute
 from tests.spark.test_compact_job import (
     CUTOFF,
@@ -37,14 +44,28 @@ def run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+class Killed(BaseException):
+    """Stands for SIGKILL: nothing in the job catches it."""
+
+
+def _kill() -> None:
+    raise Killed
+
+
+STATUS_AFTER = {
+    "archive-write": "started",
+    "archive": "started",
+    "summaries": "archived",
+    "delete:2": "summarized",
+}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("crash_after", ["archive-write", "archive", "summaries", "delete:1"])
-def test_rerun_after_kill(
-    spark: SparkSession, settings: Settings, store: Store, tmp_path: Path, crash_after: str
+def test_rerun_after_sigkill(
+    spark: SparkSession, settings: Settings, store: Store, tmp_path: Path
 ) -> None:
-    seeded = seed(settings)
-    rows, compacted = seeded["rows"], seeded["compacted"]
     root = tmp_path / "archive"
+    seeded = seed(settings)
     killed = run_cli(
         settings,
         "--cutoff",
@@ -53,19 +74,49 @@ def test_rerun_after_kill(
         str(root),
         "--master",
         "local[1]",
+        "--conf",
+        "spark.ui.enabled=false",
         "--crash-after",
-        crash_after,
+        "delete:2",
     )
     assert killed.returncode == -9, killed.stderr[-2000:]
+    check_rerun(spark, settings, store, root, seeded, "delete:2")
+
+
+@pytest.mark.parametrize("crash_after", list(STATUS_AFTER))
+def test_rerun_after_stop_at_each_step(
+    spark: SparkSession,
+    settings: Settings,
+    store: Store,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    crash_after: str,
+) -> None:
+    root = tmp_path / "archive"
+    seeded = seed(settings)
+    monkeypatch.setattr("spark.jobs._runtime.crash_now", _kill)
+    request = CompactRequest(
+        cutoff=CUTOFF, archive_root=str(root), crash_after=parse_crash_point(crash_after)
+    )
+    with pytest.raises(Killed):
+        compact(spark, settings, store, request)
+    monkeypatch.undo()
+    check_rerun(spark, settings, store, root, seeded, crash_after)
+
+
+def check_rerun(
+    spark: SparkSession,
+    settings: Settings,
+    store: Store,
+    root: Path,
+    seeded: dict[str, Any],
+    crash_after: str,
+) -> None:
+    rows, compacted = seeded["rows"], seeded["compacted"]
+    expected_status = STATUS_AFTER[crash_after]
     (status,) = execute(settings, "SELECT status FROM compaction_run")
-    expected_status = {
-        "archive-write": "started",
-        "archive": "started",
-        "summaries": "archived",
-        "delete:1": "summarized",
-    }[crash_after]
     assert status == (expected_status,)
-    if crash_after == "delete:1":
+    if crash_after.startswith("delete"):
         # One chunk deleted, the rest still there: the kill really fell between chunks.
         left = live_ids(settings) & compacted
         assert left and left != compacted
