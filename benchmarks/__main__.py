@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 
 from benchmarks import producer
+from benchmarks import spark as spark_suite
 from benchmarks.harness import BenchConfig, bench_config
 
 DEFAULT_SERVER = "mysql+pymysql://root@127.0.0.1:3306"
@@ -18,6 +19,7 @@ DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 #: Suite name -> runner(cfg, args) returning an exit status. Each suite module adds itself here.
 SUITES: dict[str, Callable[[BenchConfig, argparse.Namespace], int]] = {
     "producer": lambda cfg, args: producer.run(cfg, args.profile_sends),
+    "spark": spark_suite.run,
 }
 
 
