@@ -43,6 +43,12 @@ def main(argv: list[str] | None = None) -> int:
         default=2000,
         help="ems sends to profile after the producer cases (default 2000)",
     )
+    parser.add_argument(
+        "--spark-rows",
+        type=int,
+        default=2_000_000,
+        help="consumption-log rows the spark suite compacts (default 2,000,000)",
+    )
     args = parser.parse_args(argv)
     unknown = [name for name in args.suites if name not in SUITES]
     if unknown:

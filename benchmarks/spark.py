@@ -38,22 +38,23 @@ TARGET = 2.0
 
 # Server-side generation: ~5% dead, ~5% retry or start (never compacted), the rest done;
 # processing times 0-997 ms; every final row older than the cutoff.
-_SEED_LOG = f"""
+# %% because PyMySQL formats every statement, even without arguments.
+_SEED_LOG = """
 INSERT INTO topic_group_log (id, group_id, topic_id, partition_no, offset_no, client_id,
     state, attempts, error, started_at, finished_at, updated_at)
-SELECT seq, 1 + seq % {GROUPS}, 1, seq % 16, seq DIV 16, 'bench-client',
-    ELT(1 + (seq % 20 = 0) + 2 * (seq % 40 = 1) + 3 * (seq % 40 = 3), 'done', 'dead',
+SELECT seq, 1 + seq %% {groups}, 1, seq %% 16, seq DIV 16, 'bench-client',
+    ELT(1 + (seq %% 20 = 0) + 2 * (seq %% 40 = 1) + 3 * (seq %% 40 = 3), 'done', 'dead',
         'retry', 'start'),
-    1 + 2 * (seq % 7 = 0), NULL, s, s + INTERVAL (seq % 997) MILLISECOND,
-    s + INTERVAL (seq % 997) MILLISECOND
-FROM (SELECT seq, TIMESTAMP'2026-11-01 00:00:00' + INTERVAL (seq * 400) MILLISECOND AS s
-      FROM seq_1_to_{LOG_ROWS}) AS g
+    1 + 2 * (seq %% 7 = 0), NULL, s, s + INTERVAL (seq %% 997) * 1000 MICROSECOND,
+    s + INTERVAL (seq %% 997) * 1000 MICROSECOND
+FROM (SELECT seq, TIMESTAMP'2026-11-01 00:00:00' + INTERVAL (seq * 400000) MICROSECOND AS s
+      FROM seq_1_to_{rows}) AS g
 """
 _SEED_SNAPSHOTS = f"""
 INSERT INTO offset_snapshot (captured_at, group_id, topic_id, partition_no, committed_offset,
     high_watermark, committed_at, oldest_unconsumed_at)
 SELECT TIMESTAMP'{AS_OF:%Y-%m-%d %H:%M:%S}' - INTERVAL (c.seq) MINUTE, 1 + g.seq, 1, p.seq,
-    100000 + (60 - c.seq) * (40 + g.seq * 3) - p.seq % 50 * (g.seq = 3),
+    100000 + (60 - c.seq) * (40 + g.seq * 3) - p.seq %% 50 * (g.seq = 3),
     100000 + (60 - c.seq) * (45 + g.seq * 3),
     TIMESTAMP'{AS_OF:%Y-%m-%d %H:%M:%S}' - INTERVAL (c.seq) MINUTE
         - INTERVAL (5 + 30 * (g.seq = 7)) MINUTE,
@@ -112,20 +113,19 @@ def prepare(settings: Settings) -> None:
     migrate.upgrade(settings)
 
 
-def seed_log(settings: Settings) -> int:
+def seed_log(settings: Settings, count: int) -> int:
     url = settings.database_url
     for table in ("topic_group_log", "compaction_run", "log_summary", "log_summary_stage"):
         query(url, f"TRUNCATE TABLE {table}")
     started = time.perf_counter()
-    query(url, _SEED_LOG)
+    query(url, _SEED_LOG.format(groups=GROUPS, rows=count))
     ((rows,),) = query(
         url,
         "SELECT COUNT(*) FROM topic_group_log WHERE state IN ('done', 'dead') AND updated_at < %s",
         (CUTOFF,),
     )
     log(
-        f"seeded {LOG_ROWS:,} log rows ({rows:,} compactable) "
-        f"in {time.perf_counter() - started:.0f} s"
+        f"seeded {count:,} log rows ({rows:,} compactable) in {time.perf_counter() - started:.0f} s"
     )
     return int(rows)
 
@@ -155,14 +155,14 @@ def spark_session(master: str):  # type: ignore[no-untyped-def]
 
 
 def measure_spark(
-    settings: Settings, master: str, column: str, results: Results, tmp: Path
+    count: int, settings: Settings, master: str, column: str, results: Results, tmp: Path
 ) -> None:
     from pyspark import StorageLevel
 
     from spark.jobs.compact import Compactor, CompactRequest, compact
     from spark.transforms.compaction import ARCHIVE_PARTITIONS, archive_frame
 
-    rows = seed_log(settings)
+    rows = seed_log(settings, count)
     spark = spark_session(master)
     try:
         with closing(Store(settings)) as store:
@@ -216,8 +216,8 @@ def measure_spark_lag(spark, settings: Settings, results: Results) -> None:  # t
     )
 
 
-def measure_python(settings: Settings, results: Results, tmp: Path) -> None:
-    rows = seed_log(settings)
+def measure_python(count: int, settings: Settings, results: Results, tmp: Path) -> None:
+    rows = seed_log(settings, count)
     url = settings.database_url
     table, fetch_s = baseline.timed(baseline.fetch, url, CUTOFF)
     assert table.num_rows == rows
@@ -245,7 +245,7 @@ def measure_python(settings: Settings, results: Results, tmp: Path) -> None:
     results.set(name, count, "python", lag_s)
 
 
-def render(results: Results, env: list[str]) -> str:
+def render(results: Results, env: list[str], count: int) -> str:
     head = [
         "phase",
         "rows",
@@ -269,7 +269,7 @@ def render(results: Results, env: list[str]) -> str:
             *lines,
             "",
             f"Target: the compaction job at least {TARGET:g}x the Python baseline end to end at "
-            f"{LOG_ROWS:,} log rows on local[2]: {ratio:.2f}x, {verdict}.",
+            f"{LOG_ROWS:,} log rows on local[2] (this run: {count:,}): {ratio:.2f}x, {verdict}.",
             "",
             *[f"- {note}" for note in results.notes],
             "",
@@ -281,6 +281,7 @@ def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
     import os
     import platform
 
+    count = args.spark_rows
     settings = settings_for(cfg)
     prepare(settings)
     results = Results()
@@ -290,17 +291,17 @@ def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
         f"{len(os.sched_getaffinity(0))}; load average at start {load} (a shared host)",
         f"- Python {platform.python_version()}, pyspark {_version('pyspark')}, pyarrow "
         f"{_version('pyarrow')}, MariaDB Connector/J ({DEFAULT_JDBC_JAR})",
-        f"- {LOG_ROWS:,} consumption-log rows seeded per case; cutoff {CUTOFF:%Y-%m-%d}; "
+        f"- {count:,} consumption-log rows seeded per case; cutoff {CUTOFF:%Y-%m-%d}; "
         "chunks of at most 10,000 rows per DELETE",
     ]
     tmp = Path(tempfile.mkdtemp(prefix="ems-bench-spark-"))
     try:
-        measure_spark(settings, "local[2]", "spark", results, tmp)
-        measure_python(settings, results, tmp)
-        measure_spark(settings, "local[1]", "spark_one", results, tmp)
+        measure_spark(count, settings, "local[2]", "spark", results, tmp)
+        measure_python(count, settings, results, tmp)
+        measure_spark(count, settings, "local[1]", "spark_one", results, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    text = render(results, env)
+    text = render(results, env, count)
     print(text)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(text)
