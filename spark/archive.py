@@ -44,6 +44,7 @@ class Archive:
 
     def write(self, frame: DataFrame, run_id: int, partitions: tuple[str, ...]) -> None:
         """Write the run's rows to staging; complete when this returns."""
+        self._fs.delete(self._path(self.staging(run_id)), True)
         frame.write.mode("overwrite").partitionBy(*partitions).parquet(self.staging(run_id))
 
     def unpublish(self, run_id: int) -> None:

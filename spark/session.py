@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -21,8 +21,6 @@ def base_conf(jdbc_jar: str, shuffle_partitions: int | None = None) -> dict[str,
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.extraJavaOptions": UTC_JAVA_OPTIONS,
         "spark.executor.extraJavaOptions": UTC_JAVA_OPTIONS,
-        # A rerun overwrites only the archive partitions it writes.
-        "spark.sql.sources.partitionOverwriteMode": "dynamic",
         "spark.sql.parquet.compression.codec": "zstd",
     }
     if shuffle_partitions is not None:
@@ -47,17 +45,37 @@ def get_session(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
-    if master is not None:
-        builder = builder.master(master)
-    elif "spark.master" not in _submitted_conf():
-        builder = builder.master(DEFAULT_MASTER)
-    for key, value in {**base_conf(jdbc_jar), **(conf or {})}.items():
+    settings = {**base_conf(jdbc_jar), **(conf or {})}
+    if under_spark_submit():
+        # spark-submit's own flags (--master, --jars, --conf) rule; only fill the gaps.
+        settings = {k: v for k, v in settings.items() if k not in _submitted_conf()}
+        if master is not None:
+            builder = builder.master(master)
+    else:
+        builder = builder.master(master or DEFAULT_MASTER)
+    for key, value in settings.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    _pin_driver_timezone(spark)
+    return spark
 
 
-def _submitted_conf() -> dict[str, str]:
-    """spark-submit hands its settings to the driver through system properties; they are
-    visible only once a JVM is up, so read PYSPARK_SUBMIT_ARGS's master flag instead."""
-    args = os.environ.get("PYSPARK_SUBMIT_ARGS", "")
-    return {"spark.master": "set"} if "--master" in args else {}
+def under_spark_submit() -> bool:
+    """spark-submit starts the JVM first and hands Python its gateway port."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def _submitted_conf() -> set[str]:
+    from pyspark import SparkConf
+
+    # Under spark-submit, SparkConf() reads the JVM's system properties: its flags.
+    return {key for key, _ in SparkConf().getAll()}
+
+
+def _pin_driver_timezone(spark: SparkSession) -> None:
+    """A driver JVM started without -Duser.timezone=UTC (spark-submit without
+    --driver-java-options) still converts DATETIME values in UTC."""
+    jvm: Any = spark._jvm
+    zone = jvm.java.util.TimeZone
+    if zone.getDefault().getID() != "UTC":
+        zone.setDefault(zone.getTimeZone("UTC"))

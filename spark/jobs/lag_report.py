@@ -107,7 +107,11 @@ def read_snapshots(
     bounds = store.snapshots.id_range(start, checked.as_of)
     if bounds is None:
         return None
-    where = f"id BETWEEN {bounds[0]} AND {bounds[1]}"
+    where = (
+        f"id BETWEEN {bounds[0]} AND {bounds[1]} "
+        f"AND captured_at > '{start.isoformat(sep=' ')}' "
+        f"AND captured_at <= '{checked.as_of.isoformat(sep=' ')}'"
+    )
     if checked.groups:
         where += f" AND group_id IN ({', '.join(str(g.id) for g in checked.groups)})"
     query = (
