@@ -54,6 +54,12 @@ def spark() -> None:
 @master_option
 @partitions_option
 @click.option("--fetchsize", type=click.IntRange(100, 1_000_000), default=10_000)
+@click.option(
+    "--delete-workers",
+    type=click.IntRange(1, 16),
+    default=None,
+    help="Parallel DELETE connections (default: Spark's default parallelism).",
+)
 @conf_option
 @click.option("--crash-after", hidden=True, default=None)
 def compact(
@@ -65,6 +71,7 @@ def compact(
     master: str | None,
     read_partitions: int | None,
     fetchsize: int,
+    delete_workers: int | None,
     confs: tuple[str, ...],
     crash_after: str | None,
 ) -> None:
@@ -80,6 +87,7 @@ def compact(
         topic=topic,
         read_partitions=read_partitions,
         fetchsize=fetchsize,
+        delete_workers=delete_workers,
         crash_after=parse_crash_point(crash_after),
     )
     for outcome in job.run(settings(), request, master=master, conf=parse_conf(confs)):

@@ -52,7 +52,7 @@ class CompactionRun(Base):
     archived_rows: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
     summary_rows: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
     deleted_rows: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
-    #: Delete chunks up to this id are done (committed with the chunk's DELETE).
+    #: Highest id-range end deleted so far (progress; each chunk commits with its DELETE).
     deleted_through_id: Mapped[int] = mapped_column(BigId, nullable=False, server_default="0")
     started_at: Mapped[created_ts]
     updated_at: Mapped[optional_ts]

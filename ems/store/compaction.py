@@ -161,11 +161,13 @@ class CompactionStore:
     def delete_chunk(
         self, run: CompactionRunInfo, chunk: IdRange, exact_ids: Sequence[int] | None = None
     ) -> int | None:
-        """Delete the archived rows of one id range and record the progress, atomically.
+        """Delete the archived rows of one id range and count them in the run, atomically
+        (chunks may run in parallel, each on its own connection).
 
         Returns the rows deleted, or None (and deletes nothing) when the range holds more
         matching rows than were archived: a row that committed after the archive was read.
-        The caller then passes `exact_ids`, the archived ids of the range."""
+        The caller then passes `exact_ids`, the archived ids of the range; so does a rerun,
+        which cannot tell a chunk it deleted before from one a late row moved into."""
         if chunk.rows > MAX_DELETE_ROWS:
             raise ValueError(f"a delete chunk holds at most {MAX_DELETE_ROWS} rows")
         where = final_rows_predicate(run.cutoff, run.group_ids)
@@ -185,7 +187,8 @@ class CompactionStore:
                 ).rowcount
             conn.execute(
                 text(
-                    "UPDATE compaction_run SET deleted_through_id = :hi, "
+                    "UPDATE compaction_run SET "
+                    "deleted_through_id = GREATEST(deleted_through_id, :hi), "
                     "deleted_rows = deleted_rows + :n, updated_at = NOW(6) WHERE id = :id"
                 ),
                 {"hi": chunk.high, "n": deleted, "id": run.id},

@@ -22,6 +22,7 @@ import datetime as dt
 import math
 import sys
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import closing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -63,6 +64,8 @@ class CompactRequest:
     #: JDBC read partitions; None: from the id span and the cluster's parallelism.
     read_partitions: int | None = None
     fetchsize: int = 10_000
+    #: Parallel DELETE connections; None: the cluster's default parallelism (at most 16).
+    delete_workers: int | None = None
     #: Test hook: ('archive-write' | 'archive' | 'summaries' | 'delete', n).
     crash_after: tuple[str, int] | None = None
 
@@ -136,6 +139,7 @@ class Compactor:
         self.archive = Archive(spark, root)
         self.crash_after: tuple[str, int] | None = None
         self.read_partitions: int | None = None
+        self.delete_workers: int | None = None
         self.fetchsize = 10_000
 
     def _checkpoint(self, step: str, count: int = 0) -> None:
@@ -202,32 +206,48 @@ class Compactor:
 
     # -- step 3: chunked delete -------------------------------------------------------
 
-    def delete_step(self, run: CompactionRunInfo) -> int:
-        from pyspark.sql import functions as F
-
+    def delete_step(self, run: CompactionRunInfo, *, exact: bool = False) -> int:
+        """Delete the archived rows in chunks, `delete_workers` connections at a time.
+        `exact`: delete by archived ids (a rerun after deletes had begun)."""
         from spark.transforms.compaction import delete_chunks
 
         archived = self.archive.read_run(run.id)
         if archived is None:
             return 0
-        ids = archived.select("id").where(F.col("id") > F.lit(run.deleted_through_id))
+        plan = delete_chunks(archived.select("id"), MAX_DELETE_ROWS, with_ids=exact)
         chunks = [
-            IdRange(low=r["low"], high=r["high"], rows=r["rows"])
-            for r in delete_chunks(ids, MAX_DELETE_ROWS).collect()
+            (IdRange(low=r["low"], high=r["high"], rows=r["rows"]), r["ids"] if exact else None)
+            for r in plan.collect()
         ]
+        workers = self.delete_workers or self.spark.sparkContext.defaultParallelism
+        pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(chunks), 16)))
         deleted = 0
-        for done, chunk in enumerate(chunks, start=1):
-            count = self.store.compaction.delete_chunk(run, chunk)
-            if count is None:
-                # A row committed into this range after the archive was read: delete by
-                # the archived ids instead, so only archived rows go.
-                exact = archived.where(F.col("id").between(chunk.low, chunk.high))
-                ids_in_chunk = [r["id"] for r in exact.select("id").collect()]
-                count = self.store.compaction.delete_chunk(run, chunk, ids_in_chunk)
-                assert count is not None
-            deleted += count
-            self._checkpoint("delete", done)
+        try:
+            futures = [pool.submit(self._delete, run, archived, c, ids) for c, ids in chunks]
+            for done, future in enumerate(as_completed(futures), start=1):
+                deleted += future.result()
+                self._checkpoint("delete", done)
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown()
         return deleted
+
+    def _delete(
+        self, run: CompactionRunInfo, archived: DataFrame, chunk: IdRange, ids: list[int] | None
+    ) -> int:
+        from pyspark.sql import functions as F
+
+        count = self.store.compaction.delete_chunk(run, chunk, ids)
+        if count is None:
+            # A row committed into this range after the archive was read: delete by the
+            # archived ids instead, so only archived rows go.
+            exact = archived.where(F.col("id").between(chunk.low, chunk.high)).select("id")
+            count = self.store.compaction.delete_chunk(
+                run, chunk, [r["id"] for r in exact.collect()]
+            )
+            assert count is not None
+        return count
 
     # -- a whole run ---------------------------------------------------------------
 
@@ -249,7 +269,10 @@ class Compactor:
             status = "summarized"
         if status == "summarized":
             start = time.perf_counter()
-            self.delete_step(self.store.compaction.get(run.id))
+            # Chunks an interrupted attempt deleted cannot be told from ranges that a late
+            # row moved into: a rerun deletes by archived ids.
+            exact = resumed and run.status == "summarized"
+            self.delete_step(self.store.compaction.get(run.id), exact=exact)
             timings["delete"] = time.perf_counter() - start
             self.store.compaction.finish(run.id)
         final = self.store.compaction.get(run.id)
@@ -289,6 +312,7 @@ def _compactor(
     worker.crash_after = request.crash_after
     worker.read_partitions = request.read_partitions
     worker.fetchsize = request.fetchsize
+    worker.delete_workers = request.delete_workers
     return worker
 
 
@@ -328,6 +352,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--read-partitions", type=int, help="JDBC read partitions")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark setting")
     p.add_argument("--fetchsize", type=int, default=10_000)
+    p.add_argument("--delete-workers", type=int, help="parallel DELETE connections")
     p.add_argument("--crash-after", help=argparse.SUPPRESS)
     return p
 
@@ -341,6 +366,7 @@ def request_from_args(args: argparse.Namespace) -> CompactRequest:
         topic=args.topic,
         read_partitions=args.read_partitions,
         fetchsize=args.fetchsize,
+        delete_workers=args.delete_workers,
         crash_after=parse_crash_point(args.crash_after),
     )
 

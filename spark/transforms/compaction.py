@@ -88,17 +88,22 @@ def hourly_summaries(archived: DataFrame, run_id: int) -> DataFrame:
     )
 
 
-def delete_chunks(ids: DataFrame, max_rows: int) -> DataFrame:
+def delete_chunks(ids: DataFrame, max_rows: int, *, with_ids: bool = False) -> DataFrame:
     """Split the archived ids into id ranges of at most `max_rows` ids each, as
-    (low, high, rows), ordered by low. Ranges follow the id space (id div max_rows), so
-    no range can hold more than max_rows rows whatever the gaps between ids."""
+    (low, high, rows), ordered by low, plus the sorted `ids` of each range if asked.
+    Ranges follow the id space (id div max_rows), so no range can hold more than
+    max_rows rows whatever the gaps between ids."""
+    aggregates = [
+        F.min("id").cast("long").alias("low"),
+        F.max("id").cast("long").alias("high"),
+        F.count("*").alias("rows"),
+    ]
+    if with_ids:
+        aggregates.append(F.sort_array(F.collect_list(F.col("id").cast("long"))).alias("ids"))
+    columns = ["low", "high", "rows", *(["ids"] if with_ids else [])]
     return (
         ids.groupBy(F.floor(F.col("id") / F.lit(max_rows)).alias("chunk"))
-        .agg(
-            F.min("id").cast("long").alias("low"),
-            F.max("id").cast("long").alias("high"),
-            F.count("*").alias("rows"),
-        )
-        .select("low", "high", "rows")
+        .agg(*aggregates)
+        .select(*columns)
         .orderBy("low")
     )
