@@ -21,6 +21,7 @@ import argparse
 import datetime as dt
 import math
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import closing
@@ -206,32 +207,21 @@ class Compactor:
 
     # -- step 3: chunked delete -------------------------------------------------------
 
-    def delete_step(self, run: CompactionRunInfo, *, exact: bool = False) -> int:
-        """Delete the archived rows in chunks, `delete_workers` connections at a time.
-        `exact`: delete by archived ids (a rerun after deletes had begun)."""
+    def start_deletes(self, run: CompactionRunInfo, *, exact: bool) -> Deletes | None:
+        """Start deleting the archived rows in chunks, `delete_workers` connections at a
+        time, in the background. `exact`: by archived ids (a rerun, see finish)."""
         from spark.transforms.compaction import delete_chunks
 
         archived = self.archive.read_run(run.id)
         if archived is None:
-            return 0
+            return None
         plan = delete_chunks(archived.select("id"), MAX_DELETE_ROWS, with_ids=exact)
         chunks = [
             (IdRange(low=r["low"], high=r["high"], rows=r["rows"]), r["ids"] if exact else None)
             for r in plan.collect()
         ]
         workers = self.delete_workers or self.spark.sparkContext.defaultParallelism
-        pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(chunks), 16)))
-        deleted = 0
-        try:
-            futures = [pool.submit(self._delete, run, archived, c, ids) for c, ids in chunks]
-            for done, future in enumerate(as_completed(futures), start=1):
-                deleted += future.result()
-                self._checkpoint("delete", done)
-        except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
-        pool.shutdown()
-        return deleted
+        return Deletes(self, run, archived, chunks, workers)
 
     def _delete(
         self, run: CompactionRunInfo, archived: DataFrame, chunk: IdRange, ids: list[int] | None
@@ -262,17 +252,24 @@ class Compactor:
             self.archive_step(run)
             timings["archive"] = time.perf_counter() - start
             status = "archived"
-        if status == "archived":
+        if status in ("archived", "summarized"):
+            # Once the archive has committed, the rows may go: chunks are deleted in the
+            # background while the summaries are computed (from the archive, not from MySQL).
             start = time.perf_counter()
-            self.summary_step(self.store.compaction.get(run.id))
-            timings["summaries"] = time.perf_counter() - start
-            status = "summarized"
-        if status == "summarized":
-            start = time.perf_counter()
-            # Chunks an interrupted attempt deleted cannot be told from ranges that a late
-            # row moved into: a rerun deletes by archived ids.
-            exact = resumed and run.status == "summarized"
-            self.delete_step(self.store.compaction.get(run.id), exact=exact)
+            current = self.store.compaction.get(run.id)
+            # Chunks an interrupted attempt deleted cannot be told from ranges a late row
+            # moved into since: a rerun deletes by archived ids.
+            deletes = self.start_deletes(current, exact=resumed and run.status != "started")
+            try:
+                if status == "archived":
+                    self.summary_step(current)
+                    timings["summaries"] = time.perf_counter() - start
+            except BaseException:
+                if deletes is not None:
+                    deletes.cancel()
+                raise
+            if deletes is not None:
+                deletes.wait()
             timings["delete"] = time.perf_counter() - start
             self.store.compaction.finish(run.id)
         final = self.store.compaction.get(run.id)
@@ -284,6 +281,56 @@ class Compactor:
             deleted=final.deleted_rows,
             timings=timings,
         )
+
+
+class Deletes:
+    """Delete chunks running on a thread pool; each chunk commits with its count."""
+
+    def __init__(
+        self,
+        compactor: Compactor,
+        run: CompactionRunInfo,
+        archived: DataFrame,
+        chunks: list[tuple[IdRange, list[int] | None]],
+        workers: int,
+    ) -> None:
+        self.compactor = compactor
+        self.run = run
+        self.archived = archived
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.completed = 0
+        self.pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(chunks), 16)))
+        self.futures = [self.pool.submit(self._one, chunk, ids) for chunk, ids in chunks]
+
+    def _one(self, chunk: IdRange, ids: list[int] | None) -> int:
+        if self.stopping.is_set():
+            return 0
+        count = self.compactor._delete(self.run, self.archived, chunk, ids)
+        with self.lock:
+            self.completed += 1
+            completed = self.completed
+        try:
+            self.compactor._checkpoint("delete", completed)
+        except BaseException:
+            self.stopping.set()
+            raise
+        return count
+
+    def wait(self) -> int:
+        """The rows deleted, once every chunk is done (re-raises a chunk's error)."""
+        try:
+            deleted = sum(future.result() for future in as_completed(self.futures))
+        except BaseException:
+            self.cancel()
+            raise
+        self.pool.shutdown()
+        return deleted
+
+    def cancel(self) -> None:
+        """Start no more chunks; wait for those running."""
+        self.stopping.set()
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def compact(
