@@ -5,11 +5,12 @@ under <archive root>/date=YYYY-MM-DD/group_id=N/run_id=R/, summarized per (group
 hour) into log_summary, then deleted from MySQL in id-range chunks of at most 10,000 rows.
 
 Crash-safe and idempotent. A run records its cutoff, scope and id range before reading, and
-each step commits with the run's new status: archived (Parquet committed and published),
-summarized (summaries upserted from the archive), done (every chunk deleted; each chunk's
-DELETE commits with the progress mark). A rerun first finishes unfinished runs from their
-last completed step, re-reading nothing it already archived; deletes only remove rows the
-archive holds. Rows in start or retry are never read or touched.
+each step commits with the run's new status: archived (Parquet committed and published;
+only now may rows be deleted), summarized (summaries, computed from the archive while the
+chunks are deleted, upserted), done (every chunk deleted; each chunk's DELETE commits with
+its count). A rerun first finishes unfinished runs from their last completed step,
+re-reading nothing it already archived; deletes only remove rows the archive holds. Rows in
+start or retry are never read or touched.
 
     spark-submit --jars /usr/share/java/mariadb-java-client.jar \\
         spark/jobs/compact.py --older-than 7d --archive-root /var/lib/ems/archive
