@@ -22,6 +22,10 @@ def base_conf(jdbc_jar: str, shuffle_partitions: int | None = None) -> dict[str,
         "spark.driver.extraJavaOptions": UTC_JAVA_OPTIONS,
         "spark.executor.extraJavaOptions": UTC_JAVA_OPTIONS,
         "spark.sql.parquet.compression.codec": "zstd",
+        # The archive is partitioned by date and group: one open writer per directory
+        # instead of a sort of every row by its directory (measured ~25% faster here).
+        "spark.sql.optimizer.plannedWrite.enabled": "false",
+        "spark.sql.maxConcurrentOutputFileWriters": "256",
     }
     if shuffle_partitions is not None:
         conf["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
