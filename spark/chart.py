@@ -19,6 +19,7 @@ def write_lag_charts(
     import matplotlib
 
     matplotlib.use("Agg")
+    from matplotlib import dates as mdates
     from matplotlib import pyplot as plt
 
     out = Path(directory)
@@ -29,12 +30,14 @@ def write_lag_charts(
         times = [t for t, _ in points]
         # matplotlib plots datetimes through its unit converters; its stubs do not say so.
         ax.plot(times, [lag for _, lag in points], marker=".", linewidth=1.5)  # type: ignore[arg-type]
+        locator = mdates.AutoDateLocator()  # type: ignore[no-untyped-call]
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
         ax.set_title(f"lag of {label}")
         ax.set_xlabel("captured at (UTC)")
         ax.set_ylabel("lag (messages)")
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
-        fig.autofmt_xdate()
         fig.tight_layout()
         path = out / chart_name(label)
         fig.savefig(path)
