@@ -56,7 +56,7 @@ def spark() -> None:
 @click.option("--fetchsize", type=click.IntRange(100, 1_000_000), default=10_000)
 @click.option(
     "--delete-workers",
-    type=click.IntRange(1, 16),
+    type=click.IntRange(1, 8),
     default=None,
     help="Parallel DELETE connections (default: Spark's default parallelism).",
 )

@@ -51,6 +51,9 @@ if TYPE_CHECKING:
 APP_NAME = "ems-compact"
 #: Rows per JDBC read partition when --read-partitions is not given.
 ROWS_PER_READ_PARTITION = 500_000
+#: Parallel DELETE connections at most: MySQL, not Spark, does this work, and the store's
+#: connection pool (5 + 10 overflow) also serves the compaction lock.
+MAX_DELETE_WORKERS = 8
 DEFAULT_ARCHIVE_ROOT = "var/archive"
 
 
@@ -66,7 +69,7 @@ class CompactRequest:
     #: JDBC read partitions; None: from the id span and the cluster's parallelism.
     read_partitions: int | None = None
     fetchsize: int = 10_000
-    #: Parallel DELETE connections; None: the cluster's default parallelism (at most 16).
+    #: Parallel DELETE connections; None: the cluster's default parallelism (at most 8).
     delete_workers: int | None = None
     #: Test hook: ('archive-write' | 'archive' | 'summaries' | 'delete', n).
     crash_after: tuple[str, int] | None = None
@@ -301,7 +304,8 @@ class Deletes:
         self.stopping = threading.Event()
         self.lock = threading.Lock()
         self.completed = 0
-        self.pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(chunks), 16)))
+        size = max(1, min(workers, len(chunks), MAX_DELETE_WORKERS))
+        self.pool = ThreadPoolExecutor(max_workers=size)
         self.futures = [self.pool.submit(self._one, chunk, ids) for chunk, ids in chunks]
 
     def _one(self, chunk: IdRange, ids: list[int] | None) -> int:
