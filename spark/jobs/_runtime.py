@@ -10,16 +10,10 @@ from typing import TYPE_CHECKING
 
 from ems.config import Settings
 from ems.exceptions import EmsError, SparkJobFailed
-from ems.store import Store
 from spark.preflight import check_environment
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-
-def check_database(store: Store) -> None:
-    """DatabaseUnavailable now rather than from inside a Spark task."""
-    store.groups.now()
 
 
 @contextmanager
