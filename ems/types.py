@@ -89,7 +89,7 @@ class PartitionBatch:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class GroupInfo:
+class GroupRef:
     """A consumer group: its subscription to one topic."""
 
     id: int

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ems.config import Settings
 from ems.store.compaction import CompactionStore
 from ems.store.database import Database, translate, wrap_errors
-from ems.store.groups import GroupStore
+from ems.store.group_refs import GroupRefStore
 from ems.store.lag_reports import LagReportStore
 from ems.store.messages import FetchedRows, MessageStore
 from ems.store.snapshots import SnapshotStore
@@ -21,7 +21,7 @@ class Store:
         self.topics = TopicStore(self.db)
         self.messages = MessageStore(self.db)
         self.heads = HeadStore(self.db)
-        self.groups = GroupStore(self.db)
+        self.group_refs = GroupRefStore(self.db)
         self.snapshots = SnapshotStore(self.db)
         self.compaction = CompactionStore(self.db)
         self.lag_reports = LagReportStore(self.db)

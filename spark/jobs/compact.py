@@ -40,7 +40,7 @@ from ems.config import Settings
 from ems.exceptions import InvalidCutoff, UnknownGroup
 from ems.store import Store
 from ems.store.compaction import MAX_DELETE_ROWS, final_rows_predicate
-from ems.types import CompactionRunInfo, GroupInfo, IdRange
+from ems.types import CompactionRunInfo, GroupRef, IdRange
 from spark.jobs import _runtime
 from spark.options import parse_conf, parse_crash_point, parse_duration, parse_timestamp
 from spark.preflight import check_environment
@@ -80,7 +80,7 @@ class Plan:
     """A checked request: the cutoff resolved against the database clock, groups by id."""
 
     cutoff: dt.datetime
-    groups: tuple[GroupInfo, ...]
+    groups: tuple[GroupRef, ...]
     archive_root: str
 
 
@@ -99,7 +99,7 @@ def plan(store: Store, request: CompactRequest) -> Plan:
     group and a cutoff in the future all fail here, with nothing read or deleted."""
     from spark.archive import normalize_root
 
-    now = store.groups.now()
+    now = store.group_refs.now()
     if (request.cutoff is None) == (request.older_than is None):
         raise InvalidCutoff("give exactly one of a cutoff time and an age (--older-than)")
     if request.cutoff is not None:
@@ -121,11 +121,11 @@ def plan(store: Store, request: CompactRequest) -> Plan:
     )
 
 
-def scope(store: Store, names: Sequence[str], topic: str | None) -> list[GroupInfo]:
+def scope(store: Store, names: Sequence[str], topic: str | None) -> list[GroupRef]:
     """The groups a job is limited to: [] means every group."""
     if not names and topic is None:
         return []
-    groups = store.groups.resolve(names, topic)
+    groups = store.group_refs.resolve(names, topic)
     if not groups:
         raise UnknownGroup(f"topic {topic!r} has no consumer groups")
     return groups

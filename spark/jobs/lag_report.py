@@ -34,7 +34,7 @@ if __name__ == "__main__" and not __package__:
 from ems.config import Settings
 from ems.exceptions import InvalidWindow
 from ems.store import Store
-from ems.types import GroupInfo
+from ems.types import GroupRef
 from spark.jobs import _runtime
 from spark.jobs.compact import scope
 from spark.options import parse_conf, parse_duration, parse_timestamp
@@ -78,12 +78,12 @@ class LagOutcome:
 class LagPlan:
     as_of: dt.datetime
     window_seconds: int
-    groups: tuple[GroupInfo, ...]
+    groups: tuple[GroupRef, ...]
 
 
 def plan(store: Store, request: LagRequest) -> LagPlan:
     """Validate before Spark starts (unreachable database, unknown group, bad window)."""
-    now = store.groups.now()
+    now = store.group_refs.now()
     as_of = request.as_of or now
     if as_of > now:
         raise InvalidWindow(f"report time {as_of.isoformat(sep=' ')} is in the future")
@@ -144,7 +144,7 @@ def report(
         count = len(summary)
         store.lag_reports.finish(report_id, count)
         store.lag_reports.prune(request.keep_reports)
-        names = {g.id: f"{g.name}@{g.topic}" for g in store.groups.all()}
+        names = {g.id: f"{g.name}@{g.topic}" for g in store.group_refs.all()}
         output = _write_output(spark, rows, names, request)
         charts = _write_charts(snapshots, names, request.chart_dir)
         snapshots.unpersist()

@@ -1,4 +1,5 @@
-"""Consumer-group lookups and the database clock."""
+"""Consumer groups by name, with their topic names, and the database clock (the Spark
+jobs resolve their scope with these)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ from sqlalchemy import select, text
 from ems.exceptions import UnknownGroup
 from ems.models import ConsumerGroup, Topic
 from ems.store.database import Database
-from ems.types import GroupInfo
+from ems.types import GroupRef
 
 
-class GroupStore:
+class GroupRefStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
@@ -24,7 +25,7 @@ class GroupStore:
         assert isinstance(value, dt.datetime)
         return value
 
-    def all(self) -> list[GroupInfo]:
+    def all(self) -> list[GroupRef]:
         g, t = ConsumerGroup, Topic
         query = (
             select(g.id, g.name, g.topic_id, t.name.label("topic"))
@@ -32,9 +33,9 @@ class GroupStore:
             .order_by(g.id)
         )
         with self.db.connect() as conn:
-            return [GroupInfo(**row._mapping) for row in conn.execute(query)]
+            return [GroupRef(**row._mapping) for row in conn.execute(query)]
 
-    def resolve(self, names: Sequence[str], topic: str | None = None) -> list[GroupInfo]:
+    def resolve(self, names: Sequence[str], topic: str | None = None) -> list[GroupRef]:
         """The groups with these names (on `topic` if given); UnknownGroup names the first
         name that matches none. No names: every group."""
         groups = [g for g in self.all() if topic is None or g.topic == topic]
