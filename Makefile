@@ -13,8 +13,8 @@ run: setup
 	$(PY) -m ems.cli demo --duration $(DURATION)
 
 lint: setup
-	$(VENV)/bin/ruff check ems tests benchmarks migrations
-	$(VENV)/bin/ruff format --check ems tests benchmarks migrations
+	$(VENV)/bin/ruff check ems spark tests benchmarks migrations
+	$(VENV)/bin/ruff format --check ems spark tests benchmarks migrations
 	$(VENV)/bin/mypy
 
 test: setup lint

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 
 from benchmarks import assignor, consumer, producer
+from benchmarks import spark as spark_suite
 from benchmarks.harness import BenchConfig, bench_config
 
 DEFAULT_SERVER = "mysql+pymysql://root@127.0.0.1:3306"
@@ -20,6 +21,7 @@ SUITES: dict[str, Callable[[BenchConfig, argparse.Namespace], int]] = {
     "producer": lambda cfg, args: producer.run(cfg, args.profile_sends),
     "assignor": assignor.run,
     "consumer": consumer.run,
+    "spark": spark_suite.run,
 }
 
 
@@ -54,6 +56,12 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=60.0,
         help="consumer suite: memory soak at 1,000 msg/s (default 60; 600 for the 10-minute soak)",
+    )
+    parser.add_argument(
+        "--spark-rows",
+        type=int,
+        default=2_000_000,
+        help="consumption-log rows the spark suite compacts (default 2,000,000)",
     )
     args = parser.parse_args(argv)
     unknown = [name for name in args.suites if name not in SUITES]

@@ -16,6 +16,8 @@ Allocator = Literal["redis", "mysql"]
 
 DEFAULT_DATABASE_URL = "mysql+pymysql://root@127.0.0.1:3306/ems"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+#: Debian's libmariadb-java; MySQL Connector/J works the same.
+DEFAULT_JDBC_JAR = "/usr/share/java/mariadb-java-client.jar"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,6 +36,8 @@ class Settings:
     connect_attempts: int = 3
     #: Connection pool size per engine.
     pool_size: int = 5
+    #: JDBC driver jar the Spark jobs read MySQL with.
+    jdbc_jar: str = DEFAULT_JDBC_JAR
 
     @cached_property
     def database_name(self) -> str:
@@ -59,6 +63,7 @@ class Settings:
             allocator=allocator,  # type: ignore[arg-type]
             gap_timeout=_float(env, "EMS_GAP_TIMEOUT", 5.0),
             connect_timeout=_float(env, "EMS_CONNECT_TIMEOUT", 3.0),
+            jdbc_jar=env.get("EMS_JDBC_JAR") or DEFAULT_JDBC_JAR,
         )
 
 

@@ -61,6 +61,14 @@ class GroupConflict(InvalidInput):
     """The group exists with other settings (mode, ordering or retry policy)."""
 
 
+class InvalidCutoff(InvalidInput):
+    """A compaction cutoff must lie in the past."""
+
+
+class InvalidWindow(InvalidInput):
+    """A report window must be a positive duration ending no later than now."""
+
+
 # -- lookups ---------------------------------------------------------------------------
 
 
@@ -101,6 +109,23 @@ class DatabaseUnavailable(ServerUnavailable):
 
 class RedisUnavailable(ServerUnavailable):
     """The Redis server could not be reached."""
+
+
+class SparkUnavailable(ServerUnavailable):
+    """Spark cannot start here: pyspark or a Java runtime is missing."""
+
+
+class JdbcDriverMissing(SparkUnavailable):
+    """The JDBC driver jar for MySQL was not found (install libmariadb-java or set
+    EMS_JDBC_JAR)."""
+
+
+class SparkJobFailed(EmsError):
+    """A Spark job failed; a rerun resumes where it stopped."""
+
+
+class JobAlreadyRunning(EmsError):
+    """Another run of this job holds its lock."""
 
 
 class StoreError(EmsError):

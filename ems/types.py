@@ -202,3 +202,40 @@ class Settlement:
             handed_back=[h for h in self.handed_back if h[0] in partitions],
             cursors={p: c for p, c in self.cursors.items() if p in partitions},
         )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GroupRef:
+    """A consumer group: its subscription to one topic."""
+
+    id: int
+    name: str
+    topic_id: int
+    topic: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CompactionRunInfo:
+    """A compaction run as recorded in compaction_run."""
+
+    id: int
+    status: str
+    cutoff: dt.datetime
+    #: consumer_group ids in scope; empty means every group.
+    group_ids: tuple[int, ...]
+    min_id: int | None
+    max_id: int | None
+    archive_root: str
+    archived_rows: int
+    summary_rows: int
+    deleted_rows: int
+    deleted_through_id: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class IdRange:
+    """Inclusive bounds of a primary-key range and the rows it should hold."""
+
+    low: int
+    high: int
+    rows: int

@@ -10,7 +10,8 @@ VENV=.venv
 DB_HOST=127.0.0.1
 DB_PORT=3306
 REDIS_PORT=6379
-EXTRAS="${EMS_SETUP_EXTRAS:-dev}"
+EXTRAS="${EMS_SETUP_EXTRAS:-dev,spark}"
+JDBC_JAR=/usr/share/java/mariadb-java-client.jar
 
 say() { printf '[setup] %s\n' "$*"; }
 is_root() { [ "$(id -u)" = 0 ]; }
@@ -82,12 +83,36 @@ ensure_redis() {
     wait_port 127.0.0.1 "$REDIS_PORT" || { say "Redis did not come up"; exit 3; }
 }
 
+ensure_jdbc_driver() {
+    # The Spark jobs read MySQL through MariaDB Connector/J (EMS_JDBC_JAR overrides it).
+    [ -n "${EMS_JDBC_JAR:-}" ] && [ -f "$EMS_JDBC_JAR" ] && return 0
+    [ -f "$JDBC_JAR" ] && return 0
+    if ! is_root; then
+        say "no JDBC driver at $JDBC_JAR for the Spark jobs. As root run: apt-get install libmariadb-java"
+        say "  (or set EMS_JDBC_JAR to a MariaDB or MySQL Connector/J jar)"
+        return 0
+    fi
+    say "installing the MariaDB JDBC driver"
+    apt_install libmariadb-java
+}
+
+ensure_java() {
+    command -v java >/dev/null && return 0
+    if ! is_root; then
+        say "no Java runtime for the Spark jobs. As root run: apt-get install openjdk-17-jre-headless"
+        return 0
+    fi
+    say "installing Java 17"
+    apt_install openjdk-17-jre-headless
+}
+
 ensure_database() {
     "$VENV/bin/python" -m ems.cli db create --quiet
     "$VENV/bin/python" -m ems.cli db upgrade --quiet
 }
 
 ensure_python
+case ",$EXTRAS," in *,spark,*) ensure_java; ensure_jdbc_driver ;; esac
 ensure_mariadb
 ensure_redis
 if [ "${EMS_SETUP_SKIP_DB:-}" != 1 ]; then ensure_database; fi

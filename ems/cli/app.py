@@ -11,7 +11,9 @@ from ems.cli.db import db
 from ems.cli.demo import demo
 from ems.cli.errors import EmsGroup
 from ems.cli.groups import group
+from ems.cli.offsets import offsets
 from ems.cli.produce import produce
+from ems.cli.spark import spark
 from ems.cli.tail import tail
 from ems.cli.topics import topic
 
@@ -25,7 +27,7 @@ def cli() -> None:
     """
 
 
-for command in (db, topic, produce, tail, consume, group, demo):
+for command in (db, topic, produce, tail, consume, group, demo, offsets, spark):
     cli.add_command(command)
 
 

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from ems.config import Settings
 from ems.store.assignments import AssignmentStore
+from ems.store.compaction import CompactionStore
 from ems.store.consumption import ConsumptionStore
 from ems.store.database import Database, translate, wrap_errors
+from ems.store.group_refs import GroupRefStore
 from ems.store.groups import GroupStore
+from ems.store.lag_reports import LagReportStore
 from ems.store.leases import LeaseStore
 from ems.store.messages import MessageStore
+from ems.store.snapshots import SnapshotStore
 from ems.store.topics import HeadStore, TopicStore
 
 
@@ -25,6 +29,10 @@ class Store:
         self.leases = LeaseStore(self.db)
         self.assignments = AssignmentStore(self.db)
         self.consumption = ConsumptionStore(self.db)
+        self.group_refs = GroupRefStore(self.db)
+        self.snapshots = SnapshotStore(self.db)
+        self.compaction = CompactionStore(self.db)
+        self.lag_reports = LagReportStore(self.db)
 
     def close(self) -> None:
         self.db.dispose()

@@ -38,3 +38,10 @@ def test_from_env() -> None:
 def test_bad_settings(env: dict[str, str]) -> None:
     with pytest.raises(InvalidSetting):
         Settings.from_env(env)
+
+
+def test_jdbc_jar_from_env() -> None:
+    from ems.config import DEFAULT_JDBC_JAR
+
+    assert Settings.from_env({}).jdbc_jar == DEFAULT_JDBC_JAR
+    assert Settings.from_env({"EMS_JDBC_JAR": "/opt/mysql.jar"}).jdbc_jar == "/opt/mysql.jar"

@@ -1,0 +1,138 @@
+"""`ems spark`: the Spark jobs (compaction, lag report) on local[*] or any master.
+
+The jobs live in the spark package (spark/jobs/); they are imported when a command runs,
+so the rest of the CLI works without pyspark installed.
+"""
+
+from __future__ import annotations
+
+import click
+
+from ems.cli.common import settings
+
+master_option = click.option(
+    "--master",
+    default=None,
+    help="Spark master: local[*] (default), local[N], spark://host:7077, yarn.",
+)
+group_option = click.option(
+    "--group", "groups", multiple=True, help="Only this consumer group (repeatable)."
+)
+topic_option = click.option("--topic", default=None, help="Only groups of this topic.")
+conf_option = click.option(
+    "--conf",
+    "confs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Extra Spark configuration (repeatable), as spark-submit --conf.",
+)
+partitions_option = click.option(
+    "--read-partitions",
+    type=click.IntRange(1, 10_000),
+    default=None,
+    help="Parallel JDBC reads (ranges of the primary key).",
+)
+
+
+@click.group()
+def spark() -> None:
+    """Spark jobs over the consumption logs and offsets (needs ems[spark], Java 17 and the
+    JDBC driver jar: EMS_JDBC_JAR, default /usr/share/java/mariadb-java-client.jar)."""
+
+
+@spark.command()
+@click.option("--older-than", default=None, help="Compact rows older than this, e.g. 7d.")
+@click.option("--cutoff", default=None, help="Or an absolute cutoff (ISO 8601, UTC).")
+@click.option(
+    "--archive-root",
+    default="var/archive",
+    show_default=True,
+    help="Parquet archive root (path or hdfs://, s3a:// URI).",
+)
+@group_option
+@topic_option
+@master_option
+@partitions_option
+@click.option("--fetchsize", type=click.IntRange(100, 1_000_000), default=10_000)
+@click.option(
+    "--delete-workers",
+    type=click.IntRange(1, 8),
+    default=None,
+    help="Parallel DELETE connections (default: Spark's default parallelism).",
+)
+@conf_option
+@click.option("--crash-after", hidden=True, default=None)
+def compact(
+    older_than: str | None,
+    cutoff: str | None,
+    archive_root: str,
+    groups: tuple[str, ...],
+    topic: str | None,
+    master: str | None,
+    read_partitions: int | None,
+    fetchsize: int,
+    delete_workers: int | None,
+    confs: tuple[str, ...],
+    crash_after: str | None,
+) -> None:
+    """Archive final consumption-log rows to Parquet, summarize them, delete them."""
+    from spark.jobs import compact as job
+    from spark.options import parse_conf, parse_crash_point, parse_duration, parse_timestamp
+
+    request = job.CompactRequest(
+        archive_root=archive_root,
+        cutoff=parse_timestamp(cutoff) if cutoff else None,
+        older_than=parse_duration(older_than) if older_than else None,
+        groups=groups,
+        topic=topic,
+        read_partitions=read_partitions,
+        fetchsize=fetchsize,
+        delete_workers=delete_workers,
+        crash_after=parse_crash_point(crash_after),
+    )
+    for outcome in job.run(settings(), request, master=master, conf=parse_conf(confs)):
+        click.echo(job.describe(outcome))
+
+
+@spark.command(name="lag-report")
+@click.option("--window", default="15m", show_default=True, help="Sliding window.")
+@click.option("--as-of", default=None, help="End of the window (ISO 8601, UTC; default now).")
+@group_option
+@topic_option
+@click.option("--output", default=None, help="Also write the report to this path.")
+@click.option("--format", "output_format", type=click.Choice(["parquet", "csv"]), default="parquet")
+@click.option("--chart-dir", default=None, help="Write one PNG of lag over time per group.")
+@click.option("--keep-reports", type=click.IntRange(min=1), default=500, show_default=True)
+@master_option
+@partitions_option
+@conf_option
+def lag_report(
+    window: str,
+    as_of: str | None,
+    groups: tuple[str, ...],
+    topic: str | None,
+    output: str | None,
+    output_format: str,
+    chart_dir: str | None,
+    keep_reports: int,
+    master: str | None,
+    read_partitions: int | None,
+    confs: tuple[str, ...],
+) -> None:
+    """Lag, lag age, rates and Burrow-style status per group and partition."""
+    from spark.jobs import lag_report as job
+    from spark.options import parse_conf, parse_duration, parse_timestamp
+
+    request = job.LagRequest(
+        window=parse_duration(window),
+        as_of=parse_timestamp(as_of) if as_of else None,
+        groups=groups,
+        topic=topic,
+        output=output,
+        output_format="csv" if output_format == "csv" else "parquet",
+        chart_dir=chart_dir,
+        keep_reports=keep_reports,
+        read_partitions=read_partitions,
+    )
+    outcome = job.run(settings(), request, master=master, conf=parse_conf(confs))
+    click.echo("\n".join(job.describe(outcome)))

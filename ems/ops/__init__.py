@@ -1,0 +1,1 @@
+"""Operations run by schedulers and operators: offset snapshots, and more to come."""

@@ -1,0 +1,200 @@
+"""Statements of the compaction job: its run row, the summary upsert, chunked deletes.
+
+Each step of a run commits together with the run row's new status, so a rerun after a
+crash at any point knows exactly which steps are done.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from ems.exceptions import JobAlreadyRunning
+from ems.store.database import Database
+from ems.types import CompactionRunInfo, IdRange
+
+#: The final states; rows in start or retry are never touched.
+FINAL_STATES = ("done", "dead")
+#: Upper bound on the rows one DELETE removes, so the live queue keeps flowing.
+MAX_DELETE_ROWS = 10_000
+LOCK_NAME = "ems_compaction"
+
+_RUN_COLUMNS = (
+    "id, status, cutoff, group_ids, min_id, max_id, archive_root, archived_rows, "
+    "summary_rows, deleted_rows, deleted_through_id"
+)
+_SUMMARY_COLUMNS = (
+    "group_id, topic_id, hour_start, run_id, done_count, retried_count, dead_count, "
+    "p50_ms, p95_ms, p99_ms, max_attempts"
+)
+_SUMMARY_UPDATES = ", ".join(
+    f"{c} = VALUES({c})"
+    for c in (
+        "done_count",
+        "retried_count",
+        "dead_count",
+        "p50_ms",
+        "p95_ms",
+        "p99_ms",
+        "max_attempts",
+    )
+)
+
+
+def final_rows_predicate(cutoff: dt.datetime, group_ids: Sequence[int]) -> str:
+    """SQL condition selecting the rows a run compacts (also re-checked by every DELETE,
+    so a row that left its final state since it was archived stays in place)."""
+    states = ", ".join(f"'{s}'" for s in FINAL_STATES)
+    where = f"state IN ({states}) AND updated_at < '{cutoff.isoformat(sep=' ')}'"
+    if group_ids:
+        where += f" AND group_id IN ({', '.join(str(int(g)) for g in group_ids)})"
+    return where
+
+
+def _run(row: Any) -> CompactionRunInfo:
+    values = dict(row._mapping)
+    raw = values.pop("group_ids")
+    groups = tuple(int(g) for g in raw.split(",")) if raw else ()
+    return CompactionRunInfo(group_ids=groups, **values)
+
+
+class CompactionStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the compaction lock for the block: one run at a time per database. It is a
+        session lock, so a killed job releases it with its connection."""
+        with self.db.connect() as conn:
+            got = conn.execute(text("SELECT GET_LOCK(:n, 0)"), {"n": LOCK_NAME}).scalar()
+            if got != 1:
+                raise JobAlreadyRunning("another compaction run holds the compaction lock")
+            try:
+                yield
+            finally:
+                conn.execute(text("SELECT RELEASE_LOCK(:n)"), {"n": LOCK_NAME})
+
+    def unfinished(self) -> list[CompactionRunInfo]:
+        with self.db.connect() as conn:
+            rows = conn.execute(
+                text(
+                    f"SELECT {_RUN_COLUMNS} FROM compaction_run WHERE status <> 'done' ORDER BY id"
+                )
+            ).all()
+        return [_run(r) for r in rows]
+
+    def get(self, run_id: int) -> CompactionRunInfo:
+        with self.db.connect() as conn:
+            row = conn.execute(
+                text(f"SELECT {_RUN_COLUMNS} FROM compaction_run WHERE id = :id"), {"id": run_id}
+            ).one()
+        return _run(row)
+
+    def start(
+        self, cutoff: dt.datetime, group_ids: Sequence[int], archive_root: str
+    ) -> CompactionRunInfo:
+        """Record a new run with the id range it will read: rows inserted after this
+        moment are left for the next run."""
+        with self.db.connect() as conn:
+            low, high = conn.execute(text("SELECT MIN(id), MAX(id) FROM topic_group_log")).one()
+            result = conn.execute(
+                text(
+                    "INSERT INTO compaction_run (cutoff, group_ids, min_id, max_id, archive_root,"
+                    " updated_at) VALUES (:cutoff, :groups, :low, :high, :root, NOW(6))"
+                ),
+                {
+                    "cutoff": cutoff,
+                    "groups": ",".join(str(g) for g in group_ids) or None,
+                    "low": low,
+                    "high": high,
+                    "root": archive_root,
+                },
+            )
+            run_id = int(result.lastrowid)
+        return self.get(run_id)
+
+    def _status(self, conn: Connection, run_id: int, status: str, **counts: int) -> None:
+        sets = "".join(f", {name} = :{name}" for name in counts)
+        finished = ", finished_at = NOW(6)" if status == "done" else ""
+        conn.execute(
+            text(
+                f"UPDATE compaction_run SET status = :status, updated_at = NOW(6){sets}"
+                f"{finished} WHERE id = :id"
+            ),
+            {"status": status, "id": run_id, **counts},
+        )
+
+    def mark_archived(self, run_id: int, rows: int) -> None:
+        with self.db.connect() as conn:
+            self._status(conn, run_id, "archived", archived_rows=rows)
+
+    def clear_stage(self, run_id: int) -> None:
+        """Drop what an interrupted attempt left in the staging table."""
+        with self.db.connect() as conn:
+            conn.execute(text("DELETE FROM log_summary_stage WHERE run_id = :id"), {"id": run_id})
+
+    def merge_summaries(self, run_id: int) -> int:
+        """Upsert the run's staged summaries and mark the run summarized, in one
+        transaction. A rerun of the same run replaces its rows, so nothing counts twice."""
+        with self.db.connect() as conn:
+            conn.execute(
+                text(
+                    f"INSERT INTO log_summary ({_SUMMARY_COLUMNS}) "
+                    f"SELECT {_SUMMARY_COLUMNS} FROM log_summary_stage WHERE run_id = :id "
+                    f"ON DUPLICATE KEY UPDATE {_SUMMARY_UPDATES}"
+                ),
+                {"id": run_id},
+            )
+            conn.execute(text("DELETE FROM log_summary_stage WHERE run_id = :id"), {"id": run_id})
+            count = conn.execute(
+                text("SELECT COUNT(*) FROM log_summary WHERE run_id = :id"), {"id": run_id}
+            ).scalar_one()
+            self._status(conn, run_id, "summarized", summary_rows=int(count))
+        return int(count)
+
+    def delete_chunk(
+        self, run: CompactionRunInfo, chunk: IdRange, exact_ids: Sequence[int] | None = None
+    ) -> int | None:
+        """Delete the archived rows of one id range and count them in the run, atomically
+        (chunks may run in parallel, each on its own connection).
+
+        Returns the rows deleted, or None (and deletes nothing) when the range holds more
+        matching rows than were archived: a row that committed after the archive was read.
+        The caller then passes `exact_ids`, the archived ids of the range; so does a rerun,
+        which cannot tell a chunk it deleted before from one a late row moved into."""
+        if chunk.rows > MAX_DELETE_ROWS:
+            raise ValueError(f"a delete chunk holds at most {MAX_DELETE_ROWS} rows")
+        where = final_rows_predicate(run.cutoff, run.group_ids)
+        with self.db.connect() as conn:
+            if exact_ids is None:
+                deleted = conn.execute(
+                    text(f"DELETE FROM topic_group_log WHERE id BETWEEN :lo AND :hi AND {where}"),
+                    {"lo": chunk.low, "hi": chunk.high},
+                ).rowcount
+                if deleted > chunk.rows:
+                    conn.rollback()
+                    return None
+            else:
+                ids = ", ".join(str(int(i)) for i in exact_ids)
+                deleted = conn.execute(
+                    text(f"DELETE FROM topic_group_log WHERE id IN ({ids}) AND {where}")
+                ).rowcount
+            conn.execute(
+                text(
+                    "UPDATE compaction_run SET "
+                    "deleted_through_id = GREATEST(deleted_through_id, :hi), "
+                    "deleted_rows = deleted_rows + :n, updated_at = NOW(6) WHERE id = :id"
+                ),
+                {"hi": chunk.high, "n": deleted, "id": run.id},
+            )
+        return int(deleted)
+
+    def finish(self, run_id: int) -> None:
+        with self.db.connect() as conn:
+            self._status(conn, run_id, "done")

@@ -1,0 +1,52 @@
+"""The lag report's run rows: written before and after Spark appends the report rows."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import text
+
+from ems.store.database import Database
+
+
+class LagReportStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def start(self, as_of: dt.datetime, window_seconds: int) -> int:
+        with self.db.connect() as conn:
+            result = conn.execute(
+                text(
+                    "INSERT INTO lag_report_run (status, as_of, window_seconds) "
+                    "VALUES ('running', :as_of, :window)"
+                ),
+                {"as_of": as_of, "window": window_seconds},
+            )
+            return int(result.lastrowid)
+
+    def finish(self, report_id: int, partitions: int) -> None:
+        """Publish the report: the console reads only runs marked done."""
+        with self.db.connect() as conn:
+            conn.execute(
+                text(
+                    "UPDATE lag_report_run SET status = 'done', partitions = :n, "
+                    "finished_at = NOW(6) WHERE id = :id"
+                ),
+                {"n": partitions, "id": report_id},
+            )
+
+    def prune(self, keep: int) -> int:
+        """Keep the newest `keep` reports (and drop rows of runs that never finished)."""
+        with self.db.connect() as conn:
+            floor = conn.execute(
+                text("SELECT id FROM lag_report_run ORDER BY id DESC LIMIT 1 OFFSET :k"),
+                {"k": max(keep - 1, 0)},
+            ).scalar()
+            if floor is None:
+                return 0
+            conn.execute(text("DELETE FROM lag_report WHERE report_id < :f"), {"f": floor})
+            return int(
+                conn.execute(
+                    text("DELETE FROM lag_report_run WHERE id < :f"), {"f": floor}
+                ).rowcount
+            )

@@ -1,0 +1,70 @@
+"""The Parquet archive of compacted log rows, on any Hadoop file system (local, HDFS, S3).
+
+Layout: <root>/date=YYYY-MM-DD/group_id=N/run_id=R/part-*.parquet. A run writes into
+<root>/_staging/run_id=R first (Spark's commit protocol: complete or absent), then moves
+each date/group directory into place. A rerun removes whatever an interrupted attempt
+published before writing again, so the archive never holds a row twice.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+def normalize_root(root: str) -> str:
+    """Absolute form of a local path; URIs (hdfs://, s3a://, file://) unchanged."""
+    if "://" in root:
+        return root.rstrip("/")
+    return str(Path(root).resolve())
+
+
+class Archive:
+    def __init__(self, spark: SparkSession, root: str) -> None:
+        self.spark = spark
+        self.root = normalize_root(root)
+        jvm: Any = spark._jvm  # Hadoop FileSystem, through py4j
+        self._path = jvm.org.apache.hadoop.fs.Path
+        conf = spark._jsc.hadoopConfiguration()
+        self._fs = self._path(self.root).getFileSystem(conf)
+
+    def staging(self, run_id: int) -> str:
+        return f"{self.root}/_staging/run_id={run_id}"
+
+    def _glob(self, pattern: str) -> list[str]:
+        found = self._fs.globStatus(self._path(pattern))
+        return sorted(str(s.getPath().toString()) for s in (found or []))
+
+    def run_paths(self, run_id: int) -> list[str]:
+        """The published directories of one run."""
+        return self._glob(f"{self.root}/date=*/group_id=*/run_id={run_id}")
+
+    def write(self, frame: DataFrame, run_id: int, partitions: tuple[str, ...]) -> None:
+        """Write the run's rows to staging; complete when this returns."""
+        self._fs.delete(self._path(self.staging(run_id)), True)
+        frame.write.mode("overwrite").partitionBy(*partitions).parquet(self.staging(run_id))
+
+    def unpublish(self, run_id: int) -> None:
+        for path in self.run_paths(run_id):
+            self._fs.delete(self._path(path), True)
+
+    def publish(self, run_id: int) -> None:
+        """Move staging date=*/group_id=* directories to <root>/.../run_id=R."""
+        staging = self.staging(run_id)
+        for source in self._glob(f"{staging}/date=*/group_id=*"):
+            relative = source[source.index("/date=") + 1 :]
+            target = self._path(f"{self.root}/{relative}/run_id={run_id}")
+            self._fs.mkdirs(target.getParent())
+            if not self._fs.rename(self._path(source), target):
+                raise OSError(f"could not move {source} to {target}")
+        self._fs.delete(self._path(staging), True)
+
+    def read_run(self, run_id: int) -> DataFrame | None:
+        """The rows a run archived (with date, group_id, run_id columns), or None."""
+        paths = self.run_paths(run_id)
+        if not paths:
+            return None
+        return self.spark.read.option("basePath", self.root).parquet(*paths)

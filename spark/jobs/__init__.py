@@ -1,0 +1,1 @@
+"""Job entry points: each main() does the I/O around pure transforms."""

@@ -1,0 +1,61 @@
+"""What both jobs share around Spark: preflight, the session, error translation, crashes."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from ems.config import Settings
+from ems.exceptions import EmsError, SparkJobFailed
+from spark.preflight import check_environment
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@contextmanager
+def spark_errors() -> Iterator[None]:
+    """Spark and py4j failures become SparkJobFailed; ems errors pass through."""
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    try:
+        yield
+    except EmsError:
+        raise
+    except (PySparkException, Py4JError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SparkJobFailed(f"Spark job failed: {first}") from exc
+
+
+@contextmanager
+def session(
+    app_name: str,
+    settings: Settings,
+    *,
+    master: str | None,
+    conf: Mapping[str, str] | None = None,
+) -> Iterator[SparkSession]:
+    """A session for one job run, stopped afterwards (only if this run started it)."""
+    from pyspark.sql import SparkSession
+
+    from spark.session import get_session
+
+    jar = check_environment(settings.jdbc_jar)
+    existing = SparkSession.getActiveSession()
+    with spark_errors():
+        spark = get_session(app_name, jar, master=master, conf=conf)
+        spark.sparkContext.setLogLevel("WARN")
+    try:
+        yield spark
+    finally:
+        if existing is None:
+            spark.stop()
+
+
+def crash_now() -> None:
+    """Die at once, as a killed job would: no cleanup, no finally blocks."""
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,1 @@
+"""Pure functions of DataFrames: no reads, no writes, no session state."""
