@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from ems.consumer.ack_writer import AckWriter
 from ems.consumer.state import Outcome, PartitionState, Policy, expired, settle
 from ems.exceptions import LockConflict, StaleGeneration
 from ems.types import Delivery, GroupInfo, Settlement, StoredMessage, TopicInfo
@@ -65,6 +67,8 @@ class ClusterSession:
         self._version = -1
         self._next_retry_scan = 0.0
         self._turn = 0
+        self._stale = threading.Event()
+        self.writer = AckWriter(membership.lease_valid)
 
     # -- ownership ---------------------------------------------------------------------
 
@@ -101,6 +105,7 @@ class ClusterSession:
         drained = {p: s for p, s in self.states.items() if s.revoking and not s.in_flight()}
         if not drained:
             return
+        self.writer.flush()  # the release commits the cursor: pending acks go first
         cursors = {p: (s.cursor(), s.generation) for p, s in drained.items()}
         try:
             self.store.groups.commit(self.group.id, self.membership.client_id, cursors)
@@ -137,8 +142,10 @@ class ClusterSession:
                 continue
             batch.extend(self._read(state, limit - len(batch), now))
         if batch:
-            self.store.consumption.start(
-                self.group.id, self.topic.id, self.membership.client_id, batch
+            # Logged as started on the writer, while the handler already works on it.
+            client = self.membership.client_id
+            self.writer.submit(
+                lambda: self.store.consumption.start(self.group.id, self.topic.id, client, batch)
             )
         return batch
 
@@ -177,29 +184,53 @@ class ClusterSession:
     def expire(self) -> list[Outcome]:
         return expired(self.states.values(), time.monotonic(), self.policy.ack_timeout)
 
-    def settle(self, outcomes: Iterable[Outcome]) -> None:
-        """Write an ack batch. Nothing is committed once the lease deadline has passed;
-        a partition reassigned meanwhile is dropped and the rest is written."""
+    def settle(self, outcomes: Iterable[Outcome], *, wait: bool = True) -> None:
+        """Apply an ack batch and write it: at once (wait) or on the ack writer, which
+        commits while the next batch is fetched. Nothing is written once the lease
+        deadline has passed; a partition reassigned meanwhile is dropped from the write."""
         settlement = settle(outcomes, self.states, self.policy, time.monotonic())
-        self.write(settlement)
-
-    def write(self, settlement: Settlement) -> None:
+        if self._stale.is_set():
+            self._stale.clear()
+            self._version = -1
         if not settlement:
             return
         if not self.membership.lease_valid():
             self.states.clear()
             return
+        for p, (offset, _) in settlement.cursors.items():
+            self.states[p].committed = offset
+        if wait:
+            self.writer.flush()
+            self.write(settlement)
+        else:
+            self.writer.submit(lambda: self.write(settlement))
+
+    def write(self, settlement: Settlement) -> None:
+        """Runs on the caller's thread or the ack writer's; touches no partition state."""
+        if not self.membership.lease_valid():
+            return
         try:
             self._settle(settlement)
         except StaleGeneration:
-            self._version = -1
-            self.sync()
-            kept = settlement.only(set(self.states))
+            # Keep what this client still owns at the generation it settled under.
+            self._stale.set()
+            self.membership.poke()
+            me = self.membership.client_id
+            owned = {
+                r.partition: r.generation
+                for r in self.store.assignments.rows(self.group.id)
+                if r.client_id == me and r.state != "released"
+            }
+            kept = settlement.only(
+                {p for p, g in owned.items() if settlement.cursors.get(p, (0, g))[1] == g}
+            )
             if kept:
                 self._settle(kept)
-        for p, (offset, _) in settlement.cursors.items():
-            if p in self.states:
-                self.states[p].committed = offset
+
+    def close(self) -> None:
+        """Write what the ack writer holds and stop it."""
+        self.writer.flush()
+        self.writer.close()
 
     def _settle(self, settlement: Settlement) -> None:
         """A deadlock rolled the transaction back, so the same writes are tried again."""

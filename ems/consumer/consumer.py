@@ -200,7 +200,7 @@ class Consumer:
                 self.session.sync()
                 late = self.session.expire()
                 if late:
-                    self.session.settle(late)
+                    self.session.settle(late, wait=False)
             batch = self.session.fetch(limit)
             left = deadline - time.monotonic()
             if batch or left <= 0 or self._stopping.is_set():
@@ -223,9 +223,9 @@ class Consumer:
         or dead-lettered after the group's last attempt."""
         self._settle(Outcome(d, error, delay) for d in _many(deliveries))
 
-    def _settle(self, outcomes: Iterable[Outcome]) -> None:
+    def _settle(self, outcomes: Iterable[Outcome], *, wait: bool = True) -> None:
         if isinstance(self.session, ClusterSession):
-            self.session.settle(outcomes)
+            self.session.settle(outcomes, wait=wait)
 
     # -- push form ---------------------------------------------------------------------
 
@@ -250,7 +250,8 @@ class Consumer:
     def _run_once(self, room: int | None) -> int:
         try:
             batch = self.poll(timeout=IDLE_WAIT, max_messages=room)
-            self._settle(self._handle(batch))
+            # Acks commit on the ack writer while the next batch is fetched.
+            self._settle(self._handle(batch), wait=False)
             return len(batch)
         except (ServerUnavailable, LockConflict, StaleGeneration) as exc:
             log.warning("consume round failed, retrying: %s", exc)
@@ -294,7 +295,10 @@ class Consumer:
 
     def _commit_on_leave(self) -> None:
         session = self.session
-        if not isinstance(session, ClusterSession) or not self.membership.lease_valid():
+        if not isinstance(session, ClusterSession):
+            return
+        session.close()  # acks handed to the writer are written first
+        if not self.membership.lease_valid():
             return
         cursors = {
             p: (s.cursor(), s.generation)
