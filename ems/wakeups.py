@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 
 import redis
 from redis.connection import Connection
@@ -30,6 +30,17 @@ def group_channel(settings: Settings, group_id: int) -> str:
     return f"{settings.redis_prefix}wake:group:{group_id}"
 
 
+def parse_messages(payload: str) -> dict[int, int]:
+    """`p:last,...` -> {partition: last offset written}; malformed parts are skipped."""
+    found: dict[int, int] = {}
+    for part in payload.split(","):
+        partition, _, offset = part.partition(":")
+        if partition.isdigit() and offset.isdigit():
+            p, o = int(partition), int(offset)
+            found[p] = max(o, found.get(p, o))
+    return found
+
+
 class Publisher:
     """PUBLISH without waiting for replies: the connection is switched to CLIENT REPLY
     OFF, so a wake-up costs one socket write and no round trip on the publish path."""
@@ -40,11 +51,12 @@ class Publisher:
         self._lock = threading.Lock()
         self._channels: dict[int, str] = {}
 
-    def messages(self, topic_id: int, partitions: Iterable[int]) -> None:
+    def messages(self, topic_id: int, last_offsets: Mapping[int, int]) -> None:
+        """New messages up to last_offsets[p] in partition p."""
         channel = self._channels.get(topic_id)
         if channel is None:
             channel = self._channels[topic_id] = topic_channel(self.settings, topic_id)
-        self.publish(channel, ",".join(map(str, partitions)))
+        self.publish(channel, ",".join(f"{p}:{o}" for p, o in last_offsets.items()))
 
     def group(self, group_id: int) -> None:
         self.publish(group_channel(self.settings, group_id), "changed")

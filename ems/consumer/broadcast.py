@@ -3,7 +3,7 @@ cursor. No log, no ack, no commit: a restarted client starts over at its start p
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ems.consumer.cluster import delivery
@@ -28,8 +28,14 @@ class BroadcastSession:
         self.dirty = set(self.positions)
         self._turn = 0
 
-    def mark(self, partitions: Iterable[int] | None = None) -> None:
-        self.dirty.update(self.positions if partitions is None else partitions)
+    def mark(self, news: Mapping[int, int] | None = None) -> None:
+        """As ClusterSession.mark."""
+        if news is None:
+            self.dirty.update(self.positions)
+        else:
+            self.dirty.update(
+                p for p, last in news.items() if p in self.positions and self.positions[p] <= last
+            )
 
     def fetch(self, limit: int) -> list[Delivery]:
         batch: list[Delivery] = []

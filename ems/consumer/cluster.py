@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from ems.consumer.ack_writer import AckWriter
@@ -121,10 +121,11 @@ class ClusterSession:
             del self.states[p]
         self.publisher.group(self.group.id)
 
-    def mark(self, partitions: Iterable[int] | None = None) -> None:
-        """Partitions worth reading now (all when None)."""
+    def mark(self, news: Mapping[int, int] | None = None) -> None:
+        """Partitions worth reading now: those with news ({partition: last offset
+        announced}) not read yet, or all when None."""
         for p, s in self.states.items():
-            if partitions is None or p in partitions:
+            if news is None or (p in news and s.position <= news[p]):
                 s.dirty = True
 
     # -- fetch -------------------------------------------------------------------------

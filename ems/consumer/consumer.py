@@ -28,7 +28,7 @@ from ems.producer.validation import check_name
 from ems.retry import parse_ladder
 from ems.store import Store
 from ems.types import Delivery, StartPosition
-from ems.wakeups import Listener, Publisher, group_channel, topic_channel
+from ems.wakeups import Listener, Publisher, group_channel, parse_messages, topic_channel
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,8 @@ class Consumer:
             ack_timeout=float(self.group.ack_timeout_seconds),
         )
         self._wake = threading.Event()
-        self._pending: set[int] = set()
+        #: Partition -> last offset announced by a wake-up, not yet looked at.
+        self._pending: dict[int, int] = {}
         self._pending_lock = threading.Lock()
         self._stopping = threading.Event()
         self._started = False
@@ -279,9 +280,10 @@ class Consumer:
     # -- wake-ups ----------------------------------------------------------------------
 
     def _on_messages(self, payload: str) -> None:
-        partitions = {int(p) for p in payload.split(",") if p.isdigit()}
+        news = parse_messages(payload)
         with self._pending_lock:
-            self._pending |= partitions
+            for p, last in news.items():
+                self._pending[p] = max(last, self._pending.get(p, last))
         self._wake.set()
 
     def _on_group(self, payload: str) -> None:
@@ -289,7 +291,7 @@ class Consumer:
 
     def _take_wakeups(self) -> None:
         with self._pending_lock:
-            pending, self._pending = self._pending, set()
+            pending, self._pending = self._pending, {}
         if pending:
             self.session.mark(pending)
 

@@ -183,7 +183,7 @@ class Producer:
         for _ in range(_CONFLICT_ATTEMPTS):
             rows = _place(info.id, prepared, self.allocator.allocate(info.id, counts))
             if self._commit(rows):
-                self._wakeups.messages(info.id, counts)
+                self._wakeups.messages(info.id, {r.partition: r.offset for r in rows})
                 return rows
             self.allocator.reseed(info.id, self.store.messages.next_offsets(info.id))
         raise OffsetConflict(
