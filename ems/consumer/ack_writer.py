@@ -1,9 +1,12 @@
 """Writes the consumption log and ack batches on one background thread, in order.
 
-The consume loop hands over a fetched batch's log INSERT and, later, its settlement, and
+The consume loop hands over a fetched batch's start rows and, later, its settlement, and
 goes on fetching and handling while they commit: their log flushes are no longer on the
-path of every message. One writer keeps the order, so a batch's start rows are written
-before its acks, and a partition's cursor never moves back. `flush()` waits until
+path of every message. Whatever piled up while the writer was busy is written together
+(group commit): one INSERT for all start rows, then one transaction for the merged
+settlements, so a busy writer catches up instead of queueing. Start rows go before the
+settlements that follow them; a settlement that hands back or fails messages closes its
+group, so a later start row of the same offset is never overtaken. `flush()` waits until
 everything handed over is written (before a release, a synchronous ack, or leaving).
 """
 
@@ -13,30 +16,56 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 
+from ems.consumer.state import merge
 from ems.exceptions import EmsError
+from ems.types import Delivery, Settlement
 
 log = logging.getLogger(__name__)
 
-#: Tries of one settlement against errors that may pass (server gone, deadlocks).
+#: Tries of one write against errors that may pass (server gone, deadlocks).
 ATTEMPTS = 5
+#: Jobs waiting at most; past it the consume loop waits for the writer.
+MAX_PENDING = 256
+
+Job = tuple[list[Delivery], None] | tuple[None, Settlement]
 
 
-Job = Callable[[], None]
+def groups(jobs: Sequence[Job]) -> list[tuple[list[Delivery], list[Settlement]]]:
+    """Jobs in order, as groups of (start rows, settlements) that may be written as one
+    INSERT then one transaction."""
+    out: list[tuple[list[Delivery], list[Settlement]]] = [([], [])]
+    for starts, settlement in jobs:
+        pending_starts, settlements = out[-1]
+        if settlement is not None:
+            settlements.append(settlement)
+        elif any(s.failed or s.logged_only or s.handed_back for s in settlements):
+            out.append((list(starts or []), []))
+        else:
+            pending_starts.extend(starts or [])
+    return out
 
 
 class AckWriter:
-    def __init__(self, alive: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        start: Callable[[list[Delivery]], None],
+        settle: Callable[[Settlement], None],
+        alive: Callable[[], bool],
+    ) -> None:
+        self._start = start
+        self._settle = settle
         self._alive = alive
-        self._queue: queue.Queue[Job | None] = queue.Queue()
+        self._queue: queue.Queue[Job | None] = queue.Queue(MAX_PENDING)
         self._thread: threading.Thread | None = None
 
-    def submit(self, job: Job) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="ems-acks", daemon=True)
-            self._thread.start()
-        self._queue.put(job)
+    def started(self, deliveries: list[Delivery]) -> None:
+        self._put((deliveries, None))
+
+    def settled(self, settlement: Settlement) -> None:
+        self._put((None, settlement))
 
     def flush(self) -> None:
         if self._thread is not None:
@@ -48,22 +77,39 @@ class AckWriter:
             self._thread.join()
             self._thread = None
 
+    def _put(self, job: Job) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="ems-acks", daemon=True)
+            self._thread.start()
+        self._queue.put(job)
+
     def _run(self) -> None:
         while True:
-            job = self._queue.get()
+            taken = [self._queue.get()]
+            while True:
+                try:
+                    taken.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
             try:
-                if job is None:
-                    return
-                self._write_patiently(job)
+                jobs = [job for job in taken if job is not None]
+                for starts, settlements in groups(jobs):
+                    if starts:
+                        self._patiently(partial(self._start, starts))
+                    if settlements:
+                        self._patiently(partial(self._settle, merge(settlements)))
             finally:
-                self._queue.task_done()
+                for _ in taken:
+                    self._queue.task_done()
+            if None in taken:
+                return
 
-    def _write_patiently(self, job: Job) -> None:
+    def _patiently(self, write: Callable[[], None]) -> None:
         for attempt in range(1, ATTEMPTS + 1):
             if not self._alive():
                 return  # past the lease deadline: commit nothing
             try:
-                job()
+                write()
                 return
             except EmsError as exc:
                 log.warning("log or ack batch not written (attempt %d): %s", attempt, exc)

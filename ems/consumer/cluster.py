@@ -68,7 +68,7 @@ class ClusterSession:
         self._next_retry_scan = 0.0
         self._turn = 0
         self._stale = threading.Event()
-        self.writer = AckWriter(membership.lease_valid)
+        self.writer = AckWriter(self._log_started, self.write, membership.lease_valid)
 
     # -- ownership ---------------------------------------------------------------------
 
@@ -144,10 +144,7 @@ class ClusterSession:
             batch.extend(self._read(state, limit - len(batch), now))
         if batch:
             # Logged as started on the writer, while the handler already works on it.
-            client = self.membership.client_id
-            self.writer.submit(
-                lambda: self.store.consumption.start(self.group.id, self.topic.id, client, batch)
-            )
+            self.writer.started(batch)
         return batch
 
     def _read(self, state: PartitionState, room: int, now: float) -> list[Delivery]:
@@ -204,7 +201,11 @@ class ClusterSession:
             self.writer.flush()
             self.write(settlement)
         else:
-            self.writer.submit(lambda: self.write(settlement))
+            self.writer.settled(settlement)
+
+    def _log_started(self, deliveries: list[Delivery]) -> None:
+        client = self.membership.client_id
+        self.store.consumption.start(self.group.id, self.topic.id, client, deliveries)
 
     def write(self, settlement: Settlement) -> None:
         """Runs on the caller's thread or the ack writer's; touches no partition state."""

@@ -6,7 +6,7 @@ moved to the retry table or dead), so a commit never passes an unsettled message
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -148,3 +148,21 @@ def _fail(
     state.position = delivery.offset
     state.failures[delivery.offset] = delivery.attempt
     state.blocked_until = now + (delay or 0.0)
+
+
+def merge(settlements: Sequence[Settlement]) -> Settlement:
+    """Settlements in the order they were made, as one: later cursors win (a partition's
+    cursor only grows within a generation, and a new generation is the newer state)."""
+    if len(settlements) == 1:
+        return settlements[0]
+    cursors: dict[int, tuple[int, int]] = {}
+    for s in settlements:
+        cursors.update(s.cursors)
+    return Settlement(
+        done=[d for s in settlements for d in s.done],
+        failed=[f for s in settlements for f in s.failed],
+        logged_only=[f for s in settlements for f in s.logged_only],
+        cleared=[c for s in settlements for c in s.cleared],
+        handed_back=[h for s in settlements for h in s.handed_back],
+        cursors=cursors,
+    )

@@ -1,0 +1,73 @@
+"""Group commit of the consumer's writes: what may be merged, and how."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+
+from ems.consumer.ack_writer import AckWriter, groups
+from ems.consumer.state import merge
+from ems.types import Delivery, Failure, Settlement
+
+
+def d(offset: int) -> Delivery:
+    return Delivery(
+        topic="t",
+        partition=0,
+        offset=offset,
+        key=None,
+        headers={},
+        body=b"",
+        timestamp=dt.datetime(2026, 1, 1),
+        attempt=1,
+        message_id=offset,
+    )
+
+
+def test_later_cursors_win_and_lists_concatenate_in_order() -> None:
+    a = Settlement(done=[(0, 1)], cursors={0: (2, 5), 1: (7, 5)})
+    b = Settlement(done=[(0, 2)], cursors={0: (3, 5)})
+    merged = merge([a, b])
+    assert merged.done == [(0, 1), (0, 2)]
+    assert merged.cursors == {0: (3, 5), 1: (7, 5)}
+
+
+def test_start_rows_join_a_group_unless_a_settlement_before_them_failed_or_handed_back() -> None:
+    plain = Settlement(done=[(0, 1)])
+    failing = Settlement(failed=[Failure(0, 2, 2, 1, "e", 1.0)])
+    jobs = [([d(1)], None), (None, plain), ([d(2)], None), (None, failing), ([d(3)], None)]
+    grouped = groups(jobs)  # type: ignore[arg-type]
+    assert [([x.offset for x in s], len(t)) for s, t in grouped] == [([1, 2], 2), ([3], 0)]
+
+
+def test_everything_handed_over_is_written_in_order_and_flush_waits_for_it() -> None:
+    written: list[str] = []
+    gate = threading.Event()
+
+    def start(rows: list[Delivery]) -> None:
+        gate.wait(5)
+        written.append("start " + ",".join(str(r.offset) for r in rows))
+
+    def settle(s: Settlement) -> None:
+        written.append("settle " + ",".join(str(o) for _, o in s.done))
+
+    writer = AckWriter(start, settle, lambda: True)
+    writer.started([d(1)])
+    time.sleep(0.05)  # the writer now waits in the first start
+    writer.settled(Settlement(done=[(0, 1)]))
+    writer.started([d(2)])
+    writer.settled(Settlement(done=[(0, 2)]))
+    gate.set()
+    writer.flush()
+    assert written == ["start 1", "start 2", "settle 1,2"]
+    writer.close()
+
+
+def test_nothing_is_written_past_the_lease_deadline() -> None:
+    written: list[Settlement] = []
+    writer = AckWriter(lambda rows: None, written.append, lambda: False)
+    writer.settled(Settlement(done=[(0, 1)]))
+    writer.flush()
+    writer.close()
+    assert written == []
