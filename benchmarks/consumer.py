@@ -248,7 +248,14 @@ def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
     results.rebalance = consumer_rebalance.measure(ccfg)
 
     log("kombu fill and drain")
-    results.kombu_fill, results.kombu_rate, results.kombu_messages = kombu_drain(ccfg)
+    # Kombu's transport can fail under its own concurrency (deadlocks in its SELECT ...
+    # FOR UPDATE); one retry, then the report says so instead of losing the ems results.
+    for attempt in (1, 2):
+        try:
+            results.kombu_fill, results.kombu_rate, results.kombu_messages = kombu_drain(ccfg)
+            break
+        except BenchError as exc:
+            log(f"kombu run {attempt} failed: {exc}")
     log(f"kombu drained {results.kombu_messages:,} at {results.kombu_rate:,.0f} msg/s")
 
     text = render(env, results)
