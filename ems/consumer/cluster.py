@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from ems.consumer.ack_writer import AckWriter
-from ems.consumer.state import Outcome, PartitionState, Policy, expired, settle
+from ems.consumer.state import Outcome, PartitionState, Policy, expired, moved_cursors, settle
 from ems.exceptions import LockConflict, StaleGeneration
 from ems.types import Delivery, GroupInfo, Settlement, StoredMessage, TopicInfo
 
@@ -230,9 +230,18 @@ class ClusterSession:
                 self._settle(kept)
 
     def close(self) -> None:
-        """Write what the ack writer holds and stop it."""
+        """On leaving: write what the ack writer holds, stop it, then commit the cursors
+        that moved since their last commit, while the lease still holds. A cursor stops
+        before any delivery that was polled and never acked."""
         self.writer.flush()
         self.writer.close()
+        cursors = moved_cursors(self.states)
+        if not cursors or not self.membership.lease_valid():
+            return
+        try:
+            self.store.groups.commit(self.group.id, self.membership.client_id, cursors)
+        except StaleGeneration as exc:
+            log.info("cursor commit on leave skipped: %s", exc)
 
     def _settle(self, settlement: Settlement) -> None:
         """A deadlock rolled the transaction back, so the same writes are tried again."""

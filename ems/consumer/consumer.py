@@ -168,7 +168,8 @@ class Consumer:
         self._closed = True
         try:
             if self._started:
-                self._commit_on_leave()
+                if isinstance(self.session, ClusterSession):
+                    self.session.close()  # pending acks, then the cursors
                 self.membership.leave()
                 self.listener.stop()
         finally:
@@ -294,24 +295,6 @@ class Consumer:
             pending, self._pending = self._pending, {}
         if pending:
             self.session.mark(pending)
-
-    def _commit_on_leave(self) -> None:
-        session = self.session
-        if not isinstance(session, ClusterSession):
-            return
-        session.close()  # acks handed to the writer are written first
-        if not self.membership.lease_valid():
-            return
-        cursors = {
-            p: (s.cursor(), s.generation)
-            for p, s in session.states.items()
-            if s.cursor() != s.committed
-        }
-        if cursors:
-            try:
-                self.store.groups.commit(self.group.id, self.client_id, cursors)
-            except StaleGeneration as exc:
-                log.info("cursor commit on leave skipped: %s", exc)
 
     def _close_store(self) -> None:
         if self._owns_store:

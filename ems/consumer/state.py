@@ -74,6 +74,11 @@ class _Draft:
     handed_back: list[tuple[int, int, int]] = field(default_factory=list)
 
 
+def moved_cursors(states: Mapping[int, PartitionState]) -> dict[int, tuple[int, int]]:
+    """(cursor, generation) of the partitions whose cursor moved since its last commit."""
+    return {p: (s.cursor(), s.generation) for p, s in states.items() if s.cursor() != s.committed}
+
+
 def expired(states: Iterable[PartitionState], now: float, timeout: float) -> list[Outcome]:
     """Deliveries in flight longer than the ack timeout, as failures."""
     return [
@@ -102,9 +107,7 @@ def settle(
                 draft.cleared.append((delivery.partition, delivery.offset))
         else:
             _fail(draft, state, delivery, outcome, policy, now, from_retry)
-    cursors = {
-        p: (s.cursor(), s.generation) for p, s in states.items() if s.cursor() != s.committed
-    }
+    cursors = moved_cursors(states)
     return Settlement(
         done=draft.done,
         failed=draft.failed,
