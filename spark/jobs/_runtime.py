@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
-from collections.abc import Iterator, Mapping
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ems.config import Settings
 from ems.exceptions import EmsError, SparkJobFailed
@@ -14,6 +16,8 @@ from spark.preflight import check_environment
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+Outcome = TypeVar("Outcome")
 
 
 @contextmanager
@@ -59,3 +63,24 @@ def session(
 def crash_now() -> None:
     """Die at once, as a killed job would: no cleanup, no finally blocks."""
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def main_for(
+    args: argparse.Namespace,
+    run: Callable[..., Outcome],
+    request: object,
+    report: Callable[[Outcome], Iterable[str]],
+) -> int:
+    """A job's spark-submit entry point: run it with settings from the environment, print
+    its report, or print the error and return the CLI's exit code for it."""
+    from ems.cli.errors import exit_code_for
+    from spark.options import parse_conf
+
+    try:
+        outcome = run(Settings.from_env(), request, master=args.master, conf=parse_conf(args.conf))
+    except EmsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exit_code_for(exc)
+    for line in report(outcome):
+        print(line)
+    return 0

@@ -42,7 +42,7 @@ from ems.store import Store
 from ems.store.compaction import MAX_DELETE_ROWS, final_rows_predicate
 from ems.types import CompactionRunInfo, GroupRef, IdRange
 from spark.jobs import _runtime
-from spark.options import parse_conf, parse_crash_point, parse_duration, parse_timestamp
+from spark.options import parse_crash_point, parse_duration, parse_timestamp
 from spark.preflight import check_environment
 
 if TYPE_CHECKING:
@@ -424,23 +424,10 @@ def request_from_args(args: argparse.Namespace) -> CompactRequest:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from ems.cli.errors import exit_code_for
-    from ems.exceptions import EmsError
-
     args = parser().parse_args(argv)
-    try:
-        outcomes = run(
-            Settings.from_env(),
-            request_from_args(args),
-            master=args.master,
-            conf=parse_conf(args.conf),
-        )
-    except EmsError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_code_for(exc)
-    for outcome in outcomes:
-        print(describe(outcome))
-    return 0
+    return _runtime.main_for(
+        args, run, request_from_args(args), lambda outcomes: map(describe, outcomes)
+    )
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from ems.store import Store
 from ems.types import GroupRef
 from spark.jobs import _runtime
 from spark.jobs.compact import scope
-from spark.options import parse_conf, parse_duration, parse_timestamp
+from spark.options import parse_duration, parse_timestamp
 from spark.preflight import check_environment
 
 if TYPE_CHECKING:
@@ -254,22 +254,8 @@ def request_from_args(args: argparse.Namespace) -> LagRequest:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from ems.cli.errors import exit_code_for
-    from ems.exceptions import EmsError
-
     args = parser().parse_args(argv)
-    try:
-        outcome = run(
-            Settings.from_env(),
-            request_from_args(args),
-            master=args.master,
-            conf=parse_conf(args.conf),
-        )
-    except EmsError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_code_for(exc)
-    print("\n".join(describe(outcome)))
-    return 0
+    return _runtime.main_for(args, run, request_from_args(args), describe)
 
 
 if __name__ == "__main__":
