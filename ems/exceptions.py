@@ -69,6 +69,23 @@ class InvalidWindow(InvalidInput):
     """A report window must be a positive duration ending no later than now."""
 
 
+class InvalidDatetime(InvalidInput):
+    """A datetime must be ISO 8601 (2026-11-22T10:00:00, with or without a UTC offset; a
+    value without one is UTC) or a relative age such as 15m, 2h or 7d."""
+
+
+class OffsetOutOfRange(InvalidInput):
+    """The offset lies outside [earliest stored offset, high watermark]."""
+
+
+class ConflictingOptions(InvalidInput):
+    """The options contradict each other (or a required choice is missing)."""
+
+
+class InvalidPolicy(InvalidInput):
+    """An alarm, autoscaling or cleanup setting is not valid."""
+
+
 # -- lookups ---------------------------------------------------------------------------
 
 
@@ -86,6 +103,18 @@ class UnknownPartition(NotFound):
 
 class UnknownGroup(NotFound):
     """The consumer group does not exist."""
+
+
+class UnknownMessage(NotFound):
+    """No such message (it may have been purged by retention)."""
+
+
+class UnknownDeadLetter(NotFound):
+    """No such dead letter."""
+
+
+class UnknownJob(NotFound):
+    """No such cleanup job."""
 
 
 class AlreadyExists(EmsError):
@@ -151,6 +180,19 @@ class StaleGeneration(StoreError):
 
 class NotLeader(StoreError):
     """This client no longer holds the group's leader row at the epoch it acted under."""
+
+
+class GroupBusy(EmsError):
+    """The group could not be paused within the timeout: its members did not release their
+    partitions. Nothing was changed, and the group was resumed."""
+
+
+class NotScheduler(StoreError):
+    """This scheduler no longer holds the scheduler lease at the epoch it acted under."""
+
+
+class ScaleBackendError(EmsError):
+    """The autoscaling backend (e.g. the Kubernetes API) rejected or failed the change."""
 
 
 # -- consumers -------------------------------------------------------------------------

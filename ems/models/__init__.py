@@ -13,11 +13,22 @@ from ems.models.coordination import ConsumerClient, GroupLeader
 from ems.models.groups import ConsumerGroup, GroupOffset, PartitionAssignment
 from ems.models.logs import ConsumptionLog
 from ems.models.messages import DeadMessage, Message, RetryMessage
-from ems.models.topics import PartitionHead, Topic
+from ems.models.operations import (
+    Alarm,
+    AutoscaleDecision,
+    AutoscalePolicy,
+    JobRun,
+    SchedulerLease,
+    TopicWatermark,
+)
+from ems.models.topics import PartitionHead, PartitionLow, Topic
 
 metadata = Base.metadata
 
 __all__ = [
+    "Alarm",
+    "AutoscaleDecision",
+    "AutoscalePolicy",
     "Base",
     "CompactionRun",
     "ConsumerClient",
@@ -26,6 +37,7 @@ __all__ = [
     "DeadMessage",
     "GroupLeader",
     "GroupOffset",
+    "JobRun",
     "LagReport",
     "LagReportRun",
     "LogSummary",
@@ -34,7 +46,10 @@ __all__ = [
     "OffsetSnapshot",
     "PartitionAssignment",
     "PartitionHead",
+    "PartitionLow",
     "RetryMessage",
+    "SchedulerLease",
     "Topic",
+    "TopicWatermark",
     "metadata",
 ]

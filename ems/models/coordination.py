@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String
+from sqlalchemy import BigInteger, Double, ForeignKey, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ems.models.base import TABLE_ARGS, Base, BigId, created_ts, timestamp
+from ems.models.base import TABLE_ARGS, Base, BigId, created_ts, optional_ts, timestamp
 
 
 class ConsumerClient(Base):
@@ -21,6 +21,11 @@ class ConsumerClient(Base):
     host: Mapped[str] = mapped_column(String(255), nullable=False)
     pid: Mapped[int] = mapped_column(Integer, nullable=False)
     lease_expires_at: Mapped[timestamp]
+    #: Load the member reports with its renewals, for the leader's scaling decision.
+    cpu_percent: Mapped[float | None] = mapped_column(Double, nullable=True)
+    #: Messages handled per second since the previous report.
+    load_rate: Mapped[float | None] = mapped_column(Double, nullable=True)
+    reported_at: Mapped[optional_ts]
     created_at: Mapped[created_ts]
 
 

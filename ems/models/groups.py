@@ -35,6 +35,15 @@ class ConsumerGroup(Base):
     ack_timeout_seconds: Mapped[int] = mapped_column(Integer, nullable=False, server_default="300")
     #: Bumped by every assignment write; cursor commits carry it and fail when stale.
     generation: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
+    #: While in the future (database clock) the leader revokes every partition and grants
+    #: none: an offset reset pauses a live group this way. A lease, so a crashed reset
+    #: resumes the group by itself.
+    paused_until: Mapped[optional_ts]
+    #: Alarm thresholds; NULL turns the alarm off.
+    lag_alarm_messages: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    lag_alarm_seconds: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    #: A partition whose cursor has not moved for this long while it lags is stalled.
+    stall_alarm_seconds: Mapped[int] = mapped_column(Integer, nullable=False, server_default="300")
     created_at: Mapped[created_ts]
 
 

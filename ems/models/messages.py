@@ -40,6 +40,10 @@ class Message(Base):
     __tablename__ = "message"
     __table_args__ = (
         UniqueConstraint("topic_id", "partition_no", "offset_no"),
+        # Time lookups (reset to a datetime, retention, queries by time) and key lookups.
+        # Both grow at a few insertion points per topic, not at random places.
+        Index(None, "topic_id", "partition_no", "created_at"),
+        Index(None, "topic_id", "msg_key", "created_at"),
         TABLE_ARGS,
     )
 

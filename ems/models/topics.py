@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, ForeignKey, Integer, text
+from sqlalchemy import BigInteger, Boolean, ForeignKey, Integer, text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ems.models.base import TABLE_ARGS, Base, BigId, bigint_pk, created_ts, name_str
+from ems.models.base import TABLE_ARGS, Base, BigId, bigint_pk, created_ts, name_str, optional_ts
 
 
 class Topic(Base):
@@ -17,6 +17,8 @@ class Topic(Base):
     partitions: Mapped[int] = mapped_column(Integer, nullable=False)
     retention_hours: Mapped[int] = mapped_column(Integer, nullable=False, server_default="168")
     max_body_bytes: Mapped[int] = mapped_column(Integer, nullable=False, server_default="1048576")
+    #: Delete messages every cluster group has consumed, before retention ends them.
+    delete_consumed: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default="0")
     created_at: Mapped[created_ts]
 
 
@@ -31,3 +33,18 @@ class PartitionHead(Base):
     )
     partition_no: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     next_offset: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default=text("0"))
+
+
+class PartitionLow(Base):
+    """The low watermark: every offset below low_offset was purged. Readers whose cursor
+    lies below it jump to it instead of filling the purged range with tombstones."""
+
+    __tablename__ = "partition_low"
+    __table_args__ = TABLE_ARGS
+
+    topic_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("topic.id", ondelete="CASCADE"), primary_key=True
+    )
+    partition_no: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    low_offset: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    updated_at: Mapped[optional_ts]
