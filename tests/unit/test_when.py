@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from ems.exceptions import InvalidDatetime
+from ems.ops.when import parse_age, parse_when
+
+NOW = dt.datetime(2026, 11, 22, 12, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2026-11-22T10:00:00", dt.datetime(2026, 11, 22, 10, 0)),
+        ("2026-11-22 10:00:00.250000", dt.datetime(2026, 11, 22, 10, 0, 0, 250000)),
+        ("2026-11-22T10:00:00Z", dt.datetime(2026, 11, 22, 10, 0)),
+        ("2026-11-22T10:00:00+02:00", dt.datetime(2026, 11, 22, 8, 0)),
+        ("2026-11-22", dt.datetime(2026, 11, 22)),
+        ("15m", NOW - dt.timedelta(minutes=15)),
+        ("2h", NOW - dt.timedelta(hours=2)),
+        ("7d", NOW - dt.timedelta(days=7)),
+        (" 90s ", NOW - dt.timedelta(seconds=90)),
+    ],
+)
+def test_parses(text: str, expected: dt.datetime) -> None:
+    assert parse_when(text, NOW) == expected
+
+
+@pytest.mark.parametrize("text", ["", " ", "yesterday", "2026-13-01", "15 minutes", "-5m", "5y"])
+def test_rejects(text: str) -> None:
+    with pytest.raises(InvalidDatetime):
+        parse_when(text, NOW)
+
+
+def test_age_is_none_for_a_datetime() -> None:
+    assert parse_age("2026-11-22") is None
+    assert parse_age("1.5h") == dt.timedelta(minutes=90)
