@@ -15,10 +15,11 @@ _REGISTER = (
     "VALUES (%s, %s, %s, %s, NOW(6) + INTERVAL %s MICROSECOND)"
 )
 # The renewal carries the member's load report (cpu_percent, load_rate) for the leader's
-# autoscaling decision; reported_at moves only when there is a report.
+# autoscaling decision; a renewal without a report keeps the last one and its time.
 _RENEW = (
     "UPDATE consumer_client SET lease_expires_at = NOW(6) + INTERVAL %s MICROSECOND, "
-    "cpu_percent = %s, load_rate = %s, reported_at = IF(%s IS NULL, reported_at, NOW(6)) "
+    "cpu_percent = COALESCE(%s, cpu_percent), load_rate = COALESCE(%s, load_rate), "
+    "reported_at = IF(%s IS NULL, reported_at, NOW(6)) "
     "WHERE client_id = %s AND lease_expires_at > NOW(6)"
 )
 _MEMBERS = (
@@ -64,8 +65,8 @@ class LeaseStore:
         cpu_percent: float | None = None,
         load_rate: float | None = None,
     ) -> bool:
-        """Extend a live lease, storing the member's CPU and load report (None: no
-        report); False when it already expired (or the row is gone)."""
+        """Extend a live lease, storing the member's CPU and load report (None keeps
+        the last one); False when it already expired (or the row is gone)."""
         params = (int(ttl * _US), cpu_percent, load_rate, load_rate, client_id)
         with self.db.single() as cursor:
             return bool(cursor.execute(_RENEW, params) == 1)
