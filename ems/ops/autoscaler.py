@@ -21,7 +21,7 @@ from ems.ops.scale_backends import ScaleBackend, backend_for
 if TYPE_CHECKING:
     from ems.config import Settings
     from ems.store import Store
-    from ems.types import GroupInfo
+    from ems.types import GroupInfo, TopicInfo
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +70,12 @@ class Autoscaler:
             current = backend.current(len(reports))
         except ScaleBackendError as exc:
             return self._record_failure(leader, backend, len(reports), exc)
+        topic = self.store.topics.by_ids([self.group.topic_id]).get(self.group.topic_id)
         inputs = ScaleInputs(
             current=current,
             members=[r.load() for r in reports],
-            total_lag=self._lag(policy),
-            partitions=self._partitions(),
+            total_lag=self._lag(policy, topic),
+            partitions=0 if topic is None else topic.partitions,
             history=self._recent(policy),
             since_last_change=self.store.autoscale.since_last_change(gid),
         )
@@ -137,16 +138,9 @@ class Autoscaler:
             self._backend = (key, backend_for(policy, self.settings))
         return self._backend[1]
 
-    def _partitions(self) -> int:
-        topic = self.store.topics.by_ids([self.group.topic_id]).get(self.group.topic_id)
-        return 0 if topic is None else topic.partitions
-
-    def _lag(self, policy: ScalePolicy) -> int | None:
-        if policy.lag_threshold is None:
+    def _lag(self, policy: ScalePolicy, topic: TopicInfo | None) -> int | None:
+        if policy.lag_threshold is None or topic is None:
             return None  # not worth the reads
-        topic = self.store.topics.by_ids([self.group.topic_id]).get(self.group.topic_id)
-        if topic is None:
-            return None
         committed = self.store.groups.offsets(self.group.id)
         marks = self.store.messages.high_watermarks(topic)
         return sum(lag(marks.get(p, 0), o) for p, o in committed.items())

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from ems.exceptions import InvalidPolicy
+from ems.config import Settings
+from ems.exceptions import InvalidPolicy, InvalidSetting
 from ems.ops.autoscaling import (
     MemberLoad,
     Recommendation,
@@ -256,3 +257,29 @@ def test_a_scale_down_stays_at_the_highest_recommendation_of_the_window(
     recent = [r.replicas for r in state.history if r.age_seconds <= window]
     floor = min(state.current, max([decision.recommendation, *recent]))
     assert decision.desired == max(low, min(high, floor))
+
+
+# -- settings ---------------------------------------------------------------------------
+
+
+def test_autoscale_settings_from_env() -> None:
+    defaults = Settings.from_env({})
+    assert (defaults.autoscale_interval, defaults.kubeconfig, defaults.kube_timeout) == (
+        30.0,
+        None,
+        2.0,
+    )
+    env = {"EMS_AUTOSCALE_INTERVAL": "5", "EMS_KUBECONFIG": "/k", "EMS_KUBE_TIMEOUT": "1.5"}
+    s = Settings.from_env(env)
+    assert (s.autoscale_interval, s.kubeconfig, s.kube_timeout) == (5.0, "/k", 1.5)
+    assert Settings.from_env({"EMS_AUTOSCALE_INTERVAL": "0"}).autoscale_interval == 0
+    assert Settings.from_env({"EMS_AUTOSCALE_INTERVAL": "off"}).autoscale_interval == 0
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{"EMS_AUTOSCALE_INTERVAL": "-1"}, {"EMS_AUTOSCALE_INTERVAL": "x"}, {"EMS_KUBE_TIMEOUT": "0"}],
+)
+def test_bad_autoscale_settings(env: dict[str, str]) -> None:
+    with pytest.raises(InvalidSetting):
+        Settings.from_env(env)
