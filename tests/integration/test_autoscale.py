@@ -301,3 +301,23 @@ def test_consumers_scale_the_fake_deployment(
     assert fake.deployments["prod", "handlers"] == scaled[0].desired_replicas
     (patch,) = fake.patches()
     assert patch.body == {"spec": {"replicas": scaled[0].desired_replicas}}
+
+
+def test_a_failing_backend_never_stops_the_member(
+    settings: Settings,
+    store: Store,
+    group: GroupInfo,
+    consumers: Callable[..., list[Consumer]],
+    cluster: tuple[FakeKubernetes, str],
+) -> None:
+    fake, kubeconfig = cluster
+    fake.fail_patches = 503
+    store.autoscale.set_policy(group.id, dataclasses.replace(K8S, target_load=5.0))
+    consumers(1, settings.with_(autoscale_interval=0.3, kubeconfig=kubeconfig))
+    wait_for(lambda: any(d.error for d in store.autoscale.decisions(group.id)))
+    (member,) = store.autoscale.reports(group.id)
+    wait_for(lambda: store.autoscale.reports(group.id)[0].reported_at != member.reported_at)
+    assert store.autoscale.reports(group.id)[0].live
+    failed = [d for d in store.autoscale.decisions(group.id, 100) if d.error]
+    assert "HTTP 503" in (failed[0].error or "") and not any(d.applied for d in failed)
+    assert fake.deployments["prod", "handlers"] == 1

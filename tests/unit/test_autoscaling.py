@@ -250,6 +250,8 @@ def test_no_change_within_the_cooldown(
 def test_a_scale_down_stays_at_the_highest_recommendation_of_the_window(
     policy: ScalePolicy, state: ScaleInputs
 ) -> None:
+    since = state.since_last_change
+    assume(since is None or since >= policy.cooldown_seconds)  # the cooldown holds instead
     decision = decide(policy, state)
     assume(decision.desired < state.current)
     low, high = bounds(policy, state.partitions)
