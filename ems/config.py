@@ -38,6 +38,12 @@ class Settings:
     pool_size: int = 5
     #: JDBC driver jar the Spark jobs read MySQL with.
     jdbc_jar: str = DEFAULT_JDBC_JAR
+    #: Seconds between a group leader's autoscaling decisions; 0 turns them off.
+    autoscale_interval: float = 30.0
+    #: Kubeconfig file of the kubernetes scale backend; None uses the in-cluster config.
+    kubeconfig: str | None = None
+    #: Seconds one Kubernetes API request may take.
+    kube_timeout: float = 2.0
 
     @cached_property
     def database_name(self) -> str:
@@ -64,6 +70,9 @@ class Settings:
             gap_timeout=_float(env, "EMS_GAP_TIMEOUT", 5.0),
             connect_timeout=_float(env, "EMS_CONNECT_TIMEOUT", 3.0),
             jdbc_jar=env.get("EMS_JDBC_JAR") or DEFAULT_JDBC_JAR,
+            autoscale_interval=_interval(env, "EMS_AUTOSCALE_INTERVAL", 30.0),
+            kubeconfig=env.get("EMS_KUBECONFIG") or None,
+            kube_timeout=_float(env, "EMS_KUBE_TIMEOUT", 2.0),
         )
 
 
@@ -78,3 +87,10 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
     if value <= 0:
         raise InvalidSetting(f"{name} must be positive, not {raw!r}")
     return value
+
+
+def _interval(env: Mapping[str, str], name: str, default: float) -> float:
+    """Seconds between runs of a periodic task; 0 turns the task off."""
+    if env.get(name, "").strip() in ("0", "0.0", "off"):
+        return 0.0
+    return _float(env, name, default)

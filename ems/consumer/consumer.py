@@ -21,9 +21,11 @@ from ems.consumer.broadcast import BroadcastSession
 from ems.consumer.cluster import ClusterSession
 from ems.consumer.groups import GroupOptions, ensure_group
 from ems.consumer.state import Outcome, Policy
+from ems.coordination.load import LoadMeter
 from ems.coordination.membership import Membership
 from ems.exceptions import InvalidHandler, LockConflict, ServerUnavailable, StaleGeneration
 from ems.offsets.reader import PartitionReader
+from ems.ops.autoscaler import autoscaler_for
 from ems.producer.validation import check_name
 from ems.retry import parse_ladder
 from ems.store import Store
@@ -108,6 +110,8 @@ class Consumer:
         self._started = False
         self._closed = False
         self.publisher = Publisher(self.settings)
+        #: Messages handled, reported with each lease renewal for the autoscaler.
+        self.meter = LoadMeter()
         self.membership = Membership(
             self.store,
             self.group,
@@ -116,6 +120,8 @@ class Consumer:
             renew_every=renew_every,
             lead=not options.broadcast,
             on_change=self._wake.set,
+            meter=self.meter,
+            autoscaler=autoscaler_for(self.store, self.group, self.settings),
         )
         self.listener = Listener(
             self.settings,
@@ -226,6 +232,8 @@ class Consumer:
         self._settle(Outcome(d, error, delay) for d in _many(deliveries))
 
     def _settle(self, outcomes: Iterable[Outcome], *, wait: bool = True) -> None:
+        outcomes = list(outcomes)
+        self.meter.add(len(outcomes))
         if isinstance(self.session, ClusterSession):
             self.session.settle(outcomes, wait=wait)
 

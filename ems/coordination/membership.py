@@ -21,6 +21,8 @@ from ems.exceptions import EmsError, NotLeader
 from ems.types import AssignmentRow, GroupInfo
 
 if TYPE_CHECKING:
+    from ems.coordination.load import LoadMeter
+    from ems.ops.autoscaler import Autoscaler
     from ems.store import Store
     from ems.wakeups import Publisher
 
@@ -41,6 +43,8 @@ class Membership:
         renew_every: float,
         lead: bool = True,
         on_change: Callable[[], None] | None = None,
+        meter: LoadMeter | None = None,
+        autoscaler: Autoscaler | None = None,
     ) -> None:
         self.store = store
         self.group = group
@@ -57,6 +61,10 @@ class Membership:
         self.owned: dict[int, AssignmentRow] = {}
         self.version = 0
         self._on_change = on_change
+        #: The load this member reports with each renewal; None reports nothing.
+        self._meter = meter
+        #: The leader's autoscaling step; None disables it.
+        self._autoscaler = autoscaler
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -115,7 +123,13 @@ class Membership:
 
     def _round(self) -> None:
         sent = time.monotonic()
-        if self.store.leases.renew(self.client_id, self.ttl):
+        report = self._meter.sample() if self._meter is not None else None
+        if self.store.leases.renew(
+            self.client_id,
+            self.ttl,
+            cpu_percent=None if report is None else report.cpu_percent,
+            load_rate=None if report is None else report.load_rate,
+        ):
             self.deadline = sent + self.ttl
         else:
             self._rejoin()
@@ -171,6 +185,8 @@ class Membership:
         for m in members:
             if m.expires_in > 0:
                 self._soon(m.expires_in + _SLACK)
+        if self._autoscaler is not None:
+            self._autoscaler.maybe_run(self.client_id, epoch)
 
     def _soon(self, seconds: float) -> None:
         self._next_round = min(self._next_round, time.monotonic() + max(0.0, seconds))

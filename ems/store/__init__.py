@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ems.config import Settings
 from ems.store.assignments import AssignmentStore
+from ems.store.autoscale import AutoscaleStore
 from ems.store.compaction import CompactionStore
 from ems.store.consumption import ConsumptionStore
 from ems.store.database import Database, translate, wrap_errors
@@ -33,6 +34,7 @@ class Store:
         self.snapshots = SnapshotStore(self.db)
         self.compaction = CompactionStore(self.db)
         self.lag_reports = LagReportStore(self.db)
+        self.autoscale = AutoscaleStore(self.db)
 
     def close(self) -> None:
         self.db.dispose()

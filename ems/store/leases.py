@@ -14,8 +14,12 @@ _REGISTER = (
     "INSERT INTO consumer_client (client_id, group_id, host, pid, lease_expires_at) "
     "VALUES (%s, %s, %s, %s, NOW(6) + INTERVAL %s MICROSECOND)"
 )
+# The renewal carries the member's load report (cpu_percent, load_rate) for the leader's
+# autoscaling decision; a renewal without a report keeps the last one and its time.
 _RENEW = (
-    "UPDATE consumer_client SET lease_expires_at = NOW(6) + INTERVAL %s MICROSECOND "
+    "UPDATE consumer_client SET lease_expires_at = NOW(6) + INTERVAL %s MICROSECOND, "
+    "cpu_percent = COALESCE(%s, cpu_percent), load_rate = COALESCE(%s, load_rate), "
+    "reported_at = IF(%s IS NULL, reported_at, NOW(6)) "
     "WHERE client_id = %s AND lease_expires_at > NOW(6)"
 )
 _MEMBERS = (
@@ -53,10 +57,19 @@ class LeaseStore:
         with self.db.single() as cursor:
             cursor.execute(_REGISTER, (client_id, group_id, host, pid, int(ttl * _US)))
 
-    def renew(self, client_id: str, ttl: float) -> bool:
-        """Extend a live lease; False when it already expired (or the row is gone)."""
+    def renew(
+        self,
+        client_id: str,
+        ttl: float,
+        *,
+        cpu_percent: float | None = None,
+        load_rate: float | None = None,
+    ) -> bool:
+        """Extend a live lease, storing the member's CPU and load report (None keeps
+        the last one); False when it already expired (or the row is gone)."""
+        params = (int(ttl * _US), cpu_percent, load_rate, load_rate, client_id)
         with self.db.single() as cursor:
-            return bool(cursor.execute(_RENEW, (int(ttl * _US), client_id)) == 1)
+            return bool(cursor.execute(_RENEW, params) == 1)
 
     def delete(self, client_id: str) -> None:
         with self.db.single() as cursor:
