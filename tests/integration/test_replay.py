@@ -24,7 +24,7 @@ from ems.exceptions import (
 from ems.ops.replay import Replayer, ReplayRange
 from ems.store import Store
 from ems.types import TopicInfo
-from tests.integration.test_offset_reset import T0, T1, T2, insert, options
+from tests.integration.offsets_data import T0, T1, T2, insert, options
 
 
 @pytest.fixture
