@@ -244,7 +244,8 @@ class OffsetReset:
             raise InvalidSetting(f"timeout must be a positive number of seconds, not {timeout!r}")
         info, topic_info = resolve_group(self.store, group, topic)
         parts = chosen_partitions(topic_info, partition)
-        self._targets(topic_info, target, parts)  # bad input fails before the pause
+        if target.kind == "offset":  # the one target that can be out of range
+            self._targets(topic_info, target, parts)  # bad input fails before the pause
         paused_members = tuple(sorted(set(self.store.assignments.held(info.id).values())))
         started = time.monotonic()
         until = self.store.groups.pause(info.id, timeout + PAUSE_MARGIN)
