@@ -23,6 +23,7 @@ from ems.exceptions import GroupBusy
 from ems.ops.reset import OffsetReset
 from ems.store import Store
 from ems.types import GroupInfo
+from ems.wakeups import Publisher
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -197,3 +198,24 @@ def test_a_member_that_cannot_release_in_time_leaves_the_group_unchanged_and_run
     wait_until(resumed(store, [slow]), 10, "the member to own its partition again")
     wait_until(lambda: len(slow.lines()) > handled + 1, 15, "the member to carry on")
     assert store.groups.offsets(group_id)[0] < 10
+
+
+def test_a_group_paused_by_a_reset_that_died_resumes_by_itself(
+    settings: Settings, store: Store, members: Callable[[int, float], Member]
+) -> None:
+    TopicAdmin(settings, store=store).create(TOPIC, 2)
+    publish(settings, 20)
+    group = [members(20, 0.0)]
+    wait_until(caught_up(store), 30, "the first pass")
+    wait_until(resumed(store, group), 10, "the member to own every partition")
+    group_id = the_group(store).id
+
+    assert store.groups.pause(group_id, 3.0) is not None  # and the reset dies right here
+    with closing(Publisher(settings)) as wakeups:
+        wakeups.group(group_id)
+    wait_until(lambda: store.assignments.held(group_id) == {}, 5, "the member to pause")
+    assert store.groups.pause_left(group_id) is not None
+    wait_until(resumed(store, group), 3.0 + RENEW + 2, "the group to resume by itself")
+    assert store.groups.pause_left(group_id) is None
+    publish(settings, 10)
+    wait_until(caught_up(store), 10, "the member to carry on")
