@@ -86,6 +86,11 @@ class InvalidPolicy(InvalidInput):
     """An alarm, autoscaling or cleanup setting is not valid."""
 
 
+class UnsupportedGroup(InvalidInput):
+    """The operation does not apply to this kind of group (broadcast groups keep their
+    cursors in memory; ordered groups take no out-of-order redelivery)."""
+
+
 # -- lookups ---------------------------------------------------------------------------
 
 

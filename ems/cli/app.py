@@ -14,6 +14,7 @@ from ems.cli.errors import EmsGroup
 from ems.cli.groups import group
 from ems.cli.offsets import offsets
 from ems.cli.produce import produce
+from ems.cli.replay import replay
 from ems.cli.spark import spark
 from ems.cli.tail import tail
 from ems.cli.topics import topic
@@ -28,7 +29,7 @@ def cli() -> None:
     """
 
 
-for command in (db, topic, produce, tail, consume, group, demo, offsets, spark, autoscale):
+for command in (db, topic, produce, tail, consume, group, demo, offsets, spark, autoscale, replay):
     cli.add_command(command)
 
 

@@ -1,4 +1,4 @@
-"""`ems group`: inspect consumer groups."""
+"""`ems group`: inspect consumer groups and reset their offsets."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from ems.groups import (
     MemberDescription,
     PartitionDescription,
 )
+from ems.ops.reset import DEFAULT_TIMEOUT, OffsetReset, PartitionChange, ResetPlan
 
 _MEMBER_HEADERS = ("client", "host", "pid", "lease expires", "seconds left", "lease", "partitions")
 _PARTITION_HEADERS = (
@@ -31,7 +32,7 @@ _PARTITION_HEADERS = (
 
 @click.group()
 def group() -> None:
-    """Inspect consumer groups."""
+    """Inspect consumer groups and reset their offsets."""
 
 
 @group.command()
@@ -102,3 +103,85 @@ def _total(d: GroupDescription) -> list[object]:
     committed = [p.committed_offset for p in d.partitions if p.committed_offset is not None]
     high = sum(p.high_watermark for p in d.partitions)
     return ["total", "", "", "", sum(committed) if committed else None, high, d.total_lag]
+
+
+# -- reset-offsets ---------------------------------------------------------------------
+
+_CHANGE_HEADERS = ("partition", "current", "new", "change")
+
+
+@group.command("reset-offsets")
+@click.argument("name")
+@click.option("--to-earliest", is_flag=True, help="To the lowest stored offset.")
+@click.option("--to-latest", is_flag=True, help="To the high watermark (skip the backlog).")
+@click.option("--to-offset", type=int, metavar="N", help="To offset N (within the stored).")
+@click.option(
+    "--to-datetime",
+    metavar="T",
+    help="To the first message at or after T: ISO 8601 (UTC unless an offset is given) "
+    "or an age such as 15m, 2h, 7d.",
+)
+@click.option("--partition", type=int, metavar="P", help="Only partition P (default: all).")
+@click.option("--topic", metavar="T", help="The topic, when the group consumes several.")
+@click.option("--dry-run", is_flag=True, help="Print the change per partition; change nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_TIMEOUT,
+    show_default=True,
+    help="Seconds to wait for a live group's members to pause.",
+)
+@json_option
+def reset_offsets(
+    name: str,
+    to_earliest: bool,
+    to_latest: bool,
+    to_offset: int | None,
+    to_datetime: str | None,
+    partition: int | None,
+    topic: str | None,
+    dry_run: bool,
+    yes: bool,
+    timeout: float,
+    as_json: bool,
+) -> None:
+    """Move the committed cursors of cluster group NAME. A live group is paused (its
+    members finish their batch, commit and release), the cursors land with a generation
+    bump, and the members resume from them; if they do not pause within --timeout,
+    nothing changes."""
+    with closing(OffsetReset(settings())) as resets:
+        target = resets.target(
+            earliest=to_earliest, latest=to_latest, offset=to_offset, when=to_datetime
+        )
+        plan = resets.plan(name, target, topic=topic, partition=partition)
+        if dry_run:
+            _print_plan(plan, as_json, "dry run, nothing changed")
+            return
+        if not yes:
+            _print_plan(plan, False, "to be applied", err=True)
+            click.confirm(f"Reset the offsets of group {plan.group}?", abort=True, err=True)
+        result = resets.reset(name, target, topic=topic, partition=partition, timeout=timeout)
+    if as_json:
+        echo_json(asdict(result))
+        return
+    click.echo(
+        f"reset group {result.group} on topic {result.topic} to {result.target.describe()}: "
+        f"generation {result.generation}, landed after {result.waited:.2f}s"
+    )
+    click.echo(table(_CHANGE_HEADERS, [_change_row(c) for c in result.changes]))
+    if result.retries_dropped:
+        click.echo(f"dropped {result.retries_dropped} retries the stream delivers again")
+
+
+def _print_plan(plan: ResetPlan, as_json: bool, note: str, *, err: bool = False) -> None:
+    if as_json:
+        echo_json(asdict(plan))
+        return
+    heading = f"group {plan.group} on topic {plan.topic} to {plan.target.describe()} ({note})"
+    click.echo(heading, err=err)
+    click.echo(table(_CHANGE_HEADERS, [_change_row(c) for c in plan.changes]), err=err)
+
+
+def _change_row(c: PartitionChange) -> list[object]:
+    return [c.partition, c.current, c.new, f"{c.change:+d}"]

@@ -176,7 +176,9 @@ class Membership:
     def _leader_round(self, epoch: int) -> None:
         members = self.store.leases.members(self.group.id)
         live = [m.client_id for m in members if m.expires_in > 0]
-        work = plan(self.store.assignments.rows(self.group.id), live)
+        # An offset reset pauses the group: revoke everything, grant nothing, until then.
+        pause = self.store.groups.pause_left(self.group.id)
+        work = plan(self.store.assignments.rows(self.group.id), live, paused=pause is not None)
         if work or len(live) < len(members):
             self.store.assignments.apply(
                 self.group.id, (self.client_id, epoch), work.grants, work.revokes
@@ -185,7 +187,9 @@ class Membership:
         for m in members:
             if m.expires_in > 0:
                 self._soon(m.expires_in + _SLACK)
-        if self._autoscaler is not None:
+        if pause is not None:
+            self._soon(pause + _SLACK)  # a reset that died leaves its pause to run out
+        if self._autoscaler is not None and pause is None:  # a paused group looks idle
             self._autoscaler.maybe_run(self.client_id, epoch)
 
     def _soon(self, seconds: float) -> None:

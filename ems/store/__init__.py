@@ -13,6 +13,8 @@ from ems.store.groups import GroupStore
 from ems.store.lag_reports import LagReportStore
 from ems.store.leases import LeaseStore
 from ems.store.messages import MessageStore
+from ems.store.replays import ReplayStore
+from ems.store.resets import ResetStore
 from ems.store.snapshots import SnapshotStore
 from ems.store.topics import HeadStore, TopicStore
 
@@ -35,6 +37,8 @@ class Store:
         self.compaction = CompactionStore(self.db)
         self.lag_reports = LagReportStore(self.db)
         self.autoscale = AutoscaleStore(self.db)
+        self.resets = ResetStore(self.db)
+        self.replays = ReplayStore(self.db)
 
     def close(self) -> None:
         self.db.dispose()

@@ -25,6 +25,14 @@ _RELEASE = (
     "WHERE group_id = %s AND partition_no = %s AND client_id = %s AND generation = %s "
     "AND state = 'revoking'"
 )
+# Partitions a member with a live lease holds (assigned or revoking): what an offset reset
+# waits to see empty.
+_HELD = (
+    "SELECT a.partition_no, a.client_id FROM partition_assignment a "
+    "JOIN consumer_client c ON c.client_id = a.client_id "
+    "WHERE a.group_id = %s AND a.state <> 'released' AND c.lease_expires_at > NOW(6) "
+    "ORDER BY a.partition_no"
+)
 _BUMP = "UPDATE consumer_group SET generation = generation + 1 WHERE id = %s"
 
 
@@ -43,6 +51,10 @@ class AssignmentStore:
 
     def rows(self, group_id: int) -> list[AssignmentRow]:
         return [_row(r) for r in self.db.select(_ROWS, (group_id,))]
+
+    def held(self, group_id: int) -> dict[int, str]:
+        """Partition -> live member, for every partition a live member holds."""
+        return {int(p): str(c) for p, c in self.db.select(_HELD, (group_id,))}
 
     def apply(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from contextlib import suppress
 from typing import Any
@@ -47,6 +48,19 @@ _COMMIT = (
     "WHERE o.group_id = %s AND a.client_id = %s AND ({owned}) "
     "AND a.state <> 'released' AND c.lease_expires_at > NOW(6)"
 )
+
+# A pause is a lease on the database clock: taken only when no other pause holds, so one
+# reset at a time pauses a group, and one that dies leaves the group to resume by itself.
+_PAUSE = (
+    "UPDATE consumer_group SET paused_until = NOW(6) + INTERVAL %s MICROSECOND "
+    "WHERE id = %s AND (paused_until IS NULL OR paused_until <= NOW(6))"
+)
+_PAUSE_LEFT = (
+    "SELECT paused_until, TIMESTAMPDIFF(MICROSECOND, NOW(6), paused_until) "
+    "FROM consumer_group WHERE id = %s AND paused_until > NOW(6)"
+)
+_RESUME = "UPDATE consumer_group SET paused_until = NULL WHERE id = %s AND paused_until = %s"
+_US = 1_000_000
 
 
 def group_info(row: tuple[Any, ...] | Any) -> GroupInfo:
@@ -118,6 +132,27 @@ class GroupStore:
             (group_id,),
         )
         return {int(p): int(o) for p, o in rows}
+
+    def pause(self, group_id: int, seconds: float) -> dt.datetime | None:
+        """Pause the group for `seconds` (database clock): its leader revokes every
+        partition and grants none until then. Returns the pause's end, which names this
+        pause to resume(); None when another pause already holds."""
+        with self.db.single() as cursor:
+            if cursor.execute(_PAUSE, (int(seconds * _US), group_id)) != 1:
+                return None
+            cursor.execute(_PAUSE_LEFT, (group_id,))
+            row = cursor.fetchone()
+        return None if row is None else row[0]
+
+    def pause_left(self, group_id: int) -> float | None:
+        """Seconds the group stays paused (database clock), or None when it is not."""
+        rows = self.db.select(_PAUSE_LEFT, (group_id,))
+        return int(rows[0][1]) / _US if rows else None
+
+    def resume(self, group_id: int, until: dt.datetime) -> None:
+        """End the pause that pause() returned `until` for (a no-op once it is gone)."""
+        with self.db.single() as cursor:
+            cursor.execute(_RESUME, (group_id, until))
 
     def commit(self, group_id: int, client_id: str, cursors: Mapping[int, tuple[int, int]]) -> None:
         """Commit cursors {partition: (next offset, generation)} all together, or none:

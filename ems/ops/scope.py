@@ -1,0 +1,86 @@
+"""What an offset operation applies to: one cluster group on one topic, some of its
+partitions, and the offsets each partition holds. Bad input raises before anything is
+read twice or written."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ems.exceptions import ConflictingOptions, UnknownGroup, UnknownPartition, UnsupportedGroup
+from ems.producer.validation import check_name
+from ems.store import Store
+from ems.types import GroupInfo, TopicInfo
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Span:
+    """The offsets a partition holds: [earliest, high). earliest is the lowest stored
+    offset, raised to the low watermark when one is recorded; high is one past the highest
+    stored offset (Kafka's log end). An empty partition has earliest == high."""
+
+    earliest: int
+    high: int
+
+    def __contains__(self, offset: object) -> bool:
+        return isinstance(offset, int) and self.earliest <= offset <= self.high
+
+
+def spans(
+    bounds: Mapping[int, tuple[int, int, int | None]], partitions: Iterable[int]
+) -> dict[int, Span]:
+    """Spans from ResetStore.bounds rows: (lowest stored or -1, highest stored or -1, low
+    watermark or None) per partition; a partition without a row is empty at 0."""
+    out = {}
+    for p in partitions:
+        lowest, highest, low = bounds.get(p, (-1, -1, None))
+        floor = low or 0
+        high = max(highest + 1, floor)
+        earliest = high if lowest < 0 else min(max(lowest, floor), high)
+        out[p] = Span(earliest=earliest, high=high)
+    return out
+
+
+def resolve_group(store: Store, name: str, topic: str | None) -> tuple[GroupInfo, TopicInfo]:
+    """The cluster group `name` on `topic`, which may be left out when the group consumes
+    one topic only. UnknownGroup, UnknownTopic, ConflictingOptions (several topics and no
+    --topic), or UnsupportedGroup (a broadcast group: its cursors live in its members)."""
+    check_name(name, "group")
+    if topic is not None:
+        info = store.topics.get(check_name(topic, "topic"))
+        group = store.groups.get(name, info.id)
+        if group is None:
+            raise UnknownGroup(f"group {name!r} does not consume topic {topic!r}")
+    else:
+        groups = store.groups.by_name(name)
+        if not groups:
+            raise UnknownGroup(f"unknown group {name!r}")
+        topics = store.topics.by_ids(g.topic_id for g in groups)
+        if len(groups) > 1:
+            names = ", ".join(sorted(t.name for t in topics.values()))
+            raise ConflictingOptions(f"group {name!r} consumes topics {names}: pass --topic")
+        group = groups[0]
+        if group.topic_id not in topics:
+            raise UnknownGroup(f"unknown group {name!r}")
+        info = topics[group.topic_id]
+    if group.mode != "cluster":
+        raise UnsupportedGroup(
+            f"group {name!r} is a broadcast group: its members keep their cursors in memory, "
+            "so there are no stored offsets to reset or replay"
+        )
+    return group, info
+
+
+def chosen_partitions(topic: TopicInfo, partition: int | None) -> list[int]:
+    """[partition] when it exists in the topic, every partition when None."""
+    if partition is None:
+        return list(range(topic.partitions))
+    if isinstance(partition, bool) or not isinstance(partition, int):
+        raise UnknownPartition(f"topic {topic.name!r} has no partition {partition!r}")
+    if not 0 <= partition < topic.partitions:
+        raise UnknownPartition(f"topic {topic.name!r} has no partition {partition}")
+    return [partition]
+
+
+def partition_spans(store: Store, topic: TopicInfo, partitions: Sequence[int]) -> dict[int, Span]:
+    return spans(store.resets.bounds(topic.id), partitions)

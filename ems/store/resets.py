@@ -1,0 +1,153 @@
+"""Statements of offset resets: the offsets a partition holds, the first offset at a point
+in time, and the one transaction that lands new cursors on a paused group."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sqlalchemy import Connection
+
+from ems.exceptions import GroupBusy
+from ems.store.database import Database
+
+_BOUNDS = (
+    "SELECT partition_no, MIN(offset_no), MAX(offset_no) FROM message "
+    "WHERE topic_id = %s GROUP BY topic_id, partition_no"
+)
+_LOWS = "SELECT partition_no, low_offset FROM partition_low WHERE topic_id = %s"
+# The first message at or after a time is MIN(offset_no) over the rows at or after it, not
+# the row the time index meets first: a producer that committed late (out of order) wrote a
+# lower offset with a later created_at. Both statements below are exact; the cheaper one
+# reads the rows on the smaller side of the first row the time index meets.
+_FIRST_ROW_AT = (
+    "SELECT offset_no FROM message FORCE INDEX (ix_message_topic_id_partition_no_created_at) "
+    "WHERE topic_id = %s AND partition_no = %s AND created_at >= %s AND tombstone = 0 "
+    "ORDER BY created_at LIMIT 1"
+)
+_FIRST_BY_OFFSET = (
+    "SELECT offset_no FROM message FORCE INDEX (uq_message_topic_id_partition_no_offset_no) "
+    "WHERE topic_id = %s AND partition_no = %s AND offset_no BETWEEN %s AND %s "
+    "AND created_at >= %s AND tombstone = 0 ORDER BY offset_no LIMIT 1"
+)
+_FIRST_BY_TIME = (
+    "SELECT MIN(offset_no) FROM message "
+    "FORCE INDEX (ix_message_topic_id_partition_no_created_at) "
+    "WHERE topic_id = %s AND partition_no = %s AND created_at >= %s AND tombstone = 0"
+)
+# The landing transaction takes its locks in the leader's order (group row, then
+# assignment rows) so that the two never deadlock on each other.
+_LOCK_GROUP = (
+    "SELECT generation FROM consumer_group "
+    "WHERE id = %s AND paused_until = %s AND paused_until > NOW(6) FOR UPDATE"
+)
+_LOCK_ASSIGNMENTS = (
+    "SELECT partition_no, client_id, state FROM partition_assignment WHERE group_id = %s FOR UPDATE"
+)
+_LIVE = "SELECT client_id FROM consumer_client WHERE group_id = %s AND lease_expires_at > NOW(6)"
+# After the check no live member holds a row that is not released, so the rows left are a
+# dead client's: released with no owner, no stale owner can ever commit under them.
+_RELEASE_DEAD = (
+    "UPDATE partition_assignment SET client_id = NULL, state = 'released', "
+    "updated_at = NOW(6) WHERE group_id = %s AND state <> 'released'"
+)
+_LOCK_CURSORS = (
+    "SELECT partition_no, committed_offset FROM group_offset WHERE group_id = %s FOR UPDATE"
+)
+_BUMP_AND_RESUME = (
+    "UPDATE consumer_group SET generation = generation + 1, paused_until = NULL WHERE id = %s"
+)
+_SET_CURSOR = (
+    "UPDATE group_offset SET committed_offset = %s, generation = %s, updated_at = NOW(6) "
+    "WHERE group_id = %s AND partition_no = %s"
+)
+# Retries at or after the new cursor would come twice: the stream delivers them again.
+_DROP_RETRIES = (
+    "DELETE FROM retry_message WHERE group_id = %s AND partition_no = %s AND offset_no >= %s"
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Landed:
+    """What the landing transaction found and wrote."""
+
+    #: The group generation after the bump; every earlier grant is stale.
+    generation: int
+    #: Committed cursors just before the reset, of the partitions reset.
+    before: dict[int, int]
+    #: Partitions a dead client still held, now released.
+    released_dead: int
+    #: Retry rows dropped because the stream delivers their offsets again.
+    retries_dropped: int
+
+
+class ResetStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def bounds(self, topic_id: int) -> dict[int, tuple[int, int, int | None]]:
+        """Per partition that has rows or a low watermark: (lowest stored offset or -1,
+        highest stored offset or -1, low watermark or None). Index dives only."""
+        rows = self.db.select(_BOUNDS, (topic_id,))
+        lows = {int(p): int(o) for p, o in self.db.select(_LOWS, (topic_id,))}
+        found: dict[int, tuple[int, int, int | None]] = {
+            int(p): (int(lo), int(hi), lows.get(int(p))) for p, lo, hi in rows
+        }
+        for p, low in lows.items():
+            found.setdefault(p, (-1, -1, low))
+        return found
+
+    def first_at(
+        self, topic_id: int, partition: int, at: dt.datetime, earliest: int, high: int
+    ) -> int | None:
+        """The lowest offset in [earliest, high) of a message (tombstones aside) created at
+        or after `at`; None when there is none."""
+        seen = self.db.select(_FIRST_ROW_AT, (topic_id, partition, at))
+        if not seen:
+            return None
+        candidate = int(seen[0][0])
+        if candidate - earliest <= high - candidate:
+            args: tuple[object, ...] = (topic_id, partition, earliest, candidate, at)
+            rows = self.db.select(_FIRST_BY_OFFSET, args)
+        else:
+            rows = self.db.select(_FIRST_BY_TIME, (topic_id, partition, at))
+        found = rows[0][0] if rows else None
+        return candidate if found is None else int(found)
+
+    def land(self, group_id: int, until: dt.datetime, cursors: Mapping[int, int]) -> Landed | None:
+        """In one transaction on the group paused until `until`: unless a live member
+        still holds a partition (then None, nothing written), release the partitions of
+        dead clients, set the cursors, bump the generation and end the pause. GroupBusy
+        when that pause no longer holds."""
+        with self.db.connect() as conn:
+            if not conn.exec_driver_sql(_LOCK_GROUP, (group_id, until)).first():
+                raise GroupBusy(f"the pause of group {group_id} ended before the reset landed")
+            if _held_by_live(conn, group_id):
+                return None  # nothing written; the commit only ends the locks
+            released = int(conn.exec_driver_sql(_RELEASE_DEAD, (group_id,)).rowcount)
+            current = {int(p): int(o) for p, o in conn.exec_driver_sql(_LOCK_CURSORS, (group_id,))}
+            conn.exec_driver_sql(_BUMP_AND_RESUME, (group_id,))
+            generation = int(
+                conn.exec_driver_sql(
+                    "SELECT generation FROM consumer_group WHERE id = %s", (group_id,)
+                ).scalar_one()
+            )
+            items = sorted(cursors.items())
+            conn.exec_driver_sql(_SET_CURSOR, [(o, generation, group_id, p) for p, o in items])
+            dropped = sum(
+                int(conn.exec_driver_sql(_DROP_RETRIES, (group_id, p, o)).rowcount)
+                for p, o in items
+            )
+        return Landed(
+            generation=generation,
+            before={p: current[p] for p, _ in items if p in current},
+            released_dead=released,
+            retries_dropped=dropped,
+        )
+
+
+def _held_by_live(conn: Connection, group_id: int) -> bool:
+    rows = conn.exec_driver_sql(_LOCK_ASSIGNMENTS, (group_id,)).all()
+    live = {r[0] for r in conn.exec_driver_sql(_LIVE, (group_id,))}
+    return any(state != "released" and client in live for _, client, state in rows)
