@@ -38,6 +38,8 @@ class Settings:
     pool_size: int = 5
     #: JDBC driver jar the Spark jobs read MySQL with.
     jdbc_jar: str = DEFAULT_JDBC_JAR
+    #: URL the alarm scan POSTs alarm notices to (JSON); None sends none.
+    alarm_webhook_url: str | None = None
 
     @cached_property
     def database_name(self) -> str:
@@ -64,7 +66,15 @@ class Settings:
             gap_timeout=_float(env, "EMS_GAP_TIMEOUT", 5.0),
             connect_timeout=_float(env, "EMS_CONNECT_TIMEOUT", 3.0),
             jdbc_jar=env.get("EMS_JDBC_JAR") or DEFAULT_JDBC_JAR,
+            alarm_webhook_url=_url(env, "EMS_ALARM_WEBHOOK_URL"),
         )
+
+
+def _url(env: Mapping[str, str], name: str) -> str | None:
+    raw = env.get(name) or None
+    if raw is not None and not raw.startswith(("http://", "https://")):
+        raise InvalidSetting(f"{name} must be an http:// or https:// URL, not {raw!r}")
+    return raw
 
 
 def _float(env: Mapping[str, str], name: str, default: float) -> float:

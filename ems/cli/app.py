@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import click
 
+from ems.cli.alarms import alarms
 from ems.cli.consume import consume
 from ems.cli.db import db
 from ems.cli.demo import demo
@@ -27,7 +28,7 @@ def cli() -> None:
     """
 
 
-for command in (db, topic, produce, tail, consume, group, demo, offsets, spark):
+for command in (db, topic, produce, tail, consume, group, demo, offsets, spark, alarms):
     cli.add_command(command)
 
 

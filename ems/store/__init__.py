@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ems.config import Settings
+from ems.store.alarms import AlarmStore
 from ems.store.assignments import AssignmentStore
 from ems.store.compaction import CompactionStore
 from ems.store.consumption import ConsumptionStore
@@ -33,6 +34,7 @@ class Store:
         self.snapshots = SnapshotStore(self.db)
         self.compaction = CompactionStore(self.db)
         self.lag_reports = LagReportStore(self.db)
+        self.alarms = AlarmStore(self.db)
 
     def close(self) -> None:
         self.db.dispose()
