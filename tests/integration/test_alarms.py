@@ -310,3 +310,22 @@ def test_thresholds_are_checked_before_anything_changes(
     assert (t.lag_messages, t.lag_seconds, t.stall_seconds) == (7, 30, 300)
     (t,) = set_thresholds(store, "g", lag_messages=None)
     assert t.lag_messages is None
+
+
+def test_the_scan_reads_watermarks_by_index_dives_not_counts(
+    store: Store, settings: Settings, topic: TopicInfo, group: GroupInfo
+) -> None:
+    from ems.store.alarms import _WATERMARKS
+
+    sql(
+        store,
+        "INSERT INTO message (topic_id, partition_no, offset_no, body) "
+        "SELECT :t, seq % 2, seq DIV 2, 'x' FROM seq_0_to_19999",
+        t=topic.id,
+    )
+    sql(store, "ANALYZE TABLE message")
+    extra = " ".join(str(r._mapping["Extra"]) for r in sql(store, "EXPLAIN " + _WATERMARKS))
+    assert "Using index for group-by" in extra
+    set_thresholds(store, "g", lag_messages=9_999)
+    assert scan(store, settings)["opened"] == 2
+    assert {a.value for a in list_alarms(store)} == {10_000.0}
