@@ -58,11 +58,13 @@ def scan_alarms(
             counts["opened"] += 1
         else:
             counts["still_open"] += 1
-    for condition in work.refresh:
-        if store.alarms.refresh(condition):
-            counts["still_open"] += 1
-        elif _open(store, condition):  # cleared meanwhile (acknowledged): a new alarm
+    missing = store.alarms.refresh(work.refresh) if work.refresh else []
+    counts["still_open"] += len(work.refresh) - len(missing)
+    for condition in missing:  # cleared meanwhile (acknowledged): a new alarm
+        if _open(store, condition):
             counts["opened"] += 1
+        else:
+            counts["still_open"] += 1
     for alarm in work.clear:
         if store.alarms.clear(alarm.id):
             counts["cleared"] += 1
@@ -77,7 +79,7 @@ def _open(store: Store, c: Condition) -> bool:
     """Open the condition's alarm; False (after refreshing it) when another scan did."""
     alarm_id = store.alarms.open(c)
     if alarm_id is None:
-        store.alarms.refresh(c)
+        store.alarms.refresh([c])
         return False
     log.warning(
         "alarm %d opened: %s (value %g, threshold %g)", alarm_id, c.message, c.value, c.threshold

@@ -208,10 +208,16 @@ class AlarmStore:
         except DuplicateKey:
             return None
 
-    def refresh(self, c: Condition) -> bool:
-        """Mark the open alarm of the condition as seen now; False when none is open."""
-        with self.db.single() as cursor:
-            return bool(cursor.execute(_REFRESH, (c.value, c.threshold, c.message, c.key)))
+    def refresh(self, conditions: Sequence[Condition]) -> list[Condition]:
+        """Mark the open alarms of the conditions as seen now, in one transaction (one
+        commit, however many alarms stay open); returns the conditions none was open for."""
+        missing = []
+        with self.db.transaction() as cursor:
+            # In key order: two scans at once lock the rows in the same order, no deadlock.
+            for c in sorted(conditions, key=lambda c: c.key):
+                if not cursor.execute(_REFRESH, (c.value, c.threshold, c.message, c.key)):
+                    missing.append(c)
+        return missing
 
     def clear(self, alarm_id: int, *, acknowledged: bool = False) -> bool:
         """Clear an open alarm; False when it was not open. An acknowledgement also moves
