@@ -147,6 +147,11 @@ class ConsumerMetrics:
         if handled:
             self.done.inc(handled)
 
+    def left(self) -> None:
+        """The client left its group: it leads nothing and owns no partition."""
+        self.set_lag({})
+        self.leader_epoch.set(0)
+
     def set_lag(self, lags: Mapping[int, int]) -> None:
         """Lag of each owned partition; partitions no longer owned leave the gauge."""
         for p in [p for p in self._lag if p not in lags]:

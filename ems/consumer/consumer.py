@@ -195,6 +195,7 @@ class Consumer:
         finally:
             self.publisher.close()
             self._close_store()
+            self.metrics.left()
             if self.metrics_server is not None:
                 self.metrics_server.close()
 

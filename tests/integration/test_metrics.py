@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ems import Consumer, Delivery, Producer, Record, TopicAdmin
 from ems.config import Settings
 from ems.exceptions import InvalidSetting
+from ems.metrics import REGISTRY
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -129,6 +130,10 @@ def test_producer_and_consumer_metrics(
             for p in range(3)
         )
     )
+    consumer.stop()
+    # A client that left leads nothing and owns no partition.
+    wait_for(lambda: REGISTRY.get_sample_value("ems_leader_epoch", labels) == 0)
+    assert REGISTRY.get_sample_value("ems_lag_messages", {**labels, "partition": "0"}) is None
 
 
 def test_dead_letters_and_lag_while_behind(
