@@ -58,17 +58,14 @@ def scan_alarms(
             counts["opened"] += 1
         else:
             counts["still_open"] += 1
+    # An alarm acknowledged since the scan began is not refreshed, nor opened again from
+    # observations older than the acknowledgement: the next scan decides afresh.
     missing = store.alarms.refresh(work.refresh) if work.refresh else []
     counts["still_open"] += len(work.refresh) - len(missing)
-    for condition in missing:  # cleared meanwhile (acknowledged): a new alarm
-        if _open(store, condition):
-            counts["opened"] += 1
-        else:
-            counts["still_open"] += 1
     for alarm in work.clear:
         if store.alarms.clear(alarm.id):
             counts["cleared"] += 1
-            log.info("alarm %d cleared: %s %s", alarm.id, alarm.kind, alarm.condition_key)
+            log.info("alarm %d cleared: %s (was: %s)", alarm.id, alarm.condition_key, alarm.message)
     notifier = notifier or _default_notifier(settings)
     if notifier is not None:
         counts["notified"], counts["failed"] = notify_pending(store, notifier)

@@ -4,6 +4,7 @@ new row opens when it fires again."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -329,3 +330,23 @@ def test_the_scan_reads_watermarks_by_index_dives_not_counts(
     set_thresholds(store, "g", lag_messages=9_999)
     assert scan(store, settings)["opened"] == 2
     assert {a.value for a in list_alarms(store)} == {10_000.0}
+
+
+def test_every_open_and_clear_is_logged(
+    store: Store,
+    settings: Settings,
+    topic: TopicInfo,
+    group: GroupInfo,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="ems.ops.alarms")
+    set_thresholds(store, "g", lag_messages=5)
+    publish(store, topic, 0, 10)
+    scan(store, settings)
+    scan(store, settings)
+    commit(store, group, 0, 10)
+    scan(store, settings)
+    lines = [r.getMessage() for r in caplog.records if r.name == "ems.ops.alarms"]
+    assert len(lines) == 2
+    assert lines[0].endswith("opened: group g on t[0]: lag 10 messages (value 10, threshold 5)")
+    assert f"cleared: lag:{group.id}:0 (was: group g on t[0]: lag 10 messages)" in lines[1]
