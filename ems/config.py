@@ -44,6 +44,8 @@ class Settings:
     kubeconfig: str | None = None
     #: Seconds one Kubernetes API request may take.
     kube_timeout: float = 2.0
+    #: URL the alarm scan POSTs alarm notices to (JSON); None sends none.
+    alarm_webhook_url: str | None = None
 
     @cached_property
     def database_name(self) -> str:
@@ -73,7 +75,15 @@ class Settings:
             autoscale_interval=_interval(env, "EMS_AUTOSCALE_INTERVAL", 30.0),
             kubeconfig=env.get("EMS_KUBECONFIG") or None,
             kube_timeout=_float(env, "EMS_KUBE_TIMEOUT", 2.0),
+            alarm_webhook_url=_url(env, "EMS_ALARM_WEBHOOK_URL"),
         )
+
+
+def _url(env: Mapping[str, str], name: str) -> str | None:
+    raw = env.get(name) or None
+    if raw is not None and not raw.startswith(("http://", "https://")):
+        raise InvalidSetting(f"{name} must be an http:// or https:// URL, not {raw!r}")
+    return raw
 
 
 def _float(env: Mapping[str, str], name: str, default: float) -> float:

@@ -122,6 +122,10 @@ class UnknownJob(NotFound):
     """No such cleanup job."""
 
 
+class UnknownAlarm(NotFound):
+    """No such alarm."""
+
+
 class AlreadyExists(EmsError):
     """The object already exists."""
 

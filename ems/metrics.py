@@ -6,6 +6,13 @@ Prometheus conventions (`_total` counters, base units: seconds, messages).
 
 from __future__ import annotations
 
+import bisect
+import functools
+import itertools
+import threading
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -13,6 +20,79 @@ from prometheus_client import (
     Histogram,
     start_http_server,
 )
+from prometheus_client.metrics_core import HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
+
+if TYPE_CHECKING:
+    from ems.types import Settlement
+
+
+class _HistogramChild:
+    """Bucket counts of one label set. observe() is one bisect and one lock: a few
+    times cheaper than prometheus_client's Histogram, which matters once per message."""
+
+    __slots__ = ("_bounds", "_counts", "_lock", "_sum")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self._bounds = bounds
+        self._counts = [0] * (len(bounds) + 1)
+        self._sum = 0.0
+        self._lock = threading.Lock()
+
+    def observe(self, value: float) -> None:
+        i = bisect.bisect_left(self._bounds, value)  # the first bound >= value: "le"
+        with self._lock:
+            self._counts[i] += 1
+            self._sum += value
+
+    def snapshot(self) -> tuple[list[int], float]:
+        with self._lock:
+            return list(self._counts), self._sum
+
+
+class FastHistogram(Collector):
+    """A labelled histogram for per-message observations, exposed like a Histogram
+    (name_bucket{le=...}, name_count, name_sum)."""
+
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        labelnames: Sequence[str],
+        buckets: Sequence[float],
+        registry: CollectorRegistry,
+    ) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.labelnames = tuple(labelnames)
+        self.bounds = tuple(float(b) for b in buckets)
+        self._children: dict[tuple[str, ...], _HistogramChild] = {}
+        self._lock = threading.Lock()
+        registry.register(self)
+
+    def labels(self, *values: str) -> _HistogramChild:
+        key = tuple(str(v) for v in values)
+        with self._lock:
+            child = self._children.get(key)
+            if child is None:
+                child = self._children[key] = _HistogramChild(self.bounds)
+            return child
+
+    def describe(self) -> list[Metric]:
+        return [HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)]
+
+    def collect(self) -> list[Metric]:
+        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        with self._lock:
+            children = list(self._children.items())
+        for values, child in children:
+            counts, total = child.snapshot()
+            cumulative = list(itertools.accumulate(counts))
+            les = [*map(floatToGoString, self.bounds), "+Inf"]
+            family.add_metric(list(values), list(zip(les, cumulative, strict=True)), total)
+        return [family]
+
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -23,7 +103,7 @@ CONSUMED = Counter(
     ["group", "topic", "outcome"],
     registry=REGISTRY,
 )
-HANDLER_SECONDS = Histogram(
+HANDLER_SECONDS = FastHistogram(
     "ems_handler_seconds",
     "Time the handler took per message.",
     ["group", "topic"],
@@ -75,5 +155,82 @@ SCHEDULER_ACTIVE = Gauge(
 
 def serve(port: int, addr: str = "0.0.0.0") -> int:
     """Serve /metrics on port (0 picks a free one); returns the port."""
-    server, _ = start_http_server(port, addr=addr, registry=REGISTRY)
-    return int(server.server_port)
+    return start_server(port, addr).port
+
+
+class MetricsServer:
+    """A running /metrics endpoint; close() stops it and frees the port."""
+
+    def __init__(self, server: Any, thread: threading.Thread) -> None:
+        self._server = server
+        self._thread = thread
+        self.port = int(server.server_port)
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+def start_server(port: int, addr: str = "0.0.0.0") -> MetricsServer:
+    """Serve /metrics of REGISTRY on port (0 picks a free one) in a daemon thread."""
+    server, thread = start_http_server(port, addr=addr, registry=REGISTRY)
+    return MetricsServer(server, thread)
+
+
+@functools.cache
+def published(topic: str) -> Any:
+    """The PUBLISHED child of a topic, bound once: the publish path pays one inc()."""
+    return PUBLISHED.labels(topic)
+
+
+class ConsumerMetrics:
+    """The metrics of one consumer, with their (group, topic) children bound once, so
+    the consume path pays an inc() or observe() and no label lookup."""
+
+    def __init__(self, group: str, topic: str) -> None:
+        self.labels = (group, topic)
+        self.done = CONSUMED.labels(group, topic, "done")
+        self.retry = CONSUMED.labels(group, topic, "retry")
+        self.dead = CONSUMED.labels(group, topic, "dead")
+        self.handler_seconds = HANDLER_SECONDS.labels(group, topic)
+        self.retries = RETRIES.labels(group, topic)
+        self.dead_letters = DEAD_LETTERS.labels(group, topic)
+        self.rebalances = REBALANCES.labels(group, topic)
+        self.leader_epoch = LEADER_EPOCH.labels(group, topic)
+        self._lag: dict[int, Any] = {}
+
+    def settled(self, settlement: Settlement) -> None:
+        """Count an ack batch by outcome: done, retry (the retry table, or in place for
+        ordered groups) and dead."""
+        dead = sum(1 for f in settlement.failed if f.delay is None)
+        retried = len(settlement.failed) - dead + len(settlement.logged_only)
+        if settlement.done:
+            self.done.inc(len(settlement.done))
+        if retried:
+            self.retry.inc(retried)
+            self.retries.inc(retried)
+        if dead:
+            self.dead.inc(dead)
+            self.dead_letters.inc(dead)
+
+    def broadcast(self, handled: int) -> None:
+        """Broadcast groups keep no retry or dead letter: every delivery is done."""
+        if handled:
+            self.done.inc(handled)
+
+    def left(self) -> None:
+        """The client left its group: it leads nothing and owns no partition."""
+        self.set_lag({})
+        self.leader_epoch.set(0)
+
+    def set_lag(self, lags: Mapping[int, int]) -> None:
+        """Lag of each owned partition; partitions no longer owned leave the gauge."""
+        for p in [p for p in self._lag if p not in lags]:
+            LAG.remove(*self.labels, str(p))
+            del self._lag[p]
+        for p, lag in lags.items():
+            child = self._lag.get(p)
+            if child is None:
+                child = self._lag[p] = LAG.labels(*self.labels, str(p))
+            child.set(lag)

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import click
 
+from ems.cli.alarms import alarms
 from ems.cli.autoscale import autoscale
 from ems.cli.consume import consume
 from ems.cli.db import db
@@ -29,7 +30,21 @@ def cli() -> None:
     """
 
 
-for command in (db, topic, produce, tail, consume, group, demo, offsets, spark, autoscale, replay):
+COMMANDS = (
+    db,
+    topic,
+    produce,
+    tail,
+    consume,
+    group,
+    demo,
+    offsets,
+    spark,
+    autoscale,
+    replay,
+    alarms,
+)
+for command in COMMANDS:
     cli.add_command(command)
 
 

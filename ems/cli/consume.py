@@ -66,6 +66,11 @@ class Printer:
     show_default=True,
     help="Characters of a body shown on a text line; 0 shows all. --json is never cut.",
 )
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(min=0, max=65535),
+    help="Serve Prometheus metrics on this port (/metrics; 0 picks a free one).",
+)
 def consume(
     topic: str,
     group: str,
@@ -74,6 +79,7 @@ def consume(
     max_messages: int | None,
     as_json: bool,
     max_body: int,
+    metrics_port: int | None,
 ) -> None:
     """Consume TOPIC as a member of consumer group GROUP, printing each message as
     `partition<TAB>offset<TAB>key<TAB>body` (or JSON with --json). Messages are acked
@@ -86,10 +92,15 @@ def consume(
         settings=settings(),
         broadcast=broadcast,
         start="earliest" if from_beginning else None,
+        metrics_port=metrics_port,
     )
     mode = "broadcast" if broadcast else "cluster"
     click.echo(f"consuming {topic} as {mode} group {group}, client {consumer.client_id}", err=True)
     try:
+        if metrics_port is not None:
+            consumer.start()
+            assert consumer.metrics_server is not None
+            click.echo(f"metrics on port {consumer.metrics_server.port}", err=True)
         handled = consumer.run(max_messages=max_messages)
     except OutputClosed:
         click.echo("error: output closed; unprinted messages will be delivered again", err=True)

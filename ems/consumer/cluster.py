@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from ems.consumer.ack_writer import AckWriter
 from ems.consumer.state import Outcome, PartitionState, Policy, expired, moved_cursors, settle
 from ems.exceptions import LockConflict, StaleGeneration
+from ems.metrics import ConsumerMetrics
 from ems.types import Delivery, GroupInfo, Settlement, StoredMessage, TopicInfo
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ class ClusterSession:
         self._next_retry_scan = 0.0
         self._turn = 0
         self._stale = threading.Event()
+        self.metrics = ConsumerMetrics(group.name, topic.name)
         self.writer = AckWriter(self._log_started, self.write, membership.lease_valid)
 
     # -- ownership ---------------------------------------------------------------------
@@ -83,6 +85,8 @@ class ClusterSession:
         version, owned = self.membership.ownership()
         if version != self._version:
             self._version = version
+            if set(owned) != set(self.states):
+                self.metrics.rebalances.inc()
             for p in list(self.states):
                 if p not in owned:
                     del self.states[p]
@@ -197,6 +201,7 @@ class ClusterSession:
             return
         for p, (offset, _) in settlement.cursors.items():
             self.states[p].committed = offset
+        self.metrics.settled(settlement)
         if wait:
             self.writer.flush()
             self.write(settlement)

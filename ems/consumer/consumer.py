@@ -23,7 +23,14 @@ from ems.consumer.groups import GroupOptions, ensure_group
 from ems.consumer.state import Outcome, Policy
 from ems.coordination.load import LoadMeter
 from ems.coordination.membership import Membership
-from ems.exceptions import InvalidHandler, LockConflict, ServerUnavailable, StaleGeneration
+from ems.exceptions import (
+    InvalidHandler,
+    InvalidSetting,
+    LockConflict,
+    ServerUnavailable,
+    StaleGeneration,
+)
+from ems.metrics import ConsumerMetrics, MetricsServer, start_server
 from ems.offsets.reader import PartitionReader
 from ems.ops.autoscaler import autoscaler_for
 from ems.producer.validation import check_name
@@ -40,6 +47,8 @@ Handler = Callable[[Delivery], object]
 #: they do not (Redis unreachable: plain polling).
 IDLE_WAIT = 1.0
 POLL_WAIT = 0.2
+#: Seconds between updates of the lag and leader-epoch gauges.
+GAUGE_EVERY = 1.0
 _ERROR_CHARS = 2000
 
 
@@ -69,6 +78,7 @@ class Consumer:
         lease_ttl: float = 10.0,
         renew_every: float = 3.0,
         store: Store | None = None,
+        metrics_port: int | None = None,
     ) -> None:
         check_name(group, "group")
         check_name(topic, "topic")
@@ -109,6 +119,14 @@ class Consumer:
         self._stopping = threading.Event()
         self._started = False
         self._closed = False
+        #: Serve Prometheus /metrics on this port from start() (0: any free port; the
+        #: port taken is metrics_server.port).
+        self.metrics_port = metrics_port
+        self.metrics_server: MetricsServer | None = None
+        self.metrics = ConsumerMetrics(group, topic)
+        #: Partition -> high watermark known from wake-ups, for the lag gauge.
+        self._known_high: dict[int, int] = {}
+        self._next_gauges = 0.0
         self.publisher = Publisher(self.settings)
         #: Messages handled, reported with each lease renewal for the autoscaler.
         self.meter = LoadMeter()
@@ -156,6 +174,8 @@ class Consumer:
     def start(self) -> None:
         """Join the group (done by the first poll or run when not called)."""
         if not self._started:
+            if self.metrics_port is not None and self.metrics_server is None:
+                self.metrics_server = _serve_metrics(self.metrics_port)
             self._started = True
             self.listener.start()
             self.membership.start()
@@ -181,6 +201,9 @@ class Consumer:
         finally:
             self.publisher.close()
             self._close_store()
+            self.metrics.left()
+            if self.metrics_server is not None:
+                self.metrics_server.close()
 
     def __enter__(self) -> Consumer:
         self.start()
@@ -210,6 +233,7 @@ class Consumer:
                 if late:
                     self.session.settle(late, wait=False)
             batch = self.session.fetch(limit)
+            self._update_gauges()
             left = deadline - time.monotonic()
             if batch or left <= 0 or self._stopping.is_set():
                 return batch
@@ -236,6 +260,8 @@ class Consumer:
         self.meter.add(len(outcomes))
         if isinstance(self.session, ClusterSession):
             self.session.settle(outcomes, wait=wait)
+        else:
+            self.metrics.broadcast(sum(1 for o in outcomes if o.error is None))
 
     # -- push form ---------------------------------------------------------------------
 
@@ -272,17 +298,25 @@ class Consumer:
         assert self.handler is not None
         outcomes = []
         blocked: set[int] = set()
+        observe = self.metrics.handler_seconds.observe
+        # One clock read per message: a handler call ends where the next one begins.
+        began = time.perf_counter()
         for d in batch:
             if d.partition in blocked:
                 continue  # ordered: a failure blocks the rest of its partition's batch
             try:
                 self.handler(d)
             except Exception as exc:  # the handler's failure is the message's, not ours
+                observe(time.perf_counter() - began)
                 log.warning("handler failed on %s/%s@%s: %r", d.topic, d.partition, d.offset, exc)
                 outcomes.append(Outcome(d, f"{type(exc).__name__}: {exc}"[:_ERROR_CHARS]))
                 if self.policy.ordered:
                     blocked.add(d.partition)
+                began = time.perf_counter()
             else:
+                ended = time.perf_counter()
+                observe(ended - began)
+                began = ended
                 outcomes.append(Outcome(d))
         return outcomes
 
@@ -293,6 +327,7 @@ class Consumer:
         with self._pending_lock:
             for p, last in news.items():
                 self._pending[p] = max(last, self._pending.get(p, last))
+                self._known_high[p] = max(last + 1, self._known_high.get(p, 0))
         self._wake.set()
 
     def _on_group(self, payload: str) -> None:
@@ -304,9 +339,33 @@ class Consumer:
         if pending:
             self.session.mark(pending)
 
+    def _update_gauges(self) -> None:
+        """Lag per owned partition (the high watermark known from wake-ups, or the read
+        position, minus the committed cursor) and the leader epoch; at most once a second,
+        from what the consumer already knows: no statement."""
+        now = time.monotonic()
+        if now < self._next_gauges or not isinstance(self.session, ClusterSession):
+            return
+        self._next_gauges = now + GAUGE_EVERY
+        known = self._known_high
+        self.metrics.set_lag(
+            {
+                p: max(known.get(p, 0), s.position) - s.committed
+                for p, s in self.session.states.items()
+            }
+        )
+        self.metrics.leader_epoch.set(self.membership.epoch or 0)
+
     def _close_store(self) -> None:
         if self._owns_store:
             self.store.close()
+
+
+def _serve_metrics(port: int) -> MetricsServer:
+    try:
+        return start_server(port)
+    except OSError as exc:
+        raise InvalidSetting(f"cannot serve metrics on port {port}: {exc}") from exc
 
 
 def _many(deliveries: Delivery | Iterable[Delivery]) -> list[Delivery]:

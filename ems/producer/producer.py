@@ -10,6 +10,7 @@ from types import TracebackType
 
 from ems.config import Settings
 from ems.exceptions import DatabaseUnavailable, DuplicateKey, InvalidInput, OffsetConflict
+from ems.metrics import published
 from ems.offsets.allocators import (
     MySQLAllocator,
     OffsetAllocator,
@@ -184,6 +185,7 @@ class Producer:
             rows = _place(info.id, prepared, self.allocator.allocate(info.id, counts))
             if self._commit(rows):
                 self._wakeups.messages(info.id, {r.partition: r.offset for r in rows})
+                published(info.name).inc(len(rows))  # once per group commit, not per message
                 return rows
             self.allocator.reseed(info.id, self.store.messages.next_offsets(info.id))
         raise OffsetConflict(

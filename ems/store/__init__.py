@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ems.config import Settings
+from ems.store.alarms import AlarmStore
 from ems.store.assignments import AssignmentStore
 from ems.store.autoscale import AutoscaleStore
 from ems.store.compaction import CompactionStore
@@ -39,6 +40,7 @@ class Store:
         self.autoscale = AutoscaleStore(self.db)
         self.resets = ResetStore(self.db)
         self.replays = ReplayStore(self.db)
+        self.alarms = AlarmStore(self.db)
 
     def close(self) -> None:
         self.db.dispose()

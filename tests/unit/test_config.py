@@ -45,3 +45,11 @@ def test_jdbc_jar_from_env() -> None:
 
     assert Settings.from_env({}).jdbc_jar == DEFAULT_JDBC_JAR
     assert Settings.from_env({"EMS_JDBC_JAR": "/opt/mysql.jar"}).jdbc_jar == "/opt/mysql.jar"
+
+
+def test_alarm_webhook_url() -> None:
+    assert Settings.from_env({}).alarm_webhook_url is None
+    url = "https://hooks.example/ems"
+    assert Settings.from_env({"EMS_ALARM_WEBHOOK_URL": url}).alarm_webhook_url == url
+    with pytest.raises(InvalidSetting):
+        Settings.from_env({"EMS_ALARM_WEBHOOK_URL": "hooks.example/ems"})
