@@ -38,6 +38,11 @@ class Settings:
     pool_size: int = 5
     #: JDBC driver jar the Spark jobs read MySQL with.
     jdbc_jar: str = DEFAULT_JDBC_JAR
+    #: Most rows one DELETE of a cleanup job removes (short transactions keep publishing
+    #: flowing while a purge runs).
+    purge_chunk_rows: int = 10_000
+    #: The purge-log job deletes done and dead consumption-log rows older than this.
+    log_retention_days: float = 7.0
 
     @cached_property
     def database_name(self) -> str:
@@ -64,6 +69,8 @@ class Settings:
             gap_timeout=_float(env, "EMS_GAP_TIMEOUT", 5.0),
             connect_timeout=_float(env, "EMS_CONNECT_TIMEOUT", 3.0),
             jdbc_jar=env.get("EMS_JDBC_JAR") or DEFAULT_JDBC_JAR,
+            purge_chunk_rows=int(_float(env, "EMS_PURGE_CHUNK_ROWS", 10_000)),
+            log_retention_days=_float(env, "EMS_LOG_RETENTION_DAYS", 7.0),
         )
 
 

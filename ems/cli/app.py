@@ -13,6 +13,7 @@ from ems.cli.errors import EmsGroup
 from ems.cli.groups import group
 from ems.cli.offsets import offsets
 from ems.cli.produce import produce
+from ems.cli.scheduler import cleanup, scheduler
 from ems.cli.spark import spark
 from ems.cli.tail import tail
 from ems.cli.topics import topic
@@ -27,7 +28,7 @@ def cli() -> None:
     """
 
 
-for command in (db, topic, produce, tail, consume, group, demo, offsets, spark):
+for command in (db, topic, produce, tail, consume, group, demo, offsets, spark, scheduler, cleanup):
     cli.add_command(command)
 
 

@@ -11,7 +11,10 @@ from ems.store.group_refs import GroupRefStore
 from ems.store.groups import GroupStore
 from ems.store.lag_reports import LagReportStore
 from ems.store.leases import LeaseStore
+from ems.store.maintenance import MaintenanceStore
 from ems.store.messages import MessageStore
+from ems.store.purge import PurgeStore
+from ems.store.scheduler import SchedulerStore
 from ems.store.snapshots import SnapshotStore
 from ems.store.topics import HeadStore, TopicStore
 
@@ -33,6 +36,9 @@ class Store:
         self.snapshots = SnapshotStore(self.db)
         self.compaction = CompactionStore(self.db)
         self.lag_reports = LagReportStore(self.db)
+        self.scheduler = SchedulerStore(self.db)
+        self.purge = PurgeStore(self.db)
+        self.maintenance = MaintenanceStore(self.db)
 
     def close(self) -> None:
         self.db.dispose()
