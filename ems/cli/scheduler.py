@@ -55,6 +55,8 @@ def scheduler(
     exactly one of them active, and a standby takes over when it lapses. SIGTERM finishes
     the current chunk, releases the lease and exits."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    # APScheduler logs every execution at INFO; the jobs log their own counts.
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
     config = SchedulerConfig(
         intervals=_intervals(intervals), lease_ttl=lease_ttl, renew_every=renew_every
     )

@@ -75,6 +75,11 @@ def _lease(store: Store) -> LeaseInfo | None:
     return store.scheduler.lease("scheduler")
 
 
+def _holder(store: Store) -> str | None:
+    lease = _lease(store)
+    return lease.holder if lease is not None else None
+
+
 def _wait_for(check: Callable[[], bool], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not check():
@@ -152,7 +157,7 @@ def test_sigterm_hands_over_at_once(
     store: Store, start_scheduler: Callable[[str], subprocess.Popen[str]]
 ) -> None:
     a = start_scheduler("a")
-    _wait_for(lambda: _lease(store) is not None and _lease(store).holder is not None, 20)  # type: ignore[union-attr]
+    _wait_for(lambda: _holder(store) is not None, 20)
     b = start_scheduler("b")
     time.sleep(1.5)
     first = _lease(store)
