@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -9,7 +10,7 @@ import redis
 
 from ems import TopicAdmin
 from ems.config import Settings
-from ems.exceptions import JobAlreadyRunning, NotScheduler, UnknownJob
+from ems.exceptions import JobAlreadyRunning, JobInterrupted, NotScheduler, UnknownJob
 from ems.ops import jobs
 from ems.ops.checkpoint import checkpoint
 from ems.ops.maintenance import purge_log, reclaim_inflight, retry_due, snapshots
@@ -205,3 +206,28 @@ def test_a_deposed_scheduler_starts_no_run_and_its_running_job_stops_at_a_chunk(
     assert run.status == "failed" and run.error is not None
     # The job lock was given back: the next holder need not wait out its TTL.
     assert store.scheduler.hold("job:slow", "b", ttl=10) is not None
+
+
+def test_a_stop_request_ends_the_run_at_the_next_chunk_boundary(
+    settings: Settings, store: Store
+) -> None:
+    stop = threading.Event()
+    chunks: list[int] = []
+
+    def chunked(store: Store, settings: Settings) -> dict[str, int]:
+        for n in range(5):
+            checkpoint()
+            chunks.append(n)
+            if n == 1:
+                stop.set()  # SIGTERM arrives while chunk 1 runs
+        return {"chunks": len(chunks)}
+
+    jobs.JOBS["chunked"] = chunked
+    try:
+        with pytest.raises(JobInterrupted):
+            jobs.run_job(store, settings, "chunked", holder="a", stop=stop)
+    finally:
+        del jobs.JOBS["chunked"]
+    assert chunks == [0, 1]
+    (run,) = store.scheduler.runs()
+    assert run.status == "failed" and "shutting down" in (run.error or "")
