@@ -11,6 +11,7 @@ from types import FrameType
 import click
 
 from ems.cli.common import echo_json, json_option, settings, table
+from ems.cli.errors import EXIT_FAILURE
 from ems.exceptions import InvalidPolicy
 from ems.ops.jobs import DESTRUCTIVE, JOBS, job, run_job
 from ems.ops.scheduler import DEFAULT_INTERVALS, Scheduler, SchedulerConfig, holder_id
@@ -67,7 +68,10 @@ def scheduler(
 
             click.echo(f"metrics on port {serve(metrics_port)}", err=True)
         if once:
-            runner.run_once()
+            failed = runner.run_once()
+            if failed:
+                click.echo(f"error: jobs not run to their end: {', '.join(failed)}", err=True)
+                raise SystemExit(EXIT_FAILURE)
             return
 
         def _stop(signum: int, frame: FrameType | None) -> None:

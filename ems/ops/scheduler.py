@@ -112,12 +112,12 @@ class Scheduler:
         SCHEDULER_ACTIVE.set(1 if hold else 0)
         return hold is not None
 
-    def run_job(self, name: str) -> None:
-        """Run one job if this scheduler is active; every outcome is logged, none raised
-        (APScheduler's worker thread is no place for an exception)."""
+    def run_job(self, name: str) -> bool:
+        """Run one job if this scheduler is active; whether it ran to its end. Every
+        outcome is logged, none raised (APScheduler's worker thread is no place for one)."""
         hold = self.hold
         if hold is None or self.stop.is_set():
-            return
+            return False
         try:
             run_job(
                 self.store,
@@ -128,12 +128,14 @@ class Scheduler:
                 scheduler_hold=hold,
                 stop=self.stop,
             )
+            return True
         except (JobAlreadyRunning, NotScheduler, JobInterrupted) as exc:
             log.info("job %s not run to its end: %s", name, exc)
         except EmsError as exc:
             log.warning("job %s failed: %s", name, exc)
         except Exception:
             log.exception("job %s failed", name)
+        return False
 
     def _jobs(self) -> list[tuple[str, float]]:
         return [(n, s) for n, s in self.config.intervals.items() if n in JOBS]
@@ -161,16 +163,15 @@ class Scheduler:
             scheduler.shutdown(wait=True)
             self.resign()
 
-    def run_once(self) -> None:
-        """Take the lease, run every job once in order, release. NotScheduler if another
-        scheduler holds the lease."""
+    def run_once(self) -> list[str]:
+        """Take the lease, run every job once in order, release; the jobs that did not run
+        to their end. NotScheduler if another scheduler holds the lease."""
         if not self.heartbeat():
             current = self.store.scheduler.lease(LEASE_NAME)
             who = current.holder if current is not None else "another scheduler"
             raise NotScheduler(f"{who} holds the scheduler lease")
         try:
-            for name, _ in self._jobs():
-                self.run_job(name)
+            return [name for name, _ in self._jobs() if not self.run_job(name)]
         finally:
             self.resign()
 

@@ -11,9 +11,11 @@ import redis
 from ems import TopicAdmin
 from ems.config import Settings
 from ems.exceptions import JobAlreadyRunning, JobInterrupted, NotScheduler, UnknownJob
+from ems.metrics import REGISTRY
 from ems.ops import jobs
 from ems.ops.checkpoint import checkpoint
 from ems.ops.maintenance import purge_log, reclaim_inflight, retry_due, snapshots
+from ems.ops.scheduler import Scheduler, SchedulerConfig
 from ems.store import Store
 from ems.store.scheduler import Hold
 from ems.types import GroupInfo, TopicInfo
@@ -231,3 +233,23 @@ def test_a_stop_request_ends_the_run_at_the_next_chunk_boundary(
     assert chunks == [0, 1]
     (run,) = store.scheduler.runs()
     assert run.status == "failed" and "shutting down" in (run.error or "")
+
+
+def test_the_scheduler_reports_its_lease_and_runs_as_metrics(
+    settings: Settings, store: Store
+) -> None:
+    def sample(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    before = sample("ems_job_runs_total", job="snapshots", status="done")
+    active = Scheduler(store, settings, SchedulerConfig(lease_ttl=5, renew_every=1))
+    standby = Scheduler(store, settings, SchedulerConfig(lease_ttl=5, renew_every=1))
+    assert active.heartbeat() and sample("ems_scheduler_active") == 1
+    assert not standby.heartbeat() and sample("ems_scheduler_active") == 0
+    assert not standby.run_job("snapshots")  # a standby runs nothing
+    assert active.run_job("snapshots")
+    assert sample("ems_job_runs_total", job="snapshots", status="done") == before + 1
+    (run,) = store.scheduler.runs()
+    assert run.runner == f"{active.holder}#1"
+    active.resign()
+    assert standby.heartbeat()  # released: taken at once
