@@ -14,6 +14,7 @@ from ems.cli.common import echo_json, json_option, settings, table
 from ems.cli.errors import EXIT_FAILURE
 from ems.exceptions import InvalidPolicy
 from ems.ops.jobs import DESTRUCTIVE, JOBS, job, run_job
+from ems.ops.jobs import dry_run as preview
 from ems.ops.scheduler import DEFAULT_INTERVALS, Scheduler, SchedulerConfig, holder_id
 from ems.store import Store
 from ems.store.scheduler import JobRunInfo
@@ -91,11 +92,19 @@ def cleanup() -> None:
 @cleanup.command(name="run")
 @click.argument("name", metavar="JOB")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before a job that deletes rows.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Count what purge-retention or delete-consumed would delete; delete nothing.",
+)
 @json_option
-def run(name: str, yes: bool, as_json: bool) -> None:
+def run(name: str, yes: bool, dry_run: bool, as_json: bool) -> None:
     """Run cleanup JOB once, under the job's lock: refused (exit 1) while another run of
     it, by a scheduler or another cron, is in progress."""
     job(name)  # UnknownJob before anything else
+    if dry_run:
+        _dry_run(name, as_json)
+        return
     if name in DESTRUCTIVE and not yes:
         click.confirm(f"job {name} deletes rows. Run it?", abort=True)
     with closing(Store(settings())) as store:
@@ -103,8 +112,20 @@ def run(name: str, yes: bool, as_json: bool) -> None:
     if as_json:
         echo_json(asdict(result))
         return
-    counts = ", ".join(f"{k}={v}" for k, v in result.counts.items())
-    click.echo(f"{name}: {counts} ({result.seconds:.2f}s, run {result.run_id})")
+    click.echo(f"{name}: {_counts(result.counts)} ({result.seconds:.2f}s, run {result.run_id})")
+
+
+def _dry_run(name: str, as_json: bool) -> None:
+    with closing(Store(settings())) as store:
+        counts = preview(store, settings(), name)
+    if as_json:
+        echo_json({"job": name, "dry_run": True, "counts": counts})
+    else:
+        click.echo(f"{name} (dry run, nothing deleted): {_counts(counts)}")
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in counts.items())
 
 
 @cleanup.command(name="list")

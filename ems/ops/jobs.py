@@ -17,9 +17,10 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from ems.config import Settings
-from ems.exceptions import EmsError, JobAlreadyRunning, UnknownJob
+from ems.exceptions import ConflictingOptions, EmsError, JobAlreadyRunning, UnknownJob
 from ems.metrics import JOB_RUNS, JOB_SECONDS
 from ems.ops.checkpoint import CONTROL, JOB_LOCK_TTL, RunControl
 from ems.ops.maintenance import purge_log, reclaim_inflight, retry_due, snapshots
@@ -40,6 +41,11 @@ JOBS: dict[str, JobFn] = {
     "reclaim-inflight": reclaim_inflight,
     "snapshots": snapshots,
     # "alarms": scan_alarms,  -- reserved: the alarm scan registers itself here.
+}
+#: Jobs that can count what they would delete without deleting (`--dry-run`).
+DRY_RUNS: dict[str, JobFn] = {
+    "purge-retention": partial(purge_retention, dry_run=True),
+    "delete-consumed": partial(delete_consumed, dry_run=True),
 }
 #: Names held for jobs that other modules provide.
 RESERVED = ("alarms",)
@@ -62,6 +68,18 @@ class JobResult:
     run_id: int
     counts: dict[str, int]
     seconds: float
+
+
+def dry_run(store: Store, settings: Settings, name: str) -> dict[str, int]:
+    """What job `name` would delete, counted the way it would delete it (no lock taken,
+    no run recorded). ConflictingOptions for a job without a dry run."""
+    job(name)
+    fn = DRY_RUNS.get(name)
+    if fn is None:
+        raise ConflictingOptions(
+            f"--dry-run is available for {' and '.join(DRY_RUNS)}, not for {name}"
+        )
+    return dict(fn(store, settings))
 
 
 def run_job(

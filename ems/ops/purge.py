@@ -56,9 +56,11 @@ def purge_partition(
     cutoff: dt.datetime | None,
     consumed: int | None,
     chunk: int,
+    dry_run: bool = False,
 ) -> int:
     """Delete the partition's rows created before `cutoff` (None: any age) and below
-    `consumed` (None: no such bound), in chunks; the rows deleted."""
+    `consumed` (None: no such bound), in chunks; the rows deleted (with dry_run: counted
+    chunk by chunk the same way, and nothing deleted)."""
     purge = store.purge
     start = purge.low(topic_id, partition) or 0
     deleted = 0
@@ -72,7 +74,10 @@ def purge_partition(
         end = chunk_end(start, window, last_old, (floors.unsettled, floors.top, consumed))
         if end is None:
             return deleted
-        deleted += purge.delete(topic_id, partition, start, end)
+        if dry_run:
+            deleted += purge.count(topic_id, partition, start, end)
+        else:
+            deleted += purge.delete(topic_id, partition, start, end)
         start = end
 
 
@@ -80,9 +85,9 @@ def _chunk(settings: Settings) -> int:
     return max(1, min(settings.purge_chunk_rows, MAX_CHUNK_ROWS))
 
 
-def purge_retention(store: Store, settings: Settings) -> dict[str, int]:
+def purge_retention(store: Store, settings: Settings, *, dry_run: bool = False) -> dict[str, int]:
     """Delete messages older than their topic's retention_hours, never one still being
-    retried or in flight, nor the last row of a partition."""
+    retried or in flight, nor the last row of a partition. dry_run: count them only."""
     chunk = _chunk(settings)
     counts = {"topics": 0, "partitions": 0, "deleted": 0}
     for topic in store.topics.all():
@@ -90,16 +95,23 @@ def purge_retention(store: Store, settings: Settings) -> dict[str, int]:
         counts["topics"] += 1
         for partition in range(topic.partitions):
             n = purge_partition(
-                store, topic.id, partition, cutoff=cutoff, consumed=None, chunk=chunk
+                store,
+                topic.id,
+                partition,
+                cutoff=cutoff,
+                consumed=None,
+                chunk=chunk,
+                dry_run=dry_run,
             )
             counts["deleted"] += n
             counts["partitions"] += 1 if n else 0
     return counts
 
 
-def delete_consumed(store: Store, settings: Settings) -> dict[str, int]:
+def delete_consumed(store: Store, settings: Settings, *, dry_run: bool = False) -> dict[str, int]:
     """For topics with delete_consumed set: delete the messages every cluster group of the
-    topic has committed past (nothing for a topic without one), with the same rules."""
+    topic has committed past (nothing for a topic without one), with the same rules.
+    dry_run: count them only."""
     chunk = _chunk(settings)
     counts = {"topics": 0, "partitions": 0, "deleted": 0}
     for topic_id, partitions in store.purge.consumed_topics():
@@ -109,7 +121,13 @@ def delete_consumed(store: Store, settings: Settings) -> dict[str, int]:
             if partition not in bounds:
                 continue
             n = purge_partition(
-                store, topic_id, partition, cutoff=None, consumed=bounds[partition], chunk=chunk
+                store,
+                topic_id,
+                partition,
+                cutoff=None,
+                consumed=bounds[partition],
+                chunk=chunk,
+                dry_run=dry_run,
             )
             counts["deleted"] += n
             counts["partitions"] += 1 if n else 0

@@ -47,6 +47,10 @@ _DELETE = (
     "DELETE FROM message "
     "WHERE topic_id = %s AND partition_no = %s AND offset_no >= %s AND offset_no < %s"
 )
+_COUNT = (
+    "SELECT COUNT(*) FROM message "
+    "WHERE topic_id = %s AND partition_no = %s AND offset_no >= %s AND offset_no < %s"
+)
 _CUTOFF = "SELECT NOW(6) - INTERVAL %s HOUR"
 _CONSUMED_TOPICS = "SELECT id, partitions FROM topic WHERE delete_consumed = 1 ORDER BY id"
 _CLUSTER_GROUPS = "SELECT COUNT(*) FROM consumer_group WHERE topic_id = %s AND mode = 'cluster'"
@@ -125,6 +129,10 @@ class PurgeStore:
         with self.db.transaction() as cursor:
             cursor.execute(_RAISE_LOW, (topic_id, partition, end))
             return int(cursor.execute(_DELETE, (topic_id, partition, start, end)))
+
+    def count(self, topic_id: int, partition: int, start: int, end: int) -> int:
+        """Rows in offsets [start, end) (a dry run's chunk: at most one window of rows)."""
+        return int(self.db.select(_COUNT, (topic_id, partition, start, end))[0][0])
 
     def consumed_topics(self) -> list[tuple[int, int]]:
         """(topic id, partitions) of the topics with delete_consumed set."""

@@ -184,6 +184,10 @@ def test_cleanup_run_and_list(settings: Settings, store: Store) -> None:
     topic = TopicAdmin(settings, store=store).create("t", 1, retention_hours=1)
     seed.messages(store, topic, 0, range(10), 2)
     seed.messages(store, topic, 0, range(10, 12), 0)
+    dry = _cli(settings, "cleanup", "run", "purge-retention", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["counts"]["deleted"] == 10
+    assert seed.offsets(store, topic, 0) == list(range(12)) and store.scheduler.runs() == []
     refused = _cli(settings, "cleanup", "run", "purge-retention")
     assert refused.returncode == 1 and seed.offsets(store, topic, 0) == list(range(12))
     result = _cli(settings, "cleanup", "run", "purge-retention", "--yes", "--json")
@@ -201,6 +205,8 @@ def test_cleanup_run_and_list(settings: Settings, store: Store) -> None:
 def test_bad_input_exits_2_and_runs_nothing(settings: Settings, store: Store) -> None:
     result = _cli(settings, "cleanup", "run", "vacuum", "--yes")
     assert result.returncode == 2 and "unknown job 'vacuum'" in result.stderr
+    no_dry = _cli(settings, "cleanup", "run", "snapshots", "--dry-run")
+    assert no_dry.returncode == 2 and "--dry-run is available" in no_dry.stderr
     bad = _cli(settings, "scheduler", "--once", "--interval", "vacuum=5")
     assert bad.returncode == 2 and "unknown job" in bad.stderr
     ttl = _cli(settings, "scheduler", "--once", "--lease-ttl", "1", "--renew-every", "1")

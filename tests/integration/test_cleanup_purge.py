@@ -36,8 +36,14 @@ def test_retention_deletes_expired_rows_in_chunks_and_raises_the_low_watermark(
     seed.messages(store, topic, 4, range(20), OLD)  # hole at 20: a producer may fill it
     seed.messages(store, topic, 4, range(21, 26), NEW)
 
-    counts = purge_retention(store, settings.with_(purge_chunk_rows=7))
+    small = settings.with_(purge_chunk_rows=7)
+    planned = purge_retention(store, small, dry_run=True)
+    assert seed.sql(store, "SELECT COUNT(*) FROM message") == [(60 + 10 + 30 + 30 + 25,)]
+    assert seed.sql(store, "SELECT COUNT(*) FROM partition_low") == [(0,)]
 
+    counts = purge_retention(store, small)
+
+    assert counts == planned
     assert seed.offsets(store, topic, 0) == list(range(50, 60))
     assert seed.offsets(store, topic, 1) == [9]
     assert seed.offsets(store, topic, 2) == list(range(12, 30))
