@@ -82,6 +82,12 @@ def main(argv: list[str] | None = None) -> int:
         default=10_000,
         help="purge suite: rows per DELETE (default 10,000, the most a chunk may hold)",
     )
+    parser.add_argument(
+        "--purge-pause",
+        type=float,
+        default=1.0,
+        help="purge suite: rest after each chunk, as a multiple of its time (default 1)",
+    )
     args = parser.parse_args(argv)
     unknown = [name for name in args.suites if name not in SUITES]
     if unknown:

@@ -205,7 +205,8 @@ def render(cfg: BenchConfig, env: list[str], o: Outcome) -> str:
             "",
             "`python -m benchmarks purge`: the purge-retention job deletes N expired messages "
             f"({PARTITIONS} partitions, chunks of at most {cfg.settings.purge_chunk_rows:,} "
-            f"rows) while a Producer publishes single messages at {RATE:.0f} msg/s.",
+            f"rows, a pause of {cfg.settings.purge_pause:g}x each chunk's time after it) "
+            f"while a Producer publishes single messages at {RATE:.0f} msg/s.",
             "",
             *env,
             "",
@@ -228,7 +229,10 @@ def render(cfg: BenchConfig, env: list[str], o: Outcome) -> str:
 def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
     own = purge_config(cfg)
     own = dataclasses.replace(
-        own, settings=own.settings.with_(purge_chunk_rows=args.purge_chunk_rows)
+        own,
+        settings=own.settings.with_(
+            purge_chunk_rows=args.purge_chunk_rows, purge_pause=args.purge_pause
+        ),
     )
     outcome = measure(own, args.purge_rows, args.purge_idle_seconds)
     if outcome.deleted != outcome.rows:
