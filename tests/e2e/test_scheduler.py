@@ -260,3 +260,56 @@ def test_topic_rank_from_captures(settings: Settings, store: Store) -> None:
     assert topics == [("busy", 300, 1800 - 150), ("quiet", 0, 10)]
     text = _cli(settings, "topic", "rank").stdout
     assert text.splitlines()[2].split()[:3] == ["busy", "300", "1650"]
+
+
+def test_a_cron_run_is_refused_while_the_scheduler_runs_that_job(
+    settings: Settings, store: Store, tmp_path: Path
+) -> None:
+    topic = TopicAdmin(settings, store=store).create("t", 1, retention_hours=1)
+    seed.sql(
+        store,
+        "INSERT INTO message (topic_id, partition_no, offset_no, body, created_at) "
+        "SELECT %s, 0, seq, 'x', NOW(6) - INTERVAL 2 HOUR FROM seq_0_to_39999",
+        (topic.id,),
+    )
+    env = {**_env(settings), "EMS_PURGE_CHUNK_ROWS": "500", "EMS_PURGE_PAUSE": "2"}
+    with open(tmp_path / "scheduler.log", "w") as log:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "ems.cli",
+                "scheduler",
+                "--lease-ttl",
+                "4",
+                "--renew-every",
+                "1",
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            _wait_for(
+                lambda: any(
+                    r.job == "purge-retention" and r.status == "running"
+                    for r in store.scheduler.runs()
+                ),
+                timeout=20,
+            )
+            cron = _cli(settings, "cleanup", "run", "purge-retention", "--yes")
+            assert cron.returncode == 1 and "purge-retention is running" in cron.stderr
+            runs = [r for r in store.scheduler.runs() if r.job == "purge-retention"]
+            assert len(runs) == 1 and runs[0].runner.startswith(str(_holder(store)))
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=15) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    (run,) = [r for r in store.scheduler.runs() if r.job == "purge-retention"]
+    # SIGTERM stopped it at a chunk boundary: some chunks done, the rest left for later.
+    assert run.status == "failed" and "shutting down" in (run.error or "")
+    left = len(seed.offsets(store, topic, 0))
+    assert 0 < left < 40000 and left % 500 == 0
+    assert seed.low(store, topic, 0) == 40000 - left
