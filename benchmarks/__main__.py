@@ -9,7 +9,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from benchmarks import assignor, consumer, producer
+from benchmarks import assignor, consumer, producer, purge
 from benchmarks import spark as spark_suite
 from benchmarks.harness import BenchConfig, bench_config
 
@@ -22,6 +22,7 @@ SUITES: dict[str, Callable[[BenchConfig, argparse.Namespace], int]] = {
     "assignor": assignor.run,
     "consumer": consumer.run,
     "spark": spark_suite.run,
+    "purge": purge.run,
 }
 
 
@@ -62,6 +63,30 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=2_000_000,
         help="consumption-log rows the spark suite compacts (default 2,000,000)",
+    )
+    parser.add_argument(
+        "--purge-rows",
+        type=int,
+        default=1_000_000,
+        help="purge suite: expired messages to purge while publishing (default 1,000,000)",
+    )
+    parser.add_argument(
+        "--purge-idle-seconds",
+        type=float,
+        default=20.0,
+        help="purge suite: idle publishing measured before the purge (default 20)",
+    )
+    parser.add_argument(
+        "--purge-chunk-rows",
+        type=int,
+        default=10_000,
+        help="purge suite: rows per DELETE (default 10,000, the most a chunk may hold)",
+    )
+    parser.add_argument(
+        "--purge-pause",
+        type=float,
+        default=1.0,
+        help="purge suite: rest after each chunk, as a multiple of its time (default 1)",
     )
     args = parser.parse_args(argv)
     unknown = [name for name in args.suites if name not in SUITES]

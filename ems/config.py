@@ -46,6 +46,14 @@ class Settings:
     kube_timeout: float = 2.0
     #: URL the alarm scan POSTs alarm notices to (JSON); None sends none.
     alarm_webhook_url: str | None = None
+    #: Most rows one DELETE of a cleanup job removes (short transactions keep publishing
+    #: flowing while a purge runs).
+    purge_chunk_rows: int = 10_000
+    #: After each purge chunk, rest this many times as long as the chunk took: a share of
+    #: the server stays with publishers while a purge runs (0: purge flat out).
+    purge_pause: float = 1.0
+    #: The purge-log job deletes done and dead consumption-log rows older than this.
+    log_retention_days: float = 7.0
 
     @cached_property
     def database_name(self) -> str:
@@ -76,6 +84,9 @@ class Settings:
             kubeconfig=env.get("EMS_KUBECONFIG") or None,
             kube_timeout=_float(env, "EMS_KUBE_TIMEOUT", 2.0),
             alarm_webhook_url=_url(env, "EMS_ALARM_WEBHOOK_URL"),
+            purge_chunk_rows=int(_float(env, "EMS_PURGE_CHUNK_ROWS", 10_000)),
+            purge_pause=_float(env, "EMS_PURGE_PAUSE", 1.0, allow_zero=True),
+            log_retention_days=_float(env, "EMS_LOG_RETENTION_DAYS", 7.0),
         )
 
 
@@ -86,7 +97,7 @@ def _url(env: Mapping[str, str], name: str) -> str | None:
     return raw
 
 
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
+def _float(env: Mapping[str, str], name: str, default: float, *, allow_zero: bool = False) -> float:
     raw = env.get(name)
     if raw is None:
         return default
@@ -94,7 +105,7 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise InvalidSetting(f"{name} must be a number, not {raw!r}") from None
-    if value <= 0:
+    if value < 0 or (value == 0 and not allow_zero):
         raise InvalidSetting(f"{name} must be positive, not {raw!r}")
     return value
 

@@ -200,6 +200,11 @@ class NotScheduler(StoreError):
     """This scheduler no longer holds the scheduler lease at the epoch it acted under."""
 
 
+class JobInterrupted(EmsError):
+    """The cleanup job stopped at a chunk boundary: its scheduler is shutting down. What
+    it did so far stays done; the next run carries on."""
+
+
 class ScaleBackendError(EmsError):
     """The autoscaling backend (e.g. the Kubernetes API) rejected or failed the change."""
 

@@ -16,6 +16,7 @@ from ems.cli.groups import group
 from ems.cli.offsets import offsets
 from ems.cli.produce import produce
 from ems.cli.replay import replay
+from ems.cli.scheduler import cleanup, scheduler
 from ems.cli.spark import spark
 from ems.cli.tail import tail
 from ems.cli.topics import topic
@@ -43,6 +44,8 @@ COMMANDS = (
     autoscale,
     replay,
     alarms,
+    scheduler,
+    cleanup,
 )
 for command in COMMANDS:
     cli.add_command(command)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from contextlib import closing
 from dataclasses import asdict
 
 import click
 
 from ems.cli.common import echo_json, json_option, settings, table
+from ems.ops.ranking import Volume
 from ems.producer.validation import DEFAULT_MAX_BODY_BYTES, DEFAULT_RETENTION_HOURS
 from ems.topics import TopicAdmin
 from ems.types import PartitionStats, TopicInfo
@@ -93,3 +95,49 @@ def _stats_row(stats: PartitionStats) -> list[object]:
         stats.messages,
         stats.tombstones,
     ]
+
+
+_RANK_HEADERS = ("topic", "last hour", "last day")
+
+
+@topic.command(name="rank")
+@json_option
+def rank_topics(as_json: bool) -> None:
+    """Topics by message volume over the last hour and day, from the watermark captures
+    of the snapshots job. A volume marked '~' covers less than its window (the captures do
+    not reach back that far; the span it covers is shown); '-' needs two captures."""
+    from ems.ops.ranking import topic_ranking
+    from ems.store import Store
+
+    with closing(Store(settings())) as store:
+        ranking = topic_ranking(store)
+    if as_json:
+        echo_json(asdict(ranking))
+        return
+    if ranking.newest_capture is None:
+        click.echo("no watermark captures yet: run `ems cleanup run snapshots` or `ems scheduler`")
+    else:
+        age = ranking.capture_age_seconds or 0.0
+        click.echo(f"newest capture {_when(ranking.newest_capture)} ({age:.0f}s ago)")
+    rows = [[r.topic, _volume(r.last_hour), _volume(r.last_day)] for r in ranking.topics]
+    click.echo(table(_RANK_HEADERS, rows))
+
+
+def _when(at: dt.datetime) -> str:
+    return at.isoformat(sep=" ", timespec="seconds")
+
+
+def _volume(v: Volume | None) -> str | None:
+    if v is None:
+        return None
+    if v.complete:
+        return str(v.messages)
+    return f"~{v.messages} (over {_span(v.span_seconds)})"
+
+
+def _span(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f}h"
+    if seconds >= 60:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds:.0f}s"

@@ -33,8 +33,14 @@ class PartitionReader:
             keys = [(m.offset, m.created_at) for m in fetched]
             plan = plan_read(keys, from_offset, None, self.gap_timeout)
             if plan.ready < len(keys) and not plan.ready:
-                # A hole right at the position: only now does its age matter, so only
-                # now is the database clock read.
+                # A hole right at the position. If a purge removed it, jump to the low
+                # watermark rather than fill the purged range with tombstones; only this
+                # path reads the watermark, so the hot path pays nothing for it.
+                low = self.messages.low_offset(topic_id, partition)
+                if low is not None and low > from_offset:
+                    from_offset = low
+                    continue
+                # Only now does the hole's age matter, so only now is the clock read.
                 plan = plan_read(keys, from_offset, self.messages.now(), self.gap_timeout)
             if plan.ready or plan.fill is None:
                 prefix = fetched[: plan.ready]

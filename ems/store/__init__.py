@@ -13,9 +13,12 @@ from ems.store.group_refs import GroupRefStore
 from ems.store.groups import GroupStore
 from ems.store.lag_reports import LagReportStore
 from ems.store.leases import LeaseStore
+from ems.store.maintenance import MaintenanceStore
 from ems.store.messages import MessageStore
+from ems.store.purge import PurgeStore
 from ems.store.replays import ReplayStore
 from ems.store.resets import ResetStore
+from ems.store.scheduler import SchedulerStore
 from ems.store.snapshots import SnapshotStore
 from ems.store.topics import HeadStore, TopicStore
 
@@ -41,6 +44,9 @@ class Store:
         self.resets = ResetStore(self.db)
         self.replays = ReplayStore(self.db)
         self.alarms = AlarmStore(self.db)
+        self.scheduler = SchedulerStore(self.db)
+        self.purge = PurgeStore(self.db)
+        self.maintenance = MaintenanceStore(self.db)
 
     def close(self) -> None:
         self.db.dispose()

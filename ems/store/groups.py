@@ -11,7 +11,7 @@ from pymysql.cursors import Cursor
 from sqlalchemy import Connection, func, select
 
 from ems.exceptions import DuplicateKey, StaleGeneration
-from ems.models import Message
+from ems.models import Message, PartitionLow
 from ems.store.database import Database
 from ems.types import GroupInfo, TopicInfo
 
@@ -192,4 +192,9 @@ def start_offsets(conn: Connection, topic: TopicInfo, position: str) -> dict[int
         .group_by(m.topic_id, m.partition_no)
     )
     found = {int(p): int(o) + (0 if earliest else 1) for p, o in conn.execute(query)}
-    return {p: found.get(p, 0) for p in range(topic.partitions)}
+    # A partition a purge emptied starts at its low watermark, not at 0.
+    lows = select(PartitionLow.partition_no, PartitionLow.low_offset).where(
+        PartitionLow.topic_id == topic.id
+    )
+    low = {int(p): int(o) for p, o in conn.execute(lows)}
+    return {p: found.get(p, low.get(p, 0)) for p in range(topic.partitions)}

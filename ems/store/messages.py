@@ -34,6 +34,8 @@ _FETCH_AT = (
     "WHERE topic_id = %s AND partition_no = %s AND offset_no BETWEEN %s AND %s"
 )
 
+_LOW = "SELECT low_offset FROM partition_low WHERE topic_id = %s AND partition_no = %s"
+
 
 #: PyMySQL's executemany packs rows into statements of at most 1,024,000 bytes.
 _STATEMENT_BYTES = 900_000
@@ -82,6 +84,11 @@ class MessageStore:
     def now(self) -> dt.datetime:
         """The database clock, which judges the age of a hole."""
         return self.db.select("SELECT NOW(6)", ())[0][0]  # type: ignore[no-any-return]
+
+    def low_offset(self, topic_id: int, partition: int) -> int | None:
+        """The partition's low watermark: every offset below it was purged (None: none)."""
+        rows = self.db.select(_LOW, (topic_id, partition))
+        return int(rows[0][0]) if rows else None
 
     def fetch(
         self, topic_id: int, partition: int, from_offset: int, limit: int

@@ -9,7 +9,7 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Row
 
 from ems.exceptions import DuplicateKey, TopicExists, UnknownPartition, UnknownTopic
-from ems.models import Message, PartitionHead, Topic
+from ems.models import Message, PartitionHead, PartitionLow, Topic
 from ems.store.database import Database
 from ems.types import PartitionStats, TopicInfo
 
@@ -92,6 +92,12 @@ class TopicStore:
             exact_counts = (
                 {int(r[0]): (int(r[1]), int(r[2])) for r in conn.execute(counts)} if exact else {}
             )
+            # A partition a purge emptied has both watermarks at its low watermark.
+            lows = select(PartitionLow.partition_no, PartitionLow.low_offset).where(
+                PartitionLow.topic_id == topic.id
+            )
+            for p, low in conn.execute(lows):
+                found.setdefault(int(p), (int(low), int(low) - 1))
         return [
             _stats(p, found.get(p), exact_counts.get(p, (0, 0)) if exact else None)
             for p in range(topic.partitions)

@@ -350,3 +350,18 @@ def test_every_open_and_clear_is_logged(
     assert len(lines) == 2
     assert lines[0].endswith("opened: group g on t[0]: lag 10 messages (value 10, threshold 5)")
     assert f"cleared: lag:{group.id}:0 (was: group g on t[0]: lag 10 messages)" in lines[1]
+
+
+def test_the_scheduler_job_runs_the_scan_and_records_its_counts(
+    store: Store, settings: Settings, topic: TopicInfo, group: GroupInfo
+) -> None:
+    from ems.ops.jobs import run_job
+
+    set_thresholds(store, "g", lag_messages=5)
+    publish(store, topic, 0, 10)
+    result = run_job(store, settings, "alarms", holder="cron")
+    assert result.counts["opened"] == 1
+    assert len(alarm_rows(store, f"lag:{group.id}:0")) == 1
+    ((job, status, counts),) = sql(store, "SELECT job, status, counts FROM job_run")
+    assert (job, status) == ("alarms", "done")
+    assert '"opened": 1' in counts

@@ -1,0 +1,101 @@
+"""Housekeeping jobs: the consumption log purge, due retries, in-flight rows of dead
+clients, and the periodic captures (offset snapshots, topic watermarks)."""
+
+from __future__ import annotations
+
+from contextlib import closing
+
+from ems.config import Settings
+from ems.ops.checkpoint import checkpoint
+from ems.ops.snapshots import capture_offset_snapshots
+from ems.store import Store
+from ems.wakeups import Publisher
+
+#: Rows one statement of these jobs touches at most.
+CHUNK = 10_000
+#: In-flight rows reclaimed per transaction.
+RECLAIM_CHUNK = 500
+#: Topic watermark captures are kept this long (ranking looks back one day).
+WATERMARK_SECONDS = 8 * 86400
+#: Job runs are kept this long.
+JOB_RUN_SECONDS = 30 * 86400
+#: Jobs whose runs are pruned (including ones other modules register).
+PRUNED_JOBS = (
+    "purge-retention",
+    "delete-consumed",
+    "purge-log",
+    "retry-due",
+    "reclaim-inflight",
+    "snapshots",
+    "alarms",
+)
+
+
+def purge_log(store: Store, settings: Settings) -> dict[str, int]:
+    """Delete done and dead consumption-log rows older than log_retention_days, in chunks
+    (for deployments without the Spark compaction); also prunes old job runs."""
+    chunk = min(settings.purge_chunk_rows, CHUNK)
+    age = settings.log_retention_days * 86400
+    counts = {"done": 0, "dead": 0}
+    for state in ("done", "dead"):
+        while True:
+            checkpoint()
+            n = store.maintenance.purge_log(state, age, chunk)
+            counts[state] += n
+            if n < chunk:
+                break
+    counts["job_runs"] = store.scheduler.prune_runs(PRUNED_JOBS, JOB_RUN_SECONDS, chunk)
+    return counts
+
+
+def retry_due(store: Store, settings: Settings) -> dict[str, int]:
+    """Wake every group with due retries, so its owners claim them at once (owners claim
+    their partitions' due retries themselves; a claim held by a dead client lapses after
+    the ack timeout and the retry is due again). Retries whose message no longer exists
+    can never be claimed: they are dropped and their log rows marked dead."""
+    orphans = 0
+    while True:
+        checkpoint()
+        n = store.maintenance.drop_orphan_retries(RECLAIM_CHUNK)
+        orphans += n
+        if n < RECLAIM_CHUNK:
+            break
+    due = store.maintenance.due_retries()
+    with closing(Publisher(settings)) as publisher:
+        for group_id in due:
+            publisher.group(group_id)
+    return {
+        "due": sum(due.values()),
+        "groups_woken": len(due),
+        "due_unowned": store.maintenance.unowned_due() if due else 0,
+        "orphans_dropped": orphans,
+    }
+
+
+def reclaim_inflight(store: Store, settings: Settings) -> dict[str, int]:
+    """In-flight log rows of clients without a live lease, older than the group's ack
+    timeout: below the group's committed cursor (the stream will not bring them again)
+    they move to the retry table due now; at or above it the log row is handed back
+    (deleted), since the partition's next owner reads them from the stream again."""
+    counts = {"requeued": 0, "handed_back": 0, "lost": 0}
+    while True:
+        checkpoint()
+        ids = store.maintenance.stale_in_flight(RECLAIM_CHUNK)
+        if not ids:
+            return counts
+        done = store.maintenance.reclaim(ids)
+        counts["requeued"] += done.requeued
+        counts["handed_back"] += done.handed_back
+        counts["lost"] += done.lost
+        if done.requeued + done.handed_back + done.lost == 0 or len(ids) < RECLAIM_CHUNK:
+            return counts
+
+
+def snapshots(store: Store, settings: Settings) -> dict[str, int]:
+    """Capture committed offsets (for lag reports) and every partition's high watermark
+    (for topic ranking); prune watermark captures older than 8 days."""
+    offsets = capture_offset_snapshots(settings, store=store)
+    watermarks = store.maintenance.capture_watermarks()
+    checkpoint()
+    pruned = store.maintenance.prune_watermarks(WATERMARK_SECONDS, CHUNK)
+    return {"offset_rows": offsets, "watermark_rows": watermarks, "watermarks_pruned": pruned}

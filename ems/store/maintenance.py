@@ -1,0 +1,199 @@
+"""Statements of the housekeeping jobs: the consumption log purge, due retries, in-flight
+rows of dead clients, and the topic watermark captures topic ranking reads."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ems.store.database import Database
+
+# Finished log rows, through the (state, updated_at) index, a bounded chunk at a time.
+_PURGE_LOG = (
+    "DELETE FROM topic_group_log WHERE state = %s "
+    "AND updated_at < NOW(6) - INTERVAL %s SECOND LIMIT %s"
+)
+_DUE = "SELECT group_id, COUNT(*) FROM retry_message WHERE due_at <= NOW(6) GROUP BY group_id"
+# Due retries of partitions no live client owns: they wait for the leader to assign the
+# partition (a wake-up of the group prompts it).
+_UNOWNED = (
+    "SELECT COUNT(*) FROM retry_message r "
+    "LEFT JOIN partition_assignment a "
+    "ON a.group_id = r.group_id AND a.partition_no = r.partition_no "
+    "LEFT JOIN consumer_client c ON c.client_id = a.client_id AND c.lease_expires_at > NOW(6) "
+    "WHERE r.due_at <= NOW(6) AND c.client_id IS NULL"
+)
+# Retries whose message is gone (purged or deleted by hand) can never be claimed: the claim
+# joins the message for its body.
+_ORPHANS = (
+    "SELECT r.id FROM retry_message r LEFT JOIN message m ON m.id = r.message_id "
+    "WHERE m.id IS NULL LIMIT %s"
+)
+_ORPHAN_LOG = (
+    "UPDATE topic_group_log l JOIN retry_message r ON r.group_id = l.group_id "
+    "AND r.partition_no = l.partition_no AND r.offset_no = l.offset_no "
+    "SET l.state = 'dead', l.error = 'message purged while waiting for a retry', "
+    "l.finished_at = NOW(6), l.updated_at = NOW(6) "
+    "WHERE r.id IN ({ids}) AND l.state = 'retry'"
+)
+_DELETE_RETRIES = "DELETE FROM retry_message WHERE id IN ({ids})"
+# In-flight log rows whose client has no live lease, older than the group's ack timeout.
+_STALE = (
+    "SELECT l.id FROM topic_group_log l FORCE INDEX (ix_topic_group_log_state_updated_at) "
+    "JOIN consumer_group g ON g.id = l.group_id "
+    "LEFT JOIN consumer_client c ON c.client_id = l.client_id AND c.lease_expires_at > NOW(6) "
+    "WHERE l.state = 'start' AND c.client_id IS NULL "
+    "AND l.updated_at < NOW(6) - INTERVAL g.ack_timeout_seconds SECOND LIMIT %s"
+)
+# Each statement re-checks that the row is still in flight with a dead client: a live
+# client that took the message meanwhile rewrote client_id (the log insert is an upsert).
+_STILL_STALE = (
+    "l.id IN ({ids}) AND l.state = 'start' AND NOT EXISTS (SELECT 1 FROM consumer_client c "
+    "WHERE c.client_id = l.client_id AND c.lease_expires_at > NOW(6))"
+)
+_GROUP_CURSOR = "JOIN group_offset o ON o.group_id = l.group_id AND o.partition_no = l.partition_no"
+# Below the committed cursor the stream will not bring the message again: it goes to the
+# retry table, due now, keeping its attempt count.
+_REQUEUE = (
+    "INSERT INTO retry_message (group_id, topic_id, partition_no, offset_no, message_id, "
+    "attempts, due_at, last_error) "
+    "SELECT l.group_id, l.topic_id, l.partition_no, l.offset_no, m.id, l.attempts, NOW(6), "
+    "CONCAT('reclaimed from client ', l.client_id) FROM topic_group_log l "
+    f"{_GROUP_CURSOR} JOIN message m ON m.topic_id = l.topic_id "
+    "AND m.partition_no = l.partition_no AND m.offset_no = l.offset_no "
+    f"WHERE {_STILL_STALE} AND l.offset_no < o.committed_offset "
+    "ON DUPLICATE KEY UPDATE due_at = NOW(6), "
+    "attempts = GREATEST(retry_message.attempts, VALUES(attempts))"
+)
+_REQUEUED_LOG = (
+    f"UPDATE topic_group_log l {_GROUP_CURSOR} SET l.state = 'retry', "
+    "l.error = CONCAT('reclaimed from client ', l.client_id), "
+    "l.finished_at = NOW(6), l.updated_at = NOW(6) "
+    f"WHERE {_STILL_STALE} AND l.offset_no < o.committed_offset AND EXISTS "
+    "(SELECT 1 FROM retry_message r WHERE r.group_id = l.group_id "
+    "AND r.partition_no = l.partition_no AND r.offset_no = l.offset_no)"
+)
+# What is left below the cursor has no message any more (deleted by hand): nothing can
+# redeliver it, so its log row ends as dead instead of holding back purges forever.
+_GONE_LOG = (
+    f"UPDATE topic_group_log l {_GROUP_CURSOR} SET l.state = 'dead', "
+    "l.error = CONCAT('reclaimed from client ', l.client_id, ': message no longer stored'), "
+    "l.finished_at = NOW(6), l.updated_at = NOW(6) "
+    f"WHERE {_STILL_STALE} AND l.offset_no < o.committed_offset"
+)
+# At or above the cursor the next owner reads the message again from the stream: the log
+# row is handed back (deleted), as an ordered group does with what it fetched past a failure.
+_HAND_BACK = (
+    f"DELETE l FROM topic_group_log l {_GROUP_CURSOR} "
+    f"WHERE {_STILL_STALE} AND l.offset_no >= o.committed_offset"
+)
+_NOW = "SELECT NOW(6)"
+_HIGH_WATERMARKS = (
+    "SELECT topic_id, partition_no, MAX(offset_no) + 1 FROM message GROUP BY topic_id, partition_no"
+)
+_CAPTURE = (
+    "INSERT IGNORE INTO topic_watermark (captured_at, topic_id, partition_no, high_watermark) "
+    "VALUES (%s, %s, %s, %s)"
+)
+_PRUNE_WATERMARKS = (
+    "DELETE FROM topic_watermark WHERE captured_at < NOW(6) - INTERVAL %s SECOND LIMIT %s"
+)
+_NEWEST = "SELECT MAX(captured_at) FROM topic_watermark"
+_AT_OR_BEFORE = "SELECT MAX(captured_at) FROM topic_watermark WHERE captured_at <= %s"
+_EARLIEST = "SELECT MIN(captured_at) FROM topic_watermark"
+_TOTALS = (
+    "SELECT topic_id, SUM(high_watermark) FROM topic_watermark "
+    "WHERE captured_at = %s GROUP BY topic_id"
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Reclaimed:
+    #: Moved to the retry table, due now (the group's cursor had passed them).
+    requeued: int
+    #: Log rows deleted: the stream brings them to the next owner again.
+    handed_back: int
+    #: Below the cursor with the message gone: marked dead.
+    lost: int = 0
+
+
+class MaintenanceStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def purge_log(self, state: str, older_than: float, chunk: int) -> int:
+        """Delete up to `chunk` log rows in `state` last updated more than older_than
+        seconds ago; the rows deleted."""
+        with self.db.single() as cursor:
+            return int(cursor.execute(_PURGE_LOG, (state, int(older_than), chunk)))
+
+    def due_retries(self) -> dict[int, int]:
+        """Due retry messages per group."""
+        return {int(g): int(n) for g, n in self.db.select(_DUE, ())}
+
+    def unowned_due(self) -> int:
+        return int(self.db.select(_UNOWNED, ())[0][0])
+
+    def drop_orphan_retries(self, chunk: int) -> int:
+        """Delete up to `chunk` retries whose message no longer exists, marking their log
+        rows dead; the retries deleted."""
+        ids = [int(r[0]) for r in self.db.select(_ORPHANS, (chunk,))]
+        if not ids:
+            return 0
+        marks = ", ".join(["%s"] * len(ids))
+        with self.db.transaction() as cursor:
+            cursor.execute(_ORPHAN_LOG.format(ids=marks), ids)
+            return int(cursor.execute(_DELETE_RETRIES.format(ids=marks), ids))
+
+    def stale_in_flight(self, chunk: int) -> list[int]:
+        """Ids of up to `chunk` in-flight log rows of dead clients past their ack timeout."""
+        return [int(r[0]) for r in self.db.select(_STALE, (chunk,))]
+
+    def reclaim(self, ids: Sequence[int]) -> Reclaimed:
+        """Requeue or hand back these in-flight rows, if they are still stale."""
+        if not ids:
+            return Reclaimed(requeued=0, handed_back=0)
+        marks = ", ".join(["%s"] * len(ids))
+        with self.db.transaction() as cursor:
+            cursor.execute(_REQUEUE.format(ids=marks), ids)
+            requeued = int(cursor.execute(_REQUEUED_LOG.format(ids=marks), ids))
+            lost = int(cursor.execute(_GONE_LOG.format(ids=marks), ids))
+            handed_back = int(cursor.execute(_HAND_BACK.format(ids=marks), ids))
+        return Reclaimed(requeued=requeued, handed_back=handed_back, lost=lost)
+
+    def capture_watermarks(self) -> int:
+        """One topic_watermark row per partition that has messages, all with the same
+        captured_at; the rows written. High watermarks come from a loose index scan."""
+        now = self.db.select(_NOW, ())[0][0]
+        marks = self.db.select(_HIGH_WATERMARKS, ())
+        if not marks:
+            return 0
+        with self.db.single() as cursor:
+            cursor.executemany(_CAPTURE, [(now, int(t), int(p), int(h)) for t, p, h in marks])
+        return len(marks)
+
+    def prune_watermarks(self, older_than: float, chunk: int) -> int:
+        deleted = 0
+        while True:
+            with self.db.single() as cursor:
+                n = int(cursor.execute(_PRUNE_WATERMARKS, (int(older_than), chunk)))
+            deleted += n
+            if n < chunk:
+                return deleted
+
+    def now(self) -> dt.datetime:
+        return self.db.select(_NOW, ())[0][0]  # type: ignore[no-any-return]
+
+    def newest_capture(self) -> dt.datetime | None:
+        return self.db.select(_NEWEST, ())[0][0]  # type: ignore[no-any-return]
+
+    def capture_at_or_before(self, at: dt.datetime) -> dt.datetime | None:
+        return self.db.select(_AT_OR_BEFORE, (at,))[0][0]  # type: ignore[no-any-return]
+
+    def earliest_capture(self) -> dt.datetime | None:
+        return self.db.select(_EARLIEST, ())[0][0]  # type: ignore[no-any-return]
+
+    def totals(self, captured_at: dt.datetime) -> dict[int, int]:
+        """Sum of the partitions' high watermarks per topic in one capture."""
+        return {int(t): int(n) for t, n in self.db.select(_TOTALS, (captured_at,))}

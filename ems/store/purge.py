@@ -1,0 +1,148 @@
+"""Statements of the message purges (retention and delete-consumed) and the low watermark.
+
+Every statement walks the message table's unique key (topic_id, partition_no, offset_no)
+from the partition's low watermark: a purge chunk is one DELETE of an offset range of at
+most one window of rows, committed together with the raised low watermark, so a reader
+that finds the range gone also finds the watermark to jump to.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from ems.store.database import Database
+
+# The next `size` rows from `start` in offset order: how many, the last offset, and the
+# first one created at or after the cutoff (NULL cutoff: none is young).
+_WINDOW = (
+    "SELECT COUNT(*), MAX(offset_no), MIN(CASE WHEN created_at >= %s THEN offset_no END) "
+    "FROM (SELECT offset_no, created_at FROM message "
+    "WHERE topic_id = %s AND partition_no = %s AND offset_no >= %s "
+    "ORDER BY offset_no LIMIT %s) w"
+)
+_LAST_BEFORE = (
+    "SELECT MAX(offset_no) FROM message "
+    "WHERE topic_id = %s AND partition_no = %s AND offset_no >= %s AND offset_no < %s"
+)
+_TOP = "SELECT MAX(offset_no) FROM message WHERE topic_id = %s AND partition_no = %s"
+_LOW = "SELECT low_offset FROM partition_low WHERE topic_id = %s AND partition_no = %s"
+# Messages a group still has to settle: retried ones, and in flight ones. The log is read
+# through its (state, updated_at) index: only rows in flight, never the done history.
+_RETRY_FLOOR = (
+    "SELECT MIN(r.offset_no) FROM retry_message r JOIN consumer_group g ON g.id = r.group_id "
+    "WHERE g.topic_id = %s AND r.partition_no = %s"
+)
+_FLIGHT_FLOOR = (
+    "SELECT MIN(offset_no) FROM topic_group_log "
+    "FORCE INDEX (ix_topic_group_log_state_updated_at) "
+    "WHERE state = 'start' AND topic_id = %s AND partition_no = %s"
+)
+_RAISE_LOW = (
+    "INSERT INTO partition_low (topic_id, partition_no, low_offset, updated_at) "
+    "VALUES (%s, %s, %s, NOW(6)) ON DUPLICATE KEY UPDATE "
+    "low_offset = GREATEST(low_offset, VALUES(low_offset)), updated_at = NOW(6)"
+)
+_DELETE = (
+    "DELETE FROM message "
+    "WHERE topic_id = %s AND partition_no = %s AND offset_no >= %s AND offset_no < %s"
+)
+_COUNT = (
+    "SELECT COUNT(*) FROM message "
+    "WHERE topic_id = %s AND partition_no = %s AND offset_no >= %s AND offset_no < %s"
+)
+_CUTOFF = "SELECT NOW(6) - INTERVAL %s HOUR"
+_CONSUMED_TOPICS = "SELECT id, partitions FROM topic WHERE delete_consumed = 1 ORDER BY id"
+_CLUSTER_GROUPS = "SELECT COUNT(*) FROM consumer_group WHERE topic_id = %s AND mode = 'cluster'"
+# Per partition: the lowest committed cursor over the topic's cluster groups, and how many
+# groups have one (a partition some group has no cursor for is not consumed by all).
+_CONSUMED = (
+    "SELECT o.partition_no, MIN(o.committed_offset), COUNT(*) FROM group_offset o "
+    "JOIN consumer_group g ON g.id = o.group_id "
+    "WHERE g.topic_id = %s AND g.mode = 'cluster' GROUP BY o.partition_no"
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Window:
+    """The next rows of a partition from a start offset, in offset order."""
+
+    rows: int
+    #: Highest offset among them (None: no rows at or after the start).
+    last: int | None
+    #: First offset among them created at or after the cutoff.
+    first_young: int | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Floors:
+    """Bounds a purge never crosses in a partition."""
+
+    #: Lowest offset some group is retrying or has in flight.
+    unsettled: int | None
+    #: Highest stored offset: the last row stays, so the high watermark stays known.
+    top: int | None
+
+
+class PurgeStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def cutoff(self, retention_hours: int) -> dt.datetime:
+        """The database clock minus a retention."""
+        return self.db.select(_CUTOFF, (retention_hours,))[0][0]  # type: ignore[no-any-return]
+
+    def low(self, topic_id: int, partition: int) -> int | None:
+        rows = self.db.select(_LOW, (topic_id, partition))
+        return int(rows[0][0]) if rows else None
+
+    def window(
+        self, topic_id: int, partition: int, start: int, size: int, cutoff: dt.datetime | None
+    ) -> Window:
+        # A NULL cutoff compares as unknown: no row counts as young.
+        rows, last, young = self.db.select(_WINDOW, (cutoff, topic_id, partition, start, size))[0]
+        return Window(
+            rows=int(rows),
+            last=None if last is None else int(last),
+            first_young=None if young is None else int(young),
+        )
+
+    def last_before(self, topic_id: int, partition: int, start: int, end: int) -> int | None:
+        """The highest stored offset in [start, end)."""
+        (top,) = self.db.select(_LAST_BEFORE, (topic_id, partition, start, end))[0]
+        return None if top is None else int(top)
+
+    def floors(self, topic_id: int, partition: int) -> Floors:
+        key = (topic_id, partition)
+        retry = self.db.select(_RETRY_FLOOR, key)[0][0]
+        flight = self.db.select(_FLIGHT_FLOOR, key)[0][0]
+        top = self.db.select(_TOP, key)[0][0]
+        unsettled = [int(v) for v in (retry, flight) if v is not None]
+        return Floors(
+            unsettled=min(unsettled) if unsettled else None,
+            top=None if top is None else int(top),
+        )
+
+    def delete(self, topic_id: int, partition: int, start: int, end: int) -> int:
+        """Raise the low watermark to `end` and delete offsets [start, end), in one short
+        transaction; the rows deleted."""
+        with self.db.transaction() as cursor:
+            cursor.execute(_RAISE_LOW, (topic_id, partition, end))
+            return int(cursor.execute(_DELETE, (topic_id, partition, start, end)))
+
+    def count(self, topic_id: int, partition: int, start: int, end: int) -> int:
+        """Rows in offsets [start, end) (a dry run's chunk: at most one window of rows)."""
+        return int(self.db.select(_COUNT, (topic_id, partition, start, end))[0][0])
+
+    def consumed_topics(self) -> list[tuple[int, int]]:
+        """(topic id, partitions) of the topics with delete_consumed set."""
+        return [(int(t), int(p)) for t, p in self.db.select(_CONSUMED_TOPICS, ())]
+
+    def consumed(self, topic_id: int) -> dict[int, int]:
+        """Per partition, the offset below which every cluster group of the topic has
+        committed; empty when the topic has no cluster group."""
+        groups = int(self.db.select(_CLUSTER_GROUPS, (topic_id,))[0][0])
+        if not groups:
+            return {}
+        rows = self.db.select(_CONSUMED, (topic_id,))
+        return {int(p): int(low) for p, low, n in rows if int(n) == groups}

@@ -1,0 +1,121 @@
+"""Seeding helpers for the cleanup tests: rows written straight into the tables, with
+created/updated times in the past taken from the database clock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ems.consumer.groups import GroupOptions, ensure_group
+from ems.store import Store
+from ems.types import GroupInfo, TopicInfo
+
+
+def options(ack_timeout: int = 300) -> GroupOptions:
+    return GroupOptions.checked(
+        broadcast=False,
+        start="earliest",
+        ordered=None,
+        retry_ladder=None,
+        max_attempts=None,
+        ack_timeout=ack_timeout,
+        batch_size=100,
+        lease_ttl=10,
+        renew_every=3,
+    )
+
+
+def sql(store: Store, statement: str, params: Iterable[object] = ()) -> list[tuple[Any, ...]]:
+    with store.db.connect() as conn:
+        result = conn.exec_driver_sql(statement, tuple(params))
+        return [tuple(r) for r in result] if result.returns_rows else []
+
+
+def messages(
+    store: Store, topic: TopicInfo, partition: int, offsets: Iterable[int], age_hours: float
+) -> None:
+    """Messages at these offsets, created age_hours ago (body "p:o")."""
+    rows = [(topic.id, partition, o, f"{partition}:{o}".encode(), age_hours) for o in offsets]
+    with store.db.connect() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO message (topic_id, partition_no, offset_no, body, created_at) "
+            "VALUES (%s, %s, %s, %s, NOW(6) - INTERVAL %s * 3600000000 MICROSECOND)",
+            rows,
+        )
+
+
+def offsets(store: Store, topic: TopicInfo, partition: int) -> list[int]:
+    rows = sql(
+        store,
+        "SELECT offset_no FROM message WHERE topic_id = %s AND partition_no = %s "
+        "ORDER BY offset_no",
+        (topic.id, partition),
+    )
+    return [int(r[0]) for r in rows]
+
+
+def low(store: Store, topic: TopicInfo, partition: int) -> int | None:
+    return store.purge.low(topic.id, partition)
+
+
+def message_id(store: Store, topic: TopicInfo, partition: int, offset: int) -> int:
+    rows = sql(
+        store,
+        "SELECT id FROM message WHERE topic_id = %s AND partition_no = %s AND offset_no = %s",
+        (topic.id, partition, offset),
+    )
+    return int(rows[0][0])
+
+
+def retry(
+    store: Store, group: GroupInfo, partition: int, offset: int, *, msg_id: int, due_in: float = 60
+) -> None:
+    sql(
+        store,
+        "INSERT INTO retry_message (group_id, topic_id, partition_no, offset_no, message_id, "
+        "attempts, due_at) VALUES (%s, %s, %s, %s, %s, 2, "
+        "NOW(6) + INTERVAL %s * 1000000 MICROSECOND)",
+        (group.id, group.topic_id, partition, offset, msg_id, due_in),
+    )
+
+
+def log(
+    store: Store,
+    group: GroupInfo,
+    partition: int,
+    offset: int,
+    *,
+    state: str,
+    client: str = "c1",
+    age_seconds: float = 0,
+    attempts: int = 1,
+) -> None:
+    sql(
+        store,
+        "INSERT INTO topic_group_log (group_id, topic_id, partition_no, offset_no, client_id, "
+        "state, attempts, started_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, "
+        "NOW(6) - INTERVAL %s MICROSECOND, NOW(6) - INTERVAL %s MICROSECOND)",
+        (
+            group.id,
+            group.topic_id,
+            partition,
+            offset,
+            client,
+            state,
+            attempts,
+            int(age_seconds * 1e6),
+            int(age_seconds * 1e6),
+        ),
+    )
+
+
+def group(store: Store, name: str, topic: TopicInfo, ack_timeout: int = 300) -> GroupInfo:
+    return ensure_group(store, name, topic, options(ack_timeout))
+
+
+def commit(store: Store, group: GroupInfo, partition: int, offset: int) -> None:
+    sql(
+        store,
+        "UPDATE group_offset SET committed_offset = %s WHERE group_id = %s AND partition_no = %s",
+        (offset, group.id, partition),
+    )

@@ -1,0 +1,253 @@
+"""The housekeeping jobs and the run harness against the real servers."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import redis
+
+from ems import TopicAdmin
+from ems.config import Settings
+from ems.exceptions import JobAlreadyRunning, JobInterrupted, NotScheduler, UnknownJob
+from ems.metrics import REGISTRY
+from ems.ops import jobs
+from ems.ops.checkpoint import checkpoint
+from ems.ops.maintenance import purge_log, reclaim_inflight, retry_due, snapshots
+from ems.ops.scheduler import Scheduler, SchedulerConfig
+from ems.store import Store
+from ems.store.scheduler import Hold
+from ems.types import GroupInfo, TopicInfo
+from ems.wakeups import group_channel
+from tests.integration import seed
+
+DAY = 86400.0
+
+
+@pytest.fixture
+def topic(settings: Settings, store: Store) -> TopicInfo:
+    return TopicAdmin(settings, store=store).create("t", 2)
+
+
+@pytest.fixture
+def group(store: Store, topic: TopicInfo) -> GroupInfo:
+    return seed.group(store, "g", topic, ack_timeout=1)
+
+
+def _log_states(store: Store) -> dict[tuple[int, int], str]:
+    rows = seed.sql(store, "SELECT partition_no, offset_no, state FROM topic_group_log")
+    return {(int(p), int(o)): s for p, o, s in rows}
+
+
+def test_purge_log_deletes_old_finished_rows_only(
+    settings: Settings, store: Store, group: GroupInfo
+) -> None:
+    seed.log(store, group, 0, 1, state="done", age_seconds=10 * DAY)
+    seed.log(store, group, 0, 2, state="dead", age_seconds=10 * DAY)
+    seed.log(store, group, 0, 3, state="done", age_seconds=DAY)
+    seed.log(store, group, 0, 4, state="start", age_seconds=10 * DAY)
+    seed.log(store, group, 0, 5, state="retry", age_seconds=10 * DAY)
+    for o in range(6, 11):
+        seed.log(store, group, 1, o, state="done", age_seconds=8 * DAY)
+
+    counts = purge_log(store, settings.with_(purge_chunk_rows=2, log_retention_days=7))
+
+    assert counts == {"done": 6, "dead": 1, "job_runs": 0}
+    assert _log_states(store) == {(0, 3): "done", (0, 4): "start", (0, 5): "retry"}
+    assert purge_log(store, settings) == {"done": 0, "dead": 0, "job_runs": 0}
+
+
+def test_reclaim_requeues_or_hands_back_in_flight_rows_of_dead_clients(
+    settings: Settings, store: Store, topic: TopicInfo, group: GroupInfo
+) -> None:
+    seed.messages(store, topic, 0, range(10), 0)
+    seed.commit(store, group, 0, 5)
+    store.leases.register(group.id, "alive", "h", 1, ttl=30)
+    seed.log(store, group, 0, 2, state="start", client="gone", age_seconds=5, attempts=3)
+    seed.log(store, group, 0, 7, state="start", client="gone", age_seconds=5)
+    seed.log(store, group, 0, 3, state="start", client="alive", age_seconds=5)
+    seed.log(store, group, 0, 4, state="start", client="gone", age_seconds=0)  # too young
+
+    assert reclaim_inflight(store, settings) == {"requeued": 1, "handed_back": 1, "lost": 0}
+
+    assert _log_states(store) == {(0, 2): "retry", (0, 3): "start", (0, 4): "start"}
+    retries = seed.sql(
+        store,
+        "SELECT partition_no, offset_no, attempts, due_at <= NOW(6), message_id FROM retry_message",
+    )
+    assert retries == [(0, 2, 3, 1, seed.message_id(store, topic, 0, 2))]
+    assert reclaim_inflight(store, settings) == {"requeued": 0, "handed_back": 0, "lost": 0}
+
+
+def test_retry_due_wakes_groups_and_drops_retries_of_vanished_messages(
+    settings: Settings, store: Store, topic: TopicInfo, group: GroupInfo
+) -> None:
+    seed.messages(store, topic, 0, range(5), 0)
+    seed.retry(store, group, 0, 1, msg_id=seed.message_id(store, topic, 0, 1), due_in=-1)
+    seed.retry(store, group, 0, 2, msg_id=seed.message_id(store, topic, 0, 2), due_in=60)
+    seed.retry(store, group, 0, 3, msg_id=999_999, due_in=-1)
+    seed.log(store, group, 0, 3, state="retry")
+    client = redis.Redis.from_url(settings.redis_url)
+    pubsub = client.pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(group_channel(settings, group.id))
+    time.sleep(0.1)
+
+    counts = retry_due(store, settings)
+
+    assert counts == {"due": 1, "groups_woken": 1, "due_unowned": 1, "orphans_dropped": 1}
+    deadline = time.monotonic() + 3
+    message = None
+    while message is None and time.monotonic() < deadline:
+        # None also stands for the subscription's own confirmation, which is skipped.
+        message = pubsub.get_message(timeout=0.5)
+    assert message is not None and message["data"] == b"changed"
+    offsets = seed.sql(store, "SELECT offset_no FROM retry_message ORDER BY offset_no")
+    assert offsets == [(1,), (2,)]
+    assert _log_states(store) == {(0, 3): "dead"}
+    pubsub.close()
+    client.close()
+
+
+def test_snapshots_capture_watermarks_and_prune_old_ones(
+    settings: Settings, store: Store, topic: TopicInfo, group: GroupInfo
+) -> None:
+    seed.messages(store, topic, 0, range(7), 0)
+    seed.messages(store, topic, 1, range(3), 0)
+    seed.sql(
+        store,
+        "INSERT INTO topic_watermark (captured_at, topic_id, partition_no, high_watermark) "
+        "VALUES (NOW(6) - INTERVAL 9 DAY, %s, 0, 1)",
+        (topic.id,),
+    )
+    counts = snapshots(store, settings)
+    assert counts == {"offset_rows": 2, "watermark_rows": 2, "watermarks_pruned": 1}
+    rows = seed.sql(store, "SELECT partition_no, high_watermark FROM topic_watermark ORDER BY 1")
+    assert rows == [(0, 7), (1, 3)]
+
+
+def test_run_job_records_the_run_with_its_counts(settings: Settings, store: Store) -> None:
+    result = jobs.run_job(store, settings, "purge-log", holder="tester")
+    (run,) = store.scheduler.runs()
+    assert (run.job, run.runner, run.status, run.counts) == (
+        "purge-log",
+        "tester",
+        "done",
+        result.counts,
+    )
+    assert run.finished_at is not None
+    assert store.scheduler.last_runs(["purge-log", "snapshots"]) == {"purge-log": run}
+
+
+def test_an_unknown_job_is_refused_before_anything_is_written(
+    settings: Settings, store: Store
+) -> None:
+    with pytest.raises(UnknownJob):
+        jobs.run_job(store, settings, "vacuum", holder="tester")
+    assert store.scheduler.runs() == []
+    assert seed.sql(store, "SELECT COUNT(*) FROM scheduler_lease") == [(0,)]
+
+
+def test_a_run_is_refused_while_another_holds_the_job_lock(
+    settings: Settings, store: Store
+) -> None:
+    assert store.scheduler.hold("job:purge-log", "scheduler-a", ttl=30) == 1
+    with pytest.raises(JobAlreadyRunning, match="scheduler-a"):
+        jobs.run_job(store, settings, "purge-log", holder="cron")
+    assert store.scheduler.runs() == []
+
+
+def test_a_new_run_marks_an_abandoned_one_failed(settings: Settings, store: Store) -> None:
+    seed.sql(store, "INSERT INTO job_run (job, runner) VALUES ('purge-log', 'killed')")
+    jobs.run_job(store, settings, "purge-log", holder="next")
+    old, new = sorted(store.scheduler.runs(), key=lambda r: r.id)
+    assert (old.status, new.status) == ("failed", "done")
+    assert old.error is not None and "abandoned" in old.error
+
+
+def test_the_scheduler_epoch_grows_on_takeover_only(store: Store) -> None:
+    assert store.scheduler.hold("scheduler", "a", ttl=0.3) == 1
+    assert store.scheduler.hold("scheduler", "a", ttl=0.3) == 1
+    assert store.scheduler.hold("scheduler", "b", ttl=0.3) is None
+    time.sleep(0.4)
+    assert store.scheduler.hold("scheduler", "b", ttl=10) == 2
+    assert store.scheduler.hold("scheduler", "a", ttl=10) is None
+    lease = store.scheduler.lease("scheduler")
+    assert lease is not None and (lease.holder, lease.epoch) == ("b", 2)
+
+
+def test_a_deposed_scheduler_starts_no_run_and_its_running_job_stops_at_a_chunk(
+    settings: Settings, store: Store
+) -> None:
+    epoch = store.scheduler.hold("scheduler", "a", ttl=0.3)
+    assert epoch == 1
+    hold = Hold(name="scheduler", holder="a", epoch=epoch)
+    seen: list[str] = []
+
+    def slow_job(store: Store, settings: Settings) -> dict[str, int]:
+        checkpoint()
+        seen.append("first chunk")
+        time.sleep(0.4)
+        assert store.scheduler.hold("scheduler", "b", ttl=10) == 2
+        checkpoint()
+        seen.append("second chunk")
+        return {}
+
+    jobs.JOBS["slow"] = slow_job
+    try:
+        with pytest.raises(NotScheduler):
+            jobs.run_job(store, settings, "slow", holder="a", scheduler_hold=hold)
+        with pytest.raises(NotScheduler):
+            jobs.run_job(store, settings, "slow", holder="a", scheduler_hold=hold)
+    finally:
+        del jobs.JOBS["slow"]
+    assert seen == ["first chunk"]
+    (run,) = store.scheduler.runs()
+    assert run.status == "failed" and run.error is not None
+    # The job lock was given back: the next holder need not wait out its TTL.
+    assert store.scheduler.hold("job:slow", "b", ttl=10) is not None
+
+
+def test_a_stop_request_ends_the_run_at_the_next_chunk_boundary(
+    settings: Settings, store: Store
+) -> None:
+    stop = threading.Event()
+    chunks: list[int] = []
+
+    def chunked(store: Store, settings: Settings) -> dict[str, int]:
+        for n in range(5):
+            checkpoint()
+            chunks.append(n)
+            if n == 1:
+                stop.set()  # SIGTERM arrives while chunk 1 runs
+        return {"chunks": len(chunks)}
+
+    jobs.JOBS["chunked"] = chunked
+    try:
+        with pytest.raises(JobInterrupted):
+            jobs.run_job(store, settings, "chunked", holder="a", stop=stop)
+    finally:
+        del jobs.JOBS["chunked"]
+    assert chunks == [0, 1]
+    (run,) = store.scheduler.runs()
+    assert run.status == "failed" and "shutting down" in (run.error or "")
+
+
+def test_the_scheduler_reports_its_lease_and_runs_as_metrics(
+    settings: Settings, store: Store
+) -> None:
+    def sample(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    before = sample("ems_job_runs_total", job="snapshots", status="done")
+    active = Scheduler(store, settings, SchedulerConfig(lease_ttl=5, renew_every=1))
+    standby = Scheduler(store, settings, SchedulerConfig(lease_ttl=5, renew_every=1))
+    assert active.heartbeat() and sample("ems_scheduler_active") == 1
+    assert not standby.heartbeat() and sample("ems_scheduler_active") == 0
+    assert not standby.run_job("snapshots")  # a standby runs nothing
+    assert active.run_job("snapshots")
+    assert sample("ems_job_runs_total", job="snapshots", status="done") == before + 1
+    (run,) = store.scheduler.runs()
+    assert run.runner == f"{active.holder}#1"
+    active.resign()
+    assert standby.heartbeat()  # released: taken at once

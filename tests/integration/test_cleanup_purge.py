@@ -1,0 +1,145 @@
+"""The retention and delete-consumed purges against the real server: exact rows deleted
+and kept, the low watermark, what is never purged, idempotence, and readers that lag."""
+
+from __future__ import annotations
+
+import pytest
+
+from ems import Consumer, TopicAdmin
+from ems.config import Settings
+from ems.offsets.reader import PartitionReader
+from ems.ops.purge import delete_consumed, purge_retention
+from ems.store import Store
+from ems.types import TopicInfo
+from tests.integration import seed
+
+OLD, NEW = 3.0, 0.0
+
+
+@pytest.fixture
+def topic(settings: Settings, store: Store) -> TopicInfo:
+    return TopicAdmin(settings, store=store).create("t", 5, retention_hours=1)
+
+
+def test_retention_deletes_expired_rows_in_chunks_and_raises_the_low_watermark(
+    settings: Settings, store: Store, topic: TopicInfo
+) -> None:
+    g = seed.group(store, "g", topic)
+    seed.messages(store, topic, 0, range(50), OLD)
+    seed.messages(store, topic, 0, range(50, 60), NEW)
+    seed.messages(store, topic, 1, range(10), OLD)  # all expired: the last row stays
+    seed.messages(store, topic, 2, range(30), OLD)
+    seed.retry(store, g, 2, 12, msg_id=seed.message_id(store, topic, 2, 12))
+    seed.messages(store, topic, 3, range(30), OLD)
+    seed.log(store, g, 3, 3, state="done")
+    seed.log(store, g, 3, 7, state="start")
+    seed.messages(store, topic, 4, range(20), OLD)  # hole at 20: a producer may fill it
+    seed.messages(store, topic, 4, range(21, 26), NEW)
+
+    small = settings.with_(purge_chunk_rows=7)
+    planned = purge_retention(store, small, dry_run=True)
+    assert seed.sql(store, "SELECT COUNT(*) FROM message") == [(60 + 10 + 30 + 30 + 25,)]
+    assert seed.sql(store, "SELECT COUNT(*) FROM partition_low") == [(0,)]
+
+    counts = purge_retention(store, small)
+
+    assert counts == planned
+    assert seed.offsets(store, topic, 0) == list(range(50, 60))
+    assert seed.offsets(store, topic, 1) == [9]
+    assert seed.offsets(store, topic, 2) == list(range(12, 30))
+    assert seed.offsets(store, topic, 3) == list(range(7, 30))
+    assert seed.offsets(store, topic, 4) == list(range(21, 26))
+    lows = [seed.low(store, topic, p) for p in range(5)]
+    assert lows == [50, 9, 12, 7, 20]
+    assert counts == {"topics": 1, "partitions": 5, "deleted": 50 + 9 + 12 + 7 + 20}
+    # Idempotent: nothing more to delete, nothing moves.
+    assert purge_retention(store, settings)["deleted"] == 0
+    assert [seed.low(store, topic, p) for p in range(5)] == lows
+
+
+def test_a_young_topic_and_a_long_retention_lose_nothing(settings: Settings, store: Store) -> None:
+    admin = TopicAdmin(settings, store=store)
+    long = admin.create("long", 1, retention_hours=24)
+    seed.messages(store, long, 0, range(10), OLD)
+    assert purge_retention(store, settings)["deleted"] == 0
+    assert seed.offsets(store, long, 0) == list(range(10))
+    assert seed.low(store, long, 0) is None
+
+
+def test_a_lagging_reader_jumps_to_the_low_watermark_without_tombstones(
+    settings: Settings, store: Store, topic: TopicInfo
+) -> None:
+    seed.messages(store, topic, 0, range(50), OLD)
+    seed.messages(store, topic, 0, range(50, 60), NEW)
+    purge_retention(store, settings)
+    reader = PartitionReader(store.messages, gap_timeout=0.01)
+    batch = reader.read(topic.id, 0, 10, 100)
+    assert [m.offset for m in batch.messages] == list(range(50, 60))
+    assert batch.next_offset == 60
+    assert seed.sql(store, "SELECT COUNT(*) FROM message WHERE tombstone = 1") == [(0,)]
+
+
+def test_a_cluster_consumer_whose_cursor_was_purged_continues_at_the_low_watermark(
+    settings: Settings, store: Store, topic: TopicInfo
+) -> None:
+    g = seed.group(store, "g", topic)
+    seed.messages(store, topic, 0, range(50), OLD)
+    seed.messages(store, topic, 0, range(50, 60), NEW)
+    seed.commit(store, g, 0, 5)
+    purge_retention(store, settings)
+    got: list[int] = []
+    with Consumer(
+        "g", "t", settings=settings, start="earliest", lease_ttl=2.0, renew_every=0.5
+    ) as consumer:
+        for _ in range(40):
+            batch = consumer.poll(timeout=0.5)
+            consumer.ack(batch)
+            got += [d.offset for d in batch if d.partition == 0]
+            if len(got) >= 10:
+                break
+    assert got == list(range(50, 60))
+    assert store.groups.offsets(g.id)[0] == 60
+    assert seed.sql(store, "SELECT COUNT(*) FROM message WHERE tombstone = 1") == [(0,)]
+
+
+def test_earliest_and_describe_stay_right_after_a_purge(
+    settings: Settings, store: Store, topic: TopicInfo
+) -> None:
+    seed.messages(store, topic, 0, range(50), OLD)
+    seed.messages(store, topic, 0, range(50, 60), NEW)
+    purge_retention(store, settings)
+    late = seed.group(store, "late", topic)
+    assert store.groups.offsets(late.id)[0] == 50
+    stats = store.topics.partition_stats(topic)[0]
+    assert (stats.low_watermark, stats.high_watermark) == (50, 60)
+
+
+def test_delete_consumed_follows_the_slowest_cluster_group(
+    settings: Settings, store: Store
+) -> None:
+    admin = TopicAdmin(settings, store=store)
+    topic = admin.create("dc", 2)
+    plain = admin.create("plain", 1)
+    lonely = admin.create("lonely", 1)
+    seed.sql(store, "UPDATE topic SET delete_consumed = 1 WHERE name IN ('dc', 'lonely')")
+    for t, parts in ((topic, 2), (plain, 1), (lonely, 1)):
+        for p in range(parts):
+            seed.messages(store, t, p, range(20), NEW)
+    fast, slow = seed.group(store, "fast", topic), seed.group(store, "slow", topic)
+    seed.commit(store, fast, 0, 15)
+    seed.commit(store, slow, 0, 8)
+    seed.commit(store, fast, 1, 20)
+    seed.commit(store, slow, 1, 20)
+    seed.retry(store, slow, 1, 17, msg_id=seed.message_id(store, topic, 1, 17))
+    other = seed.group(store, "g", plain)
+    seed.commit(store, other, 0, 20)
+
+    counts = delete_consumed(store, settings.with_(purge_chunk_rows=3))
+
+    assert seed.offsets(store, topic, 0) == list(range(8, 20))
+    assert seed.offsets(store, topic, 1) == list(range(17, 20))
+    assert (seed.low(store, topic, 0), seed.low(store, topic, 1)) == (8, 17)
+    assert seed.offsets(store, plain, 0) == list(range(20))  # not enabled
+    assert seed.offsets(store, lonely, 0) == list(range(20))  # no cluster group
+    assert counts == {"topics": 2, "partitions": 2, "deleted": 8 + 17}
+    assert delete_consumed(store, settings)["deleted"] == 0
