@@ -8,14 +8,17 @@ import click
 
 from ems.cli.consume import consume
 from ems.cli.db import db
+from ems.cli.dead_letters import dlq
 from ems.cli.demo import demo
 from ems.cli.errors import EmsGroup
 from ems.cli.groups import group
+from ems.cli.messages import msg
 from ems.cli.offsets import offsets
 from ems.cli.produce import produce
 from ems.cli.spark import spark
 from ems.cli.tail import tail
 from ems.cli.topics import topic
+from ems.cli.trace import trace
 
 
 @click.group(cls=EmsGroup)
@@ -27,7 +30,7 @@ def cli() -> None:
     """
 
 
-for command in (db, topic, produce, tail, consume, group, demo, offsets, spark):
+for command in (db, topic, produce, tail, consume, group, demo, offsets, spark, msg, trace, dlq):
     cli.add_command(command)
 
 

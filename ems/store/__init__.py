@@ -7,13 +7,16 @@ from ems.store.assignments import AssignmentStore
 from ems.store.compaction import CompactionStore
 from ems.store.consumption import ConsumptionStore
 from ems.store.database import Database, translate, wrap_errors
+from ems.store.dead_letters import DeadLetterStore
 from ems.store.group_refs import GroupRefStore
 from ems.store.groups import GroupStore
 from ems.store.lag_reports import LagReportStore
 from ems.store.leases import LeaseStore
 from ems.store.messages import MessageStore
+from ems.store.queries import QueryStore
 from ems.store.snapshots import SnapshotStore
 from ems.store.topics import HeadStore, TopicStore
+from ems.store.traces import TraceStore
 
 
 class Store:
@@ -33,6 +36,9 @@ class Store:
         self.snapshots = SnapshotStore(self.db)
         self.compaction = CompactionStore(self.db)
         self.lag_reports = LagReportStore(self.db)
+        self.queries = QueryStore(self.db)
+        self.traces = TraceStore(self.db)
+        self.dead_letters = DeadLetterStore(self.db)
 
     def close(self) -> None:
         self.db.dispose()
