@@ -43,6 +43,9 @@ def filters(command: F) -> F:
             click.option("--since", help="Died at or after this time (ISO 8601 UTC, or an age)."),
             click.option("--until", help="Died before this time (ISO 8601 UTC, or an age)."),
             click.option("--error", "error", help="Only those whose last error contains this."),
+            click.option(
+                "--resent/--not-resent", default=None, help="Only those resent (or never resent)."
+            ),
         )
     ):
         command = option(command)
@@ -118,7 +121,6 @@ def dlq() -> None:
 
 @dlq.command("list")
 @filters
-@click.option("--resent/--not-resent", default=None, help="Only those resent (or never resent).")
 @click.option("--after-id", type=click.IntRange(min=0), default=0, help="Page on after this id.")
 @click.option(
     "--limit", "-n", type=click.IntRange(1, MAX_LIMIT), default=DEFAULT_LIMIT, show_default=True
@@ -203,6 +205,7 @@ def resend(
     since: str | None,
     until: str | None,
     error: str | None,
+    resent: bool | None,
     everything: bool,
     to_group: bool,
     force: bool,
@@ -223,6 +226,7 @@ def resend(
             since=since,
             until=until,
             error=error,
+            resent=resent,
             everything=everything,
         )
         if not dry_run and not yes:
@@ -253,6 +257,7 @@ def purge(
     since: str | None,
     until: str | None,
     error: str | None,
+    resent: bool | None,
     everything: bool,
     dry_run: bool,
     yes: bool,
@@ -266,6 +271,7 @@ def purge(
             since=since,
             until=until,
             error=error,
+            resent=resent,
             everything=everything,
         )
         count = letters.count(selection)

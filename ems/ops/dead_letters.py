@@ -91,6 +91,10 @@ def split_resent(
     return todo, skipped
 
 
+def _ids(ids: Sequence[int]) -> str:
+    return ", ".join(map(str, ids[:20])) + (" ..." if len(ids) > 20 else "")
+
+
 def _skipped(d: DeadLetter) -> ResendOutcome:
     at = d.resent_at.isoformat(sep=" ", timespec="seconds") if d.resent_at else "?"
     reason = f"resent at {at} already (force to resend again)"
@@ -119,20 +123,23 @@ class DeadLetters:
         since: When = None,
         until: When = None,
         error: str | None = None,
+        resent: bool | None = None,
         everything: bool = False,
     ) -> DeadLetterFilter:
         """The dead letters an operation applies to: these ids (each must exist), or those
         matching the filters, or with `everything` all of them. Raises before anything is
         changed: ConflictingOptions, UnknownDeadLetter, UnknownGroup, UnknownTopic,
         InvalidDatetime."""
-        filtered = any(v is not None for v in (group, topic, since, until, error))
+        filtered = any(v is not None for v in (group, topic, since, until, error, resent))
         if ids and (filtered or everything):
             raise ConflictingOptions("give dead letter ids or filters, not both")
         if not ids and not filtered and not everything:
             raise ConflictingOptions("give dead letter ids, a filter, or ask for all of them")
         if ids:
             return DeadLetterFilter(ids=self._existing(ids))
-        return self.filter(group=group, topic=topic, since=since, until=until, error=error)
+        return self.filter(
+            group=group, topic=topic, since=since, until=until, error=error, resent=resent
+        )
 
     def filter(
         self,
@@ -214,8 +221,7 @@ class DeadLetters:
         before anything changes when an original message is gone."""
         if limit is not None:
             check_limit(limit)
-        if to_group:
-            self._check_requeueable(selection, force, limit)
+        self._check_resendable(selection, to_group, force, limit)
         outcomes: builtins.list[ResendOutcome] = []
         for ids in self._chunks(selection, limit):
             if dry_run:
@@ -242,22 +248,30 @@ class DeadLetters:
             after = ids[-1]
             left = None if left is None else left - len(ids)
 
-    def _check_requeueable(
-        self, selection: DeadLetterFilter, force: bool, limit: int | None
+    def _check_resendable(
+        self, selection: DeadLetterFilter, to_group: bool, force: bool, limit: int | None
     ) -> None:
+        """Raise before anything changes when a dead letter cannot go where it is sent:
+        its topic was deleted, or (to the group) its group was deleted or its message
+        purged."""
         pending = selection if force else replace(selection, resent=False)
-        missing = [
-            i
-            for ids in self._chunks(pending, limit)
-            for i in self.store.dead_letters.missing_messages(ids)
+        orphans = [
+            o for ids in self._chunks(pending, limit) for o in self.store.dead_letters.orphaned(ids)
         ]
-        if missing:
-            shown = ", ".join(map(str, missing[:20])) + (" ..." if len(missing) > 20 else "")
-            raise MessagePurged(
-                f"the original messages of dead letters {shown} were purged, so they cannot go "
-                "back to their group; resend them to the topic instead (without --to-group). "
-                "Nothing was changed."
-            )
+        if to_group:
+            lost = [o.id for o in orphans if o.group_gone or o.topic_gone]
+            if lost:
+                raise UnknownGroup(f"the groups of dead letters {_ids(lost)} were deleted")
+            purged = [o.id for o in orphans if o.message_gone]
+            if purged:
+                raise MessagePurged(
+                    f"the original messages of dead letters {_ids(purged)} were purged, so they "
+                    "cannot go back to their group; resend them to the topic instead (without "
+                    "--to-group). Nothing was changed."
+                )
+        lost = [o.id for o in orphans if o.topic_gone]
+        if lost:
+            raise UnknownTopic(f"the topics of dead letters {_ids(lost)} were deleted")
 
     def _plan(
         self, ids: Sequence[int], to_group: bool, force: bool

@@ -129,3 +129,13 @@ class DeadLetterFilter:
     resent: bool | None = None
     #: Keyset paging: only ids above this one.
     after_id: int = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Orphaned:
+    """A dead letter whose original message, topic or group no longer exists."""
+
+    id: int
+    message_gone: bool
+    topic_gone: bool
+    group_gone: bool

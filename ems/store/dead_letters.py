@@ -17,7 +17,7 @@ from typing import Any
 
 from pymysql.cursors import Cursor
 
-from ems.ops.rows import DeadLetter, DeadLetterFilter
+from ems.ops.rows import DeadLetter, DeadLetterFilter, Orphaned
 from ems.store.database import Database
 
 #: Bytes of each body a listing reads (the whole body is read by get and by resends).
@@ -40,9 +40,12 @@ _COUNT = "SELECT COUNT(*) FROM dead_message d WHERE {where}"
 _IDS = "SELECT d.id FROM dead_message d WHERE {where} ORDER BY d.id LIMIT %s"
 _DELETE = "DELETE d FROM dead_message d WHERE d.id IN ({ids}) AND {where}"
 _LOCK = f"SELECT {_COLUMNS} {_FROM} WHERE d.id IN ({{ids}}) ORDER BY d.id FOR UPDATE"
-_MISSING = (
-    "SELECT d.id FROM dead_message d LEFT JOIN message m ON m.id = d.message_id "
-    "WHERE d.id IN ({ids}) AND (m.id IS NULL OR m.tombstone = 1) ORDER BY d.id"
+_ORPHANED = (
+    "SELECT d.id, m.id IS NULL OR m.tombstone = 1, t.id IS NULL, g.id IS NULL "
+    "FROM dead_message d LEFT JOIN message m ON m.id = d.message_id "
+    "LEFT JOIN topic t ON t.id = d.topic_id LEFT JOIN consumer_group g ON g.id = d.group_id "
+    "WHERE d.id IN ({ids}) AND (m.id IS NULL OR m.tombstone = 1 OR t.id IS NULL OR g.id IS NULL) "
+    "ORDER BY d.id"
 )
 _MARK = "UPDATE dead_message SET resent_at = NOW(6) WHERE id IN ({ids})"
 # Back into the group's retry table, due now, attempts counted afresh; only while the
@@ -173,12 +176,17 @@ class DeadLetterStore:
         condition, params = where(f)
         return [int(r[0]) for r in self.db.select(_IDS.format(where=condition), (*params, limit))]
 
-    def missing_messages(self, ids: Sequence[int]) -> list[int]:
-        """Those of these dead letters whose original message row is gone."""
+    def orphaned(self, ids: Sequence[int]) -> list[Orphaned]:
+        """Those of these dead letters whose original message, topic or group is gone."""
         if not ids:
             return []
-        sql = _MISSING.format(ids=_marks(ids))
-        return [int(r[0]) for r in self.db.select(sql, tuple(ids))]
+        rows = self.db.select(_ORPHANED.format(ids=_marks(ids)), tuple(ids))
+        return [
+            Orphaned(
+                id=int(r[0]), message_gone=bool(r[1]), topic_gone=bool(r[2]), group_gone=bool(r[3])
+            )
+            for r in rows
+        ]
 
     def purge(self, f: DeadLetterFilter, chunk: int = PURGE_CHUNK) -> int:
         """Delete every matching dead letter, chunk rows per statement (each its own

@@ -219,3 +219,23 @@ def test_bad_selections_change_nothing(
     with pytest.raises(error):
         letters.resend(letters.select(ids, **kwargs))  # type: ignore[arg-type]
     assert snapshot(settings) == before
+
+
+def test_dead_letters_of_a_deleted_topic_cannot_be_resent(
+    settings: Settings, letters: DeadLetters
+) -> None:
+    execute(settings, "DELETE FROM topic WHERE name = 't'")  # its groups go with it
+    before = snapshot(settings)
+    with pytest.raises(UnknownTopic, match="were deleted"):
+        letters.resend(letters.select(everything=True))
+    with pytest.raises(UnknownGroup, match="were deleted"):
+        letters.resend(letters.select(everything=True), to_group=True)
+    assert snapshot(settings) == before
+    assert {d.group for d in letters.list(letters.select(everything=True)).letters} == {None}
+
+
+def test_purge_what_was_resent(settings: Settings, letters: DeadLetters) -> None:
+    (oops,) = ids_of(letters, error="oops")
+    letters.resend(letters.select([oops]))
+    assert letters.purge(letters.select(resent=True)) == 1
+    assert sorted(d.body for d in letters.list(DeadLetterFilter()).letters) == [b"bad-0", b"bad-1"]
