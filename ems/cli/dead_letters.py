@@ -230,9 +230,12 @@ def resend(
             everything=everything,
         )
         if not dry_run and not yes:
-            count = letters.count(selection)
+            # Those resent before are skipped unless forced: count what will go.
+            count = letters.count(selection if force else replace(selection, resent=False))
+            if limit is not None:
+                count = min(count, limit)
             where = "back to their groups" if to_group else "to their topics"
-            click.confirm(f"Resend {count} dead letter(s) {where}?", abort=True, err=True)
+            click.confirm(f"Resend up to {count} dead letter(s) {where}?", abort=True, err=True)
         outcomes = letters.resend(
             selection, to_group=to_group, force=force, dry_run=dry_run, limit=limit
         )

@@ -26,7 +26,7 @@ from ems.exceptions import (
     UnknownGroup,
     UnknownTopic,
 )
-from ems.ops.query import DEFAULT_LIMIT, When, check_limit, check_offset, window
+from ems.ops.query import DEFAULT_LIMIT, When, check_id, check_limit, window
 from ems.ops.rows import DeadLetter, DeadLetterFilter
 from ems.producer import Producer
 from ems.producer.validation import check_name
@@ -180,7 +180,7 @@ class DeadLetters:
         return ids
 
     def _existing(self, ids: Sequence[int]) -> tuple[int, ...]:
-        wanted = tuple(sorted({check_offset(i) for i in ids}))
+        wanted = tuple(sorted({check_id(i, "dead letter") for i in ids}))
         found = set(self.store.dead_letters.ids(DeadLetterFilter(ids=wanted), len(wanted)))
         missing = [i for i in wanted if i not in found]
         if missing:
@@ -197,7 +197,7 @@ class DeadLetters:
 
     def show(self, dead_id: int) -> DeadLetter:
         """One dead letter with its whole body; UnknownDeadLetter if there is none."""
-        found = self.store.dead_letters.get(check_offset(dead_id))
+        found = self.store.dead_letters.get(check_id(dead_id, "dead letter"))
         if found is None:
             raise UnknownDeadLetter(f"no dead letter with id {dead_id}")
         return found

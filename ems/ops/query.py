@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from ems.config import Settings
 from ems.exceptions import (
     ConflictingOptions,
+    InvalidInput,
     InvalidOffset,
     InvalidSetting,
     UnknownMessage,
@@ -62,7 +63,9 @@ def resolve_when(value: When, now: dt.datetime) -> dt.datetime | None:
     return parse_when(value, now)
 
 
-def window(since: When, until: When, now: dt.datetime) -> tuple[dt.datetime | None, ...]:
+def window(
+    since: When, until: When, now: dt.datetime
+) -> tuple[dt.datetime | None, dt.datetime | None]:
     """(since, until) resolved; ConflictingOptions when since is not before until."""
     start, end = resolve_when(since, now), resolve_when(until, now)
     if start is not None and end is not None and start >= end:
@@ -82,6 +85,13 @@ def check_offset(offset: object) -> int:
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise InvalidOffset(f"offset must be a non-negative integer, not {offset!r}")
     return offset
+
+
+def check_id(value: object, what: str) -> int:
+    """A row id (message, dead letter): a non-negative integer, or InvalidInput."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidInput(f"a {what} id must be a non-negative integer, not {value!r}")
+    return value
 
 
 def check_partition(topic: TopicInfo, partition: object) -> int:
@@ -133,7 +143,7 @@ class MessageQuery:
 
     def get_by_id(self, message_id: int) -> FoundMessage:
         """The message with this id (the message table's primary key)."""
-        check_offset(message_id)
+        check_id(message_id, "message")
         found = self.store.queries.by_id(message_id)
         topics = self.store.topics.by_ids([found.topic_id]) if found else {}
         if found is None or found.topic_id not in topics:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ems.config import Settings
 from ems.exceptions import UnknownMessage
-from ems.ops.query import check_offset, check_partition, tombstone_error
+from ems.ops.query import check_id, check_offset, check_partition, tombstone_error
 from ems.ops.rows import CompactionCover, DeadLetter, GroupRow, LogRow, RetryRow
 from ems.producer.validation import check_name
 from ems.store import Store
@@ -201,7 +201,7 @@ class MessageTracer:
     def trace_id(self, message_id: int) -> MessageTrace:
         """Trace by message id; a purged message is found through its dead letters or
         retry rows, if any remain."""
-        check_offset(message_id)
+        check_id(message_id, "message")
         message = self.store.queries.by_id(message_id)
         place = self.store.traces.locate(message_id) if message is None else message
         if place is None:
