@@ -223,10 +223,10 @@ class MessageTracer:
         ids = [g.id for g in groups]
         logs = {r.group_id: r for r in t.logs(ids, partition, offset)}
         retries = {r.group_id: r for r in t.retries(ids, partition, offset)}
-        dead = t.dead(ids, partition, offset)
+        written = message.created_at if message is not None else None
+        dead = t.dead(ids, partition, offset, written)
         cursors = t.cursors(ids, partition)
-        written = message.created_at if message is not None else EARLIEST
-        covers = t.compactions_after(written)
+        covers = t.compactions_after(written or EARLIEST)
         traced = []
         for g in groups:
             evidence = Evidence(
