@@ -8,6 +8,8 @@ to read each value back.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime as dt
 import sys
 from collections.abc import Sequence
@@ -17,7 +19,7 @@ from typing import Any
 import click
 
 from ems.cli.common import echo_json, json_option, settings, table
-from ems.exceptions import ConflictingOptions
+from ems.exceptions import ConflictingOptions, InvalidKey
 from ems.groups import utc
 from ems.ops.bodies import (
     BODY_LIMIT,
@@ -92,6 +94,15 @@ def _integer(text: str, what: str) -> int:
         raise click.BadParameter(f"{what} must be an integer, not {text!r}") from None
 
 
+def _key(key: str | None, is_base64: bool) -> str | bytes | None:
+    if key is None or not is_base64:
+        return key
+    try:
+        return base64.b64decode(key, validate=True)
+    except binascii.Error:
+        raise InvalidKey(f"--key is not base64: {key!r}") from None
+
+
 def _get(query: MessageQuery, place: Sequence[str], message_id: int | None) -> FoundMessage:
     parsed = parse_place(place, message_id)
     if parsed is None:
@@ -132,6 +143,7 @@ def get(
 @msg.command()
 @click.argument("topic")
 @click.option("--key", help="Only messages with this key (as UTF-8).")
+@click.option("--key-base64", is_flag=True, help="--key is base64 (for a binary key).")
 @click.option("--since", help="From this time on (ISO 8601 UTC, or an age such as 2h).")
 @click.option("--until", help="Before this time (ISO 8601 UTC, or an age).")
 @click.option("--partition", "-p", type=int, help="Only this partition.")
@@ -148,6 +160,7 @@ def get(
 def find(
     topic: str,
     key: str | None,
+    key_base64: bool,
     since: str | None,
     until: str | None,
     partition: int | None,
@@ -159,7 +172,12 @@ def find(
     those with --key (searched across partitions) or of one --partition."""
     with closing(MessageQuery(settings())) as query:
         result = query.find(
-            topic, key=key, since=since, until=until, partition=partition, limit=limit
+            topic,
+            key=_key(key, key_base64),
+            since=since,
+            until=until,
+            partition=partition,
+            limit=limit,
         )
     body_limit = 0 if full else ROW_BODY_LIMIT
     if as_json:

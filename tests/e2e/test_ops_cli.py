@@ -85,6 +85,10 @@ def test_msg_find_by_key_shows_binary_as_base64_and_cuts_long_bodies(
     table = ok(settings, "msg", "find", "t", "--key", "sensor")
     assert "x" * 80 + "…[500 bytes in all]" in table and "base64:/wA=" in table
     assert " no" not in table
+    publish(settings, "t", [(b"\x00\xff", "binary key")])
+    binary = ok_json(settings, "msg", "find", "t", "--key", "AP8=", "--key-base64")
+    assert [(m["key"], m["key_encoding"]) for m in binary["messages"]] == [("AP8=", "base64")]
+    assert_error(run(settings, "msg", "find", "t", "--key", "%%", "--key-base64"))
     limited = ok_json(settings, "msg", "find", "t", "--limit", "1")
     assert len(limited["messages"]) == 1 and limited["more"]
 

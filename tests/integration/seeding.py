@@ -49,7 +49,10 @@ class Running:
 
 
 def publish(
-    settings: Settings, topic: str, items: Iterable[tuple[str | None, str | bytes]], **headers: str
+    settings: Settings,
+    topic: str,
+    items: Iterable[tuple[str | bytes | None, str | bytes]],
+    **headers: str,
 ) -> list[RecordMetadata]:
     """Send (key, body) pairs one by one, in order."""
     with Producer(settings) as producer:
