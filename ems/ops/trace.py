@@ -85,11 +85,7 @@ def group_state(e: Evidence) -> tuple[str, str]:
             "not settled yet"
         )
     if e.retry is not None:
-        r = e.retry
-        return RETRYING, (
-            f"attempt {r.attempts} failed ({r.last_error}); next attempt due at {_at(r.due_at)}"
-            + _resent_note(e.dead)
-        )
+        return RETRYING, _retry_note(e.retry) + _resent_note(e.dead)
     if e.log is not None:
         return _from_log(e, e.log)
     if e.dead:
@@ -112,6 +108,15 @@ def _from_log(e: Evidence, log: LogRow) -> tuple[str, str]:
         f"handled by {log.client_id} at {_at(log.finished_at)} after {log.attempts} "
         f"attempt(s)" + _resent_note(e.dead)
     )
+
+
+def _retry_note(r: RetryRow) -> str:
+    due = _at(r.due_at)
+    if r.last_error is None:  # queued by a replay, not by a failure
+        return f"queued for redelivery (replay), due at {due}"
+    if r.attempts == 0:  # put back by a resend of its dead letter
+        return f"queued again ({r.last_error}), due at {due}"
+    return f"attempt {r.attempts} failed ({r.last_error}); next attempt due at {due}"
 
 
 def _dead_note(dead: Sequence[DeadLetter]) -> str:

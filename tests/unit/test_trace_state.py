@@ -169,3 +169,14 @@ def test_filters_become_one_condition_with_literal_wildcards() -> None:
     )
     assert params == (4, 1, 2, "%x%")
     assert where(DeadLetterFilter(group_ids=()))[0].endswith("FALSE")
+
+
+def test_retry_notes_tell_a_failure_from_a_replay_and_a_resend() -> None:
+    def note(row: RetryRow) -> str:
+        return t.group_state(t.Evidence(mode="cluster", offset=5, cursor=6, retry=row))[1]
+
+    assert note(RETRY).startswith("attempt 1 failed (boom)")
+    replayed = RetryRow(group_id=1, attempts=2, due_at=T0, last_error=None, created_at=T0)
+    assert note(replayed).startswith("queued for redelivery (replay)")
+    resent = RetryRow(group_id=1, attempts=0, due_at=T0, last_error="resent", created_at=T0)
+    assert note(resent).startswith("queued again (resent)")
