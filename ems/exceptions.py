@@ -126,6 +126,11 @@ class UnknownAlarm(NotFound):
     """No such alarm."""
 
 
+class MessagePurged(UnknownMessage):
+    """The dead letter's original message was purged by retention, so it cannot go back
+    to its group's retry table; resend it to the topic instead. Nothing was changed."""
+
+
 class AlreadyExists(EmsError):
     """The object already exists."""
 

@@ -10,9 +10,11 @@ from ems.cli.alarms import alarms
 from ems.cli.autoscale import autoscale
 from ems.cli.consume import consume
 from ems.cli.db import db
+from ems.cli.dead_letters import dlq
 from ems.cli.demo import demo
 from ems.cli.errors import EmsGroup
 from ems.cli.groups import group
+from ems.cli.messages import msg
 from ems.cli.offsets import offsets
 from ems.cli.produce import produce
 from ems.cli.replay import replay
@@ -20,6 +22,7 @@ from ems.cli.scheduler import cleanup, scheduler
 from ems.cli.spark import spark
 from ems.cli.tail import tail
 from ems.cli.topics import topic
+from ems.cli.trace import trace
 
 
 @click.group(cls=EmsGroup)
@@ -46,6 +49,9 @@ COMMANDS = (
     alarms,
     scheduler,
     cleanup,
+    msg,
+    trace,
+    dlq,
 )
 for command in COMMANDS:
     cli.add_command(command)

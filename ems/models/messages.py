@@ -83,6 +83,8 @@ class DeadMessage(GroupMessageRef, Base):
     __tablename__ = "dead_message"
     __table_args__ = (
         Index(None, "group_id", "created_at"),
+        # Trace and resend find a message's dead letters by its place.
+        Index(None, "group_id", "partition_no", "offset_no"),
         TABLE_ARGS,
     )
 

@@ -9,6 +9,7 @@ from ems.store.autoscale import AutoscaleStore
 from ems.store.compaction import CompactionStore
 from ems.store.consumption import ConsumptionStore
 from ems.store.database import Database, translate, wrap_errors
+from ems.store.dead_letters import DeadLetterStore
 from ems.store.group_refs import GroupRefStore
 from ems.store.groups import GroupStore
 from ems.store.lag_reports import LagReportStore
@@ -16,11 +17,13 @@ from ems.store.leases import LeaseStore
 from ems.store.maintenance import MaintenanceStore
 from ems.store.messages import MessageStore
 from ems.store.purge import PurgeStore
+from ems.store.queries import QueryStore
 from ems.store.replays import ReplayStore
 from ems.store.resets import ResetStore
 from ems.store.scheduler import SchedulerStore
 from ems.store.snapshots import SnapshotStore
 from ems.store.topics import HeadStore, TopicStore
+from ems.store.traces import TraceStore
 
 
 class Store:
@@ -47,6 +50,9 @@ class Store:
         self.scheduler = SchedulerStore(self.db)
         self.purge = PurgeStore(self.db)
         self.maintenance = MaintenanceStore(self.db)
+        self.queries = QueryStore(self.db)
+        self.traces = TraceStore(self.db)
+        self.dead_letters = DeadLetterStore(self.db)
 
     def close(self) -> None:
         self.db.dispose()

@@ -1,0 +1,131 @@
+"""Showing stored bytes safely (pure): message bodies, keys and headers.
+
+UTF-8 text is shown as text, binary as base64; either is cut to a limit, and a cut value
+says how large it is in all. The one-line form escapes every character a terminal could
+act on (control characters, escape sequences, bidirectional overrides), so printing a
+stored message can never rewrite the operator's screen. The JSON form is exact apart from
+the cut, and says which encoding it used.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+#: Characters of a body shown unless the whole body is asked for.
+BODY_LIMIT = 512
+#: Keys are at most 255 bytes; tables show this much.
+KEY_LIMIT = 64
+#: Characters of a header JSON shown in tables.
+HEADERS_LIMIT = 256
+BASE64_PREFIX = "base64:"
+#: Longest a UTF-8 character is: a prefix cut inside one loses at most this minus one.
+_UTF8_MAX = 4
+
+Encoding = Literal["utf-8", "base64"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SafeBytes:
+    """A value prepared for showing: `text` is the (possibly cut) text or base64."""
+
+    encoding: Encoding
+    text: str
+    #: Size of the whole value in bytes.
+    size: int
+    truncated: bool
+
+
+def decode_text(data: bytes, *, partial: bool = False) -> str | None:
+    """The bytes as UTF-8 text, or None. A partial value (a prefix of a longer one) may end
+    inside a character; up to three trailing bytes are then dropped."""
+    for cut in range(_UTF8_MAX if partial else 1):
+        try:
+            return data[: len(data) - cut].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    return None
+
+
+def safe_bytes(data: bytes, limit: int = BODY_LIMIT, *, size: int | None = None) -> SafeBytes:
+    """Prepare bytes for showing, at most `limit` characters of text or base64 (0: no
+    limit). `size` is the whole value's size when `data` is only its prefix."""
+    data = bytes(data)
+    total = len(data) if size is None else max(size, len(data))
+    text = decode_text(data, partial=total > len(data))
+    if text is not None:
+        shown = text if limit <= 0 else text[:limit]
+        cut = total > len(shown.encode("utf-8"))
+        return SafeBytes(encoding="utf-8", text=shown, size=total, truncated=cut)
+    # Three bytes take four base64 characters: keep the encoded part within `limit`.
+    keep = data if limit <= 0 else data[: max(3, limit // 4 * 3)]
+    encoded = base64.b64encode(keep).decode("ascii")
+    return SafeBytes(encoding="base64", text=encoded, size=total, truncated=total > len(keep))
+
+
+def escape(text: str) -> str:
+    """Text on one line with nothing a terminal acts on: control and other non-printable
+    characters become \\n, \\t, \\xNN, \\uNNNN or \\UNNNNNNNN; a backslash is doubled so
+    that an escape cannot be forged."""
+    return "".join(_escape_char(c) for c in text)
+
+
+_NAMED = {"\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _escape_char(c: str) -> str:
+    if c in _NAMED:
+        return _NAMED[c]
+    if c.isprintable() or c == " ":
+        return c
+    code = ord(c)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def display(value: SafeBytes) -> str:
+    """One line: escaped text, or `base64:` and the base64; a cut value ends with
+    `…[N bytes in all]`."""
+    shown = escape(value.text) if value.encoding == "utf-8" else BASE64_PREFIX + value.text
+    return shown + (f"…[{value.size} bytes in all]" if value.truncated else "")
+
+
+def show_bytes(data: bytes | None, limit: int = BODY_LIMIT, *, size: int | None = None) -> str:
+    """display(safe_bytes(...)), and '-' for a missing value (a message without a key)."""
+    if data is None:
+        return "-"
+    return display(safe_bytes(data, limit, size=size))
+
+
+def headers_json(headers: Mapping[str, str] | None, limit: int = 0) -> str:
+    """Headers as compact JSON on one line (ASCII-escaped, so safe to print), cut to
+    `limit` characters (0: whole)."""
+    text = json.dumps(dict(headers or {}), ensure_ascii=True, separators=(",", ":"))
+    if limit <= 0 or len(text) <= limit:
+        return text
+    return text[:limit] + f"…[{len(text)} chars in all]"
+
+
+def json_fields(
+    name: str, data: bytes | None, limit: int, size: int | None = None
+) -> dict[str, Any]:
+    """`name`, `name_encoding`, `name_size` and `name_truncated` for a JSON record; a
+    missing value gives None for each."""
+    if data is None:
+        return {
+            name: None,
+            f"{name}_encoding": None,
+            f"{name}_size": None,
+            f"{name}_truncated": False,
+        }
+    safe = safe_bytes(data, limit, size=size)
+    return {
+        name: safe.text,
+        f"{name}_encoding": safe.encoding,
+        f"{name}_size": safe.size,
+        f"{name}_truncated": safe.truncated,
+    }

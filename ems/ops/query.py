@@ -1,0 +1,191 @@
+"""Message queries: one message by (topic, partition, offset) or by id, messages by key
+within a time range, messages of a time range.
+
+Time ranges are half-open, [since, until), in the database's UTC; either end may be open.
+Results come oldest first by created_at (then id), at most `limit` of them, and say
+whether more matched. Tombstones (offsets a producer abandoned) are never shown as
+messages: a time range skips them, and asking for one by place or id raises
+UnknownMessage saying what it is.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from ems.config import Settings
+from ems.exceptions import (
+    ConflictingOptions,
+    InvalidInput,
+    InvalidOffset,
+    InvalidSetting,
+    UnknownMessage,
+    UnknownPartition,
+)
+from ems.ops.when import parse_when
+from ems.producer.partitioner import partition_for_key
+from ems.producer.validation import check_name, encode_key
+from ems.store import Store
+from ems.types import StoredMessage, TopicInfo
+
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 10_000
+
+When = str | dt.datetime | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FoundMessage:
+    topic: str
+    message: StoredMessage
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FindResult:
+    topic: str
+    since: dt.datetime | None
+    until: dt.datetime | None
+    messages: tuple[StoredMessage, ...]
+    #: More messages matched than the limit let through; ask again with since set to the
+    #: last one's created_at (and skip what was seen) to page on.
+    more: bool
+    #: For a key query: the partition the producer's partitioner puts this key on.
+    key_partition: int | None = None
+
+
+def resolve_when(value: When, now: dt.datetime) -> dt.datetime | None:
+    """A point in time as naive UTC: a datetime as is (an aware one converted), text by
+    parse_when against the database clock `now`."""
+    if value is None or isinstance(value, dt.datetime):
+        if isinstance(value, dt.datetime) and value.tzinfo is not None:
+            return value.astimezone(dt.UTC).replace(tzinfo=None)
+        return value
+    return parse_when(value, now)
+
+
+def window(
+    since: When, until: When, now: dt.datetime
+) -> tuple[dt.datetime | None, dt.datetime | None]:
+    """(since, until) resolved; ConflictingOptions when since is not before until."""
+    start, end = resolve_when(since, now), resolve_when(until, now)
+    if start is not None and end is not None and start >= end:
+        raise ConflictingOptions(
+            f"since ({start.isoformat(sep=' ')}) must be before until ({end.isoformat(sep=' ')})"
+        )
+    return start, end
+
+
+def check_limit(limit: object) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidSetting(f"limit must be an integer from 1 to {MAX_LIMIT}, not {limit!r}")
+    return limit
+
+
+def check_offset(offset: object) -> int:
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise InvalidOffset(f"offset must be a non-negative integer, not {offset!r}")
+    return offset
+
+
+def check_id(value: object, what: str) -> int:
+    """A row id (message, dead letter): a non-negative integer, or InvalidInput."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidInput(f"a {what} id must be a non-negative integer, not {value!r}")
+    return value
+
+
+def check_partition(topic: TopicInfo, partition: object) -> int:
+    if isinstance(partition, bool) or not isinstance(partition, int):
+        raise UnknownPartition(f"topic {topic.name!r} has no partition {partition!r}")
+    if not 0 <= partition < topic.partitions:
+        raise UnknownPartition(
+            f"topic {topic.name!r} has no partition {partition} "
+            f"(it has {topic.partitions}: 0-{topic.partitions - 1})"
+        )
+    return partition
+
+
+def tombstone_error(m: StoredMessage, topic: str) -> UnknownMessage:
+    return UnknownMessage(
+        f"offset {m.offset} of {topic} partition {m.partition} is a tombstone: a producer "
+        "abandoned the offset, so there is no message"
+    )
+
+
+class MessageQuery:
+    """Read-only message lookups for the CLI and the admin console."""
+
+    def __init__(self, settings: Settings | None = None, *, store: Store | None = None) -> None:
+        self.settings = settings or Settings.from_env()
+        self._owns_store = store is None
+        self.store = store or Store(self.settings)
+
+    def topic(self, name: str) -> TopicInfo:
+        return self.store.topics.get(check_name(name, "topic"))
+
+    def get(self, topic: str, partition: int, offset: int) -> FoundMessage:
+        """The message at (topic, partition, offset). UnknownTopic, UnknownPartition,
+        InvalidOffset, or UnknownMessage (with the partition's stored range)."""
+        info = self.topic(topic)
+        check_partition(info, partition)
+        check_offset(offset)
+        found = self.store.queries.at(info.id, partition, offset)
+        if found is None:
+            span = self.store.queries.span(info.id, partition)
+            held = "nothing" if span.first is None else f"offsets {span.first}-{span.last}"
+            raise UnknownMessage(
+                f"no message at offset {offset} of {topic} partition {partition} (it holds "
+                f"{held}; an older message may have been purged by retention)"
+            )
+        if found.tombstone:
+            raise tombstone_error(found, topic)
+        return FoundMessage(topic=info.name, message=found)
+
+    def get_by_id(self, message_id: int) -> FoundMessage:
+        """The message with this id (the message table's primary key)."""
+        check_id(message_id, "message")
+        found = self.store.queries.by_id(message_id)
+        topics = self.store.topics.by_ids([found.topic_id]) if found else {}
+        if found is None or found.topic_id not in topics:
+            raise UnknownMessage(f"no message with id {message_id} (it may have been purged)")
+        name = topics[found.topic_id].name
+        if found.tombstone:
+            raise tombstone_error(found, name)
+        return FoundMessage(topic=name, message=found)
+
+    def find(
+        self,
+        topic: str,
+        *,
+        key: str | bytes | None = None,
+        since: When = None,
+        until: When = None,
+        partition: int | None = None,
+        limit: int = DEFAULT_LIMIT,
+    ) -> FindResult:
+        """Messages of a topic created in [since, until), oldest first: with `key`, only
+        that key's (across partitions, by the key index); with `partition`, only that
+        partition's. Every argument is checked before anything is read."""
+        info = self.topic(topic)
+        check_limit(limit)
+        encoded = encode_key(key)
+        if partition is not None:
+            check_partition(info, partition)
+        start, end = window(since, until, self.store.messages.now())
+        if encoded is not None:
+            rows = self.store.queries.by_key(info.id, encoded, start, end, limit + 1, partition)
+        else:
+            partitions = list(range(info.partitions)) if partition is None else [partition]
+            rows = self.store.queries.in_range(info.id, partitions, start, end, limit + 1)
+        return FindResult(
+            topic=info.name,
+            since=start,
+            until=end,
+            messages=tuple(rows[:limit]),
+            more=len(rows) > limit,
+            key_partition=None if encoded is None else partition_for_key(encoded, info.partitions),
+        )
+
+    def close(self) -> None:
+        if self._owns_store:
+            self.store.close()

@@ -1,0 +1,130 @@
+"""Statements of message queries: one message by place or id, messages by key or by time.
+
+Every query is an index range read: (topic, partition, offset) is the message table's
+unique key, key lookups use (topic_id, msg_key, created_at) and time ranges use
+(topic_id, partition_no, created_at). Tombstones never match a key (they have none) and are
+left out of time ranges.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ems.ops.rows import PartitionSpan
+from ems.store.database import Database
+from ems.types import StoredMessage
+
+#: Stand-ins for an open end of a time range (DATETIME's own bounds), so that each query
+#: keeps one statement text.
+EARLIEST = dt.datetime(1000, 1, 1)
+LATEST = dt.datetime(9999, 12, 31, 23, 59, 59)
+#: Partitions read by one UNION ALL statement of a time-range query.
+PARTITIONS_PER_STATEMENT = 64
+
+_COLUMNS = "id, topic_id, partition_no, offset_no, msg_key, headers, body, created_at, tombstone"
+_AT = f"SELECT {_COLUMNS} FROM message WHERE topic_id = %s AND partition_no = %s AND offset_no = %s"
+_BY_ID = f"SELECT {_COLUMNS} FROM message WHERE id = %s"
+_BY_IDS = f"SELECT {_COLUMNS} FROM message WHERE id IN ({{ids}})"
+# Ordered by the index itself: (created_at, id) follows (topic_id, msg_key, created_at).
+_BY_KEY = (
+    f"SELECT {_COLUMNS} FROM message WHERE topic_id = %s AND msg_key = %s "
+    "AND created_at >= %s AND created_at < %s {partition} ORDER BY created_at, id LIMIT %s"
+)
+_IN_PARTITION = "AND partition_no = %s"
+# One branch per partition, each an ordered range read of (topic_id, partition_no,
+# created_at) that stops after `limit` rows; only ids travel, the rows follow by id.
+_KEYS_IN_RANGE = (
+    "(SELECT created_at, id FROM message WHERE topic_id = %s AND partition_no = %s "
+    "AND created_at >= %s AND created_at < %s AND tombstone = 0 "
+    "ORDER BY created_at, id LIMIT %s)"
+)
+_SPAN = (
+    "SELECT MIN(offset_no), MAX(offset_no) FROM message WHERE topic_id = %s AND partition_no = %s"
+)
+_LOW = "SELECT low_offset FROM partition_low WHERE topic_id = %s AND partition_no = %s"
+
+
+def stored_message(row: Sequence[Any]) -> StoredMessage:
+    return StoredMessage(
+        id=int(row[0]),
+        topic_id=int(row[1]),
+        partition=int(row[2]),
+        offset=int(row[3]),
+        key=None if row[4] is None else bytes(row[4]),
+        headers=json.loads(row[5]) if row[5] else {},
+        body=bytes(row[6]),
+        created_at=row[7],
+        tombstone=bool(row[8]),
+    )
+
+
+class QueryStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def at(self, topic_id: int, partition: int, offset: int) -> StoredMessage | None:
+        """The row at this place (a tombstone too), or None."""
+        rows = self.db.select(_AT, (topic_id, partition, offset))
+        return stored_message(rows[0]) if rows else None
+
+    def by_id(self, message_id: int) -> StoredMessage | None:
+        rows = self.db.select(_BY_ID, (message_id,))
+        return stored_message(rows[0]) if rows else None
+
+    def by_key(
+        self,
+        topic_id: int,
+        key: bytes,
+        since: dt.datetime | None,
+        until: dt.datetime | None,
+        limit: int,
+        partition: int | None = None,
+    ) -> list[StoredMessage]:
+        """Messages with this key created in [since, until), oldest first, at most limit."""
+        sql = _BY_KEY.format(partition="" if partition is None else _IN_PARTITION)
+        where: tuple[object, ...] = (topic_id, key, since or EARLIEST, until or LATEST)
+        params = (*where, *(() if partition is None else (partition,)), limit)
+        return [stored_message(r) for r in self.db.select(sql, params)]
+
+    def in_range(
+        self,
+        topic_id: int,
+        partitions: Sequence[int],
+        since: dt.datetime | None,
+        until: dt.datetime | None,
+        limit: int,
+    ) -> list[StoredMessage]:
+        """Messages (no tombstones) of these partitions created in [since, until), merged
+        in (created_at, id) order, at most limit. Each partition contributes at most
+        `limit` index entries, so the cost does not grow with the range's size."""
+        keys: list[tuple[dt.datetime, int]] = []
+        for i in range(0, len(partitions), PARTITIONS_PER_STATEMENT):
+            chunk = partitions[i : i + PARTITIONS_PER_STATEMENT]
+            sql = " UNION ALL ".join([_KEYS_IN_RANGE] * len(chunk))
+            params = [
+                v for p in chunk for v in (topic_id, p, since or EARLIEST, until or LATEST, limit)
+            ]
+            keys += [(r[0], int(r[1])) for r in self.db.select(sql, tuple(params))]
+        chosen = [message_id for _, message_id in sorted(keys)[:limit]]
+        return self.by_ids(chosen)
+
+    def by_ids(self, ids: Sequence[int]) -> list[StoredMessage]:
+        """The rows with these ids, in the order given (ids not found are left out)."""
+        if not ids:
+            return []
+        sql = _BY_IDS.format(ids=", ".join(["%s"] * len(ids)))
+        found = {m.id: m for m in map(stored_message, self.db.select(sql, tuple(ids)))}
+        return [found[i] for i in ids if i in found]
+
+    def span(self, topic_id: int, partition: int) -> PartitionSpan:
+        """Lowest and highest stored offsets and the purge watermark of a partition."""
+        (first, last), *_ = self.db.select(_SPAN, (topic_id, partition))
+        low = self.db.select(_LOW, (topic_id, partition))
+        return PartitionSpan(
+            first=None if first is None else int(first),
+            last=None if last is None else int(last),
+            purged_below=int(low[0][0]) if low else None,
+        )
