@@ -221,6 +221,7 @@ def test_scheduler_once_runs_every_job_and_releases(settings: Settings, store: S
     runs = store.scheduler.runs()
     assert sorted(r.job for r in runs) == sorted(
         [
+            "alarms",
             "purge-retention",
             "delete-consumed",
             "purge-log",
