@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from ems.exceptions import ConflictingOptions, InvalidPolicy, UnknownGroup
 from ems.ops.autoscaling import DecisionRecord, MemberReport, ScalePolicy, bounds
+from ems.ops.lookup import find_group
 from ems.producer.validation import check_name
 from ems.store import Store
 from ems.types import GroupInfo, TopicInfo
@@ -28,27 +29,6 @@ class AutoscaleStatus:
     replica_range: tuple[int, int] | None
     members: tuple[MemberReport, ...]
     decisions: tuple[DecisionRecord, ...]
-
-
-def find_group(store: Store, name: str, topic: str | None) -> tuple[GroupInfo, TopicInfo]:
-    """The group `name` on `topic` (which may be left out when the group consumes one
-    topic). Raises InvalidName, UnknownTopic, UnknownGroup or ConflictingOptions."""
-    check_name(name, "group")
-    if topic is not None:
-        check_name(topic, "topic")
-        info = store.topics.get(topic)
-        group = store.groups.get(name, info.id)
-        if group is None:
-            raise UnknownGroup(f"unknown group {name!r} on topic {topic!r}")
-        return group, info
-    groups = store.groups.by_name(name)
-    if not groups:
-        raise UnknownGroup(f"unknown group {name!r}")
-    topics = store.topics.by_ids(g.topic_id for g in groups)
-    if len(groups) > 1:
-        names = ", ".join(sorted(t.name for t in topics.values()))
-        raise ConflictingOptions(f"group {name!r} consumes several topics ({names}); name one")
-    return groups[0], topics[groups[0].topic_id]
 
 
 def set_policy(

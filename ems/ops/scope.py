@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ems.exceptions import ConflictingOptions, UnknownGroup, UnknownPartition, UnsupportedGroup
-from ems.producer.validation import check_name
+from ems.exceptions import UnknownPartition, UnsupportedGroup
+from ems.ops.lookup import find_group
 from ems.store import Store
 from ems.types import GroupInfo, TopicInfo
 
@@ -45,24 +45,7 @@ def resolve_group(store: Store, name: str, topic: str | None) -> tuple[GroupInfo
     """The cluster group `name` on `topic`, which may be left out when the group consumes
     one topic only. UnknownGroup, UnknownTopic, ConflictingOptions (several topics and no
     --topic), or UnsupportedGroup (a broadcast group: its cursors live in its members)."""
-    check_name(name, "group")
-    if topic is not None:
-        info = store.topics.get(check_name(topic, "topic"))
-        group = store.groups.get(name, info.id)
-        if group is None:
-            raise UnknownGroup(f"group {name!r} does not consume topic {topic!r}")
-    else:
-        groups = store.groups.by_name(name)
-        if not groups:
-            raise UnknownGroup(f"unknown group {name!r}")
-        topics = store.topics.by_ids(g.topic_id for g in groups)
-        if len(groups) > 1:
-            names = ", ".join(sorted(t.name for t in topics.values()))
-            raise ConflictingOptions(f"group {name!r} consumes topics {names}: pass --topic")
-        group = groups[0]
-        if group.topic_id not in topics:
-            raise UnknownGroup(f"unknown group {name!r}")
-        info = topics[group.topic_id]
+    group, info = find_group(store, name, topic)
     if group.mode != "cluster":
         raise UnsupportedGroup(
             f"group {name!r} is a broadcast group: its members keep their cursors in memory, "

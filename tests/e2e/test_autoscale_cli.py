@@ -107,7 +107,7 @@ def test_a_group_on_two_topics_needs_the_topic(
     other = TopicAdmin(settings, store=store).create("u", 2)
     ensure_group(store, "g", other, OPTIONS)
     result = ems(settings, "autoscale", "set", "g", "--max", "2")
-    assert result.exit_code == 2 and "several topics (t, u)" in result.output
+    assert result.exit_code == 2 and "consumes topics t, u: pass --topic" in result.output
     assert store.autoscale.policy_groups() == []
     assert ems(settings, "autoscale", "set", "g", "--topic", "u", "--max", "2").exit_code == 0
     assert store.autoscale.policy_groups() == [("g", "u")]
