@@ -10,12 +10,14 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from itertools import pairwise
 from pathlib import Path
 from typing import IO
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from ems import TopicAdmin
 from ems.config import Settings
@@ -46,13 +48,13 @@ def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 def start_scheduler(
     settings: Settings, tmp_path: Path
-) -> Iterator[Callable[[str], subprocess.Popen[str]]]:
+) -> Iterator[Callable[..., subprocess.Popen[str]]]:
     procs: list[tuple[subprocess.Popen[str], IO[str]]] = []
 
-    def start(name: str) -> subprocess.Popen[str]:
+    def start(name: str, *extra: str) -> subprocess.Popen[str]:
         intervals = [a for job in FAST_JOBS for a in ("--interval", f"{job}=0.3")]
         log = open(tmp_path / f"{name}.log", "w")  # noqa: SIM115 - closed at teardown
-        args = ["scheduler", "--lease-ttl", str(TTL), "--renew-every", "0.4", *intervals]
+        args = ["scheduler", "--lease-ttl", str(TTL), "--renew-every", "0.4", *intervals, *extra]
         proc = subprocess.Popen(
             [sys.executable, "-m", "ems.cli", *args],
             env=_env(settings),
@@ -314,3 +316,29 @@ def test_a_cron_run_is_refused_while_the_scheduler_runs_that_job(
     left = len(seed.offsets(store, topic, 0))
     assert 0 < left < 40000 and left % 500 == 0
     assert seed.low(store, topic, 0) == 40000 - left
+
+
+def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+        text = reply.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_the_active_scheduler_serves_its_metrics(
+    store: Store, start_scheduler: Callable[..., subprocess.Popen[str]], tmp_path: Path
+) -> None:
+    start_scheduler("m", "--metrics-port", "0")
+    log = tmp_path / "m.log"
+    _wait_for(lambda: "metrics on port" in log.read_text(), 30)
+    port = int(log.read_text().split("metrics on port ")[1].split()[0])
+    done = ("ems_job_runs_total", (("job", "snapshots"), ("status", "done")))
+    _wait_for(lambda: _scrape(port).get(done, 0) >= 2, 30)
+    samples = _scrape(port)
+    assert samples[("ems_scheduler_active", ())] == 1.0
+    runs = [r for r in store.scheduler.runs() if r.job == "snapshots" and r.status == "done"]
+    assert len(runs) >= samples[done] >= 2
+    assert samples[("ems_job_seconds_count", (("job", "snapshots"),))] >= 2
