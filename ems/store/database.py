@@ -117,9 +117,15 @@ class DirectConnections:
     renewed on a failover. Thread-safe: list pop and append are atomic.
     """
 
-    def __init__(self, connect: Callable[[], PoolProxiedConnection], keep: int) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], PoolProxiedConnection],
+        keep: int,
+        on_lost: Callable[[], None],
+    ) -> None:
         self._connect = connect
         self._keep = keep
+        self._on_lost = on_lost
         self._idle: list[tuple[Any, float]] = []
 
     def execute(self, statements: Sequence[bytes]) -> None:
@@ -133,9 +139,11 @@ class DirectConnections:
         except pymysql.err.Error as exc:
             error = translate(exc)
             if isinstance(error, DatabaseUnavailable):
-                # The server dropped this connection, and likely its idle mates too.
+                # The server dropped this connection, and likely its idle mates and the
+                # pool's too (a restart, a failover): the next ones are new.
                 _close(conn)
                 self.close()
+                self._on_lost()
             else:
                 self._give_back(conn, born)
             raise error from exc
@@ -201,7 +209,11 @@ class Database:
         self.engine = make_engine(settings)
         self.autocommit_engine = make_engine(settings, autocommit=True)
         #: Plain driver connections for the producer's INSERTs (see DirectConnections).
-        self.direct = DirectConnections(self._checkout_raw, settings.pool_size)
+        self.direct = DirectConnections(
+            self._checkout_raw,
+            settings.pool_size,
+            lambda: self.autocommit_engine.dispose(close=False),
+        )
 
     @contextmanager
     def connect(self) -> Iterator[Connection]:

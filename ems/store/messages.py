@@ -102,13 +102,8 @@ class MessageStore:
         statements = insert_statements(messages)
         if statements is None:
             self._insert_escaped(messages)
-        elif len(statements) == 1:
-            with self.db.single() as cursor:
-                cursor.execute(statements[0])
         else:
-            with self.db.transaction() as cursor:
-                for statement in statements:
-                    cursor.execute(statement)
+            self.db.direct.execute(statements)
 
     def _insert_escaped(self, messages: Sequence[NewMessage]) -> None:
         """The driver's own escaping and batching, for rows too large for hex literals."""
