@@ -24,6 +24,9 @@ MAX_BODY_LIMIT = 8 * 1024 * 1024
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 DEFAULT_RETENTION_HOURS = 168
 
+# One encoder for every message: json.dumps with options builds a new one per call.
+_headers_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
 
 def check_name(name: object, what: str = "name") -> str:
     if not isinstance(name, str) or NAME_RE.fullmatch(name) is None:
@@ -91,4 +94,4 @@ def encode_headers(headers: object) -> str | None:
             )
     if not headers:
         return None
-    return json.dumps(dict(headers), separators=(",", ":"), ensure_ascii=False)
+    return _headers_json(dict(headers))
