@@ -137,8 +137,11 @@ class RespConnection:
         password: str | None = None,
         timeout: float = 3.0,
         retries: int = 3,
+        quiet: bool = False,
     ) -> None:
         self.address = (host, port)
+        #: Replies switched off (CLIENT REPLY OFF) on every new connection: for send_only.
+        self.quiet = quiet
         self.db = db
         self.username = username
         self.password = password
@@ -149,7 +152,9 @@ class RespConnection:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_url(cls, url: str, *, timeout: float, retries: int) -> RespConnection | None:
+    def from_url(
+        cls, url: str, *, timeout: float, retries: int, quiet: bool = False
+    ) -> RespConnection | None:
         """A connection for a redis:// URL; None for schemes it does not speak."""
         parts = urlsplit(url)
         if parts.scheme != "redis" or parts.query:
@@ -165,6 +170,7 @@ class RespConnection:
             password=unquote(parts.password) if parts.password else None,
             timeout=timeout,
             retries=retries,
+            quiet=quiet,
         )
 
     def call(self, *args: bytes | str | int) -> Reply:
@@ -225,6 +231,8 @@ class RespConnection:
                 if isinstance(reply, ErrorReply):
                     self._close()
                     raise RedisReplyError(f"Redis refused the connection: {reply.message}")
+        if self.quiet:
+            sock.sendall(pack("CLIENT", "REPLY", "OFF"))
         return sock
 
     def _read(self) -> Reply:

@@ -192,8 +192,8 @@ class Producer:
 
     def _insert(self, info: TopicInfo, prepared: Sequence[Prepared]) -> list[NewMessage]:
         counts: dict[int, int] = {}
-        for partition, *_ in prepared:
-            counts[partition] = counts.get(partition, 0) + 1
+        for item in prepared:  # no starred unpacking: it builds a list per message
+            counts[item[0]] = counts.get(item[0], 0) + 1
         for _ in range(_CONFLICT_ATTEMPTS):
             rows = _place(info.id, prepared, self.allocator.allocate(info.id, counts))
             if self._commit(rows):

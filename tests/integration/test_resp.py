@@ -5,6 +5,7 @@ is never disturbed."""
 
 from __future__ import annotations
 
+import queue
 import shutil
 import socket
 import subprocess
@@ -22,6 +23,7 @@ from ems.exceptions import RedisReplyError, RedisUnavailable
 from ems.offsets.allocators import RedisAllocator, RespAllocator, redis_client
 from ems.offsets.resp import RespConnection
 from ems.store import Store
+from ems.wakeups import Listener, topic_channel
 
 
 class PrivateRedis:
@@ -189,3 +191,33 @@ def test_a_producer_rides_through_a_redis_restart(
         (3, b"b0"),
         (4, b"b1"),
     ]
+
+
+def test_wake_ups_reach_listeners_and_survive_a_restart(
+    private_redis: PrivateRedis, settings: Settings
+) -> None:
+    """The publisher's plain socket (replies off) delivers; after Redis restarts, a lost
+    wake-up or two is allowed (they are hints), then they flow again."""
+    topic = TopicAdmin(settings).create("t", 1)
+    local = settings.with_(redis_url=private_redis.url(), connect_timeout=0.5)
+    got: queue.Queue[str] = queue.Queue()
+    listener = Listener(local, {topic_channel(local, topic.id): got.put})
+    listener.start()
+    try:
+        assert listener.connected.wait(5)
+        with Producer(local) as producer:
+            producer.send("t", b"a")
+            assert got.get(timeout=5) == "0:0"
+            private_redis.stop()
+            private_redis.start()
+            deadline = time.monotonic() + 15
+            seen: list[str] = []
+            while not seen and time.monotonic() < deadline:
+                offset = producer.send("t", b"b").offset
+                try:
+                    seen.append(got.get(timeout=0.3))
+                except queue.Empty:
+                    continue
+            assert seen and seen[0].startswith("0:") and int(seen[0][2:]) <= offset
+    finally:
+        listener.stop()
