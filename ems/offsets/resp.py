@@ -186,7 +186,9 @@ class RespConnection:
                 try:
                     sock = self._sock or self._connect()
                     sock.sendall(packed)
-                    found = [self._read() for _ in range(replies)]
+                    found = [self._read()] if replies else []
+                    for _ in range(replies - 1):
+                        found.append(self._read())
                     transient = _transient(found)
                     if transient is None:
                         return found
@@ -269,6 +271,6 @@ def check(reply: Reply) -> Reply:
 
 def _transient(replies: list[Reply]) -> str | None:
     for reply in replies:
-        if isinstance(reply, ErrorReply) and reply.code in _TRANSIENT:
+        if type(reply) is ErrorReply and reply.code in _TRANSIENT:
             return reply.message
     return None
