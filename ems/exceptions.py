@@ -171,6 +171,11 @@ class JobAlreadyRunning(EmsError):
     """Another run of this job holds its lock."""
 
 
+class RedisReplyError(EmsError):
+    """Redis answered a command with an error (out of memory, read-only replica, a
+    refused password, a counter that holds no integer)."""
+
+
 class StoreError(EmsError):
     """The database rejected a statement."""
 

@@ -15,6 +15,8 @@ import redis
 from redis.connection import Connection
 
 from ems.config import Settings
+from ems.exceptions import EmsError
+from ems.offsets.resp import RespConnection
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +52,21 @@ class Publisher:
         self._conn: Connection | None = None
         self._lock = threading.Lock()
         self._channels: dict[int, str] = {}
+        # A plain socket where the URL allows (redis://); redis-py's connection otherwise.
+        self._plain = RespConnection.from_url(
+            settings.redis_url, timeout=settings.connect_timeout, retries=0, quiet=True
+        )
 
     def messages(self, topic_id: int, last_offsets: Mapping[int, int]) -> None:
         """New messages up to last_offsets[p] in partition p."""
         channel = self._channels.get(topic_id)
         if channel is None:
             channel = self._channels[topic_id] = topic_channel(self.settings, topic_id)
-        self.publish(channel, ",".join(f"{p}:{o}" for p, o in last_offsets.items()))
+        if len(last_offsets) == 1:  # a single send: no generator, no join
+            ((p, o),) = last_offsets.items()
+            self.publish(channel, f"{p}:{o}")
+        else:
+            self.publish(channel, ",".join(f"{p}:{o}" for p, o in last_offsets.items()))
 
     def group(self, group_id: int) -> None:
         self.publish(group_channel(self.settings, group_id), "changed")
@@ -66,6 +76,12 @@ class Publisher:
         # The one command this connection sends, packed directly: cheaper than the
         # generic encoder on a path taken once per insert.
         packed = b"*3\r\n$7\r\nPUBLISH\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n" % (len(c), c, len(d), d)
+        if self._plain is not None:
+            try:
+                self._plain.send_only(packed)
+            except (OSError, EmsError) as exc:  # EmsError: Redis refused the password
+                log.debug("wake-up not sent (%s); readers will poll", exc)
+            return
         with self._lock:
             try:
                 self._connection().send_packed_command([packed], check_health=False)
@@ -95,6 +111,8 @@ class Publisher:
             self._conn = None
 
     def close(self) -> None:
+        if self._plain is not None:
+            self._plain.close()
         with self._lock:
             self._drop()
 

@@ -4,6 +4,7 @@ insert hits it re-seeds the allocator from MySQL (set-if-greater) and tries agai
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Protocol
@@ -13,7 +14,8 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from ems.config import Settings
-from ems.exceptions import RedisUnavailable
+from ems.exceptions import RedisReplyError, RedisUnavailable
+from ems.offsets.resp import ErrorReply, Reply, RespConnection, check, pack
 from ems.store.topics import HeadStore
 
 # Raise a counter to ARGV[1] unless it is already higher; returns the value now held.
@@ -100,6 +102,71 @@ class RedisAllocator:
             self._raise(keys=[self.key(topic_id, partition)], args=[floor], client=pipe)
         with redis_errors():
             pipe.execute()
+
+
+class RespAllocator:
+    """RedisAllocator's keys and scripts over a RespConnection: the same counters at about
+    a third of the client CPU per allocation, as single sends pay one per message."""
+
+    def __init__(self, conn: RespConnection, prefix: str) -> None:
+        self.conn = conn
+        self.prefix = prefix
+        self._incr_heads: dict[tuple[int, int], bytes] = {}
+        self._many_sha = hashlib.sha1(_INCRBY_MANY.encode()).hexdigest()
+
+    def key(self, topic_id: int, partition: int) -> str:
+        return f"{self.prefix}offset:{topic_id}:{partition}"
+
+    def allocate(self, topic_id: int, counts: Mapping[int, int]) -> dict[int, int]:
+        if len(counts) == 1:
+            ((partition, n),) = counts.items()
+            head = self._incr_heads.get((topic_id, partition))
+            if head is None:
+                head = self._incr_head(topic_id, partition)
+            digits = b"%d" % n
+            (end,) = self.conn.execute(b"%b$%d\r\n%b\r\n" % (head, len(digits), digits), 1)
+            return {partition: _integer(end) - n}
+        keys = [self.key(topic_id, partition) for partition in counts]
+        ends = self._incr_many(keys, list(counts.values()))
+        return {p: _integer(end) - n for (p, n), end in zip(counts.items(), ends, strict=True)}
+
+    def reseed(self, topic_id: int, next_offsets: Mapping[int, int]) -> None:
+        if not next_offsets:
+            return
+        # Rare (start, duplicate key): EVAL with the text, so a restarted Redis that lost
+        # its script cache needs no second round trip.
+        packed = b"".join(
+            pack("EVAL", _SET_IF_GREATER, 1, self.key(topic_id, p), floor)
+            for p, floor in next_offsets.items()
+        )
+        for reply in self.conn.execute(packed, len(next_offsets)):
+            check(reply)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def _incr_head(self, topic_id: int, partition: int) -> bytes:
+        """INCRBY and its key packed, to which only the count is added per call."""
+        key = self.key(topic_id, partition).encode()
+        head = b"*3\r\n$6\r\nINCRBY\r\n$%d\r\n%b\r\n" % (len(key), key)
+        self._incr_heads[(topic_id, partition)] = head
+        return head
+
+    def _incr_many(self, keys: list[str], counts: list[int]) -> list[Reply]:
+        reply = self.conn.execute(pack("EVALSHA", self._many_sha, len(keys), *keys, *counts), 1)[0]
+        if isinstance(reply, ErrorReply) and reply.code == "NOSCRIPT":
+            # Redis restarted or flushed its script cache; EVAL loads the script again.
+            reply = self.conn.execute(pack("EVAL", _INCRBY_MANY, len(keys), *keys, *counts), 1)[0]
+        ends = check(reply)
+        if not isinstance(ends, list) or len(ends) != len(keys):
+            raise RedisReplyError(f"Redis answered the offset script with {ends!r}")
+        return ends
+
+
+def _integer(reply: Reply) -> int:
+    if isinstance(check(reply), int):
+        return reply  # type: ignore[return-value]
+    raise RedisReplyError(f"Redis answered INCRBY with {reply!r}")
 
 
 class MySQLAllocator:

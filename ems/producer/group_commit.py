@@ -56,6 +56,17 @@ class GroupCommit(Generic[T, R]):
         self._leaders = 0
 
     def submit(self, items: Sequence[T]) -> list[R]:
+        with self._lock:
+            alone = not self._queue and self._leaders < self._max_flushes
+            if alone:
+                self._leaders += 1
+        if alone:
+            # Nobody waits: flush at once, without the request and its locks (the common
+            # case of a single sender, where they cost as much as the allocation).
+            try:
+                return self._flush(list(items))
+            finally:
+                self._resign()
         request: _Request[T, R] = _Request(items)
         with self._lock:
             self._queue.append(request)
@@ -78,6 +89,10 @@ class GroupCommit(Generic[T, R]):
                 me.done.wait()
                 break
             self._run(group)
+        self._resign()
+
+    def _resign(self) -> None:
+        """Leave the lead, handing it to the oldest waiting caller."""
         with self._lock:
             self._leaders -= 1
             if self._queue and not self._queue[0].lead:

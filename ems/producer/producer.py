@@ -15,9 +15,11 @@ from ems.offsets.allocators import (
     MySQLAllocator,
     OffsetAllocator,
     RedisAllocator,
+    RespAllocator,
     redis_client,
     redis_errors,
 )
+from ems.offsets.resp import RespConnection
 from ems.producer.group_commit import GroupCommit
 from ems.producer.partitioner import RoundRobin, partition_for_key
 from ems.producer.validation import check_name, encode_body, encode_headers, encode_key
@@ -71,6 +73,7 @@ class Producer:
         self._owns_store = store is None
         self.store = store or Store(self.settings)
         self._allocator = allocator
+        self._own_redis: RespConnection | None = None
         self._topics: dict[str, TopicInfo] = {}
         self._round_robin = RoundRobin()
         self._committers: dict[int, GroupCommit[Prepared, NewMessage]] = {}
@@ -89,7 +92,16 @@ class Producer:
     def _default_allocator(self) -> OffsetAllocator:
         if self.settings.allocator == "mysql":
             return MySQLAllocator(self.store.heads)
-        return RedisAllocator(redis_client(self.settings, single=True), self.settings.redis_prefix)
+        prefix = self.settings.redis_prefix
+        conn = RespConnection.from_url(
+            self.settings.redis_url,
+            timeout=self.settings.connect_timeout,
+            retries=self.settings.connect_attempts,
+        )
+        if conn is None:  # TLS or a unix socket: redis-py speaks those
+            return RedisAllocator(redis_client(self.settings, single=True), prefix)
+        self._own_redis = conn
+        return RespAllocator(conn, prefix)
 
     # -- public API ------------------------------------------------------------------
 
@@ -123,6 +135,8 @@ class Producer:
 
     def close(self) -> None:
         self._wakeups.close()
+        if self._own_redis is not None:
+            self._own_redis.close()
         if self._owns_store:
             self.store.close()
 
@@ -179,8 +193,8 @@ class Producer:
 
     def _insert(self, info: TopicInfo, prepared: Sequence[Prepared]) -> list[NewMessage]:
         counts: dict[int, int] = {}
-        for partition, *_ in prepared:
-            counts[partition] = counts.get(partition, 0) + 1
+        for item in prepared:  # no starred unpacking: it builds a list per message
+            counts[item[0]] = counts.get(item[0], 0) + 1
         for _ in range(_CONFLICT_ATTEMPTS):
             rows = _place(info.id, prepared, self.allocator.allocate(info.id, counts))
             if self._commit(rows):

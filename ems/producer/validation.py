@@ -24,6 +24,11 @@ MAX_BODY_LIMIT = 8 * 1024 * 1024
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 DEFAULT_RETENTION_HOURS = 168
 
+# One encoder for every message: json.dumps with options builds a new one per call.
+_headers_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_HEADERS_CACHE_SIZE = 1024
+_headers_cache: dict[tuple[tuple[str, str], ...], str] = {}
+
 
 def check_name(name: object, what: str = "name") -> str:
     if not isinstance(name, str) or NAME_RE.fullmatch(name) is None:
@@ -91,4 +96,13 @@ def encode_headers(headers: object) -> str | None:
             )
     if not headers:
         return None
-    return json.dumps(dict(headers), separators=(",", ":"), ensure_ascii=False)
+    # Producers send the same few headers again and again: encode each set once. The
+    # checks above still run every time; the cache holds only validated str pairs.
+    items = tuple(headers.items())
+    found = _headers_cache.get(items)
+    if found is None:
+        found = _headers_json(dict(items))
+        if len(_headers_cache) >= _HEADERS_CACHE_SIZE:
+            _headers_cache.clear()
+        _headers_cache[items] = found
+    return found

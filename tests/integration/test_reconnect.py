@@ -23,6 +23,7 @@ def _kill_connections_of(settings: Settings, victim: Store) -> int:
             cursor.close()
         for raw in raws:
             raw.close()
+    ids.update(victim.db.direct.connection_ids())  # the producer's INSERT connections
     killer = Store(settings)
     with killer.db.connect() as conn:
         for conn_id in ids:

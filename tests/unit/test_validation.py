@@ -81,3 +81,13 @@ def test_headers() -> None:
 
 def test_all_input_errors_are_value_errors() -> None:
     assert issubclass(InvalidInput, ValueError)
+
+
+def test_headers_are_encoded_by_content_not_by_object() -> None:
+    headers = {"type": "a"}
+    assert v.encode_headers(headers) == '{"type":"a"}'
+    headers["type"] = "b"  # the same dict, changed: the cache must not answer for it
+    assert v.encode_headers(headers) == '{"type":"b"}'
+    assert v.encode_headers({"type": "a", "x": "é"}) == '{"type":"a","x":"é"}'
+    with pytest.raises(InvalidHeaders):  # checks run even when equal text was cached
+        v.encode_headers({"type": 1})

@@ -1,0 +1,89 @@
+"""The message INSERT the store formats itself (hex literals) stores exactly what it was
+given, whatever the bytes, and a batch split into several statements is all or none."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+from sqlalchemy import text
+
+from ems import TopicAdmin
+from ems.config import Settings
+from ems.exceptions import DuplicateKey
+from ems.store import Store
+from ems.store import messages as message_sql
+from ems.types import NewMessage, TopicInfo
+
+
+@pytest.fixture
+def topic(store: Store) -> Iterator[TopicInfo]:
+    admin = TopicAdmin(store.settings, store=store)
+    yield admin.create("t", 2)
+
+
+def _count(store: Store) -> int:
+    with store.db.connect() as conn:
+        return int(conn.execute(text("SELECT COUNT(*) FROM message")).scalar_one())
+
+
+_headers = st.dictionaries(st.text(max_size=8), st.text(max_size=12), max_size=3)
+
+
+@hsettings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    body=st.binary(max_size=300),
+    key=st.none() | st.binary(max_size=255),
+    headers=st.none() | _headers.filter(bool),
+)
+def test_any_bytes_come_back_unchanged(
+    store: Store, topic: TopicInfo, body: bytes, key: bytes | None, headers: dict[str, str] | None
+) -> None:
+    offset = _count(store)
+    headers_json = json.dumps(headers, ensure_ascii=False) if headers else None
+    store.messages.insert([NewMessage(topic.id, 1, offset, key, headers_json, body)])
+    (stored,) = store.messages.fetch(topic.id, 1, offset, 1)
+    assert (stored.offset, stored.key, stored.body) == (offset, key, body)
+    assert stored.headers == (headers or {})
+
+
+def test_a_batch_of_several_statements_is_all_or_none(store: Store, topic: TopicInfo) -> None:
+    body = b"\x00'\\\"x" * 20_000  # 100 kB, every character escaping cares about
+    rows = [NewMessage(topic.id, 0, o, b"k", '{"a":"b"}', body) for o in range(12)]
+    assert len(message_sql.insert_statements(rows) or []) > 1
+    store.messages.insert(rows[5:6])
+    with pytest.raises(DuplicateKey):
+        store.messages.insert(rows)  # the second statement hits offset 5
+    assert _count(store) == 1
+    store.messages.insert(rows[:5] + rows[6:])
+    assert [m.body for m in store.messages.fetch(topic.id, 0, 0, 20)] == [body] * 12
+
+
+def test_rows_too_large_for_hex_keep_the_driver_escaping(store: Store, topic: TopicInfo) -> None:
+    big = bytes(range(256)) * 2048  # 512 KiB
+    rows = [
+        NewMessage(topic.id, 0, 0, None, None, big),
+        NewMessage(topic.id, 0, 1, None, None, b"s"),
+    ]
+    assert message_sql.insert_statements(rows) is None
+    store.messages.insert(rows)
+    assert [m.body for m in store.messages.fetch(topic.id, 0, 0, 5)] == [big, b"s"]
+
+
+def test_statements_keep_order_and_stay_under_the_size_limit(settings: Settings) -> None:
+    rows = [NewMessage(1, 0, o, None, None, b"x" * 1000) for o in range(2000)]
+    statements = message_sql.insert_statements(rows)
+    assert statements is not None and len(statements) > 1
+    assert all(len(s) <= message_sql._STATEMENT_BYTES for s in statements)
+    offsets = [
+        int(values.split(b",", 3)[2])
+        for s in statements
+        for values in s.split(b" VALUES ", 1)[1].split(b"),(")
+    ]
+    assert offsets == list(range(2000))

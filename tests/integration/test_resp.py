@@ -1,0 +1,223 @@
+"""The producer's own RESP client against real Redis servers: it must behave like the
+redis-py allocator it replaces on the hot path, including when Redis restarts empty or
+cannot be reached. Restarts use a private redis-server on a free port, so the shared one
+is never disturbed."""
+
+from __future__ import annotations
+
+import queue
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from sqlalchemy import text
+
+from ems import Producer, TopicAdmin
+from ems.config import Settings
+from ems.exceptions import RedisReplyError, RedisUnavailable
+from ems.offsets.allocators import RedisAllocator, RespAllocator, redis_client
+from ems.offsets.resp import RespConnection
+from ems.store import Store
+from ems.wakeups import Listener, topic_channel
+
+
+class PrivateRedis:
+    """A redis-server without persistence that a test may stop and start again."""
+
+    def __init__(self, workdir: Path, password: str | None = None) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.workdir = workdir
+        self.password = password
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def url(self, db: int = 0, password: str | None = None) -> str:
+        secret = password if password is not None else self.password
+        auth = f":{secret}@" if secret else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/{db}"
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        assert binary, "redis-server is needed (scripts/setup.sh installs it)"
+        args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
+        args += ["--appendonly", "no", "--dir", str(self.workdir)]
+        if self.password:
+            args += ["--requirepass", self.password]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
+    server = PrivateRedis(tmp_path)
+    server.start()
+    yield server
+    server.stop()
+
+
+def resp_allocator(settings: Settings) -> RespAllocator:
+    conn = RespConnection.from_url(
+        settings.redis_url, timeout=settings.connect_timeout, retries=settings.connect_attempts
+    )
+    assert conn is not None
+    return RespAllocator(conn, settings.redis_prefix)
+
+
+def test_resp_and_redis_py_allocators_share_the_same_counters(settings: Settings) -> None:
+    fast = resp_allocator(settings)
+    slow = RedisAllocator(redis_client(settings), settings.redis_prefix)
+    assert fast.allocate(7, {0: 1}) == {0: 0}
+    assert slow.allocate(7, {0: 2}) == {0: 1}
+    assert fast.allocate(7, {0: 3, 1: 4, 5: 1}) == {0: 3, 1: 0, 5: 0}
+    assert slow.allocate(7, {1: 1, 5: 2}) == {1: 4, 5: 1}
+    # set-if-greater: a floor below the counter changes nothing, one above raises it
+    fast.reseed(7, {0: 2, 1: 100})
+    assert slow.allocate(7, {0: 1, 1: 1}) == {0: 6, 1: 100}
+    slow.reseed(7, {5: 50})
+    assert fast.allocate(7, {5: 1}) == {5: 50}
+    fast.close()
+
+
+def test_an_error_reply_is_a_typed_error(settings: Settings) -> None:
+    fast = resp_allocator(settings)
+    client = redis.Redis.from_url(settings.redis_url)
+    client.set(fast.key(3, 0), "not a number")
+    with pytest.raises(RedisReplyError, match="not an integer"):
+        fast.allocate(3, {0: 1})
+    with pytest.raises(RedisReplyError, match="not an integer"):
+        fast.allocate(3, {0: 1, 1: 1})
+    with pytest.raises(redis.ResponseError):  # what redis-py raised here
+        RedisAllocator(redis_client(settings), settings.redis_prefix).allocate(3, {0: 1})
+    assert fast.allocate(3, {1: 2}) == {1: 0}  # the connection is still usable
+    client.close()
+    fast.close()
+
+
+def test_a_killed_connection_is_replaced_and_counting_goes_on(settings: Settings) -> None:
+    fast = resp_allocator(settings)
+    assert fast.allocate(1, {0: 5}) == {0: 0}
+    conn_id = fast.conn.call("CLIENT", "ID")
+    client = redis.Redis.from_url(settings.redis_url)
+    assert client.client_kill_filter(_id=str(conn_id)) == 1
+    assert fast.allocate(1, {0: 1}) == {0: 5}
+    assert fast.conn.call("CLIENT", "ID") != conn_id
+    client.close()
+    fast.close()
+
+
+def test_lost_scripts_are_loaded_again(private_redis: PrivateRedis, settings: Settings) -> None:
+    fast = resp_allocator(settings.with_(redis_url=private_redis.url()))
+    assert fast.allocate(1, {0: 1, 1: 1}) == {0: 0, 1: 0}
+    assert fast.conn.call("SCRIPT", "FLUSH") == b"OK"
+    assert fast.allocate(1, {0: 1, 1: 1}) == {0: 1, 1: 1}
+    fast.close()
+
+
+def test_password_and_database_from_the_url(tmp_path: Path, settings: Settings) -> None:
+    server = PrivateRedis(tmp_path, password="s3cret")
+    server.start()
+    try:
+        fast = resp_allocator(settings.with_(redis_url=server.url(db=2)))
+        assert fast.allocate(1, {0: 4}) == {0: 0}
+        client = redis.Redis.from_url(server.url(db=2))
+        assert client.get(fast.key(1, 0)) == b"4"
+        assert redis.Redis.from_url(server.url(db=0)).get(fast.key(1, 0)) is None
+        client.close()
+        fast.close()
+        wrong = resp_allocator(settings.with_(redis_url=server.url(password="nope")))
+        with pytest.raises(RedisReplyError, match="refused"):
+            wrong.allocate(1, {0: 1})
+    finally:
+        server.stop()
+
+
+def test_unreachable_redis_is_a_typed_error_after_bounded_retries(settings: Settings) -> None:
+    fast = resp_allocator(settings.with_(redis_url="redis://127.0.0.1:1/0", connect_timeout=0.5))
+    started = time.monotonic()
+    with pytest.raises(RedisUnavailable):
+        fast.allocate(1, {0: 1})
+    with pytest.raises(RedisUnavailable):
+        fast.reseed(1, {0: 1})
+    assert time.monotonic() - started < 5  # 3 retries: 0.1 + 0.2 + 0.4 s of backoff each
+
+
+def _stored(settings: Settings) -> list[tuple[int, bytes]]:
+    store = Store(settings)
+    with store.db.connect() as conn:
+        found = conn.execute(text("SELECT offset_no, body FROM message ORDER BY offset_no"))
+        result = [(int(o), bytes(b)) for o, b in found]
+    store.close()
+    return result
+
+
+def test_a_producer_rides_through_a_redis_restart(
+    private_redis: PrivateRedis, settings: Settings
+) -> None:
+    """Redis dies (sends fail with RedisUnavailable and write nothing), then comes back
+    empty: the producer reconnects, re-seeds from MySQL and duplicates no offset."""
+    TopicAdmin(settings).create("t", 1)
+    local = settings.with_(redis_url=private_redis.url(), connect_timeout=0.5)
+    with Producer(local) as producer:
+        assert [producer.send("t", f"a{i}").offset for i in range(3)] == [0, 1, 2]
+        private_redis.stop()
+        with pytest.raises(RedisUnavailable):
+            producer.send("t", b"lost")
+        private_redis.start()
+        assert [producer.send("t", f"b{i}").offset for i in range(2)] == [3, 4]
+    assert _stored(settings) == [
+        (0, b"a0"),
+        (1, b"a1"),
+        (2, b"a2"),
+        (3, b"b0"),
+        (4, b"b1"),
+    ]
+
+
+def test_wake_ups_reach_listeners_and_survive_a_restart(
+    private_redis: PrivateRedis, settings: Settings
+) -> None:
+    """The publisher's plain socket (replies off) delivers; after Redis restarts, a lost
+    wake-up or two is allowed (they are hints), then they flow again."""
+    topic = TopicAdmin(settings).create("t", 1)
+    local = settings.with_(redis_url=private_redis.url(), connect_timeout=0.5)
+    got: queue.Queue[str] = queue.Queue()
+    listener = Listener(local, {topic_channel(local, topic.id): got.put})
+    listener.start()
+    try:
+        assert listener.connected.wait(5)
+        with Producer(local) as producer:
+            producer.send("t", b"a")
+            assert got.get(timeout=5) == "0:0"
+            private_redis.stop()
+            private_redis.start()
+            deadline = time.monotonic() + 15
+            seen: list[str] = []
+            while not seen and time.monotonic() < deadline:
+                offset = producer.send("t", b"b").offset
+                try:
+                    seen.append(got.get(timeout=0.3))
+                except queue.Empty:
+                    continue
+            assert seen and seen[0].startswith("0:") and int(seen[0][2:]) <= offset
+    finally:
+        listener.stop()
