@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 from ems.consumer.ack_writer import AckWriter
 from ems.consumer.state import Outcome, PartitionState, Policy, expired, moved_cursors, settle
 from ems.exceptions import LockConflict, StaleGeneration
-from ems.metrics import ConsumerMetrics
 from ems.types import Delivery, GroupInfo, Settlement, StoredMessage, TopicInfo
 
 if TYPE_CHECKING:
     from ems.coordination.membership import Membership
+    from ems.metrics import ConsumerMetrics
     from ems.offsets.reader import PartitionReader
     from ems.store import Store
     from ems.wakeups import Publisher
@@ -56,6 +56,7 @@ class ClusterSession:
         membership: Membership,
         publisher: Publisher,
         policy: Policy,
+        metrics: ConsumerMetrics,
     ) -> None:
         self.store = store
         self.reader = reader
@@ -69,7 +70,7 @@ class ClusterSession:
         self._next_retry_scan = 0.0
         self._turn = 0
         self._stale = threading.Event()
-        self.metrics = ConsumerMetrics(group.name, topic.name)
+        self.metrics = metrics
         self.writer = AckWriter(self._log_started, self.write, membership.lease_valid)
 
     # -- ownership ---------------------------------------------------------------------

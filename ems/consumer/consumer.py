@@ -163,6 +163,7 @@ class Consumer:
                 self.membership,
                 self.publisher,
                 self.policy,
+                self.metrics,
             )
 
     # -- lifecycle ---------------------------------------------------------------------

@@ -7,7 +7,6 @@ from contextlib import closing
 
 from ems.config import Settings
 from ems.ops.checkpoint import checkpoint
-from ems.ops.snapshots import capture_offset_snapshots
 from ems.store import Store
 from ems.wakeups import Publisher
 
@@ -94,8 +93,9 @@ def reclaim_inflight(store: Store, settings: Settings) -> dict[str, int]:
 def snapshots(store: Store, settings: Settings) -> dict[str, int]:
     """Capture committed offsets (for lag reports) and every partition's high watermark
     (for topic ranking); prune watermark captures older than 8 days."""
-    offsets = capture_offset_snapshots(settings, store=store)
-    watermarks = store.maintenance.capture_watermarks()
+    marks = store.messages.all_high_watermarks()  # one scan serves both captures
+    offsets = store.snapshots.capture(marks)
+    watermarks = store.maintenance.capture_watermarks(marks)
     checkpoint()
     pruned = store.maintenance.prune_watermarks(WATERMARK_SECONDS, CHUNK)
     return {"offset_rows": offsets, "watermark_rows": watermarks, "watermarks_pruned": pruned}

@@ -24,11 +24,9 @@ from ems.ops.alarm_rules import (
     PartitionObservation,
 )
 from ems.store.database import Database
+from ems.store.messages import all_high_watermarks
 
 _US = 1_000_000
-_WATERMARKS = (
-    "SELECT topic_id, partition_no, MAX(offset_no) FROM message GROUP BY topic_id, partition_no"
-)
 # The message at the cursor is the oldest unconsumed one: one unique-key lookup.
 _CURSORS = (
     "SELECT o.group_id, g.name, g.topic_id, t.name, o.partition_no, o.committed_offset, "
@@ -132,7 +130,7 @@ class AlarmStore:
             )
 
     def _partitions(self, conn: Connection) -> list[PartitionObservation]:
-        marks = {(t, p): top + 1 for t, p, top in conn.exec_driver_sql(_WATERMARKS)}
+        marks = all_high_watermarks(conn)
         out = []
         for r in conn.exec_driver_sql(_CURSORS):
             high = max(marks.get((r[2], r[4]), 0), int(r[5]))

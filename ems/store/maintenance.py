@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ems.store.database import Database
+from ems.store.messages import HighWatermarks, all_high_watermarks
 
 # Finished log rows, through the (state, updated_at) index, a bounded chunk at a time.
 _PURGE_LOG = (
@@ -89,9 +90,6 @@ _HAND_BACK = (
     f"WHERE {_STILL_STALE} AND l.offset_no >= o.committed_offset"
 )
 _NOW = "SELECT NOW(6)"
-_HIGH_WATERMARKS = (
-    "SELECT topic_id, partition_no, MAX(offset_no) + 1 FROM message GROUP BY topic_id, partition_no"
-)
 _CAPTURE = (
     "INSERT IGNORE INTO topic_watermark (captured_at, topic_id, partition_no, high_watermark) "
     "VALUES (%s, %s, %s, %s)"
@@ -162,15 +160,18 @@ class MaintenanceStore:
             handed_back = int(cursor.execute(_HAND_BACK.format(ids=marks), ids))
         return Reclaimed(requeued=requeued, handed_back=handed_back, lost=lost)
 
-    def capture_watermarks(self) -> int:
+    def capture_watermarks(self, marks: HighWatermarks | None = None) -> int:
         """One topic_watermark row per partition that has messages, all with the same
-        captured_at; the rows written. High watermarks come from a loose index scan."""
+        captured_at; the rows written. `marks`: high watermarks the caller already read
+        just now (store.messages.all_high_watermarks); read here when None."""
         now = self.db.select(_NOW, ())[0][0]
-        marks = self.db.select(_HIGH_WATERMARKS, ())
+        if marks is None:
+            with self.db.connect() as conn:
+                marks = all_high_watermarks(conn)
         if not marks:
             return 0
         with self.db.single() as cursor:
-            cursor.executemany(_CAPTURE, [(now, int(t), int(p), int(h)) for t, p, h in marks])
+            cursor.executemany(_CAPTURE, [(now, t, p, h) for (t, p), h in marks.items()])
         return len(marks)
 
     def prune_watermarks(self, older_than: float, chunk: int) -> int:

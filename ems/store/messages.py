@@ -11,7 +11,7 @@ import json
 from binascii import hexlify
 from collections.abc import Iterable, Sequence
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Connection, Select, func, select
 
 from ems.models import Message
 from ems.store.database import Database
@@ -36,6 +36,18 @@ _FETCH_AT = (
 )
 
 _LOW = "SELECT low_offset FROM partition_low WHERE topic_id = %s AND partition_no = %s"
+#: The next offset of every non-empty partition of every topic: a loose index scan of the
+#: unique key, one index dive per partition (never COUNT(*)).
+ALL_HIGH_WATERMARKS = (
+    "SELECT topic_id, partition_no, MAX(offset_no) + 1 FROM message GROUP BY topic_id, partition_no"
+)
+#: (topic id, partition) -> high watermark, for the partitions that hold messages.
+HighWatermarks = dict[tuple[int, int], int]
+
+
+def all_high_watermarks(conn: Connection) -> HighWatermarks:
+    """Every non-empty partition's high watermark, read on the caller's connection."""
+    return {(int(t), int(p)): int(h) for t, p, h in conn.exec_driver_sql(ALL_HIGH_WATERMARKS)}
 
 
 _INSERT_HEAD = (
@@ -170,6 +182,11 @@ class MessageStore:
         """One past the highest stored offset, per partition that has rows."""
         with self.db.connect() as conn:
             return {int(p): int(top) + 1 for p, top in conn.execute(next_offsets_query(topic_id))}
+
+    def all_high_watermarks(self) -> HighWatermarks:
+        """Every non-empty partition's high watermark, of every topic."""
+        with self.db.connect() as conn:
+            return all_high_watermarks(conn)
 
     def high_watermarks(self, topic: TopicInfo) -> dict[int, int]:
         """The next offset of every partition of the topic (0 where it is empty)."""

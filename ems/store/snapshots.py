@@ -10,23 +10,17 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import Select, func, select, text
+from sqlalchemy import Select, select, text
 
 from ems.models import ConsumerGroup, GroupOffset, Message
 from ems.store.database import Database
+from ems.store.messages import HighWatermarks, all_high_watermarks
 
 _INSERT = (
     "INSERT INTO offset_snapshot (captured_at, group_id, topic_id, partition_no, "
     "committed_offset, high_watermark, committed_at, oldest_unconsumed_at) "
     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
 )
-
-
-def _watermarks_query() -> Select[tuple[int, int, int]]:
-    m = Message
-    return select(m.topic_id, m.partition_no, func.max(m.offset_no)).group_by(
-        m.topic_id, m.partition_no
-    )
 
 
 def _committed_query() -> Select[Any]:
@@ -51,12 +45,14 @@ class SnapshotStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def capture(self) -> int:
+    def capture(self, marks: HighWatermarks | None = None) -> int:
         """Record one snapshot row per committed (group, partition); returns the row count.
-        Every row of a capture carries the same captured_at (the database clock)."""
+        Every row of a capture carries the same captured_at (the database clock). `marks`:
+        high watermarks the caller already read just now; read here when None."""
         with self.db.connect() as conn:
             now = conn.execute(text("SELECT NOW(6)")).scalar_one()
-            marks = {(t, p): top + 1 for t, p, top in conn.execute(_watermarks_query())}
+            if marks is None:
+                marks = all_high_watermarks(conn)
             committed = conn.execute(_committed_query()).all()
         # A committed offset past the last stored message (retention purged the tail, or
         # the group committed at a watermark) is no lag; never report a negative one.

@@ -11,7 +11,7 @@ from sqlalchemy import text
 from ems import TopicAdmin
 from ems.config import Settings
 from ems.store import Store
-from ems.store.maintenance import _HIGH_WATERMARKS
+from ems.store.messages import ALL_HIGH_WATERMARKS
 from ems.store.purge import _FLIGHT_FLOOR, _WINDOW
 
 
@@ -31,7 +31,7 @@ def test_cleanup_reads_use_their_indexes(settings: Settings, store: Store) -> No
             {"t": topic.id},
         )
         conn.execute(text("ANALYZE TABLE message"))
-    capture = _explain(store, _HIGH_WATERMARKS)
+    capture = _explain(store, ALL_HIGH_WATERMARKS)
     assert "Using index for group-by" in " ".join(str(r["Extra"]) for r in capture)
 
     flight = _explain(store, _FLIGHT_FLOOR.replace("%s", "1"))
