@@ -1,9 +1,10 @@
 """Statements of the message purges (retention and delete-consumed) and the low watermark.
 
 Every statement walks the message table's unique key (topic_id, partition_no, offset_no)
-from the partition's low watermark: a purge chunk is one DELETE of an offset range of at
-most one window of rows, committed together with the raised low watermark, so a reader
-that finds the range gone also finds the watermark to jump to.
+from the partition's low watermark. A purge round is one transaction: per partition, one
+DELETE of an offset range of at most one window of rows and the raised low watermark, so a
+reader that finds a range gone also finds the watermark to jump to. The bounds a round
+must respect are read for all of a topic's partitions at once (grouped index reads).
 """
 
 from __future__ import annotations
@@ -25,18 +26,27 @@ _LAST_BEFORE = (
     "SELECT MAX(offset_no) FROM message "
     "WHERE topic_id = %s AND partition_no = %s AND offset_no >= %s AND offset_no < %s"
 )
-_TOP = "SELECT MAX(offset_no) FROM message WHERE topic_id = %s AND partition_no = %s"
-_LOW = "SELECT low_offset FROM partition_low WHERE topic_id = %s AND partition_no = %s"
-# Messages a group still has to settle: retried ones, and in flight ones. The log is read
-# through its (state, updated_at) index: only rows in flight, never the done history.
-_RETRY_FLOOR = (
-    "SELECT MIN(r.offset_no) FROM retry_message r JOIN consumer_group g ON g.id = r.group_id "
-    "WHERE g.topic_id = %s AND r.partition_no = %s"
+# Per partition of a topic: the highest stored offset, one index dive each (the newest
+# entry of the partition in the key). MAX() per group would leave the optimizer a choice
+# between a loose index scan and reading every index entry of the topic.
+_TOPS = (
+    "WITH RECURSIVE parts (p) AS (SELECT 0 UNION ALL SELECT p + 1 FROM parts WHERE p + 1 < %s) "
+    "SELECT p, (SELECT offset_no FROM message WHERE topic_id = %s AND partition_no = parts.p "
+    "ORDER BY offset_no DESC LIMIT 1) FROM parts"
 )
-_FLIGHT_FLOOR = (
-    "SELECT MIN(offset_no) FROM topic_group_log "
+_LOW = "SELECT low_offset FROM partition_low WHERE topic_id = %s AND partition_no = %s"
+_LOWS = "SELECT partition_no, low_offset FROM partition_low WHERE topic_id = %s"
+# Per partition, the lowest offset some group still has to settle: retried ones, and in
+# flight ones. The log is read through its (state, updated_at) index: only rows in flight,
+# never the done history.
+_RETRY_FLOORS = (
+    "SELECT r.partition_no, MIN(r.offset_no) FROM retry_message r "
+    "JOIN consumer_group g ON g.id = r.group_id WHERE g.topic_id = %s GROUP BY r.partition_no"
+)
+_FLIGHT_FLOORS = (
+    "SELECT partition_no, MIN(offset_no) FROM topic_group_log "
     "FORCE INDEX (ix_topic_group_log_state_updated_at) "
-    "WHERE state = 'start' AND topic_id = %s AND partition_no = %s"
+    "WHERE state = 'start' AND topic_id = %s GROUP BY partition_no"
 )
 _RAISE_LOW = (
     "INSERT INTO partition_low (topic_id, partition_no, low_offset, updated_at) "
@@ -112,23 +122,33 @@ class PurgeStore:
         (top,) = self.db.select(_LAST_BEFORE, (topic_id, partition, start, end))[0]
         return None if top is None else int(top)
 
-    def floors(self, topic_id: int, partition: int) -> Floors:
-        key = (topic_id, partition)
-        retry = self.db.select(_RETRY_FLOOR, key)[0][0]
-        flight = self.db.select(_FLIGHT_FLOOR, key)[0][0]
-        top = self.db.select(_TOP, key)[0][0]
-        unsettled = [int(v) for v in (retry, flight) if v is not None]
-        return Floors(
-            unsettled=min(unsettled) if unsettled else None,
-            top=None if top is None else int(top),
-        )
+    def lows(self, topic_id: int) -> dict[int, int]:
+        """Per partition of the topic that has one, its low watermark."""
+        return {int(p): int(low) for p, low in self.db.select(_LOWS, (topic_id,))}
 
-    def delete(self, topic_id: int, partition: int, start: int, end: int) -> int:
-        """Raise the low watermark to `end` and delete offsets [start, end), in one short
-        transaction; the rows deleted."""
+    def floors(self, topic_id: int, partitions: int) -> dict[int, Floors]:
+        """Per partition of the topic that holds messages, the bounds a purge respects."""
+        unsettled: dict[int, int] = {}
+        for sql in (_RETRY_FLOORS, _FLIGHT_FLOORS):
+            for partition, low in self.db.select(sql, (topic_id,)):
+                p = int(partition)
+                unsettled[p] = min(int(low), unsettled.get(p, int(low)))
+        return {
+            int(p): Floors(unsettled=unsettled.get(int(p)), top=int(top))
+            for p, top in self.db.select(_TOPS, (partitions, topic_id))
+            if top is not None
+        }
+
+    def delete(self, topic_id: int, ranges: list[tuple[int, int, int]]) -> dict[int, int]:
+        """For each (partition, start, end): raise the partition's low watermark to `end`
+        and delete its offsets [start, end); all in one short transaction. The rows
+        deleted per partition."""
+        deleted: dict[int, int] = {}
         with self.db.transaction() as cursor:
-            cursor.execute(_RAISE_LOW, (topic_id, partition, end))
-            return int(cursor.execute(_DELETE, (topic_id, partition, start, end)))
+            for partition, start, end in ranges:
+                cursor.execute(_RAISE_LOW, (topic_id, partition, end))
+                deleted[partition] = int(cursor.execute(_DELETE, (topic_id, partition, start, end)))
+        return deleted
 
     def count(self, topic_id: int, partition: int, start: int, end: int) -> int:
         """Rows in offsets [start, end) (a dry run's chunk: at most one window of rows)."""

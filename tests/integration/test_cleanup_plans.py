@@ -1,9 +1,11 @@
-"""The cleanup jobs' reads stay index dives and ranges: the watermark capture is a loose
-index scan of the message key (never COUNT(*)), the in-flight floor reads only rows in
-flight, and a purge window walks the unique key from the low watermark."""
+"""The cleanup jobs' reads stay index dives and ranges: the watermark capture and a purge
+round's highest offsets are loose index scans of the message key (never COUNT(*)), the
+in-flight floors read only rows in flight, and a purge window walks the unique key from the
+low watermark."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from sqlalchemy import text
@@ -12,12 +14,29 @@ from ems import TopicAdmin
 from ems.config import Settings
 from ems.store import Store
 from ems.store.messages import ALL_HIGH_WATERMARKS
-from ems.store.purge import _FLIGHT_FLOOR, _WINDOW
+from ems.store.purge import _FLIGHT_FLOORS, _TOPS, _WINDOW
 
 
 def _explain(store: Store, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     with store.db.connect() as conn:
         return [dict(r._mapping) for r in conn.execute(text("EXPLAIN " + sql), params or {})]
+
+
+def _analyze(store: Store, sql: str) -> dict[str, Any]:
+    """The statement run under ANALYZE FORMAT=JSON: the plan with the rows each step read."""
+    with store.db.connect() as conn:
+        (plan,) = conn.execute(text("ANALYZE FORMAT=JSON " + sql)).one()
+    return json.loads(plan)  # type: ignore[no-any-return]
+
+
+def _tables(node: object) -> list[dict[str, Any]]:
+    """Every table access of an ANALYZE FORMAT=JSON plan."""
+    if isinstance(node, list):
+        return [t for item in node for t in _tables(item)]
+    if not isinstance(node, dict):
+        return []
+    found = [node["table"]] if isinstance(node.get("table"), dict) else []
+    return found + [t for value in node.values() for t in _tables(value)]
 
 
 def test_cleanup_reads_use_their_indexes(settings: Settings, store: Store) -> None:
@@ -34,8 +53,16 @@ def test_cleanup_reads_use_their_indexes(settings: Settings, store: Store) -> No
     capture = _explain(store, ALL_HIGH_WATERMARKS)
     assert "Using index for group-by" in " ".join(str(r["Extra"]) for r in capture)
 
-    flight = _explain(store, _FLIGHT_FLOOR.replace("%s", "1"))
+    flight = _explain(store, _FLIGHT_FLOORS.replace("%s", "1"))
     assert [r["key"] for r in flight] == ["ix_topic_group_log_state_updated_at"]
+
+    # A purge round reads each partition's highest offset with one index dive: one row
+    # read per partition, not the topic's 50,000 index entries.
+    tops = _analyze(store, _TOPS.replace("%s", "{}").format(16, topic.id))
+    dives = [t for t in _tables(tops) if t.get("table_name") == "message"]
+    assert [(d["key"], d["r_rows"]) for d in dives] == [
+        ("uq_message_topic_id_partition_no_offset_no", 1)
+    ]
 
     window = _explain(store, _WINDOW.replace("%s", "{}").format("NOW()", topic.id, 3, 100, 10))
     keys = {r["key"] for r in window}

@@ -3,11 +3,15 @@ and kept, the low watermark, what is never purged, idempotence, and readers that
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from ems import Consumer, TopicAdmin
 from ems.config import Settings
+from ems.exceptions import JobInterrupted
 from ems.offsets.reader import PartitionReader
+from ems.ops.jobs import run_job
 from ems.ops.purge import delete_consumed, purge_retention
 from ems.store import Store
 from ems.types import TopicInfo
@@ -55,6 +59,33 @@ def test_retention_deletes_expired_rows_in_chunks_and_raises_the_low_watermark(
     # Idempotent: nothing more to delete, nothing moves.
     assert purge_retention(store, settings)["deleted"] == 0
     assert [seed.low(store, topic, p) for p in range(5)] == lows
+
+
+def test_a_purge_takes_each_round_from_every_partition_in_one_transaction(
+    settings: Settings, store: Store, topic: TopicInfo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Rows of one time slice share pages whatever their partition: a round takes the
+    # oldest rows of every partition, so pages empty in one pass.
+    for p in range(5):
+        seed.messages(store, topic, p, range(20), OLD)
+        seed.messages(store, topic, p, range(20, 22), NEW)
+    stop = threading.Event()
+    rounds: list[list[tuple[int, int, int]]] = []
+    delete = store.purge.delete
+
+    def first_round_only(topic_id: int, ranges: list[tuple[int, int, int]]) -> dict[int, int]:
+        rounds.append(ranges)
+        stop.set()  # the run ends at the next round's checkpoint
+        return delete(topic_id, ranges)
+
+    monkeypatch.setattr(store.purge, "delete", first_round_only)
+    with pytest.raises(JobInterrupted):
+        run_job(
+            store, settings.with_(purge_chunk_rows=10), "purge-retention", holder="t", stop=stop
+        )
+    assert rounds == [[(p, 0, 2) for p in range(5)]]  # ceil(10 / 5) rows from each
+    assert [seed.low(store, topic, p) for p in range(5)] == [2] * 5
+    assert seed.sql(store, "SELECT COUNT(*) FROM message") == [(5 * 20,)]
 
 
 def test_a_young_topic_and_a_long_retention_lose_nothing(settings: Settings, store: Store) -> None:
