@@ -157,14 +157,20 @@ _SETTLE_STATUS = (
 )
 _IO = (
     "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
-    "WHERE VARIABLE_NAME IN ('INNODB_DATA_WRITTEN', 'INNODB_PAGES_READ')"
+    "WHERE VARIABLE_NAME IN ('INNODB_DATA_WRITTEN', 'INNODB_OS_LOG_WRITTEN', "
+    "'INNODB_PAGES_READ')"
 )
 
 
-def innodb_io(cfg: BenchConfig) -> tuple[int, int]:
-    """InnoDB's bytes written (data, doublewrite and redo) and pages read so far."""
+def innodb_io(cfg: BenchConfig) -> tuple[int, int, int]:
+    """InnoDB's bytes written to data files (pages and doublewrite), bytes written to the
+    redo log, and pages read, so far."""
     status = {str(k): int(v) for k, v in query(cfg.settings.database_url, _IO)}
-    return status["INNODB_DATA_WRITTEN"], status["INNODB_PAGES_READ"]
+    return (
+        status["INNODB_DATA_WRITTEN"],
+        status["INNODB_OS_LOG_WRITTEN"],
+        status["INNODB_PAGES_READ"],
+    )
 
 
 def settle(cfg: BenchConfig, idle_write_rate: float | None = None) -> float:
@@ -237,9 +243,9 @@ class Outcome:
     deleted: int
     purge_seconds: float
     settle_seconds: tuple[float, float]
-    #: InnoDB's bytes written and pages read while the purge ran.
-    io: tuple[int, int]
-    #: InnoDB's bytes written per second in the idle window before the purge.
+    #: InnoDB's data bytes written, redo bytes written and pages read while the purge ran.
+    io: tuple[int, int, int]
+    #: InnoDB's data bytes written per second in the idle window before the purge.
     idle_write_rate: float
     before: list[float]
     during: list[float]
@@ -312,7 +318,7 @@ def measure(cfg: BenchConfig, rows: int, idle_seconds: float) -> Outcome:
         purge_seconds=result.seconds,
         settle_seconds=(settled_before, settled_after),
         idle_write_rate=idle_write_rate,
-        io=(io_to[0] - io_from[0], io_to[1] - io_from[1]),
+        io=(io_to[0] - io_from[0], io_to[1] - io_from[1], io_to[2] - io_from[2]),
         before=sends(idle_from, purge_from),
         during=sends(purge_from, purge_to),
         after=sends(after_from, after_to),
@@ -354,9 +360,10 @@ def render(cfg: BenchConfig, env: list[str], o: Outcome) -> str:
             f"| rows purged | {o.deleted:,} |",
             f"| purge time | {o.purge_seconds:.2f} s |",
             f"| purge rate | {o.rate:,.0f} rows/s |",
-            f"| InnoDB bytes written / pages read during the purge | {o.io[0] / 1e6:,.0f} MB "
-            f"({o.io[0] / max(1, o.deleted):,.0f} B per row) / {o.io[1]:,} |",
-            f"| InnoDB write rate idle before / during the purge | "
+            f"| InnoDB data / redo bytes written, pages read during the purge | "
+            f"{o.io[0] / 1e6:,.0f} MB ({o.io[0] / max(1, o.deleted):,.0f} B per row) / "
+            f"{o.io[1] / 1e6:,.0f} MB / {o.io[2]:,} |",
+            f"| InnoDB data write rate idle before / during the purge | "
             f"{o.idle_write_rate / 1e6:,.1f} MB/s / {o.io[0] / o.purge_seconds / 1e6:,.1f} MB/s |",
             f"| settling before / after the purge | {o.settle_seconds[0]:.0f} s / "
             f"{o.settle_seconds[1]:.0f} s |",
