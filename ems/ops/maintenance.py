@@ -3,7 +3,9 @@ clients, and the periodic captures (offset snapshots, topic watermarks)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import closing
+from functools import partial
 
 from ems.config import Settings
 from ems.ops.checkpoint import checkpoint
@@ -16,8 +18,9 @@ CHUNK = 10_000
 RECLAIM_CHUNK = 500
 #: Topic watermark captures are kept this long (ranking looks back one day).
 WATERMARK_SECONDS = 8 * 86400
-#: Job runs are kept this long.
+#: Job runs, autoscale decisions and cleared alarms are kept this long.
 JOB_RUN_SECONDS = 30 * 86400
+HISTORY_SECONDS = JOB_RUN_SECONDS
 #: Jobs whose runs are pruned (including ones other modules register).
 PRUNED_JOBS = (
     "purge-retention",
@@ -32,19 +35,33 @@ PRUNED_JOBS = (
 
 def purge_log(store: Store, settings: Settings) -> dict[str, int]:
     """Delete done and dead consumption-log rows older than log_retention_days, in chunks
-    (for deployments without the Spark compaction); also prunes old job runs."""
+    (for deployments without the Spark compaction); also prunes the histories that would
+    otherwise only grow: job runs, autoscale decisions (never one the group's cooldown or
+    scale-down window still reads) and cleared alarms, older than HISTORY_SECONDS."""
     chunk = min(settings.purge_chunk_rows, CHUNK)
     age = settings.log_retention_days * 86400
-    counts = {"done": 0, "dead": 0}
-    for state in ("done", "dead"):
-        while True:
-            checkpoint()
-            n = store.maintenance.purge_log(state, age, chunk)
-            counts[state] += n
-            if n < chunk:
-                break
+    counts = {
+        state: _drain(partial(store.maintenance.purge_log, state, age, chunk), chunk)
+        for state in ("done", "dead")
+    }
     counts["job_runs"] = store.scheduler.prune_runs(PRUNED_JOBS, JOB_RUN_SECONDS, chunk)
+    maintenance = store.maintenance
+    counts["autoscale_decisions"] = _drain(
+        partial(maintenance.prune_decisions, HISTORY_SECONDS, chunk), chunk
+    )
+    counts["alarms"] = _drain(partial(maintenance.prune_alarms, HISTORY_SECONDS, chunk), chunk)
     return counts
+
+
+def _drain(step: Callable[[], int], chunk: int) -> int:
+    """Run a chunked delete until a chunk comes back short; the rows deleted."""
+    total = 0
+    while True:
+        checkpoint()
+        n = step()
+        total += n
+        if n < chunk:
+            return total
 
 
 def retry_due(store: Store, settings: Settings) -> dict[str, int]:

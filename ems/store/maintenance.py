@@ -15,6 +15,23 @@ _PURGE_LOG = (
     "DELETE FROM topic_group_log WHERE state = %s "
     "AND updated_at < NOW(6) - INTERVAL %s SECOND LIMIT %s"
 )
+# Autoscale decisions older than the history kept and than their group's cooldown and
+# scale-down window, except the group's newest applied one (the cooldown counts from it).
+_OLD_DECISIONS = (
+    "SELECT d.id FROM autoscale_decision d "
+    "LEFT JOIN autoscale_policy p ON p.group_id = d.group_id "
+    "WHERE d.decided_at < NOW(6) - INTERVAL GREATEST(%s, COALESCE(p.cooldown_seconds, 0), "
+    "COALESCE(p.scale_down_window_seconds, 0)) SECOND "
+    "AND NOT (d.applied = 1 AND NOT EXISTS (SELECT 1 FROM autoscale_decision n "
+    "WHERE n.group_id = d.group_id AND n.applied = 1 "
+    "AND (n.decided_at, n.id) > (d.decided_at, d.id))) "
+    "ORDER BY d.id LIMIT %s"
+)
+# Cleared alarms: opened before the cutoff (the (status, opened_at) index) and cleared too.
+_OLD_ALARMS = (
+    "DELETE FROM alarm WHERE status = 'cleared' AND opened_at < NOW(6) - INTERVAL %s SECOND "
+    "AND cleared_at < NOW(6) - INTERVAL %s SECOND LIMIT %s"
+)
 _DUE = "SELECT group_id, COUNT(*) FROM retry_message WHERE due_at <= NOW(6) GROUP BY group_id"
 # Due retries of partitions no live client owns: they wait for the leader to assign the
 # partition (a wake-up of the group prompts it).
@@ -125,6 +142,23 @@ class MaintenanceStore:
         seconds ago; the rows deleted."""
         with self.db.single() as cursor:
             return int(cursor.execute(_PURGE_LOG, (state, int(older_than), chunk)))
+
+    def prune_decisions(self, older_than: float, chunk: int) -> int:
+        """Delete up to `chunk` autoscale decisions older than older_than seconds and than
+        their group's cooldown and scale-down window, never a group's newest applied one;
+        the rows deleted."""
+        ids = [int(i) for (i,) in self.db.select(_OLD_DECISIONS, (int(older_than), chunk))]
+        if not ids:
+            return 0
+        marks = ", ".join(["%s"] * len(ids))
+        with self.db.single() as cursor:
+            return int(cursor.execute(f"DELETE FROM autoscale_decision WHERE id IN ({marks})", ids))
+
+    def prune_alarms(self, older_than: float, chunk: int) -> int:
+        """Delete up to `chunk` alarms cleared more than older_than seconds ago."""
+        age = int(older_than)
+        with self.db.single() as cursor:
+            return int(cursor.execute(_OLD_ALARMS, (age, age, chunk)))
 
     def due_retries(self) -> dict[int, int]:
         """Due retry messages per group."""

@@ -53,9 +53,71 @@ def test_purge_log_deletes_old_finished_rows_only(
 
     counts = purge_log(store, settings.with_(purge_chunk_rows=2, log_retention_days=7))
 
-    assert counts == {"done": 6, "dead": 1, "job_runs": 0}
+    assert counts == {"done": 6, "dead": 1, "job_runs": 0, "autoscale_decisions": 0, "alarms": 0}
     assert _log_states(store) == {(0, 3): "done", (0, 4): "start", (0, 5): "retry"}
-    assert purge_log(store, settings) == {"done": 0, "dead": 0, "job_runs": 0}
+    assert purge_log(store, settings) == dict.fromkeys(counts, 0)
+
+
+def test_purge_log_prunes_old_decisions_and_cleared_alarms_but_what_policy_reads(
+    settings: Settings, store: Store, topic: TopicInfo, group: GroupInfo
+) -> None:
+    slow = seed.group(store, "slow", topic)
+    seed.sql(
+        store,
+        "INSERT INTO autoscale_policy (group_id, backend, cooldown_seconds) VALUES (%s, 'log', %s)",
+        (slow.id, int(50 * DAY)),
+    )
+
+    def decision(group_id: int, days: float, applied: bool) -> int:
+        seed.sql(
+            store,
+            "INSERT INTO autoscale_decision (group_id, leader_epoch, decided_at, "
+            "current_replicas, desired_replicas, applied, backend, reason) VALUES "
+            "(%s, 1, NOW(6) - INTERVAL %s SECOND, 1, 2, %s, 'log', 'test')",
+            (group_id, int(days * DAY), applied),
+        )
+        return int(seed.sql(store, "SELECT MAX(id) FROM autoscale_decision")[0][0])
+
+    old_applied = decision(group.id, 40, True)
+    decision(group.id, 35, False)
+    newest_applied = decision(group.id, 31, True)  # the cooldown counts from it: kept
+    decision(group.id, 31, False)
+    young = decision(group.id, 1, False)
+    within_cooldown = decision(slow.id, 40, False)  # the group's cooldown is 50 days
+    decision(slow.id, 60, False)
+
+    def alarm(key: str, status: str, opened_days: float, cleared_days: float | None) -> None:
+        seed.sql(
+            store,
+            "INSERT INTO alarm (kind, condition_key, open_key, status, message, opened_at, "
+            "last_seen_at, cleared_at) VALUES ('lag', %s, %s, %s, 'test', "
+            "NOW(6) - INTERVAL %s SECOND, NOW(6) - INTERVAL %s SECOND, "
+            "NOW(6) - INTERVAL %s SECOND)",
+            (
+                key,
+                key if status == "open" else None,
+                status,
+                int(opened_days * DAY),
+                int(opened_days * DAY),
+                None if cleared_days is None else int(cleared_days * DAY),
+            ),
+        )
+
+    alarm("lag:old", "cleared", 41, 40)
+    alarm("lag:recent", "cleared", 41, 10)
+    alarm("lag:open", "open", 41, None)
+
+    counts = purge_log(store, settings.with_(purge_chunk_rows=2))
+
+    assert (counts["autoscale_decisions"], counts["alarms"]) == (4, 1)
+    kept = [r[0] for r in seed.sql(store, "SELECT id FROM autoscale_decision ORDER BY id")]
+    assert kept == [newest_applied, young, within_cooldown]
+    assert old_applied not in kept
+    alarms = seed.sql(store, "SELECT condition_key FROM alarm ORDER BY id")
+    assert [a[0] for a in alarms] == ["lag:recent", "lag:open"]
+    # Idempotent.
+    again = purge_log(store, settings)
+    assert (again["autoscale_decisions"], again["alarms"]) == (0, 0)
 
 
 def test_reclaim_requeues_or_hands_back_in_flight_rows_of_dead_clients(

@@ -3,9 +3,13 @@ and kept, the low watermark, what is never purged, idempotence, and readers that
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from ems import Consumer, TopicAdmin
 from ems.config import Settings
@@ -86,6 +90,47 @@ def test_a_purge_takes_each_round_from_every_partition_in_one_transaction(
     assert rounds == [[(p, 0, 2) for p in range(5)]]  # ceil(10 / 5) rows from each
     assert [seed.low(store, topic, p) for p in range(5)] == [2] * 5
     assert seed.sql(store, "SELECT COUNT(*) FROM message") == [(5 * 20,)]
+
+
+_names = itertools.count()
+#: Per partition: expired rows from offset 0, young rows after them, a hole between the
+#: two, and an offset some group is retrying (ignored when not stored).
+_partition = st.tuples(
+    st.integers(0, 12), st.integers(0, 4), st.booleans(), st.none() | st.integers(0, 16)
+)
+
+
+@hypothesis_settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(plans=st.lists(_partition, min_size=1, max_size=4), chunk=st.integers(1, 12))
+def test_rounds_of_any_size_delete_exactly_what_the_rules_allow(
+    settings: Settings, store: Store, plans: list[tuple[int, int, bool, int | None]], chunk: int
+) -> None:
+    n = next(_names)
+    topic = TopicAdmin(settings, store=store).create(f"prop{n}", len(plans), retention_hours=1)
+    g = seed.group(store, f"prop{n}", topic)
+    expected: dict[int, tuple[list[int], int | None]] = {}
+    for p, (old, young, hole, retried) in enumerate(plans):
+        olds = list(range(old))
+        youngs = list(range(old + hole, old + hole + young))
+        for offsets, age in ((olds, OLD), (youngs, NEW)):
+            if offsets:
+                seed.messages(store, topic, p, offsets, age)
+        stored = olds + youngs
+        # Everything expired goes, but the first young row and a hole before it, a retried
+        # offset and what follows it, and the partition's last row.
+        end = old if youngs else old - 1
+        if retried in stored:
+            seed.retry(store, g, p, retried, msg_id=seed.message_id(store, topic, p, retried))
+            end = min(end, retried)
+        end = max(end, 0)
+        expected[p] = ([o for o in stored if o >= end], end if end > 0 else None)
+
+    purge_retention(store, settings.with_(purge_chunk_rows=chunk))
+
+    for p, (kept, low) in expected.items():
+        assert (seed.offsets(store, topic, p), seed.low(store, topic, p)) == (kept, low)
 
 
 def test_a_young_topic_and_a_long_retention_lose_nothing(settings: Settings, store: Store) -> None:
