@@ -82,7 +82,7 @@ def purge_topic(
         checkpoint()
         began = time.monotonic()
         quota = round_quota(chunk, len(starts))
-        floors = purge.floors(topic_id, max(starts) + 1)
+        floors = purge.floors(topic_id, starts)
         ranges = []
         for p, start in starts.items():
             end = _range_end(store, topic_id, p, start, quota, cutoff, floors.get(p), partitions[p])

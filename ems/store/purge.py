@@ -10,6 +10,8 @@ must respect are read for all of a topic's partitions at once (grouped index rea
 from __future__ import annotations
 
 import datetime as dt
+import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ems.store.database import Database
@@ -26,13 +28,12 @@ _LAST_BEFORE = (
     "SELECT MAX(offset_no) FROM message "
     "WHERE topic_id = %s AND partition_no = %s AND offset_no >= %s AND offset_no < %s"
 )
-# Per partition of a topic: the highest stored offset, one index dive each (the newest
-# entry of the partition in the key). MAX() per group would leave the optimizer a choice
-# between a loose index scan and reading every index entry of the topic.
+# Per listed partition of a topic (a JSON array): the highest stored offset, one index
+# dive each (the newest entry of the partition in the key). MAX() per group would leave the
+# optimizer a choice between a loose index scan and reading every index entry of the topic.
 _TOPS = (
-    "WITH RECURSIVE parts (p) AS (SELECT 0 UNION ALL SELECT p + 1 FROM parts WHERE p + 1 < %s) "
-    "SELECT p, (SELECT offset_no FROM message WHERE topic_id = %s AND partition_no = parts.p "
-    "ORDER BY offset_no DESC LIMIT 1) FROM parts"
+    "SELECT j.p, (SELECT offset_no FROM message WHERE topic_id = %s AND partition_no = j.p "
+    "ORDER BY offset_no DESC LIMIT 1) FROM JSON_TABLE(%s, '$[*]' COLUMNS (p INT PATH '$')) j"
 )
 _LOW = "SELECT low_offset FROM partition_low WHERE topic_id = %s AND partition_no = %s"
 _LOWS = "SELECT partition_no, low_offset FROM partition_low WHERE topic_id = %s"
@@ -126,8 +127,9 @@ class PurgeStore:
         """Per partition of the topic that has one, its low watermark."""
         return {int(p): int(low) for p, low in self.db.select(_LOWS, (topic_id,))}
 
-    def floors(self, topic_id: int, partitions: int) -> dict[int, Floors]:
-        """Per partition of the topic that holds messages, the bounds a purge respects."""
+    def floors(self, topic_id: int, partitions: Iterable[int]) -> dict[int, Floors]:
+        """Per listed partition of the topic that holds messages, the bounds a purge
+        respects."""
         unsettled: dict[int, int] = {}
         for sql in (_RETRY_FLOORS, _FLIGHT_FLOORS):
             for partition, low in self.db.select(sql, (topic_id,)):
@@ -135,7 +137,7 @@ class PurgeStore:
                 unsettled[p] = min(int(low), unsettled.get(p, int(low)))
         return {
             int(p): Floors(unsettled=unsettled.get(int(p)), top=int(top))
-            for p, top in self.db.select(_TOPS, (partitions, topic_id))
+            for p, top in self.db.select(_TOPS, (topic_id, json.dumps(sorted(partitions))))
             if top is not None
         }
 

@@ -58,7 +58,8 @@ def test_cleanup_reads_use_their_indexes(settings: Settings, store: Store) -> No
 
     # A purge round reads each partition's highest offset with one index dive: one row
     # read per partition, not the topic's 50,000 index entries.
-    tops = _analyze(store, _TOPS.replace("%s", "{}").format(16, topic.id))
+    every = "'[" + ", ".join(str(p) for p in range(16)) + "]'"
+    tops = _analyze(store, _TOPS.replace("%s", "{}").format(topic.id, every))
     dives = [t for t in _tables(tops) if t.get("table_name") == "message"]
     assert [(d["key"], d["r_rows"]) for d in dives] == [
         ("uq_message_topic_id_partition_no_offset_no", 1)
