@@ -2,10 +2,12 @@
 
 A topic is purged in rounds over its partitions. Each round takes, per partition still to
 purge, the next range from its low watermark of at most `purge_chunk_rows / partitions`
-rows (rounded up), and deletes all of them in one short transaction. Rows of one time
-slice sit side by side in the message table and its indexes whatever their partition, so a
-round empties pages rather than thinning every page once per partition: a purge writes
-and rereads far fewer pages than one that walks the partitions one after the other.
+rows (rounded up, and at least MIN_PARTITION_ROWS), and deletes them in short transactions
+of about `purge_chunk_rows` rows: one for the whole round unless the topic has many
+partitions. Rows of one time slice sit side by side in the message table and its indexes
+whatever their partition, so a round empties pages rather than thinning every page once per
+partition: a purge writes and rereads far fewer pages than one that walks the partitions
+one after the other.
 
 Each partition's range ends (exclusive) at the smallest of:
 
@@ -16,8 +18,8 @@ Each partition's range ends (exclusive) at the smallest of:
 - the highest stored offset: the last row always stays, so the high watermark (which
   producers re-seed their counters from) survives a purge.
 
-A round raises each partition's low watermark to its range's end in the same transaction
-as the DELETE; readers below the low watermark jump to it (ems/offsets/reader.py).
+A partition's low watermark is raised to its range's end in the same transaction as its
+DELETE; readers below the low watermark jump to it (ems/offsets/reader.py).
 """
 
 from __future__ import annotations
@@ -31,8 +33,11 @@ from ems.ops.checkpoint import checkpoint
 from ems.store import Store
 from ems.store.purge import Floors, Window
 
-#: A round never deletes more than about this many rows, whatever the settings say.
+#: A round's transaction never deletes more than about this many rows, whatever the
+#: settings say.
 MAX_CHUNK_ROWS = 10_000
+#: (partition, start, end): offsets [start, end) of one partition.
+Range = tuple[int, int, int]
 
 
 def chunk_end(
@@ -55,9 +60,21 @@ def chunk_end(
     return end if end > start else None
 
 
+#: A round's DELETE of one partition may take this many rows even when an even share of
+#: the chunk is smaller (many partitions), so each statement still removes a useful range.
+MIN_PARTITION_ROWS = 50
+
+
 def round_quota(chunk: int, partitions: int) -> int:
-    """Rows per partition in a round of at most about `chunk` rows."""
-    return max(1, -(-chunk // max(1, partitions)))
+    """Rows per partition in a round: an even share of `chunk` over the partitions, but at
+    least MIN_PARTITION_ROWS (or the whole chunk, when that is smaller)."""
+    return max(-(-chunk // max(1, partitions)), min(chunk, MIN_PARTITION_ROWS))
+
+
+def transactions(ranges: list[Range], chunk: int, quota: int) -> list[list[Range]]:
+    """A round's ranges in consecutive transactions of at most about `chunk` rows."""
+    size = max(1, chunk // quota)
+    return [ranges[i : i + size] for i in range(0, len(ranges), size)]
 
 
 def purge_topic(
@@ -83,7 +100,7 @@ def purge_topic(
         began = time.monotonic()
         quota = round_quota(chunk, len(starts))
         floors = purge.floors(topic_id, starts)
-        ranges = []
+        ranges: list[Range] = []
         for p, start in starts.items():
             end = _range_end(store, topic_id, p, start, quota, cutoff, floors.get(p), partitions[p])
             if end is not None:
@@ -91,11 +108,12 @@ def purge_topic(
         if not ranges:
             break
         if dry_run:
-            done = {p: purge.count(topic_id, p, s, e) for p, s, e in ranges}
+            for p, s, e in ranges:
+                deleted[p] += purge.count(topic_id, p, s, e)
         else:
-            done = purge.delete(topic_id, ranges)
-        for p, n in done.items():
-            deleted[p] += n
+            for batch in transactions(ranges, chunk, quota):
+                for p, n in purge.delete(topic_id, batch).items():
+                    deleted[p] += n
         starts = {p: e for p, _, e in ranges}
         if not dry_run:
             _yield(time.monotonic() - began, pause)

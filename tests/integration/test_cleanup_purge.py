@@ -65,31 +65,33 @@ def test_retention_deletes_expired_rows_in_chunks_and_raises_the_low_watermark(
     assert [seed.low(store, topic, p) for p in range(5)] == lows
 
 
-def test_a_purge_takes_each_round_from_every_partition_in_one_transaction(
+def test_a_purge_round_takes_from_every_partition_in_chunk_sized_transactions(
     settings: Settings, store: Store, topic: TopicInfo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Rows of one time slice share pages whatever their partition: a round takes the
     # oldest rows of every partition, so pages empty in one pass.
     for p in range(5):
-        seed.messages(store, topic, p, range(20), OLD)
-        seed.messages(store, topic, p, range(20, 22), NEW)
+        seed.messages(store, topic, p, range(120), OLD)
+        seed.messages(store, topic, p, range(120, 122), NEW)
     stop = threading.Event()
-    rounds: list[list[tuple[int, int, int]]] = []
+    transactions: list[list[tuple[int, int, int]]] = []
     delete = store.purge.delete
 
     def first_round_only(topic_id: int, ranges: list[tuple[int, int, int]]) -> dict[int, int]:
-        rounds.append(ranges)
+        transactions.append(ranges)
         stop.set()  # the run ends at the next round's checkpoint
         return delete(topic_id, ranges)
 
     monkeypatch.setattr(store.purge, "delete", first_round_only)
     with pytest.raises(JobInterrupted):
         run_job(
-            store, settings.with_(purge_chunk_rows=10), "purge-retention", holder="t", stop=stop
+            store, settings.with_(purge_chunk_rows=100), "purge-retention", holder="t", stop=stop
         )
-    assert rounds == [[(p, 0, 2) for p in range(5)]]  # ceil(10 / 5) rows from each
-    assert [seed.low(store, topic, p) for p in range(5)] == [2] * 5
-    assert seed.sql(store, "SELECT COUNT(*) FROM message") == [(5 * 20,)]
+    # An even share would be 20 rows; each partition's DELETE takes at least 50, and a
+    # transaction about 100 rows: two partitions each.
+    assert transactions == [[(0, 0, 50), (1, 0, 50)], [(2, 0, 50), (3, 0, 50)], [(4, 0, 50)]]
+    assert [seed.low(store, topic, p) for p in range(5)] == [50] * 5
+    assert seed.sql(store, "SELECT COUNT(*) FROM message") == [(5 * 72,)]
 
 
 _names = itertools.count()

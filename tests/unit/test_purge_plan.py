@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ems.ops.purge import chunk_end
+from ems.ops.purge import chunk_end, round_quota, transactions
 from ems.store.purge import Window
 
 # A partition as offset -> young?, with holes where offsets are missing.
@@ -77,3 +77,14 @@ def test_nothing_when_the_first_row_is_young_or_a_limit_is_at_the_start() -> Non
     assert chunk_end(5, Window(rows=1, last=5, first_young=5), None, ()) is None
     assert chunk_end(5, Window(rows=2, last=9, first_young=None), None, (5,)) is None
     assert chunk_end(5, Window(rows=0, last=None, first_young=None), None, ()) is None
+
+
+def test_a_round_shares_the_chunk_but_each_delete_takes_a_useful_range() -> None:
+    assert round_quota(1000, 8) == 125
+    assert round_quota(1000, 256) == 50  # an even share would be 4 rows per DELETE
+    assert round_quota(10, 5) == 10  # never more than the chunk itself
+    assert round_quota(1, 3) == 1
+    ranges = [(p, 0, 50) for p in range(5)]
+    assert transactions(ranges, 100, 50) == [ranges[0:2], ranges[2:4], ranges[4:]]
+    assert transactions(ranges, 1000, 125) == [ranges]
+    assert transactions(ranges, 10, 50) == [[r] for r in ranges]
