@@ -13,9 +13,10 @@ from sqlalchemy import text
 from ems import TopicAdmin
 from ems.cli.app import cli
 from ems.config import Settings
-from ems.consumer.groups import GroupOptions, ensure_group
+from ems.consumer.groups import ensure_group
 from ems.store import Store
 from ems.types import GroupInfo, NewMessage
+from tests.integration import seed
 
 
 def run(settings: Settings, *args: str) -> Result:
@@ -30,17 +31,7 @@ def rows(store: Store, statement: str) -> list[Any]:
 @pytest.fixture
 def group(settings: Settings, store: Store) -> GroupInfo:
     topic = TopicAdmin(settings, store=store).create("t", 2)
-    options = GroupOptions.checked(
-        broadcast=False,
-        start="earliest",
-        ordered=None,
-        retry_ladder=None,
-        max_attempts=None,
-        ack_timeout=None,
-        batch_size=100,
-        lease_ttl=10,
-        renew_every=3,
-    )
+    options = seed.options(None)
     group = ensure_group(store, "g", topic, options)
     store.messages.insert([NewMessage(topic.id, 0, i, None, None, b"x") for i in range(10)])
     return group

@@ -11,24 +11,15 @@ from click.testing import CliRunner, Result
 
 from ems.cli.app import cli
 from ems.config import Settings
-from ems.consumer.groups import GroupOptions, ensure_group
+from ems.consumer.groups import ensure_group
 from ems.ops.autoscaler import Autoscaler
 from ems.ops.autoscaling import ScalePolicy
 from ems.store import Store
 from ems.topics import TopicAdmin
 from ems.types import GroupInfo
+from tests.integration import seed
 
-OPTIONS = GroupOptions.checked(
-    broadcast=False,
-    start="earliest",
-    ordered=None,
-    retry_ladder=None,
-    max_attempts=None,
-    ack_timeout=None,
-    batch_size=100,
-    lease_ttl=10,
-    renew_every=3,
-)
+OPTIONS = seed.options(None)
 
 
 @pytest.fixture

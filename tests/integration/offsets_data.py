@@ -13,6 +13,7 @@ from ems.config import Settings
 from ems.consumer.groups import GroupOptions, ensure_group
 from ems.store import Store
 from ems.types import GroupInfo, TopicInfo
+from tests.integration import seed
 
 T0 = dt.datetime(2026, 11, 20, 8, 0, 0)
 T1 = T0 + dt.timedelta(minutes=10)
@@ -20,17 +21,8 @@ T2 = T0 + dt.timedelta(minutes=20)
 
 
 def options(*, broadcast: bool = False) -> GroupOptions:
-    return GroupOptions.checked(
-        broadcast=broadcast,
-        start="earliest",
-        ordered=None,
-        retry_ladder=None,
-        max_attempts=None,
-        ack_timeout=None,
-        batch_size=100,
-        lease_ttl=10,
-        renew_every=3,
-    )
+    """The offset suites' groups: no ack timeout of their own."""
+    return seed.options(None, broadcast=broadcast)
 
 
 def insert(

@@ -11,11 +11,14 @@ from ems.store import Store
 from ems.types import GroupInfo, TopicInfo
 
 
-def options(ack_timeout: int = 300) -> GroupOptions:
+def options(
+    ack_timeout: int | None = 300, *, broadcast: bool = False, ordered: bool | None = None
+) -> GroupOptions:
+    """A cluster group's options as the tests use them (ack_timeout None: the default)."""
     return GroupOptions.checked(
-        broadcast=False,
+        broadcast=broadcast,
         start="earliest",
-        ordered=None,
+        ordered=ordered,
         retry_ladder=None,
         max_attempts=None,
         ack_timeout=ack_timeout,

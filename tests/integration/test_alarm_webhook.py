@@ -15,11 +15,12 @@ from sqlalchemy import text
 
 from ems import TopicAdmin
 from ems.config import Settings
-from ems.consumer.groups import GroupOptions, ensure_group
+from ems.consumer.groups import ensure_group
 from ems.ops.alarms import scan_alarms, set_thresholds
 from ems.ops.webhook import WebhookNotifier
 from ems.store import Store
 from ems.types import GroupInfo, NewMessage, TopicInfo
+from tests.integration import seed
 
 
 class Hook:
@@ -67,17 +68,7 @@ def hook() -> Iterator[Hook]:
 def lagging(settings: Settings, store: Store) -> GroupInfo:
     """A group whose partition 0 lags 10 messages behind a threshold of 5."""
     topic: TopicInfo = TopicAdmin(settings, store=store).create("t", 1)
-    options = GroupOptions.checked(
-        broadcast=False,
-        start="earliest",
-        ordered=None,
-        retry_ladder=None,
-        max_attempts=None,
-        ack_timeout=None,
-        batch_size=100,
-        lease_ttl=10,
-        renew_every=3,
-    )
+    options = seed.options(None)
     group = ensure_group(store, "g", topic, options)
     set_thresholds(store, "g", lag_messages=5)
     store.messages.insert([NewMessage(topic.id, 0, i, None, None, b"x") for i in range(10)])

@@ -12,23 +12,14 @@ from sqlalchemy import text
 
 from ems import TopicAdmin
 from ems.config import Settings
-from ems.consumer.groups import GroupOptions, ensure_group
+from ems.consumer.groups import ensure_group
 from ems.exceptions import InvalidInput, InvalidPolicy, UnknownAlarm, UnknownGroup
 from ems.ops.alarms import acknowledge, list_alarms, scan_alarms, set_thresholds
 from ems.store import Store
 from ems.types import GroupInfo, NewMessage, TopicInfo
+from tests.integration import seed
 
-OPTIONS = GroupOptions.checked(
-    broadcast=False,
-    start="earliest",
-    ordered=None,
-    retry_ladder=None,
-    max_attempts=None,
-    ack_timeout=60,
-    batch_size=100,
-    lease_ttl=10,
-    renew_every=3,
-)
+OPTIONS = seed.options(60)
 
 
 @pytest.fixture

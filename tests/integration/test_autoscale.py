@@ -15,25 +15,16 @@ import pytest
 
 from ems import Consumer, Producer, TopicAdmin
 from ems.config import Settings
-from ems.consumer.groups import GroupOptions, ensure_group
+from ems.consumer.groups import ensure_group
 from ems.exceptions import NotLeader
 from ems.ops.autoscaler import Autoscaler, autoscaler_for
 from ems.ops.autoscaling import ScalePolicy
 from ems.store import Store
 from ems.types import GroupInfo
 from tests.fake_kubernetes import FakeKubernetes, serve
+from tests.integration import seed
 
-OPTIONS = GroupOptions.checked(
-    broadcast=False,
-    start="earliest",
-    ordered=None,
-    retry_ladder=None,
-    max_attempts=None,
-    ack_timeout=None,
-    batch_size=100,
-    lease_ttl=10,
-    renew_every=3,
-)
+OPTIONS = seed.options(None)
 K8S = ScalePolicy(backend="kubernetes", namespace="prod", deployment="handlers")
 
 

@@ -12,18 +12,9 @@ from ems.consumer.groups import GroupOptions, ensure_group
 from ems.exceptions import NotLeader, StaleGeneration
 from ems.store import Store
 from ems.types import GroupInfo
+from tests.integration import seed
 
-OPTIONS = GroupOptions.checked(
-    broadcast=False,
-    start="earliest",
-    ordered=None,
-    retry_ladder=None,
-    max_attempts=None,
-    ack_timeout=None,
-    batch_size=100,
-    lease_ttl=10,
-    renew_every=3,
-)
+OPTIONS = seed.options(None)
 
 
 @pytest.fixture

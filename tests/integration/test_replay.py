@@ -12,7 +12,7 @@ from sqlalchemy import text
 
 from ems import Consumer, Producer, TopicAdmin
 from ems.config import Settings
-from ems.consumer.groups import GroupOptions, ensure_group
+from ems.consumer.groups import ensure_group
 from ems.exceptions import (
     ConflictingOptions,
     EmsError,
@@ -24,6 +24,7 @@ from ems.exceptions import (
 from ems.ops.replay import Replayer, ReplayRange
 from ems.store import Store
 from ems.types import TopicInfo
+from tests.integration import seed
 from tests.integration.offsets_data import T0, T1, T2, insert, options
 
 
@@ -194,17 +195,7 @@ def test_a_large_range_is_queued_in_chunks(
 def test_bad_input_queues_nothing(
     store: Store, topic: TopicInfo, replayer: Replayer, call: object, error: type[EmsError]
 ) -> None:
-    ordered = GroupOptions.checked(
-        broadcast=False,
-        start="earliest",
-        ordered=True,
-        retry_ladder=None,
-        max_attempts=None,
-        ack_timeout=None,
-        batch_size=100,
-        lease_ttl=10,
-        renew_every=3,
-    )
+    ordered = seed.options(None, ordered=True)
     ensure_group(store, "o", topic, ordered)
     ensure_group(store, "b", topic, options(broadcast=True))
     with pytest.raises(error):
