@@ -34,6 +34,27 @@ def sql(store: Store, statement: str, params: Iterable[object] = ()) -> list[tup
         return [tuple(r) for r in result] if result.returns_rows else []
 
 
+def explain(store: Store, statement: str, params: Iterable[object] = ()) -> list[dict[str, Any]]:
+    """EXPLAIN of a driver-level statement (%s placeholders): one dict per plan row."""
+    args = tuple(params)
+    with store.db.connect() as conn:
+        sql = "EXPLAIN " + statement
+        result = conn.exec_driver_sql(sql, args) if args else conn.exec_driver_sql(sql)
+        return [dict(r._mapping) for r in result]
+
+
+def spread(store: Store, topic: TopicInfo, rows: int) -> None:
+    """`rows` messages (body "x") dealt round robin over the topic's partitions, generated
+    in the server, with the table's statistics refreshed for the optimizer."""
+    with store.db.connect() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO message (topic_id, partition_no, offset_no, body) "
+            f"SELECT %s, seq MOD %s, seq DIV %s, 'x' FROM seq_0_to_{rows - 1}",
+            (topic.id, topic.partitions, topic.partitions),
+        )
+        conn.exec_driver_sql("ANALYZE TABLE message")
+
+
 def messages(
     store: Store, topic: TopicInfo, partition: int, offsets: Iterable[int], age_hours: float
 ) -> None:

@@ -11,19 +11,9 @@ from ems.config import Settings
 from ems.ops.query import MessageQuery
 from ems.store import Store
 from ems.store import queries as q
+from tests.integration import seed
 
 T0 = dt.datetime(2026, 1, 1)
-
-
-def _plan(store: Store, sql: str, params: tuple[object, ...]) -> list[dict[str, object]]:
-    raw = store.db.engine.raw_connection()
-    try:
-        cursor = raw.cursor()
-        cursor.execute("EXPLAIN " + sql, params)
-        names = [c[0] for c in cursor.description]
-        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-    finally:
-        raw.close()
 
 
 def test_key_and_time_queries_read_their_index_in_order(settings: Settings, store: Store) -> None:
@@ -40,10 +30,10 @@ def test_key_and_time_queries_read_their_index_in_order(settings: Settings, stor
         conn.execute(text("ANALYZE TABLE message"))
     since, until = T0 + dt.timedelta(hours=1), T0 + dt.timedelta(hours=2)
     by_key = q._BY_KEY.format(partition="")
-    (row,) = _plan(store, by_key, (topic.id, b"k7", since, until, 101))
+    (row,) = seed.explain(store, by_key, (topic.id, b"k7", since, until, 101))
     assert row["key"] == "ix_message_topic_id_msg_key_created_at"
     assert "filesort" not in str(row["Extra"])
-    for row in _plan(store, q._KEYS_IN_RANGE, (topic.id, 3, since, until, 101)):
+    for row in seed.explain(store, q._KEYS_IN_RANGE, (topic.id, 3, since, until, 101)):
         assert row["key"] == "ix_message_topic_id_partition_no_created_at"
         assert "filesort" not in str(row["Extra"])
     found = MessageQuery(settings, store=store).find("t", since=since, until=until, limit=5)
