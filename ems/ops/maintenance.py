@@ -33,28 +33,9 @@ PRUNED_JOBS = (
 )
 
 
-def purge_log(store: Store, settings: Settings) -> dict[str, int]:
-    """Delete done and dead consumption-log rows older than log_retention_days, in chunks
-    (for deployments without the Spark compaction); also prunes the histories that would
-    otherwise only grow: job runs, autoscale decisions (never one the group's cooldown or
-    scale-down window still reads) and cleared alarms, older than HISTORY_SECONDS."""
-    chunk = min(settings.purge_chunk_rows, CHUNK)
-    age = settings.log_retention_days * 86400
-    counts = {
-        state: _drain(partial(store.maintenance.purge_log, state, age, chunk), chunk)
-        for state in ("done", "dead")
-    }
-    counts["job_runs"] = store.scheduler.prune_runs(PRUNED_JOBS, JOB_RUN_SECONDS, chunk)
-    maintenance = store.maintenance
-    counts["autoscale_decisions"] = _drain(
-        partial(maintenance.prune_decisions, HISTORY_SECONDS, chunk), chunk
-    )
-    counts["alarms"] = _drain(partial(maintenance.prune_alarms, HISTORY_SECONDS, chunk), chunk)
-    return counts
-
-
 def _drain(step: Callable[[], int], chunk: int) -> int:
-    """Run a chunked delete until a chunk comes back short; the rows deleted."""
+    """Run a chunked delete until a chunk comes back short, stopping at a checkpoint before
+    each chunk if the run must end; the rows deleted."""
     total = 0
     while True:
         checkpoint()
@@ -64,18 +45,35 @@ def _drain(step: Callable[[], int], chunk: int) -> int:
             return total
 
 
+def purge_log(store: Store, settings: Settings) -> dict[str, int]:
+    """Delete done and dead consumption-log rows older than log_retention_days, in chunks
+    (for deployments without the Spark compaction); also prunes the histories that would
+    otherwise only grow: job runs, autoscale decisions (never one the group's cooldown or
+    scale-down window still reads) and cleared alarms, older than HISTORY_SECONDS."""
+    chunk = min(settings.purge_chunk_rows, CHUNK)
+    age = settings.log_retention_days * 86400
+    maintenance = store.maintenance
+    counts = {
+        state: _drain(partial(maintenance.purge_log, state, age, chunk), chunk)
+        for state in ("done", "dead")
+    }
+    counts["job_runs"] = sum(
+        _drain(partial(store.scheduler.prune_runs, job, JOB_RUN_SECONDS, chunk), chunk)
+        for job in PRUNED_JOBS
+    )
+    counts["autoscale_decisions"] = _drain(
+        partial(maintenance.prune_decisions, HISTORY_SECONDS, chunk), chunk
+    )
+    counts["alarms"] = _drain(partial(maintenance.prune_alarms, HISTORY_SECONDS, chunk), chunk)
+    return counts
+
+
 def retry_due(store: Store, settings: Settings) -> dict[str, int]:
     """Wake every group with due retries, so its owners claim them at once (owners claim
     their partitions' due retries themselves; a claim held by a dead client lapses after
     the ack timeout and the retry is due again). Retries whose message no longer exists
     can never be claimed: they are dropped and their log rows marked dead."""
-    orphans = 0
-    while True:
-        checkpoint()
-        n = store.maintenance.drop_orphan_retries(RECLAIM_CHUNK)
-        orphans += n
-        if n < RECLAIM_CHUNK:
-            break
+    orphans = _drain(partial(store.maintenance.drop_orphan_retries, RECLAIM_CHUNK), RECLAIM_CHUNK)
     due = store.maintenance.due_retries()
     with closing(Publisher(settings)) as publisher:
         for group_id in due:
@@ -113,6 +111,5 @@ def snapshots(store: Store, settings: Settings) -> dict[str, int]:
     marks = store.messages.all_high_watermarks()  # one scan serves both captures
     offsets = store.snapshots.capture(marks)
     watermarks = store.maintenance.capture_watermarks(marks)
-    checkpoint()
-    pruned = store.maintenance.prune_watermarks(WATERMARK_SECONDS, CHUNK)
+    pruned = _drain(partial(store.maintenance.prune_watermarks, WATERMARK_SECONDS, CHUNK), CHUNK)
     return {"offset_rows": offsets, "watermark_rows": watermarks, "watermarks_pruned": pruned}

@@ -209,13 +209,9 @@ class MaintenanceStore:
         return len(marks)
 
     def prune_watermarks(self, older_than: float, chunk: int) -> int:
-        deleted = 0
-        while True:
-            with self.db.single() as cursor:
-                n = int(cursor.execute(_PRUNE_WATERMARKS, (int(older_than), chunk)))
-            deleted += n
-            if n < chunk:
-                return deleted
+        """Delete up to `chunk` watermark captures older than older_than seconds."""
+        with self.db.single() as cursor:
+            return int(cursor.execute(_PRUNE_WATERMARKS, (int(older_than), chunk)))
 
     def now(self) -> dt.datetime:
         return self.db.select(_NOW, ())[0][0]  # type: ignore[no-any-return]

@@ -194,17 +194,11 @@ class SchedulerStore:
         """The newest runs first."""
         return [_run(r) for r in self.db.select(_RUNS, (limit,))]
 
-    def prune_runs(self, jobs: Sequence[str], older_than: float, chunk: int) -> int:
-        """Delete finished runs of these jobs started more than older_than seconds ago."""
-        deleted = 0
-        for job in jobs:
-            while True:
-                with self.db.single() as cursor:
-                    n = int(cursor.execute(_PRUNE, (job, int(older_than), chunk)))
-                deleted += n
-                if n < chunk:
-                    break
-        return deleted
+    def prune_runs(self, job: str, older_than: float, chunk: int) -> int:
+        """Delete up to `chunk` finished runs of the job started more than older_than
+        seconds ago; the rows deleted."""
+        with self.db.single() as cursor:
+            return int(cursor.execute(_PRUNE, (job, int(older_than), chunk)))
 
 
 def _check(cursor: Cursor, hold: Hold, ttl: float | None) -> bool:
