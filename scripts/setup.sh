@@ -23,10 +23,12 @@ wait_port() {
 }
 
 apt_install() {
+    # Another apt run (a second set-up, unattended upgrades) holds the dpkg lock: wait for it.
+    local wait=(-o DPkg::Lock::Timeout=300)
     if [ ! -f /tmp/.ems-apt-updated ]; then
-        apt-get update -qq && touch /tmp/.ems-apt-updated
+        apt-get "${wait[@]}" update -qq && touch /tmp/.ems-apt-updated
     fi
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get "${wait[@]}" install -y -qq "$@" >/dev/null
 }
 
 ensure_python() {
