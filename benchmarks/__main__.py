@@ -9,7 +9,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from benchmarks import assignor, consumer, producer, purge
+from benchmarks import assignor, consumer, producer, purge, purge_drop
 from benchmarks import spark as spark_suite
 from benchmarks.harness import BenchConfig, bench_config
 
@@ -23,6 +23,7 @@ SUITES: dict[str, Callable[[BenchConfig, argparse.Namespace], int]] = {
     "consumer": consumer.run,
     "spark": spark_suite.run,
     "purge": purge.run,
+    "purge-drop": purge_drop.run,
 }
 
 
@@ -68,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         "--purge-rows",
         type=int,
         default=1_000_000,
-        help="purge suite: expired messages to purge while publishing (default 1,000,000)",
+        help="purge and purge-drop suites: expired messages to purge while publishing "
+        "(default 1,000,000; purge-drop seeds this many per old segment)",
     )
     parser.add_argument(
         "--purge-idle-seconds",

@@ -8,12 +8,9 @@ run, so the producer suite's tables are untouched.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import time
 from pathlib import Path
-
-from sqlalchemy.engine import make_url
 
 from benchmarks import consumer_rebalance
 from benchmarks.consumer_procs import Fleet, rss_mb
@@ -33,10 +30,12 @@ from benchmarks.harness import (
     BenchError,
     clear_redis,
     mysql_connect,
+    on_database,
     prepare_databases,
     query,
     run_in_child,
     run_parallel,
+    server_url,
 )
 from benchmarks.report import environment
 from benchmarks.writers import declare_kombu_queue
@@ -57,14 +56,8 @@ def log(message: str) -> None:
 
 def consume_config(cfg: BenchConfig) -> BenchConfig:
     """The same server with the suite's own databases."""
-    url = make_url(cfg.settings.database_url)
-    server = cfg.settings.database_url.removesuffix(f"/{url.database}")
-    return dataclasses.replace(
-        cfg,
-        settings=cfg.settings.with_(database_url=f"{server}/ems_bench_consume"),
-        kombu_url=f"sqla+{server}/ems_bench_consume_kombu",
-        topic=TOPIC,
-    )
+    kombu = f"sqla+{server_url(cfg)}/ems_bench_consume_kombu"
+    return on_database(cfg, "ems_bench_consume", kombu_url=kombu, topic=TOPIC)
 
 
 def recreate(cfg: BenchConfig) -> None:

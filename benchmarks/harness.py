@@ -6,6 +6,7 @@ inherits a connection, a pool or a cached engine from the parent or from an earl
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing as mp
 import random
@@ -60,6 +61,18 @@ def bench_config(server_url: str, redis_url: str, seconds: float) -> BenchConfig
         kombu_url=f"sqla+{server}/ems_bench_kombu",
         seconds=seconds,
     )
+
+
+def server_url(cfg: BenchConfig) -> str:
+    """The MySQL server URL of cfg without its database."""
+    url = make_url(cfg.settings.database_url)
+    return cfg.settings.database_url.removesuffix(f"/{url.database}")
+
+
+def on_database(cfg: BenchConfig, database: str, **changes: Any) -> BenchConfig:
+    """The same server with a suite's own database (and other BenchConfig changes)."""
+    url = f"{server_url(cfg)}/{database}"
+    return dataclasses.replace(cfg, settings=cfg.settings.with_(database_url=url), **changes)
 
 
 def mysql_connect(url: str, *, database: bool = True) -> pymysql.Connection:
