@@ -27,14 +27,11 @@ from pathlib import Path
 import pymysql
 
 from benchmarks.harness import BenchConfig, mysql_connect, on_database
-from benchmarks.purge import BODY, log, percentile
+from benchmarks.purge import BODY, RATE, SEED_BATCH, SENDERS, log, percentile
 from benchmarks.report import environment
 
 RESULTS = Path(__file__).resolve().parent / "results" / "purge-drop-latest.md"
 DATABASE = "ems_bench_partitions"
-RATE = 1000.0
-SENDERS = 4
-SEED_BATCH = 5000
 QUIET_SECONDS = 5.0
 
 _TABLE = """
