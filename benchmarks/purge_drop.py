@@ -21,10 +21,7 @@ from __future__ import annotations
 import argparse
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-
-import pymysql
 
 from benchmarks.harness import BenchConfig, mysql_connect, on_database
 from benchmarks.purge import BODY, RATE, SEED_BATCH, SENDERS, log, percentile
@@ -59,13 +56,6 @@ PARTITION BY RANGE (segment_no) (
 )"""
 
 
-def _connect(cfg: BenchConfig) -> pymysql.Connection:
-    conn = mysql_connect(cfg.settings.database_url, database=False)
-    conn.select_db(DATABASE)
-    conn.autocommit(True)
-    return conn
-
-
 def prepare(cfg: BenchConfig, rows: int) -> None:
     conn = mysql_connect(cfg.settings.database_url, database=False)
     try:
@@ -88,7 +78,6 @@ def prepare(cfg: BenchConfig, rows: int) -> None:
                         "offset_no, body) VALUES (%s, %s, %s, %s, %s)",
                         batch,
                     )
-                    conn.commit()
     finally:
         conn.close()
 
@@ -115,7 +104,7 @@ class Publisher:
             thread.join()
 
     def _send(self, k: int) -> None:
-        conn = _connect(self.cfg)
+        conn = mysql_connect(self.cfg.settings.database_url)
         mine: list[tuple[float, float]] = []
         start, seq = time.perf_counter(), k
         try:
@@ -147,37 +136,32 @@ def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
     rows = args.purge_rows
     log(f"partitioned table: seeding {rows:,} rows into each of two old segments")
     prepare(cfg, rows)
-    ddl = _connect(cfg)
-    steps: list[tuple[str, Callable[[], None]]] = [
-        ("DROP PARTITION s0", lambda: _execute(ddl, "ALTER TABLE seg_message DROP PARTITION s0")),
+    steps = [
+        ("DROP PARTITION s0", "ALTER TABLE seg_message DROP PARTITION s0"),
         (
             "EXCHANGE PARTITION s1 (detach)",
-            lambda: _execute(
-                ddl, "ALTER TABLE seg_message EXCHANGE PARTITION s1 WITH TABLE detached"
-            ),
+            "ALTER TABLE seg_message EXCHANGE PARTITION s1 WITH TABLE detached",
         ),
-        ("DROP TABLE of the detached rows", lambda: _execute(ddl, "DROP TABLE detached")),
+        ("DROP TABLE of the detached rows", "DROP TABLE detached"),
         (
             "REORGANIZE PARTITION smax (add a segment)",
-            lambda: _execute(
-                ddl,
-                "ALTER TABLE seg_message REORGANIZE PARTITION smax INTO "
-                "(PARTITION s3 VALUES LESS THAN (4), PARTITION smax VALUES LESS THAN MAXVALUE)",
-            ),
+            "ALTER TABLE seg_message REORGANIZE PARTITION smax INTO "
+            "(PARTITION s3 VALUES LESS THAN (4), PARTITION smax VALUES LESS THAN MAXVALUE)",
         ),
     ]
     spans: list[tuple[str, float, float]] = []
+    ddl = mysql_connect(cfg.settings.database_url)
     try:
-        _execute(ddl, "SET SESSION lock_wait_timeout = 5")
-        with Publisher(cfg) as publisher:
+        with ddl.cursor() as cursor, Publisher(cfg) as publisher:
+            cursor.execute("SET SESSION lock_wait_timeout = 5")
             time.sleep(1.0)
             idle_from = time.time()
             time.sleep(args.purge_idle_seconds)
             idle_to = time.time()
-            for name, step in steps:
+            for name, sql in steps:
                 log(name)
                 began = time.time()
-                step()
+                cursor.execute(sql)
                 spans.append((name, began, time.time()))
                 time.sleep(QUIET_SECONDS)
     finally:
@@ -187,11 +171,6 @@ def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
     RESULTS.write_text(text)
     print(text)
     return 0
-
-
-def _execute(conn: pymysql.Connection, sql: str) -> None:
-    with conn.cursor() as cursor:
-        cursor.execute(sql)
 
 
 def render(
