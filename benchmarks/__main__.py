@@ -66,6 +66,12 @@ def main(argv: list[str] | None = None) -> int:
         help="consumption-log rows the spark suite compacts (default 2,000,000)",
     )
     parser.add_argument(
+        "--spark-rounds",
+        type=int,
+        default=3,
+        help="spark suite: end-to-end compactions by each side (default 3; medians reported)",
+    )
+    parser.add_argument(
         "--purge-rows",
         type=int,
         default=1_000_000,

@@ -40,6 +40,7 @@ from benchmarks.harness import (
     on_database,
     query,
 )
+from benchmarks.innodb import SETTLE_WRITE_SLACK, innodb_io, settle
 from benchmarks.report import environment
 from ems import Producer, TopicAdmin
 from ems.ops.jobs import run_job
@@ -146,56 +147,6 @@ def publisher(cfg: BenchConfig, stop: Any, results: Any) -> None:
     results.put(samples)
 
 
-#: Settling: the server is quiet when InnoDB's history list is short, the dirty page count
-#: has stopped falling (the page cleaner caught up) and, after the purge, InnoDB writes no
-#: faster than while idle before it; never wait longer than SETTLE_MAX_SECONDS.
-SETTLE_MAX_SECONDS = 240.0
-SETTLE_HISTORY = 20_000
-#: How much faster than the idle write rate still counts as idle (the rate wobbles).
-SETTLE_WRITE_SLACK = 1.25
-_SETTLE_STATUS = (
-    "SELECT (SELECT COUNT FROM information_schema.INNODB_METRICS "
-    "WHERE NAME = 'trx_rseg_history_len'), (SELECT VARIABLE_VALUE FROM "
-    "information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'INNODB_BUFFER_POOL_PAGES_DIRTY')"
-)
-_IO = (
-    "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
-    "WHERE VARIABLE_NAME IN ('INNODB_DATA_WRITTEN', 'INNODB_OS_LOG_WRITTEN', "
-    "'INNODB_PAGES_READ')"
-)
-
-
-def innodb_io(cfg: BenchConfig) -> tuple[int, int, int]:
-    """InnoDB's bytes written to data files (pages and doublewrite), bytes written to the
-    redo log, and pages read, so far."""
-    status = {str(k): int(v) for k, v in query(cfg.settings.database_url, _IO)}
-    return (
-        status["INNODB_DATA_WRITTEN"],
-        status["INNODB_OS_LOG_WRITTEN"],
-        status["INNODB_PAGES_READ"],
-    )
-
-
-def settle(cfg: BenchConfig, idle_write_rate: float | None = None) -> float:
-    """Wait until the server is quiet (see SETTLE_*); with `idle_write_rate` (bytes/s),
-    also until InnoDB writes no faster than that over 5 s. Returns the seconds waited."""
-    started = time.monotonic()
-    dirty: list[int] = []
-    written: list[int] = []
-    while time.monotonic() - started < SETTLE_MAX_SECONDS:
-        ((history, pages),) = query(cfg.settings.database_url, _SETTLE_STATUS)
-        dirty.append(int(pages))
-        written.append(innodb_io(cfg)[0])
-        if len(dirty) >= 6:
-            falling = dirty[-6] > dirty[-1] * 1.05
-            rate = (written[-1] - written[-6]) / 5.0
-            busy = idle_write_rate is not None and rate > idle_write_rate * SETTLE_WRITE_SLACK
-            if int(history) < SETTLE_HISTORY and not falling and not busy:
-                break
-        time.sleep(1.0)
-    return time.monotonic() - started
-
-
 class DiskProbe:
     """Times a 512-byte write + fdatasync in a directory every 3 ms, from a thread."""
 
@@ -293,21 +244,21 @@ def measure(cfg: BenchConfig, rows: int, idle_seconds: float) -> Outcome:
             if results.get(timeout=60) != "ready":
                 raise BenchError("the publisher did not start")
             log(f"publishing at {RATE:.0f} msg/s; settling")
-            settled_before = settle(cfg)
+            settled_before = settle(cfg.settings.database_url)
             log(f"{idle_seconds:.0f} s idle")
-            idle_io = innodb_io(cfg)
+            idle_io = innodb_io(cfg.settings.database_url)
             idle_from = time.time()
             time.sleep(idle_seconds)
             log("purging while publishing")
-            io_from = innodb_io(cfg)
+            io_from = innodb_io(cfg.settings.database_url)
             purge_from = time.time()
             with closing(Store(cfg.settings)) as store:
                 result = run_job(store, cfg.settings, "purge-retention", holder="bench")
             purge_to = time.time()
-            io_to = innodb_io(cfg)
+            io_to = innodb_io(cfg.settings.database_url)
             log("settling")
             idle_write_rate = (io_from[0] - idle_io[0]) / (purge_from - idle_from)
-            settled_after = settle(cfg, idle_write_rate)
+            settled_after = settle(cfg.settings.database_url, idle_write_rate)
             log(f"{idle_seconds:.0f} s idle")
             after_from = time.time()
             time.sleep(idle_seconds)
