@@ -22,7 +22,8 @@ import datetime as dt
 import shutil
 import tempfile
 import time
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
@@ -267,31 +268,39 @@ def spark_phases(
     query(settings.database_url, "DELETE FROM compaction_run")
 
 
+@contextmanager
+def session(master: str) -> Iterator[SparkSession]:
+    spark = spark_session(master)
+    try:
+        yield spark
+    finally:
+        spark.stop()
+
+
+def spark_round(
+    spark: SparkSession, settings: Settings, count: int, n: int, runs: list[JobRun], tmp: Path
+) -> None:
+    master = spark.sparkContext.master
+    run = spark_job(spark, settings, count, tmp / f"archive-{master}-{n}")
+    runs.append(run)
+    log(f"round {n}: {master} {run.describe()}")
+
+
 def measure_spark(count: int, settings: Settings, rounds: int, results: Results, tmp: Path) -> None:
     """local[2]: the job and the baseline in alternating rounds, then the phases and the
     lag report; local[1]: the job's rounds and the phases."""
-    spark = spark_session("local[2]")
-    try:
+    with session("local[2]") as spark:
         for n in range(1, rounds + 1):
-            run = spark_job(spark, settings, count, tmp / f"archive-{n}")
-            results.spark_runs.append(run)
-            log(f"round {n}: local[2] {run.describe()}")
+            spark_round(spark, settings, count, n, results.spark_runs, tmp)
             baseline_run = python_job(settings, count, tmp / f"python-{n}")
             results.python_runs.append(baseline_run)
             log(f"round {n}: python {baseline_run.describe()}")
         spark_phases(spark, settings, count, "spark", results, tmp)
         measure_spark_lag(spark, settings, results)
-    finally:
-        spark.stop()
-    spark = spark_session("local[1]")
-    try:
+    with session("local[1]") as spark:
         for n in range(1, rounds + 1):
-            run = spark_job(spark, settings, count, tmp / f"archive-one-{n}")
-            results.spark_one_runs.append(run)
-            log(f"round {n}: local[1] {run.describe()}")
+            spark_round(spark, settings, count, n, results.spark_one_runs, tmp)
         spark_phases(spark, settings, count, "spark_one", results, tmp)
-    finally:
-        spark.stop()
     for column, runs in (
         ("spark", results.spark_runs),
         ("python", results.python_runs),

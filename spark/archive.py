@@ -15,6 +15,16 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
+#: Characters Hadoop's glob patterns (and Spark's reader, which globs its input paths) give
+#: a meaning; a backslash makes each literal.
+GLOB_CHARACTERS = frozenset("\\*?[]{}")
+
+
+def glob_escape(path: str) -> str:
+    """The path as a pattern that matches only itself."""
+    return "".join("\\" + c if c in GLOB_CHARACTERS else c for c in path)
+
+
 def normalize_root(root: str) -> str:
     """Absolute form of a local path; URIs (hdfs://, s3a://, file://) unchanged."""
     if "://" in root:
@@ -40,7 +50,7 @@ class Archive:
 
     def run_paths(self, run_id: int) -> list[str]:
         """The published directories of one run."""
-        return self._glob(f"{self.root}/date=*/group_id=*/run_id={run_id}")
+        return self._glob(f"{glob_escape(self.root)}/date=*/group_id=*/run_id={run_id}")
 
     def write(self, frame: DataFrame, run_id: int, partitions: tuple[str, ...]) -> None:
         """Write the run's rows to staging; complete when this returns."""
@@ -54,7 +64,7 @@ class Archive:
     def publish(self, run_id: int) -> None:
         """Move staging date=*/group_id=* directories to <root>/.../run_id=R."""
         staging = self.staging(run_id)
-        for source in self._glob(f"{staging}/date=*/group_id=*"):
+        for source in self._glob(f"{glob_escape(staging)}/date=*/group_id=*"):
             relative = source[source.index("/date=") + 1 :]
             target = self._path(f"{self.root}/{relative}/run_id={run_id}")
             self._fs.mkdirs(target.getParent())
@@ -67,4 +77,6 @@ class Archive:
         paths = self.run_paths(run_id)
         if not paths:
             return None
-        return self.spark.read.option("basePath", self.root).parquet(*paths)
+        # The reader globs each path it is given: escaped, each matches only itself.
+        escaped = [glob_escape(path) for path in paths]
+        return self.spark.read.option("basePath", self.root).parquet(*escaped)
