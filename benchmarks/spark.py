@@ -121,8 +121,8 @@ class JobRun:
 
 
 class CpuMeter:
-    """CPU seconds of this process, the local database server and, given a Spark session,
-    its JVM and the JVM's JIT compilers, between start() and read()."""
+    """CPU seconds used from its creation until read(): by this process (or, given a Spark
+    session, by its JVM and the JVM's JIT compilers) and by the local database server."""
 
     def __init__(self, spark: SparkSession | None = None) -> None:
         self.server = local_server_pid()
