@@ -44,13 +44,14 @@ class Archive:
     def staging(self, run_id: int) -> str:
         return f"{self.root}/_staging/run_id={run_id}"
 
-    def _glob(self, pattern: str) -> list[str]:
-        found = self._fs.globStatus(self._path(pattern))
+    def _glob(self, directory: str, pattern: str) -> list[str]:
+        """Paths matching `pattern` under `directory`, whose own name matches literally."""
+        found = self._fs.globStatus(self._path(f"{glob_escape(directory)}/{pattern}"))
         return sorted(str(s.getPath().toString()) for s in (found or []))
 
     def run_paths(self, run_id: int) -> list[str]:
         """The published directories of one run."""
-        return self._glob(f"{glob_escape(self.root)}/date=*/group_id=*/run_id={run_id}")
+        return self._glob(self.root, f"date=*/group_id=*/run_id={run_id}")
 
     def write(self, frame: DataFrame, run_id: int, partitions: tuple[str, ...]) -> None:
         """Write the run's rows to staging; complete when this returns."""
@@ -64,7 +65,7 @@ class Archive:
     def publish(self, run_id: int) -> None:
         """Move staging date=*/group_id=* directories to <root>/.../run_id=R."""
         staging = self.staging(run_id)
-        for source in self._glob(f"{glob_escape(staging)}/date=*/group_id=*"):
+        for source in self._glob(staging, "date=*/group_id=*"):
             relative = source[source.index("/date=") + 1 :]
             target = self._path(f"{self.root}/{relative}/run_id={run_id}")
             self._fs.mkdirs(target.getParent())

@@ -123,12 +123,15 @@ def live_ids(settings: Settings) -> set[int]:
     return {r[0] for r in execute(settings, "SELECT id FROM topic_group_log")}
 
 
+#: A plain archive root, and one whose name Hadoop would read as glob syntax: the archive
+#: finds its own directories by pattern, so the root must match literally.
+@pytest.mark.parametrize("root_name", ["archive", "logs[1] {a,b} *?"])
 def test_compaction_end_to_end(
-    spark: SparkSession, settings: Settings, store: Store, tmp_path: Path
+    spark: SparkSession, settings: Settings, store: Store, tmp_path: Path, root_name: str
 ) -> None:
     seeded = seed(settings)
     rows, compacted = seeded["rows"], seeded["compacted"]
-    root = tmp_path / "archive"
+    root = tmp_path / root_name
     outcomes = compact(
         spark, settings, store, CompactRequest(cutoff=CUTOFF, archive_root=str(root))
     )
@@ -194,20 +197,3 @@ def test_bad_input_deletes_nothing(
     assert live_ids(settings) == set(seeded["rows"])
     assert execute(settings, "SELECT COUNT(*) FROM compaction_run") == [(0,)]
     assert not any(tmp_path.iterdir())
-
-
-def test_archive_root_with_glob_characters(
-    spark: SparkSession, settings: Settings, store: Store, tmp_path: Path
-) -> None:
-    """Directory names may hold characters Hadoop reads as glob syntax; the archive finds
-    its own directories by pattern, so those must match literally."""
-    seeded = seed(settings)
-    rows, compacted = seeded["rows"], seeded["compacted"]
-    root = tmp_path / "logs[1] {a,b} *?"
-    outcomes = compact(
-        spark, settings, store, CompactRequest(cutoff=CUTOFF, archive_root=str(root))
-    )
-    assert [(o.archived, o.deleted) for o in outcomes] == [(len(compacted), len(compacted))]
-    assert archived_ids(root) == sorted(compacted)
-    assert live_ids(settings) == set(rows) - compacted
-    assert stored_summaries(settings) == expected_summaries(rows, compacted)
