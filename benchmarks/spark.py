@@ -301,14 +301,15 @@ def measure_spark(count: int, settings: Settings, rounds: int, results: Results,
         for n in range(1, rounds + 1):
             spark_round(spark, settings, count, n, results.spark_one_runs, tmp)
         spark_phases(spark, settings, count, "spark_one", results, tmp)
-    for column, runs in (
-        ("spark", results.spark_runs),
-        ("python", results.python_runs),
-        ("spark_one", results.spark_one_runs),
-    ):
-        rows = runs[0].rows
-        results.set("chunked delete", rows, column, median(r.steps["delete"] for r in runs))
-        results.set("compaction job end to end", rows, column, median(r.seconds for r in runs))
+    job_medians(results, "spark", results.spark_runs)
+    job_medians(results, "spark_one", results.spark_one_runs)
+
+
+def job_medians(results: Results, column: str, runs: list[JobRun]) -> None:
+    """The chunked delete and the whole job of one column: medians of its rounds."""
+    rows = runs[0].rows
+    results.set("chunked delete", rows, column, median(r.steps["delete"] for r in runs))
+    results.set("compaction job end to end", rows, column, median(r.seconds for r in runs))
 
 
 def measure_spark_lag(spark, settings: Settings, results: Results) -> None:  # type: ignore[no-untyped-def]
@@ -349,15 +350,16 @@ def python_job(settings: Settings, count: int, root: Path) -> JobRun:
 
 
 def measure_python(settings: Settings, results: Results) -> None:
-    """The baseline's read and write rates (medians of its rounds) and its lag report."""
+    """The baseline's rates (medians of its rounds) and its lag report."""
     runs = results.python_runs
     rows = runs[0].rows
     results.set("JDBC read", rows, "python", median(r.steps["fetch"] for r in runs))
     results.set("Parquet write", rows, "python", median(r.steps["write"] for r in runs))
+    job_medians(results, "python", runs)
     seed_snapshots(settings)
-    with closing(Store(settings)) as store:
-        report_id = store.lag_reports.start(AS_OF, int(WINDOW.total_seconds()))
     window = int(WINDOW.total_seconds())
+    with closing(Store(settings)) as store:
+        report_id = store.lag_reports.start(AS_OF, window)
     count, lag_s = baseline.timed(
         baseline.lag_report, settings.database_url, AS_OF, window, report_id
     )
