@@ -27,6 +27,17 @@ SUITES: dict[str, Callable[[BenchConfig, argparse.Namespace], int]] = {
 }
 
 
+def positive_int(text: str) -> int:
+    """An argparse type for counts: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument(
@@ -49,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--consume-messages",
-        type=int,
+        type=positive_int,
         default=200_000,
         help="consumer suite: backlog to drain (default 200,000, ~10 s for ems)",
     )
@@ -61,19 +72,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--spark-rows",
-        type=int,
+        type=positive_int,
         default=2_000_000,
         help="consumption-log rows the spark suite compacts (default 2,000,000)",
     )
     parser.add_argument(
         "--spark-rounds",
-        type=int,
+        type=positive_int,
         default=3,
         help="spark suite: end-to-end compactions by each side (default 3; medians reported)",
     )
     parser.add_argument(
         "--purge-rows",
-        type=int,
+        type=positive_int,
         default=1_000_000,
         help="purge and purge-drop suites: expired messages to purge while publishing "
         "(default 1,000,000; purge-drop seeds this many per old segment)",
@@ -86,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--purge-chunk-rows",
-        type=int,
+        type=positive_int,
         default=1_000,
         help="purge suite: rows per DELETE (default 1,000 as the job's; at most 10,000)",
     )
