@@ -248,7 +248,7 @@ def spark_phases(
     from pyspark import StorageLevel
 
     from spark.jobs.compact import Compactor
-    from spark.transforms.compaction import ARCHIVE_PARTITIONS, archive_frame
+    from spark.transforms.compaction import ARCHIVE_PARTITIONS, LOG_UNIQUE_COLUMNS, archive_frame
 
     seed_log(settings, count)
     with closing(Store(settings)) as store:
@@ -260,8 +260,9 @@ def spark_phases(
         read = frame.count()
         results.set("JDBC read", read, column, time.perf_counter() - started)
         started = time.perf_counter()
-        archive_frame(frame).write.mode("overwrite").partitionBy(*ARCHIVE_PARTITIONS).parquet(
-            str(tmp / f"phase-write-{column}")
+        # The job's own writer, into this run's staging directory.
+        worker.archive.write(
+            archive_frame(frame), run.id, ARCHIVE_PARTITIONS, plain=LOG_UNIQUE_COLUMNS
         )
         results.set("Parquet write", read, column, time.perf_counter() - started)
         frame.unpersist()

@@ -8,6 +8,8 @@ published before writing again, so the archive never holds a row twice.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +20,10 @@ if TYPE_CHECKING:
 #: Characters Hadoop's glob patterns (and Spark's reader, which globs its input paths) give
 #: a meaning; a backslash makes each literal.
 GLOB_CHARACTERS = frozenset("\\*?[]{}")
+#: Timestamps are stored as Parquet's INT64 microseconds, as pyarrow and most writers do,
+#: not as Spark's default INT96: that deprecated type is a 12-byte binary per value, which
+#: Parquet then tries to dictionary-encode, and costs several times as much to write.
+TIMESTAMP_TYPE = ("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
 
 
 def glob_escape(path: str) -> str:
@@ -30,6 +36,20 @@ def normalize_root(root: str) -> str:
     if "://" in root:
         return root.rstrip("/")
     return str(Path(root).resolve())
+
+
+@contextmanager
+def session_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """A SQL setting of the session for the block, restored afterwards."""
+    previous = spark.conf.get(key)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, previous)
 
 
 class Archive:
@@ -53,10 +73,21 @@ class Archive:
         """The published directories of one run."""
         return self._glob(self.root, f"date=*/group_id=*/run_id={run_id}")
 
-    def write(self, frame: DataFrame, run_id: int, partitions: tuple[str, ...]) -> None:
-        """Write the run's rows to staging; complete when this returns."""
+    def write(
+        self,
+        frame: DataFrame,
+        run_id: int,
+        partitions: Sequence[str],
+        *,
+        plain: Sequence[str] = (),
+    ) -> None:
+        """Write the run's rows to staging; complete when this returns. Columns in `plain`
+        are written without dictionary encoding."""
         self._fs.delete(self._path(self.staging(run_id)), True)
-        frame.write.mode("overwrite").partitionBy(*partitions).parquet(self.staging(run_id))
+        options = {f"parquet.enable.dictionary#{column}": "false" for column in plain}
+        with session_conf(self.spark, *TIMESTAMP_TYPE):
+            writer = frame.write.options(**options).mode("overwrite").partitionBy(*partitions)
+            writer.parquet(self.staging(run_id))
 
     def unpublish(self, run_id: int) -> None:
         for path in self.run_paths(run_id):

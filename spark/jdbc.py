@@ -60,11 +60,14 @@ class RangeRead:
     high: int
     partitions: int
     fetchsize: int = DEFAULT_FETCHSIZE
+    #: Spark types for some columns, as in `id BIGINT, group_id BIGINT` (the customSchema
+    #: option); the others keep the type the JDBC dialect maps theirs to.
+    column_types: str | None = None
 
 
 def read_ranges(spark: SparkSession, target: JdbcTarget, read: RangeRead) -> DataFrame:
     """numPartitions JDBC queries, each over one slice of [low, high] of the key."""
-    return (
+    reader = (
         spark.read.format("jdbc")
         .option("url", target.url)
         .option("dbtable", f"({read.query}) AS src")
@@ -75,8 +78,10 @@ def read_ranges(spark: SparkSession, target: JdbcTarget, read: RangeRead) -> Dat
         .option("numPartitions", str(max(1, read.partitions)))
         .option("fetchsize", str(read.fetchsize))
         .options(**target.properties())
-        .load()
     )
+    if read.column_types:
+        reader = reader.option("customSchema", read.column_types)
+    return reader.load()
 
 
 def read_table(spark: SparkSession, target: JdbcTarget, query: str) -> DataFrame:

@@ -155,7 +155,7 @@ class Compactor:
 
     def read_log(self, run: CompactionRunInfo) -> DataFrame:
         from spark.jdbc import RangeRead, read_ranges
-        from spark.transforms.compaction import LOG_COLUMNS
+        from spark.transforms.compaction import LOG_COLUMN_TYPES, LOG_COLUMNS
 
         assert run.min_id is not None and run.max_id is not None
         where = final_rows_predicate(run.cutoff, run.group_ids)
@@ -177,16 +177,22 @@ class Compactor:
             high=run.max_id,
             partitions=min(partitions, span),
             fetchsize=self.fetchsize,
+            column_types=LOG_COLUMN_TYPES,
         )
         return read_ranges(self.spark, self.target, read)
 
     def archive_step(self, run: CompactionRunInfo) -> int:
-        from spark.transforms.compaction import ARCHIVE_PARTITIONS, archive_frame
+        from spark.transforms.compaction import (
+            ARCHIVE_PARTITIONS,
+            LOG_UNIQUE_COLUMNS,
+            archive_frame,
+        )
 
         # Anything an interrupted attempt published is replaced, never added to.
         self.archive.unpublish(run.id)
         if run.min_id is not None:
-            self.archive.write(archive_frame(self.read_log(run)), run.id, ARCHIVE_PARTITIONS)
+            frame = archive_frame(self.read_log(run))
+            self.archive.write(frame, run.id, ARCHIVE_PARTITIONS, plain=LOG_UNIQUE_COLUMNS)
             self._checkpoint("archive-write")
             self.archive.publish(run.id)
         archived = self.archive.read_run(run.id)

@@ -20,6 +20,13 @@ LOG_COLUMNS = (
     "finished_at",
     "updated_at",
 )
+#: BIGINT UNSIGNED arrives over JDBC as DECIMAL(20,0): a BigDecimal per value, and a
+#: fixed-length binary in Parquet. Ids never approach 2^63, so they are read as BIGINT,
+#: the type the archive stores (and every Parquet reader expects of an id).
+LOG_COLUMN_TYPES = "id BIGINT, group_id BIGINT, topic_id BIGINT"
+#: Columns whose values almost never repeat: dictionary encoding them in Parquet only
+#: costs time (each file's dictionary fills up, then is dropped), so they are written plain.
+LOG_UNIQUE_COLUMNS = ("id", "offset_no", "started_at", "finished_at", "updated_at")
 #: The archive's partition columns, outermost first: date=YYYY-MM-DD/group_id=N.
 ARCHIVE_PARTITIONS = ("date", "group_id")
 SUMMARY_COLUMNS = (

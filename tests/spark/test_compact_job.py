@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
@@ -119,6 +120,31 @@ def archived_ids(root: Path) -> list[int]:
     return sorted(table.column("id").to_pylist())
 
 
+def assert_archive_encoding(path: Path) -> None:
+    """Ids as INT64 (not DECIMAL), timestamps as INT64 microseconds (not Spark's INT96), and
+    the columns that never repeat written without a dictionary; the others keep one."""
+    parquet = pq.ParquetFile(path)
+    columns = {
+        parquet.schema.column(i).name: parquet.metadata.row_group(0).column(i)
+        for i in range(parquet.metadata.num_columns)
+    }
+    types = {
+        name: (c.physical_type, str(parquet.schema_arrow.field(name).type))
+        for name, c in columns.items()
+    }
+    assert types["id"] == ("INT64", "int64")
+    assert types["topic_id"] == ("INT64", "int64")
+    for name in ("started_at", "finished_at", "updated_at"):
+        assert types[name] == ("INT64", "timestamp[us, tz=UTC]"), name
+    dictionary = {
+        name
+        for name, c in columns.items()
+        if "RLE_DICTIONARY" in c.encodings or "PLAIN_DICTIONARY" in c.encodings
+    }
+    assert dictionary.isdisjoint({"id", "offset_no", "started_at", "finished_at", "updated_at"})
+    assert {"client_id", "state"} <= dictionary
+
+
 def live_ids(settings: Settings) -> set[int]:
     return {r[0] for r in execute(settings, "SELECT id FROM topic_group_log")}
 
@@ -151,11 +177,14 @@ def test_compaction_end_to_end(
     table = ds.dataset(str(root), format="parquet", partitioning="hive").to_table()
     first = next(r for r in table.to_pylist() if r["id"] == min(compacted))
     original = rows[min(compacted)]
+    # The log's DATETIMEs are UTC: the archive says so.
     assert (first["state"], first["offset_no"], first["started_at"]) == (
         original[5],
         original[4],
-        original[7],
+        original[7].replace(tzinfo=dt.UTC),
     )
+
+    assert_archive_encoding(next(root.rglob("*.parquet")))
 
     # A second run finds nothing more and changes nothing.
     again = compact(spark, settings, store, CompactRequest(cutoff=CUTOFF, archive_root=str(root)))
