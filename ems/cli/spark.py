@@ -60,6 +60,12 @@ def spark() -> None:
     default=None,
     help="Parallel DELETE connections (default: Spark's default parallelism).",
 )
+@click.option(
+    "--every",
+    default=None,
+    help="Stay up and compact at this interval (e.g. 1h) in one Spark session; "
+    "needs --older-than. SIGTERM stops it after the current run.",
+)
 @conf_option
 @click.option("--crash-after", hidden=True, default=None)
 def compact(
@@ -72,6 +78,7 @@ def compact(
     read_partitions: int | None,
     fetchsize: int,
     delete_workers: int | None,
+    every: str | None,
     confs: tuple[str, ...],
     crash_after: str | None,
 ) -> None:
@@ -90,8 +97,20 @@ def compact(
         delete_workers=delete_workers,
         crash_after=parse_crash_point(crash_after),
     )
-    for outcome in job.run(settings(), request, master=master, conf=parse_conf(confs)):
-        click.echo(job.describe(outcome))
+    if every is None:
+        for outcome in job.run(settings(), request, master=master, conf=parse_conf(confs)):
+            click.echo(job.describe(outcome))
+        return
+    runs = job.serve_until_stopped(
+        settings(),
+        request,
+        parse_duration(every),
+        master=master,
+        conf=parse_conf(confs),
+        echo=click.echo,
+        echo_error=lambda line: click.echo(line, err=True),
+    )
+    click.echo(f"stopped after {runs} runs")
 
 
 @spark.command(name="lag-report")

@@ -6,6 +6,7 @@ import argparse
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
@@ -65,18 +66,32 @@ def crash_now() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+@contextmanager
+def stop_on_sigterm() -> Iterator[threading.Event]:
+    """An event that SIGTERM sets, for a job that stays up: it stops after its current run
+    (Ctrl-C still interrupts at once; an interrupted run is finished by the next)."""
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main_for(
     args: argparse.Namespace,
     run: Callable[..., Outcome],
-    request: object,
+    make_request: Callable[[argparse.Namespace], object],
     report: Callable[[Outcome], Iterable[str]],
 ) -> int:
-    """A job's spark-submit entry point: run it with settings from the environment, print
-    its report, or print the error and return the CLI's exit code for it."""
+    """A job's spark-submit entry point: build its request from the arguments, run it with
+    settings from the environment and print its report; or print the error and return the
+    CLI's exit code for it."""
     from ems.cli.errors import exit_code_for
     from spark.options import parse_conf
 
     try:
+        request = make_request(args)
         outcome = run(Settings.from_env(), request, master=args.master, conf=parse_conf(args.conf))
     except EmsError as exc:
         print(f"error: {exc}", file=sys.stderr)

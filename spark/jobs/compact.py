@@ -14,6 +14,9 @@ start or retry are never read or touched.
 
     spark-submit --jars /usr/share/java/mariadb-java-client.jar \\
         spark/jobs/compact.py --older-than 7d --archive-root /var/lib/ems/archive
+
+With --every (e.g. 1h) the job stays up and compacts at that interval in one Spark session,
+so the JVM compiles the job's code once instead of on every run, as a cron-started job must.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ import datetime as dt
 import math
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -37,7 +41,7 @@ if __name__ == "__main__" and not __package__:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ems.config import Settings
-from ems.exceptions import InvalidCutoff, UnknownGroup
+from ems.exceptions import EmsError, InvalidCutoff, UnknownGroup
 from ems.store import Store
 from ems.store.compaction import MAX_DELETE_ROWS, final_rows_predicate
 from ems.types import CompactionRunInfo, GroupRef, IdRange
@@ -390,6 +394,70 @@ def run(
             return compact(spark, settings, store, request)
 
 
+def serve(
+    settings: Settings,
+    request: CompactRequest,
+    every: dt.timedelta,
+    *,
+    stop: threading.Event,
+    on_outcome: Callable[[RunOutcome], None],
+    on_error: Callable[[EmsError], None],
+    master: str | None = None,
+    conf: Mapping[str, str] | None = None,
+) -> int:
+    """Compact every `every` in one Spark session until `stop` is set; returns the runs
+    made. Each run recomputes its cutoff from --older-than. A run that fails (database
+    unreachable, another run holding the lock) is reported to on_error and the next run
+    still comes: an interrupted run is finished by the next, as under cron."""
+    if request.older_than is None:
+        raise InvalidCutoff("compacting at an interval needs an age (--older-than), not a cutoff")
+    with closing(Store(settings)) as store:
+        check_environment(settings.jdbc_jar)
+        plan(store, request)
+        with _runtime.session(APP_NAME, settings, master=master, conf=conf) as spark:
+            runs = 0
+            while not stop.is_set():
+                started = time.monotonic()
+                try:
+                    for outcome in compact(spark, settings, store, request):
+                        on_outcome(outcome)
+                except EmsError as exc:
+                    on_error(exc)
+                runs += 1
+                stop.wait(pause_after(every, time.monotonic() - started))
+            return runs
+
+
+def serve_until_stopped(
+    settings: Settings,
+    request: CompactRequest,
+    every: dt.timedelta,
+    *,
+    master: str | None = None,
+    conf: Mapping[str, str] | None = None,
+    echo: Callable[[str], None] = lambda line: print(line, flush=True),
+    echo_error: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+) -> int:
+    """serve() until SIGTERM, printing each run's outcome and each failed run's error."""
+    with _runtime.stop_on_sigterm() as stop:
+        return serve(
+            settings,
+            request,
+            every,
+            stop=stop,
+            on_outcome=lambda outcome: echo(describe(outcome)),
+            on_error=lambda exc: echo_error(f"error: {exc}"),
+            master=master,
+            conf=conf,
+        )
+
+
+def pause_after(every: dt.timedelta, took: float) -> float:
+    """Seconds to wait after a run that took `took` s: runs start `every` apart, and one
+    that overran is followed at once by the next (never by a burst of missed ones)."""
+    return max(0.0, every.total_seconds() - took)
+
+
 def describe(outcome: RunOutcome) -> str:
     resumed = f" (resumed after {outcome.resumed_from})" if outcome.resumed_from else ""
     return (
@@ -411,6 +479,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark setting")
     p.add_argument("--fetchsize", type=int, default=10_000)
     p.add_argument("--delete-workers", type=int, help="parallel DELETE connections")
+    p.add_argument("--every", help="stay up and compact at this interval, e.g. 1h")
     p.add_argument("--crash-after", help=argparse.SUPPRESS)
     return p
 
@@ -431,8 +500,19 @@ def request_from_args(args: argparse.Namespace) -> CompactRequest:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if not args.every:
+        return _runtime.main_for(
+            args, run, request_from_args, lambda outcomes: map(describe, outcomes)
+        )
+
+    def forever(
+        settings: Settings, request: CompactRequest, *, master: str | None, conf: Mapping[str, str]
+    ) -> int:
+        every = parse_duration(args.every)
+        return serve_until_stopped(settings, request, every, master=master, conf=conf)
+
     return _runtime.main_for(
-        args, run, request_from_args(args), lambda outcomes: map(describe, outcomes)
+        args, forever, request_from_args, lambda runs: [f"stopped after {runs} runs"]
     )
 
 

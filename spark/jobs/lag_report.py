@@ -255,7 +255,7 @@ def request_from_args(args: argparse.Namespace) -> LagRequest:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    return _runtime.main_for(args, run, request_from_args(args), describe)
+    return _runtime.main_for(args, run, request_from_args, describe)
 
 
 if __name__ == "__main__":

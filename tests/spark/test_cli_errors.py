@@ -30,6 +30,8 @@ def invoke(settings: Settings, args: list[str], tmp_path: Path) -> tuple[int, st
         (["spark", "compact"], 2, "exactly one of a cutoff time and an age"),
         ([*COMPACT, "--group", "nobody"], 2, "unknown consumer group 'nobody'"),
         ([*COMPACT, "--topic", "no.such.topic"], 2, "has no consumer groups"),
+        ([*COMPACT, "--every", "1h"], 2, "needs an age (--older-than), not a cutoff"),
+        (["spark", "compact", "--older-than", "7d", "--every", "1x"], 2, "is not a duration"),
     ],
 )
 def test_bad_input(
@@ -76,3 +78,31 @@ def test_unknown_group_in_lag_report(settings: Settings, tmp_path: Path) -> None
     assert exit_code == 2
     assert "unknown consumer group 'ghost'" in output
     assert execute(settings, "SELECT COUNT(*) FROM lag_report_run") == [(0,)]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--older-than", "7x"], "is not a duration"),
+        (["--cutoff", "yesterday"], "is not an ISO 8601 time"),
+        (["--cutoff", CUTOFF.isoformat(), "--every", "1h"], "needs an age"),
+    ],
+)
+def test_spark_submit_bad_input(
+    settings: Settings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    message: str,
+) -> None:
+    """The spark-submit entry point answers bad options with the CLI's error and exit code,
+    not a traceback, and deletes nothing."""
+    from spark.jobs import compact
+
+    seeded = seed(settings)
+    monkeypatch.setenv("EMS_DATABASE_URL", settings.database_url)
+    assert compact.main([*argv, "--archive-root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err, err
+    assert live_ids(settings) == set(seeded["rows"])

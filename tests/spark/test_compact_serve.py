@@ -1,0 +1,143 @@
+"""The compaction job kept up (--every): runs at an interval in one session, survives a
+failed run, stops on SIGTERM after its current run."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from ems.config import Settings
+from ems.exceptions import EmsError, InvalidCutoff, JobAlreadyRunning
+from ems.store import Store
+from spark.jobs import _runtime
+from spark.jobs.compact import CompactRequest, RunOutcome, pause_after, serve
+from tests.spark.conftest import connect, execute, insert_log
+from tests.spark.test_compact_job import CUTOFF, archived_ids, live_ids, seed
+
+#: The seeded rows are days old: a day's age takes every final one of them.
+OLDER_THAN = dt.timedelta(days=1)
+
+
+def final_ids(settings: Settings) -> set[int]:
+    return {
+        r[0]
+        for r in execute(settings, "SELECT id FROM topic_group_log WHERE state IN ('done', 'dead')")
+    }
+
+
+def serve_often(
+    settings: Settings,
+    root: Path,
+    stop: threading.Event,
+    on_outcome: Callable[[RunOutcome], None],
+    on_error: Callable[[EmsError], None],
+) -> int:
+    """Runs 100 ms apart (the runs take longer, so each follows the last at once)."""
+    request = CompactRequest(older_than=OLDER_THAN, archive_root=str(root))
+    every = dt.timedelta(milliseconds=100)
+    return serve(settings, request, every, stop=stop, on_outcome=on_outcome, on_error=on_error)
+
+
+def test_runs_at_an_interval_until_stopped(
+    spark: SparkSession, settings: Settings, store: Store, tmp_path: Path
+) -> None:
+    seeded = seed(settings)
+    first = final_ids(settings)
+    (topic,) = execute(
+        settings, "SELECT topic_id FROM consumer_group WHERE id = %s", (seeded["groups"][0],)
+    )[0]
+    late = [
+        (i, seeded["groups"][0], topic, 0, 10_000 + i, "done", 1, *[CUTOFF] * 3)
+        for i in range(900_001, 900_031)
+    ]
+    stop = threading.Event()
+    outcomes: list[RunOutcome] = []
+
+    def on_outcome(outcome: RunOutcome) -> None:
+        outcomes.append(outcome)
+        if len(outcomes) == 1:
+            insert_log(settings, late)  # arrives between runs
+        else:
+            stop.set()
+
+    runs = serve_often(settings, tmp_path, stop, on_outcome, pytest.fail)
+
+    assert runs == 2
+    assert [(o.archived, o.deleted) for o in outcomes] == [
+        (len(first), len(first)),
+        (len(late), len(late)),
+    ]
+    assert archived_ids(tmp_path) == sorted(first | {r[0] for r in late})
+    assert live_ids(settings) == set(seeded["rows"]) - first
+    # The session the runs used is still the caller's: serve never stops a session it
+    # did not start.
+    assert SparkSession.getActiveSession() is spark
+
+
+def test_a_failed_run_is_reported_and_the_next_one_runs(
+    spark: SparkSession, settings: Settings, store: Store, tmp_path: Path
+) -> None:
+    seeded = seed(settings)
+    first = final_ids(settings)
+    holder = connect(settings)  # another compaction holds the lock during the first run
+    with holder.cursor() as cursor:
+        cursor.execute("SELECT GET_LOCK('ems_compaction', 0)")
+    errors: list[EmsError] = []
+    outcomes: list[RunOutcome] = []
+    stop = threading.Event()
+
+    def on_error(exc: EmsError) -> None:
+        errors.append(exc)
+        holder.close()  # the other run ends
+
+    def on_outcome(outcome: RunOutcome) -> None:
+        outcomes.append(outcome)
+        stop.set()
+
+    runs = serve_often(settings, tmp_path, stop, on_outcome, on_error)
+
+    assert runs == 2
+    assert [type(e) for e in errors] == [JobAlreadyRunning]
+    assert [(o.archived, o.deleted) for o in outcomes] == [(len(first), len(first))]
+    assert live_ids(settings) == set(seeded["rows"]) - first
+
+
+def test_an_absolute_cutoff_is_refused_before_spark_starts(
+    settings: Settings, tmp_path: Path
+) -> None:
+    seeded = seed(settings)
+    with pytest.raises(InvalidCutoff, match="needs an age"):
+        serve(
+            settings,
+            CompactRequest(cutoff=CUTOFF, archive_root=str(tmp_path)),
+            dt.timedelta(hours=1),
+            stop=threading.Event(),
+            on_outcome=pytest.fail,
+            on_error=pytest.fail,
+        )
+    assert live_ids(settings) == set(seeded["rows"])
+    assert execute(settings, "SELECT COUNT(*) FROM compaction_run") == [(0,)]
+
+
+@pytest.mark.parametrize(
+    ("every", "took", "pause"),
+    [(3600, 10.0, 3590.0), (60, 60.0, 0.0), (60, 95.5, 0.0), (1, 0.25, 0.75)],
+)
+def test_pause_after(every: int, took: float, pause: float) -> None:
+    assert pause_after(dt.timedelta(seconds=every), took) == pause
+
+
+def test_sigterm_sets_the_stop_event_and_the_handler_is_restored() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    with _runtime.stop_on_sigterm() as stop:
+        assert not stop.is_set()
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.wait(5)
+    assert signal.getsignal(signal.SIGTERM) is before
