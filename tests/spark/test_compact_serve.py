@@ -6,7 +6,9 @@ from __future__ import annotations
 import datetime as dt
 import os
 import signal
+import subprocess
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -134,10 +136,14 @@ def test_pause_after(every: int, took: float, pause: float) -> None:
     assert pause_after(dt.timedelta(seconds=every), took) == pause
 
 
-def test_sigterm_sets_the_stop_event_and_the_handler_is_restored() -> None:
+def test_sigterm_during_the_wait_sets_the_stop_event_and_the_handler_is_restored() -> None:
     before = signal.getsignal(signal.SIGTERM)
     with _runtime.stop_on_sigterm() as stop:
         assert not stop.is_set()
-        os.kill(os.getpid(), signal.SIGTERM)
-        assert stop.wait(5)
+        # Another process signals while the loop waits for its next run.
+        killer = subprocess.Popen(["sh", "-c", f"sleep 0.3; kill -TERM {os.getpid()}"])
+        started = time.monotonic()
+        assert stop.wait(30)
+        assert time.monotonic() - started < 10
+        killer.wait()
     assert signal.getsignal(signal.SIGTERM) is before
