@@ -8,7 +8,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext, suppress
 from typing import TYPE_CHECKING, TypeVar
 
 from ems.config import Settings
@@ -43,22 +43,57 @@ def session(
     *,
     master: str | None,
     conf: Mapping[str, str] | None = None,
+    shield_jvm: bool = False,
 ) -> Iterator[SparkSession]:
-    """A session for one job run, stopped afterwards (only if this run started it)."""
+    """A session for one job run, stopped afterwards (only if this run started it).
+    `shield_jvm`: a JVM started here ignores SIGTERM (see sigterm_ignored)."""
     from pyspark.sql import SparkSession
 
     from spark.session import get_session
 
     jar = check_environment(settings.jdbc_jar)
     existing = SparkSession.getActiveSession()
-    with spark_errors():
+    with spark_errors(), sigterm_ignored() if shield_jvm else nullcontext():
         spark = get_session(app_name, jar, master=master, conf=conf)
         spark.sparkContext.setLogLevel("WARN")
     try:
         yield spark
     finally:
         if existing is None:
+            stop_quietly(spark)
+
+
+@contextmanager
+def sigterm_ignored() -> Iterator[None]:
+    """SIGTERM ignored for the block. A JVM started meanwhile inherits that and keeps
+    ignoring it (HotSpot leaves an ignored SIGTERM alone), so a SIGTERM to the whole process
+    group (systemd, a shell's kill) reaches only Python, which stops after its current run;
+    the JVM still ends with Python. A SIGTERM that arrives during the block is lost."""
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def stop_quietly(spark: SparkSession) -> None:
+    """Stop the session; nothing to do if its JVM has already gone (killed)."""
+    from py4j.protocol import Py4JError
+
+    if alive(spark):
+        with suppress(Py4JError):  # it went while stopping
             spark.stop()
+
+
+def alive(spark: SparkSession) -> bool:
+    """Whether the session's JVM still answers."""
+    from py4j.protocol import Py4JError
+
+    try:
+        spark.sparkContext._jsc.sc().isStopped()
+    except (Py4JError, AttributeError):
+        return False
+    return True
 
 
 def crash_now() -> None:

@@ -41,7 +41,7 @@ if __name__ == "__main__" and not __package__:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ems.config import Settings
-from ems.exceptions import EmsError, InvalidCutoff, UnknownGroup
+from ems.exceptions import EmsError, InvalidCutoff, SparkJobFailed, UnknownGroup
 from ems.store import Store
 from ems.store.compaction import MAX_DELETE_ROWS, final_rows_predicate
 from ems.types import CompactionRunInfo, GroupRef, IdRange
@@ -406,15 +406,18 @@ def serve(
     conf: Mapping[str, str] | None = None,
 ) -> int:
     """Compact every `every` in one Spark session until `stop` is set; returns the runs
-    made. Each run recomputes its cutoff from --older-than. A run that fails (database
+    completed. Each run recomputes its cutoff from --older-than. A run that fails (database
     unreachable, another run holding the lock) is reported to on_error and the next run
-    still comes: an interrupted run is finished by the next, as under cron."""
+    still comes: an interrupted run is finished by the next, as under cron. A run that
+    fails because the stop signal also reached Spark's JVM ends the loop quietly, and one
+    whose JVM died otherwise ends it with SparkJobFailed."""
     if request.older_than is None:
         raise InvalidCutoff("compacting at an interval needs an age (--older-than), not a cutoff")
     with closing(Store(settings)) as store:
         check_environment(settings.jdbc_jar)
         plan(store, request)
-        with _runtime.session(APP_NAME, settings, master=master, conf=conf) as spark:
+        session = _runtime.session(APP_NAME, settings, master=master, conf=conf, shield_jvm=True)
+        with session as spark:
             runs = 0
             while not stop.is_set():
                 started = time.monotonic()
@@ -422,7 +425,11 @@ def serve(
                     for outcome in compact(spark, settings, store, request):
                         on_outcome(outcome)
                 except EmsError as exc:
+                    if stop.is_set():
+                        break
                     on_error(exc)
+                    if not _runtime.alive(spark):
+                        raise SparkJobFailed("Spark's JVM has gone; start the job again") from exc
                 runs += 1
                 stop.wait(pause_after(every, time.monotonic() - started))
             return runs

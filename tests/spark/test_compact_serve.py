@@ -7,6 +7,7 @@ import datetime as dt
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -147,3 +148,46 @@ def test_sigterm_during_the_wait_sets_the_stop_event_and_the_handler_is_restored
         assert time.monotonic() - started < 10
         killer.wait()
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+@pytest.mark.parametrize("whole_group", [False, True], ids=["process", "process-group"])
+def test_sigterm_stops_the_cli_cleanly(
+    settings: Settings, tmp_path: Path, whole_group: bool
+) -> None:
+    """`ems spark compact --every` in a process of its own, stopped by SIGTERM to it alone
+    or to its whole process group (systemd, a shell's kill): Spark's JVM ignores SIGTERM,
+    so either way the run in flight finishes, and the job exits 0 without a traceback."""
+    seed(settings)
+    first = final_ids(settings)
+    env = {**os.environ, "EMS_DATABASE_URL": settings.database_url}
+    command = [sys.executable, "-m", "ems.cli", "spark", "compact", "--master", "local[1]"]
+    command += ["--older-than", "1d", "--every", "1s", "--archive-root", str(tmp_path)]
+    proc = subprocess.Popen(
+        command,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # the first run is done
+        assert line.startswith("run "), line
+        if whole_group:
+            os.killpg(proc.pid, signal.SIGTERM)
+        else:
+            proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err, err
+    *runs, last = [line.rstrip("\n"), *out.splitlines()]
+    assert all(line.startswith("run ") for line in runs), out
+    assert last == f"stopped after {len(runs)} runs", out
+    # The signal came after run 1, while run 2 was under way: run 2 was let finish.
+    assert len(runs) >= 2, out
+    assert archived_ids(tmp_path) == sorted(first)
+    assert not final_ids(settings)
