@@ -1,9 +1,14 @@
-"""The three systems under test, behind one small interface.
+"""The systems under test, behind one small interface.
 
 - ems: the public Producer (Redis offset range + one INSERT per call).
 - raw: the floor ems is measured against: plain PyMySQL on an autocommit connection into
   the same `message` table and columns, partitions precomputed, offsets from a local
   per-partition counter (strided by worker index so workers never collide).
+- raw+redis: raw plus the two Redis steps the design adds to every publish call and
+  nothing else: the call's offsets from Redis INCRBY (one round trip; several partitions
+  pipelined) and one wake-up PUBLISH after the commit (one write, replies off). What ems
+  adds beyond it is the cost of its own layers; what raw+redis loses against raw is the
+  cost of the design on this machine.
 - kombu: Kombu's SQLAlchemy transport on the same server, Producer.publish per message.
   Kombu has no batch API, so its "batch" is a loop of single publishes.
 """
@@ -26,6 +31,8 @@ from benchmarks.harness import (
     mysql_connect,
 )
 from ems import Producer, Record
+from ems.offsets.resp import RespConnection, pack
+from ems.wakeups import topic_channel
 
 _INSERT = (
     "INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body) "
@@ -79,6 +86,55 @@ class RawWriter:
         self.conn.close()
 
 
+class RawRedisWriter(RawWriter):
+    def __init__(self, cfg: BenchConfig, index: int, workers: int) -> None:
+        super().__init__(cfg, index, workers)
+        url, timeout = cfg.settings.redis_url, cfg.settings.connect_timeout
+        counters = RespConnection.from_url(url, timeout=timeout, retries=0)
+        wakeups = RespConnection.from_url(url, timeout=timeout, retries=0, quiet=True)
+        if counters is None or wakeups is None:
+            raise ValueError(f"raw+redis speaks plain redis:// URLs only, not {url!r}")
+        self.counters, self.wakeups = counters, wakeups
+        prefix = cfg.settings.redis_prefix
+        self.keys = [f"{prefix}offset:{self.topic_id}:{p}" for p in range(PARTITIONS)]
+        self.channel = topic_channel(cfg.settings, self.topic_id)
+
+    def _allocate(self, counts: dict[int, int]) -> dict[int, int]:
+        """First offset of each partition's range: one round trip for all partitions."""
+        packed = b"".join(pack("INCRBY", self.keys[p], n) for p, n in counts.items())
+        ends = self.counters.execute(packed, len(counts))
+        return {p: int(end) - n for (p, n), end in zip(counts.items(), ends, strict=True)}  # type: ignore[arg-type]
+
+    def _wake(self, last: dict[int, int]) -> None:
+        payload = ",".join(f"{p}:{o}" for p, o in last.items())
+        self.wakeups.send_only(pack("PUBLISH", self.channel, payload))
+
+    def _row(self, row: Reading, offset: int) -> tuple[object, ...]:
+        return (self.topic_id, row.partition, offset, row.key.encode(), HEADERS_JSON, row.body)
+
+    def send(self, row: Reading) -> None:
+        offset = self._allocate({row.partition: 1})[row.partition]
+        self.cursor.execute(_INSERT, self._row(row, offset))
+        self._wake({row.partition: offset})
+
+    def send_batch(self, rows: Sequence[Reading]) -> None:
+        counts: dict[int, int] = {}
+        for r in rows:
+            counts[r.partition] = counts.get(r.partition, 0) + 1
+        cursor = self._allocate(counts)
+        params = []
+        for r in rows:
+            params.append(self._row(r, cursor[r.partition]))
+            cursor[r.partition] += 1
+        self.cursor.executemany(_INSERT, params)
+        self._wake({p: o - 1 for p, o in cursor.items()})
+
+    def close(self) -> None:
+        self.counters.close()
+        self.wakeups.close()
+        super().close()
+
+
 class KombuWriter:
     def __init__(self, cfg: BenchConfig, index: int, workers: int) -> None:
         # kombu is only partly typed; its calls are untyped to mypy.
@@ -99,6 +155,7 @@ class KombuWriter:
 
 WRITERS: dict[str, type[EmsWriter] | type[RawWriter] | type[KombuWriter]] = {
     "ems": EmsWriter,
+    "raw+redis": RawRedisWriter,
     "raw": RawWriter,
     "kombu": KombuWriter,
 }
