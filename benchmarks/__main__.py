@@ -12,6 +12,7 @@ from collections.abc import Callable
 from benchmarks import assignor, consumer, producer, purge, purge_drop
 from benchmarks import spark as spark_suite
 from benchmarks.harness import BenchConfig, bench_config
+from ems.config import Settings
 
 DEFAULT_SERVER = "mysql+pymysql://root@127.0.0.1:3306"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
@@ -98,14 +99,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--purge-chunk-rows",
         type=positive_int,
-        default=1_000,
-        help="purge suite: rows per DELETE (default 1,000 as the job's; at most 10,000)",
+        default=Settings.purge_chunk_rows,
+        help=f"purge suite: rows per DELETE (default {Settings.purge_chunk_rows:,} as the "
+        "job's; at most 10,000)",
     )
     parser.add_argument(
         "--purge-pause",
         type=float,
-        default=1.0,
-        help="purge suite: rest after each chunk, as a multiple of its time (default 1)",
+        default=Settings.purge_pause,
+        help="purge suite: rest after each round, as a multiple of its time "
+        f"(default {Settings.purge_pause:g} as the job's)",
     )
     args = parser.parse_args(argv)
     unknown = [name for name in args.suites if name not in SUITES]

@@ -44,6 +44,7 @@ from benchmarks.innodb import SETTLE_WRITE_SLACK, innodb_io, settle
 from benchmarks.report import environment
 from ems import Producer, TopicAdmin
 from ems.ops.jobs import run_job
+from ems.ops.purge import round_quota
 from ems.store import Store, migrate
 
 RESULTS = Path(__file__).resolve().parent / "results" / "purge-latest.md"
@@ -317,14 +318,16 @@ def render(cfg: BenchConfig, env: list[str], o: Outcome) -> str:
 
     verdict = "met" if o.ratio <= 2.0 else "MISSED"
     before = percentile(o.during, 0.99) / percentile(o.before, 0.99)
+    quota = round_quota(cfg.settings.purge_chunk_rows, PARTITIONS)
     return "\n".join(
         [
             "# Purge benchmark (latest run)",
             "",
             "`python -m benchmarks purge`: the purge-retention job deletes N expired messages "
-            f"({PARTITIONS} partitions, rounds of at most {cfg.settings.purge_chunk_rows:,} "
-            f"rows over all of them, a pause of {cfg.settings.purge_pause:g}x each round's "
-            f"time after it) while a Producer publishes single messages at {RATE:.0f} msg/s. "
+            f"({PARTITIONS} partitions; rounds of {quota:,} rows from each, deleted in "
+            f"transactions of about {cfg.settings.purge_chunk_rows:,} rows; a pause of "
+            f"{cfg.settings.purge_pause:g}x each round's time after it) while a Producer "
+            f"publishes single messages at {RATE:.0f} msg/s. "
             "Idle windows start once the server has settled (InnoDB history list short, "
             "dirty pages no longer falling; after the purge, InnoDB writing no faster than "
             f"{SETTLE_WRITE_SLACK:g}x its rate in the idle window before).",

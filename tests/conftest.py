@@ -40,8 +40,13 @@ def _database_name() -> str:
 
 @pytest.fixture(scope="session")
 def migrated_settings() -> Iterator[Settings]:
+    # Short gap timeout and purges that never rest: tests check what is read and deleted;
+    # the purge's pacing has tests of its own.
     settings = Settings(
-        database_url=BASE_URL + _database_name(), redis_url=REDIS_URL, gap_timeout=1.0
+        database_url=BASE_URL + _database_name(),
+        redis_url=REDIS_URL,
+        gap_timeout=1.0,
+        purge_pause=0.0,
     )
     _drop_database(settings)
     migrate.create_database(settings)

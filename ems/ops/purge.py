@@ -97,7 +97,7 @@ def purge_topic(
     deleted = dict.fromkeys(partitions, 0)
     while starts:
         checkpoint()
-        began = time.monotonic()
+        began = time.monotonic()  # the round's reads count towards its first rest
         quota = round_quota(chunk, len(starts))
         floors = purge.floors(topic_id, starts)
         ranges: list[Range] = []
@@ -114,9 +114,8 @@ def purge_topic(
             for batch in transactions(ranges, chunk, quota):
                 for p, n in purge.delete(topic_id, batch).items():
                     deleted[p] += n
+                began = _rest(began, pause)
         starts = {p: e for p, _, e in ranges}
-        if not dry_run:
-            _yield(time.monotonic() - began, pause)
     return deleted
 
 
@@ -139,11 +138,15 @@ def _range_end(
     return chunk_end(start, window, last_old, (floors.unsettled, floors.top, bound))
 
 
-def _yield(busy: float, ratio: float) -> None:
-    """Rest for `ratio` times the round's own duration, so publishers get the server (its
-    CPU, disk and row locks) for that share of the time while a purge runs."""
+def _rest(began: float, ratio: float) -> float:
+    """After each transaction, rest `ratio` times as long as the work since `began` took,
+    so publishers get the server (its CPU, disk and row locks) for that share of the time
+    while a purge runs. Resting after every transaction rather than once per round keeps
+    each burst of purge work as short as one transaction: a publish that meets one waits
+    for a short transaction, never for a whole round. Returns when the next work begins."""
     if ratio > 0:
-        time.sleep(busy * ratio)
+        time.sleep((time.monotonic() - began) * ratio)
+    return time.monotonic()
 
 
 def _chunk(settings: Settings) -> int:

@@ -94,6 +94,43 @@ def test_a_purge_round_takes_from_every_partition_in_chunk_sized_transactions(
     assert seed.sql(store, "SELECT COUNT(*) FROM message") == [(5 * 72,)]
 
 
+def test_a_purge_rests_after_every_transaction_in_proportion_to_its_work(
+    settings: Settings, store: Store, topic: TopicInfo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A publish that meets the purge should wait for one short transaction at most, so
+    # the rest comes after each transaction, not once per round of several.
+    for p in range(5):
+        seed.messages(store, topic, p, range(110), OLD)
+        seed.messages(store, topic, p, range(110, 112), NEW)
+    events: list[tuple[str, float]] = []
+    delete = store.purge.delete
+
+    def timed_delete(topic_id: int, ranges: list[tuple[int, int, int]]) -> dict[int, int]:
+        events.append(("delete", 0.0))
+        return delete(topic_id, ranges)
+
+    monkeypatch.setattr(store.purge, "delete", timed_delete)
+    monkeypatch.setattr("ems.ops.purge.time.sleep", lambda s: events.append(("rest", s)))
+    counts = purge_retention(store, settings.with_(purge_chunk_rows=50, purge_pause=3.0))
+
+    assert counts["deleted"] == 5 * 110
+    # Rounds of 50 rows per partition, one partition per transaction: 5 + 5 + 5 (10 rows).
+    kinds = [kind for kind, _ in events]
+    assert kinds == ["delete", "rest"] * 15
+    assert all(rest > 0 for kind, rest in events if kind == "rest")
+
+
+def test_a_purge_without_a_pause_never_rests(
+    settings: Settings, store: Store, topic: TopicInfo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed.messages(store, topic, 0, range(120), OLD)
+    seed.messages(store, topic, 0, range(120, 121), NEW)
+    rests: list[float] = []
+    monkeypatch.setattr("ems.ops.purge.time.sleep", rests.append)
+    counts = purge_retention(store, settings.with_(purge_chunk_rows=50, purge_pause=0.0))
+    assert counts["deleted"] == 120 and rests == []
+
+
 _names = itertools.count()
 #: Per partition: expired rows from offset 0, young rows after them, a hole between the
 #: two, and an offset some group is retrying (ignored when not stored).

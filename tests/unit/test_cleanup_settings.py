@@ -15,7 +15,8 @@ def test_cleanup_settings_from_the_environment() -> None:
         {"EMS_PURGE_CHUNK_ROWS": "500", "EMS_PURGE_PAUSE": "0", "EMS_LOG_RETENTION_DAYS": "2"}
     )
     assert (s.purge_chunk_rows, s.purge_pause, s.log_retention_days) == (500, 0.0, 2.0)
-    assert Settings.from_env({}).purge_pause == 1.0
+    defaults = Settings.from_env({})
+    assert (defaults.purge_chunk_rows, defaults.purge_pause) == (50, 10.0)
     with pytest.raises(InvalidSetting):
         Settings.from_env({"EMS_PURGE_PAUSE": "-1"})
     with pytest.raises(InvalidSetting):
