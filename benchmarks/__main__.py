@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         "--purge-pause",
         type=float,
         default=Settings.purge_pause,
-        help="purge suite: rest after each round, as a multiple of its time "
+        help="purge suite: rest after each transaction, as a multiple of the work "
         f"(default {Settings.purge_pause:g} as the job's)",
     )
     args = parser.parse_args(argv)

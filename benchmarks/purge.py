@@ -326,7 +326,7 @@ def render(cfg: BenchConfig, env: list[str], o: Outcome) -> str:
             "`python -m benchmarks purge`: the purge-retention job deletes N expired messages "
             f"({PARTITIONS} partitions; rounds of {quota:,} rows from each, deleted in "
             f"transactions of about {cfg.settings.purge_chunk_rows:,} rows; a pause of "
-            f"{cfg.settings.purge_pause:g}x each round's time after it) while a Producer "
+            f"{cfg.settings.purge_pause:g}x the work after each transaction) while a Producer "
             f"publishes single messages at {RATE:.0f} msg/s. "
             "Idle windows start once the server has settled (InnoDB history list short, "
             "dirty pages no longer falling; after the purge, InnoDB writing no faster than "

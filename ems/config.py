@@ -50,12 +50,13 @@ class Settings:
     #: this many rows over the topic's partitions (at least 50 from each) and commits each
     #: partition's range on its own when they are this small.
     #: 50 by default, with purge_pause 10: the retention purge then works about a tenth of
-    #: the time in short transactions, and publish p99 during a 1M-row purge was 1.94x idle
-    #: (2,451 rows/s, 2.4 times the publishing rate); 1,000 rows and pause 1 purged 10x
-    #: faster at 4.92x idle p99, the same day (benchmarks/results/purge-latest.md).
+    #: the time in short transactions, and publish p99 during a 1M-row purge was 1.65-1.94x
+    #: idle (about 2,000 rows/s, twice the publishing rate); 1,000 rows and pause 1 purged
+    #: 13x faster at 4.92x idle p99, the same day (README, "Cleanup scheduler").
     purge_chunk_rows: int = 50
-    #: After each purge round, rest this many times as long as the round took: most of the
-    #: server stays with publishers while a purge runs (0: purge flat out).
+    #: After each transaction of a message purge, rest this many times as long as the work
+    #: since the last rest took: most of the server stays with publishers while a purge
+    #: runs (0: purge flat out).
     purge_pause: float = 10.0
     #: The purge-log job deletes done and dead consumption-log rows older than this.
     log_retention_days: float = 7.0

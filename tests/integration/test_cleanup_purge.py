@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Callable
 
 import pytest
 from hypothesis import HealthCheck, given
@@ -16,7 +17,7 @@ from ems.config import Settings
 from ems.exceptions import JobInterrupted
 from ems.offsets.reader import PartitionReader
 from ems.ops.jobs import run_job
-from ems.ops.purge import delete_consumed, purge_retention
+from ems.ops.purge import Range, delete_consumed, purge_retention
 from ems.store import Store
 from ems.types import TopicInfo
 from tests.integration import seed
@@ -65,24 +66,40 @@ def test_retention_deletes_expired_rows_in_chunks_and_raises_the_low_watermark(
     assert [seed.low(store, topic, p) for p in range(5)] == lows
 
 
+def expire_in_every_partition(store: Store, topic: TopicInfo, rows: int) -> None:
+    """`rows` expired messages, then two young ones, in each of the topic's partitions."""
+    for p in range(topic.partitions):
+        seed.messages(store, topic, p, range(rows), OLD)
+        seed.messages(store, topic, p, range(rows, rows + 2), NEW)
+
+
+def watch_deletes(
+    store: Store, monkeypatch: pytest.MonkeyPatch, seen: Callable[[list[Range]], object]
+) -> None:
+    """Call `seen` with the ranges of every purge transaction before it runs."""
+    delete = store.purge.delete
+
+    def watched(topic_id: int, ranges: list[Range]) -> dict[int, int]:
+        seen(ranges)
+        return delete(topic_id, ranges)
+
+    monkeypatch.setattr(store.purge, "delete", watched)
+
+
 def test_a_purge_round_takes_from_every_partition_in_chunk_sized_transactions(
     settings: Settings, store: Store, topic: TopicInfo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Rows of one time slice share pages whatever their partition: a round takes the
     # oldest rows of every partition, so pages empty in one pass.
-    for p in range(5):
-        seed.messages(store, topic, p, range(120), OLD)
-        seed.messages(store, topic, p, range(120, 122), NEW)
+    expire_in_every_partition(store, topic, 120)
     stop = threading.Event()
-    transactions: list[list[tuple[int, int, int]]] = []
-    delete = store.purge.delete
+    transactions: list[list[Range]] = []
 
-    def first_round_only(topic_id: int, ranges: list[tuple[int, int, int]]) -> dict[int, int]:
+    def first_round_only(ranges: list[Range]) -> None:
         transactions.append(ranges)
         stop.set()  # the run ends at the next round's checkpoint
-        return delete(topic_id, ranges)
 
-    monkeypatch.setattr(store.purge, "delete", first_round_only)
+    watch_deletes(store, monkeypatch, first_round_only)
     with pytest.raises(JobInterrupted):
         run_job(
             store, settings.with_(purge_chunk_rows=100), "purge-retention", holder="t", stop=stop
@@ -99,17 +116,9 @@ def test_a_purge_rests_after_every_transaction_in_proportion_to_its_work(
 ) -> None:
     # A publish that meets the purge should wait for one short transaction at most, so
     # the rest comes after each transaction, not once per round of several.
-    for p in range(5):
-        seed.messages(store, topic, p, range(110), OLD)
-        seed.messages(store, topic, p, range(110, 112), NEW)
+    expire_in_every_partition(store, topic, 110)
     events: list[tuple[str, float]] = []
-    delete = store.purge.delete
-
-    def timed_delete(topic_id: int, ranges: list[tuple[int, int, int]]) -> dict[int, int]:
-        events.append(("delete", 0.0))
-        return delete(topic_id, ranges)
-
-    monkeypatch.setattr(store.purge, "delete", timed_delete)
+    watch_deletes(store, monkeypatch, lambda ranges: events.append(("delete", 0.0)))
     monkeypatch.setattr("ems.ops.purge.time.sleep", lambda s: events.append(("rest", s)))
     counts = purge_retention(store, settings.with_(purge_chunk_rows=50, purge_pause=3.0))
 
