@@ -27,6 +27,7 @@ from benchmarks.harness import (
     KOMBU_QUEUE,
     PARTITIONS,
     BenchConfig,
+    BenchError,
     Reading,
     mysql_connect,
 )
@@ -102,8 +103,14 @@ class RawRedisWriter(RawWriter):
     def _allocate(self, counts: dict[int, int]) -> dict[int, int]:
         """First offset of each partition's range: one round trip for all partitions."""
         packed = b"".join(pack("INCRBY", self.keys[p], n) for p, n in counts.items())
-        ends = self.counters.execute(packed, len(counts))
-        return {p: int(end) - n for (p, n), end in zip(counts.items(), ends, strict=True)}  # type: ignore[arg-type]
+        firsts = {}
+        for (p, n), end in zip(
+            counts.items(), self.counters.execute(packed, len(counts)), strict=True
+        ):
+            if not isinstance(end, int):
+                raise BenchError(f"Redis answered INCRBY with {end!r}")
+            firsts[p] = end - n
+        return firsts
 
     def _wake(self, last: dict[int, int]) -> None:
         payload = ",".join(f"{p}:{o}" for p, o in last.items())
