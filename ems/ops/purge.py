@@ -3,11 +3,12 @@
 A topic is purged in rounds over its partitions. Each round takes, per partition still to
 purge, the next range from its low watermark of at most `purge_chunk_rows / partitions`
 rows (rounded up, and at least MIN_PARTITION_ROWS), and deletes them in short transactions
-of about `purge_chunk_rows` rows: one for the whole round unless the topic has many
-partitions. Rows of one time slice sit side by side in the message table and its indexes
-whatever their partition, so a round empties pages rather than thinning every page once per
-partition: a purge writes and rereads far fewer pages than one that walks the partitions
-one after the other.
+of about `purge_chunk_rows` rows (at the default of 50, one partition's range each), resting
+after each transaction `purge_pause` times as long as its work took, so that publishers
+never wait behind more than one short transaction. Rows of one time slice sit side by side
+in the message table and its indexes whatever their partition, so a round empties pages
+rather than thinning every page once per partition: a purge writes and rereads far fewer
+pages than one that walks the partitions one after the other.
 
 Each partition's range ends (exclusive) at the smallest of:
 
