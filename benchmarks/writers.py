@@ -32,8 +32,9 @@ from benchmarks.harness import (
     mysql_connect,
 )
 from ems import Producer, Record
+from ems.offsets.allocators import offset_key
 from ems.offsets.resp import RespConnection, pack
-from ems.wakeups import topic_channel
+from ems.wakeups import Publisher
 
 _INSERT = (
     "INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body) "
@@ -92,13 +93,13 @@ class RawRedisWriter(RawWriter):
         super().__init__(cfg, index, workers)
         url, timeout = cfg.settings.redis_url, cfg.settings.connect_timeout
         counters = RespConnection.from_url(url, timeout=timeout, retries=0)
-        wakeups = RespConnection.from_url(url, timeout=timeout, retries=0, quiet=True)
-        if counters is None or wakeups is None:
+        if counters is None:
             raise ValueError(f"raw+redis speaks plain redis:// URLs only, not {url!r}")
-        self.counters, self.wakeups = counters, wakeups
+        self.counters = counters
+        # ems's own wake-up writer: one PUBLISH written with replies off, nothing more.
+        self.wakeups = Publisher(cfg.settings)
         prefix = cfg.settings.redis_prefix
-        self.keys = [f"{prefix}offset:{self.topic_id}:{p}" for p in range(PARTITIONS)]
-        self.channel = topic_channel(cfg.settings, self.topic_id)
+        self.keys = [offset_key(prefix, self.topic_id, p) for p in range(PARTITIONS)]
 
     def _allocate(self, counts: dict[int, int]) -> dict[int, int]:
         """First offset of each partition's range: one round trip for all partitions."""
@@ -112,17 +113,13 @@ class RawRedisWriter(RawWriter):
             firsts[p] = end - n
         return firsts
 
-    def _wake(self, last: dict[int, int]) -> None:
-        payload = ",".join(f"{p}:{o}" for p, o in last.items())
-        self.wakeups.send_only(pack("PUBLISH", self.channel, payload))
-
     def _row(self, row: Reading, offset: int) -> tuple[object, ...]:
         return (self.topic_id, row.partition, offset, row.key.encode(), HEADERS_JSON, row.body)
 
     def send(self, row: Reading) -> None:
         offset = self._allocate({row.partition: 1})[row.partition]
         self.cursor.execute(_INSERT, self._row(row, offset))
-        self._wake({row.partition: offset})
+        self.wakeups.messages(self.topic_id, {row.partition: offset})
 
     def send_batch(self, rows: Sequence[Reading]) -> None:
         counts: dict[int, int] = {}
@@ -134,7 +131,7 @@ class RawRedisWriter(RawWriter):
             params.append(self._row(r, cursor[r.partition]))
             cursor[r.partition] += 1
         self.cursor.executemany(_INSERT, params)
-        self._wake({p: o - 1 for p, o in cursor.items()})
+        self.wakeups.messages(self.topic_id, {p: o - 1 for p, o in cursor.items()})
 
     def close(self) -> None:
         self.counters.close()

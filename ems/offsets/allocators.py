@@ -41,6 +41,11 @@ return ends
 """
 
 
+def offset_key(prefix: str, topic_id: int, partition: int) -> str:
+    """The Redis counter of a partition: it holds the partition's next offset."""
+    return f"{prefix}offset:{topic_id}:{partition}"
+
+
 class OffsetAllocator(Protocol):
     def allocate(self, topic_id: int, counts: Mapping[int, int]) -> dict[int, int]:
         """Reserve counts[p] offsets in each partition p; return the first offset of each."""
@@ -81,7 +86,7 @@ class RedisAllocator:
         self._incr_many = client.register_script(_INCRBY_MANY)
 
     def key(self, topic_id: int, partition: int) -> str:
-        return f"{self.prefix}offset:{topic_id}:{partition}"
+        return offset_key(self.prefix, topic_id, partition)
 
     def allocate(self, topic_id: int, counts: Mapping[int, int]) -> dict[int, int]:
         if len(counts) == 1:
@@ -115,7 +120,7 @@ class RespAllocator:
         self._many_sha = hashlib.sha1(_INCRBY_MANY.encode()).hexdigest()
 
     def key(self, topic_id: int, partition: int) -> str:
-        return f"{self.prefix}offset:{topic_id}:{partition}"
+        return offset_key(self.prefix, topic_id, partition)
 
     def allocate(self, topic_id: int, counts: Mapping[int, int]) -> dict[int, int]:
         if len(counts) == 1:

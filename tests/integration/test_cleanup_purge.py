@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Callable
 
 import pytest
@@ -117,16 +118,24 @@ def test_a_purge_rests_after_every_transaction_in_proportion_to_its_work(
     # A publish that meets the purge should wait for one short transaction at most, so
     # the rest comes after each transaction, not once per round of several.
     expire_in_every_partition(store, topic, 110)
-    events: list[tuple[str, float]] = []
-    watch_deletes(store, monkeypatch, lambda ranges: events.append(("delete", 0.0)))
-    monkeypatch.setattr("ems.ops.purge.time.sleep", lambda s: events.append(("rest", s)))
+    events: list[tuple[str, float, float]] = []  # (kind, when, rest asked for)
+    watch_deletes(
+        store, monkeypatch, lambda ranges: events.append(("delete", time.monotonic(), 0.0))
+    )
+    monkeypatch.setattr(
+        "ems.ops.purge.time.sleep", lambda s: events.append(("rest", time.monotonic(), s))
+    )
+    started = time.monotonic()
     counts = purge_retention(store, settings.with_(purge_chunk_rows=50, purge_pause=3.0))
 
     assert counts["deleted"] == 5 * 110
     # Rounds of 50 rows per partition, one partition per transaction: 5 + 5 + 5 (10 rows).
-    kinds = [kind for kind, _ in events]
-    assert kinds == ["delete", "rest"] * 15
-    assert all(rest > 0 for kind, rest in events if kind == "rest")
+    assert [kind for kind, _, _ in events] == ["delete", "rest"] * 15
+    # Each rest is 3x the work since the previous one (the sleeps here take no time).
+    previous = started
+    for _, when, asked in (e for e in events if e[0] == "rest"):
+        assert 0 < asked <= 3 * (when - previous)
+        previous = when
 
 
 def test_a_purge_without_a_pause_never_rests(
