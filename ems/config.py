@@ -32,6 +32,11 @@ class Settings:
     gap_timeout: float = 5.0
     #: Seconds to wait for a TCP connection to MySQL or Redis.
     connect_timeout: float = 3.0
+    #: Seconds a MySQL read or write may wait on the socket before the connection counts as
+    #: lost (DatabaseUnavailable): a server that stops answering never blocks a caller for
+    #: minutes. Longer than any statement ems issues takes on a healthy server.
+    read_timeout: float = 60.0
+    write_timeout: float = 60.0
     #: Attempts against an unreachable server before a typed error is raised.
     connect_attempts: int = 3
     #: Connection pool size per engine.
@@ -85,6 +90,8 @@ class Settings:
             allocator=allocator,  # type: ignore[arg-type]
             gap_timeout=_float(env, "EMS_GAP_TIMEOUT", 5.0),
             connect_timeout=_float(env, "EMS_CONNECT_TIMEOUT", 3.0),
+            read_timeout=_float(env, "EMS_READ_TIMEOUT", Settings.read_timeout),
+            write_timeout=_float(env, "EMS_WRITE_TIMEOUT", Settings.write_timeout),
             jdbc_jar=env.get("EMS_JDBC_JAR") or DEFAULT_JDBC_JAR,
             autoscale_interval=_interval(env, "EMS_AUTOSCALE_INTERVAL", 30.0),
             kubeconfig=env.get("EMS_KUBECONFIG") or None,

@@ -188,6 +188,11 @@ class LockConflict(StoreError):
     """A deadlock or lock-wait timeout; the statement may be retried."""
 
 
+class BelowLowWatermark(StoreError):
+    """An offset lies below its partition's low watermark (a purge removed that range and
+    readers jump over it); nothing was inserted."""
+
+
 class OffsetConflict(StoreError):
     """Offsets could not be allocated without conflict after repeated attempts."""
 

@@ -9,7 +9,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 
 from ems.config import Settings
-from ems.exceptions import DatabaseUnavailable, DuplicateKey, InvalidInput, OffsetConflict
+from ems.exceptions import (
+    BelowLowWatermark,
+    DatabaseUnavailable,
+    DuplicateKey,
+    InvalidInput,
+    LockConflict,
+    OffsetConflict,
+)
 from ems.metrics import published
 from ems.offsets.allocators import (
     MySQLAllocator,
@@ -79,6 +86,9 @@ class Producer:
         self._committers: dict[int, GroupCommit[Prepared, NewMessage]] = {}
         self._committers_lock = threading.Lock()
         self._wakeups = Publisher(self.settings)
+        #: Per topic id and partition, the end of the last range its counter handed out.
+        self._ends: dict[int, dict[int, int]] = {}
+        self._allocating = threading.Lock()
 
     @property
     def allocator(self) -> OffsetAllocator:
@@ -159,7 +169,7 @@ class Producer:
             check_name(name, "topic")
             info = self.store.topics.get(name)
             # Redis is not trusted to remember: seed the counters from MySQL first.
-            self.allocator.reseed(info.id, self.store.messages.next_offsets(info.id))
+            self._reseed(info)
             self._topics[name] = info
         return info
 
@@ -196,21 +206,48 @@ class Producer:
         for item in prepared:  # no starred unpacking: it builds a list per message
             counts[item[0]] = counts.get(item[0], 0) + 1
         for _ in range(_CONFLICT_ATTEMPTS):
-            rows = _place(info.id, prepared, self.allocator.allocate(info.id, counts))
-            if self._commit(rows):
-                self._wakeups.messages(info.id, {r.partition: r.offset for r in rows})
-                published(info.name).inc(len(rows))  # once per group commit, not per message
-                return rows
-            self.allocator.reseed(info.id, self.store.messages.next_offsets(info.id))
+            firsts = self._allocate(info, counts)
+            if firsts is not None:
+                rows = _place(info.id, prepared, firsts)
+                if self._commit(rows):
+                    self._wakeups.messages(info.id, {r.partition: r.offset for r in rows})
+                    published(info.name).inc(len(rows))  # once per group commit
+                    return rows
+            self._reseed(info)
         raise OffsetConflict(
             f"could not place {len(prepared)} messages on {info.name!r} after "
             f"{_CONFLICT_ATTEMPTS} fresh offset ranges"
         )
 
+    def _allocate(self, info: TopicInfo, counts: Mapping[int, int]) -> dict[int, int] | None:
+        """The first offset of a fresh range per partition; None when a counter handed out
+        a range ending at or below one it handed out before: Redis lost writes (a restart
+        without persistence, a failover to a lagging replica), and the range may lie among
+        stored or purged offsets. Ranges are taken under a lock so that the ends of one
+        partition are seen in the order Redis gave them."""
+        with self._allocating:
+            firsts = self.allocator.allocate(info.id, counts)
+            ends = self._ends.setdefault(info.id, {})
+            if went_back(ends, firsts, counts):
+                return None
+            for p, first in firsts.items():
+                ends[p] = first + counts[p]
+        return firsts
+
+    def _reseed(self, info: TopicInfo) -> None:
+        """Raise the counters to where MySQL says each partition goes on: past the highest
+        stored offset, and never below the low watermark."""
+        seeds = self.store.messages.seed_offsets(info.id)
+        self.allocator.reseed(info.id, seeds)
+        with self._allocating:
+            self._ends[info.id] = {}
+
     def _commit(self, rows: list[NewMessage]) -> bool:
-        """Insert the rows; False if an offset was taken. A dropped connection leaves the
-        outcome unknown, so the same rows are sent again and a duplicate-key answer is
-        checked against what is stored: our own rows mean the first attempt committed."""
+        """Insert the rows; False if an offset was taken or lies below its partition's low
+        watermark. A dropped connection leaves the outcome unknown, so the same rows are
+        sent again and a duplicate-key answer is checked against what is stored: our own
+        rows mean the first attempt committed. A deadlock rolled the statement back, so
+        the same rows go again."""
         delay = 0.1
         for attempt in range(_AMBIGUOUS_ATTEMPTS + 1):
             try:
@@ -218,7 +255,9 @@ class Producer:
                 return True
             except DuplicateKey:
                 return attempt > 0 and self._already_stored(rows)
-            except DatabaseUnavailable:
+            except BelowLowWatermark:
+                return False
+            except (DatabaseUnavailable, LockConflict):
                 if attempt == _AMBIGUOUS_ATTEMPTS:
                     raise
                 time.sleep(delay)
@@ -254,6 +293,14 @@ def _place(
         cursor[partition] = offset + 1
         rows.append(NewMessage(topic_id, partition, offset, key, headers, body))
     return rows
+
+
+def went_back(
+    ends: Mapping[int, int], firsts: Mapping[int, int], counts: Mapping[int, int]
+) -> bool:
+    """Whether a counter handed out a range ending at or below the end of one it handed
+    out before (counters only grow, unless Redis lost writes)."""
+    return any(first + counts[p] <= ends.get(p, -1) for p, first in firsts.items())
 
 
 def _same(row: NewMessage, stored: tuple[bytes | None, str | None, bytes]) -> bool:

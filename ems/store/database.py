@@ -17,6 +17,7 @@ from sqlalchemy.pool import PoolProxiedConnection
 
 from ems.config import Settings
 from ems.exceptions import (
+    BelowLowWatermark,
     DatabaseUnavailable,
     DuplicateKey,
     EmsError,
@@ -31,6 +32,8 @@ _UNREACHABLE = {1040, 1045, 1049, 1053, 1077, 2002, 2003, 2005, 2006, 2013, 2055
 _DUPLICATE = {1062}
 _LOCK = {1205, 1213}
 _NO_SCHEMA = {1146}
+#: "Subquery returns more than 1 row": the message INSERTs' low-watermark guard refused.
+_GUARD_REFUSED = {1242}
 
 
 def _errno(exc: BaseException | None) -> int | None:
@@ -84,6 +87,8 @@ def make_engine(settings: Settings, *, autocommit: bool = False) -> Engine:
         isolation_level="AUTOCOMMIT" if autocommit else "READ COMMITTED",
         connect_args={
             "connect_timeout": max(1, int(settings.connect_timeout)),
+            "read_timeout": settings.read_timeout,
+            "write_timeout": settings.write_timeout,
             # Expiries and created_at compare with NOW(6); pin every session to UTC.
             "init_command": "SET time_zone = '+00:00'",
         },
@@ -146,6 +151,12 @@ class DirectConnections:
                 self._on_lost()
             else:
                 self._give_back(conn, born)
+            if _errno(exc) in _GUARD_REFUSED:
+                # The statements' guard (see ems.store.messages) and nothing else here
+                # runs a scalar subquery that can return two rows.
+                error = BelowLowWatermark(
+                    "an offset lies below its partition's low watermark; nothing was inserted"
+                )
             raise error from exc
         except BaseException:
             _close(conn)  # interrupted mid-statement: its state is unknown
@@ -170,12 +181,21 @@ class DirectConnections:
             try:
                 conn, born = self._idle.pop()
             except IndexError:
-                proxied = self._connect()
-                proxied.detach()
-                return proxied.dbapi_connection, now
+                return self._new(), now
             if now - born < RECYCLE:
                 return conn, born
             _close(conn)
+
+    def _new(self) -> Any:
+        proxied = self._connect()
+        proxied.detach()
+        conn = proxied.dbapi_connection
+        assert conn is not None
+        # The guarded INSERTs read partition_low in their SELECT part; only under
+        # REPEATABLE READ is that a locking read, which makes a purge's raise of the
+        # watermark and this insert take turns (READ COMMITTED would read around it).
+        conn.query(b"SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        return conn
 
     def _give_back(self, conn: Any, born: float) -> None:
         if len(self._idle) < self._keep:
@@ -250,11 +270,15 @@ class Database:
             raw.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[Cursor]:
+    def transaction(self, *, repeatable_read: bool = False) -> Iterator[Cursor]:
         """A driver cursor in an explicit transaction on the hot-path pool: BEGIN, the
-        statements, COMMIT; no ping before and no reset round trip after."""
+        statements, COMMIT; no ping before and no reset round trip after. The pool's
+        sessions run READ COMMITTED; repeatable_read sets this transaction apart (its
+        locking reads then lock the gaps they find, absent rows included)."""
         with self.single() as cursor:
             conn = cursor.connection
+            if repeatable_read:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             conn.begin()
             try:
                 yield cursor

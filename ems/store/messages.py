@@ -9,10 +9,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 from binascii import hexlify
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from sqlalchemy import Connection, Select, func, select
 
+from ems.exceptions import BelowLowWatermark
 from ems.models import Message
 from ems.store.database import Database
 from ems.types import NewMessage, StoredMessage, TopicInfo
@@ -36,6 +37,7 @@ _FETCH_AT = (
 )
 
 _LOW = "SELECT low_offset FROM partition_low WHERE topic_id = %s AND partition_no = %s"
+_LOWS = "SELECT partition_no, low_offset FROM partition_low WHERE topic_id = %s"
 #: The next offset of every non-empty partition of every topic: a loose index scan of the
 #: unique key, one index dive per partition (never COUNT(*)).
 ALL_HIGH_WATERMARKS = (
@@ -53,7 +55,29 @@ def all_high_watermarks(conn: Connection) -> HighWatermarks:
 _INSERT_HEAD = (
     b"INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body) VALUES "
 )
-_ROW = b"(%d,%d,%d,%b,%b,X'%b')"
+_ROW = b"(%d,%d,%b,%b,%b,X'%b')"
+# No message may be stored below its partition's low watermark: a purge removed that range
+# and readers jump over it, so a row there would be acknowledged and never delivered. In
+# each statement, the lowest offset of each partition is written as a scalar subquery that
+# yields the offset alone, or a second row (an error: "Subquery returns more than 1 row",
+# whatever the sql_mode) when the offset lies below the watermark; the statement then
+# inserts nothing. Offsets of a partition in one statement ascend, so one guard per
+# partition covers them all. The producer's sessions run REPEATABLE READ, where a
+# subquery of an INSERT is a locking read: a purge that raised the watermark (before it
+# deletes) holds the row, so the insert waits for its commit and then sees the new one.
+# A derived table of VALUES or JSON_TABLE would say the same in SQL, but cost up to twice
+# the INSERT for large batches, and MariaDB's table value constructor truncates binary
+# values longer than 64 KiB.
+_GUARDED = (
+    b"(SELECT %d UNION ALL SELECT %d FROM partition_low "
+    b"WHERE topic_id = %d AND partition_no = %d AND low_offset > %d)"
+)
+#: Upper bound on the bytes a guard adds to its row.
+_GUARD_BYTES = 200
+_LOCK_LOWS = (
+    "SELECT partition_no, low_offset FROM partition_low WHERE topic_id = %s "
+    "AND partition_no IN ({}) LOCK IN SHARE MODE"
+)
 
 #: Statements stay under this size (PyMySQL's executemany packs up to 1,024,000 bytes; the
 #: server takes up to max_allowed_packet, 16 MiB by default).
@@ -77,26 +101,51 @@ def next_offsets_query(topic_id: int) -> Select[tuple[int, int]]:
 
 
 def insert_statements(messages: Sequence[NewMessage]) -> list[bytes] | None:
-    """Multi-row INSERTs of the messages, in order, each under _STATEMENT_BYTES; None if a
-    row is too large to send as hex."""
+    """Multi-row INSERTs of the messages, in order, each under _STATEMENT_BYTES and each
+    guarded against offsets below the low watermark; None if a row is too large to send
+    as hex."""
     statements: list[bytes] = []
+    chunk: list[NewMessage] = []
     rows: list[bytes] = []
+    partitions: set[int] = set()
     size = len(_INSERT_HEAD)
     for m in messages:
         if len(m.body) + len(m.key or b"") + len(m.headers or "") > _HEX_ROW_BYTES:
             return None
-        row = _row(m)
-        if rows and size + len(row) + 1 > _STATEMENT_BYTES:
-            statements.append(_INSERT_HEAD + b",".join(rows))
-            rows, size = [], len(_INSERT_HEAD)
+        row = _row(m, b"%d" % m.offset)
+        guards = _GUARD_BYTES * (len(partitions) + (m.partition not in partitions))
+        if rows and size + len(row) + 1 + guards > _STATEMENT_BYTES:
+            statements.append(_statement(chunk, rows))
+            chunk, rows, partitions, size = [], [], set(), len(_INSERT_HEAD)
+        chunk.append(m)
         rows.append(row)
+        partitions.add(m.partition)
         size += len(row) + 1
     if rows:
-        statements.append(_INSERT_HEAD + b",".join(rows))
+        statements.append(_statement(chunk, rows))
     return statements
 
 
-def _row(m: NewMessage) -> bytes:
+def _statement(chunk: list[NewMessage], rows: list[bytes]) -> bytes:
+    """The INSERT of the rows, with the row of each partition's lowest offset guarded."""
+    lowest: dict[int, int] = {}
+    for i, m in enumerate(chunk):
+        at = lowest.get(m.partition)
+        if at is None or m.offset < chunk[at].offset:
+            lowest[m.partition] = i
+    for i in lowest.values():
+        m = chunk[i]
+        guard = _GUARDED % (m.offset, m.offset, m.topic_id, m.partition, m.offset)
+        rows[i] = _row(m, guard)
+    return _INSERT_HEAD + b",".join(rows)
+
+
+def below_low(lows: Mapping[int, int], messages: Sequence[NewMessage]) -> bool:
+    """Whether any message's offset lies below its partition's low watermark."""
+    return any(m.offset < lows.get(m.partition, 0) for m in messages)
+
+
+def _row(m: NewMessage, offset: bytes) -> bytes:
     """One VALUES tuple. Binary values travel as hex literals: one C call each instead of
     the driver's escaping, and valid whatever the session's sql_mode (backslashes mean
     nothing in them). Headers are JSON text, which MySQL 8 refuses from a binary string,
@@ -104,7 +153,7 @@ def _row(m: NewMessage) -> bytes:
     key = b"NULL" if m.key is None else b"X'%b'" % hexlify(m.key)
     text = m.headers
     headers = b"NULL" if text is None else b"_utf8mb4 X'%b'" % hexlify(text.encode())
-    return _ROW % (m.topic_id, m.partition, m.offset, key, headers, hexlify(m.body))
+    return _ROW % (m.topic_id, m.partition, offset, key, headers, hexlify(m.body))
 
 
 class MessageStore:
@@ -112,7 +161,8 @@ class MessageStore:
         self.db = db
 
     def insert(self, messages: Sequence[NewMessage]) -> None:
-        """Insert all rows in one transaction; DuplicateKey if any offset is taken."""
+        """Insert all rows in one transaction; DuplicateKey if any offset is taken,
+        BelowLowWatermark if any lies below its partition's low watermark."""
         statements = insert_statements(messages)
         if statements is None:
             self._insert_escaped(messages)
@@ -120,22 +170,19 @@ class MessageStore:
             self.db.direct.execute(statements)
 
     def _insert_escaped(self, messages: Sequence[NewMessage]) -> None:
-        """The driver's own escaping and batching, for rows too large for hex literals."""
+        """The driver's own escaping and batching, for rows too large for hex literals,
+        in a transaction that first takes the partitions' low watermarks with a locking
+        read (REPEATABLE READ: a partition without one is gap-locked, so no purge can
+        create it meanwhile)."""
         params = [(m.topic_id, m.partition, m.offset, m.key, m.headers, m.body) for m in messages]
-        # PyMySQL sends one multi-row INSERT up to ~1 MB and splits larger batches into
-        # several statements; only those need an explicit transaction to stay all-or-none.
-        # Escaping at most doubles a value's length on the wire.
-        size = 2 * sum(len(m.body) + len(m.key or b"") + len(m.headers or "") for m in messages)
-        one_statement = size + _ROW_OVERHEAD * len(messages) < _STATEMENT_BYTES
-        if one_statement:
-            with self.db.single() as cursor:
-                if len(params) == 1:
-                    cursor.execute(_INSERT, params[0])
-                else:
-                    cursor.executemany(_INSERT, params)
-        else:
-            with self.db.connect() as conn:
-                conn.exec_driver_sql(_INSERT, params)
+        partitions = sorted({m.partition for m in messages})
+        lock = _LOCK_LOWS.format(",".join(["%s"] * len(partitions)))
+        with self.db.transaction(repeatable_read=True) as cursor:
+            cursor.execute(lock, (messages[0].topic_id, *partitions))
+            lows = {int(p): int(low) for p, low in cursor.fetchall()}
+            if below_low(lows, messages):
+                raise BelowLowWatermark("an offset lies below its partition's low watermark")
+            cursor.executemany(_INSERT, params)
 
     def insert_tombstones(self, topic_id: int, partition: int, offsets: Iterable[int]) -> None:
         params = [(topic_id, partition, o) for o in offsets]
@@ -182,6 +229,18 @@ class MessageStore:
         """One past the highest stored offset, per partition that has rows."""
         with self.db.connect() as conn:
             return {int(p): int(top) + 1 for p, top in conn.execute(next_offsets_query(topic_id))}
+
+    def low_offsets(self, topic_id: int) -> dict[int, int]:
+        """Per partition of the topic that has been purged, its low watermark."""
+        return {int(p): int(low) for p, low in self.db.select(_LOWS, (topic_id,))}
+
+    def seed_offsets(self, topic_id: int) -> dict[int, int]:
+        """Where a partition's counter must start: past its highest stored offset and
+        never below its low watermark (a purge may have emptied it)."""
+        seeds = self.low_offsets(topic_id)
+        for p, high in self.next_offsets(topic_id).items():
+            seeds[p] = max(high, seeds.get(p, 0))
+        return seeds
 
     def all_high_watermarks(self) -> HighWatermarks:
         """Every non-empty partition's high watermark, of every topic."""

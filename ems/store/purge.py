@@ -146,9 +146,16 @@ class PurgeStore:
         and delete its offsets [start, end); all in one short transaction. The rows
         deleted per partition."""
         deleted: dict[int, int] = {}
+        ranges = sorted(ranges)
         with self.db.transaction() as cursor:
-            for partition, start, end in ranges:
+            # Every watermark is raised before any row goes, in partition order: an insert
+            # reads the watermarks of its partitions with a locking read (in that order),
+            # so it either commits before this transaction raises them or waits for its
+            # commit and then is refused; taking them all first means no insert can hold
+            # one of them while waiting on a row this transaction deleted.
+            for partition, _, end in ranges:
                 cursor.execute(_RAISE_LOW, (topic_id, partition, end))
+            for partition, start, end in ranges:
                 deleted[partition] = int(cursor.execute(_DELETE, (topic_id, partition, start, end)))
         return deleted
 

@@ -1,0 +1,228 @@
+"""No message is ever stored below its partition's low watermark: a purge removed that
+range, readers jump over it, so a row there would be acknowledged and never delivered.
+The insert itself refuses such offsets, and the producer re-seeds its counters from
+max(high watermark, low watermark) and tries again."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+import redis
+
+from ems import Consumer, Delivery, Producer, Record, TopicAdmin
+from ems.config import Settings
+from ems.exceptions import BelowLowWatermark, DatabaseUnavailable
+from ems.offsets.allocators import offset_key
+from ems.ops.purge import delete_consumed, purge_retention
+from ems.store import Store
+from ems.types import NewMessage, TopicInfo
+from tests.integration import seed
+
+FAST: dict[str, Any] = {"lease_ttl": 2.0, "renew_every": 0.5}
+
+
+@pytest.fixture
+def topic(settings: Settings, store: Store) -> TopicInfo:
+    return TopicAdmin(settings, store=store).create("t", 1, retention_hours=1)
+
+
+def lose_counters(settings: Settings) -> None:
+    """Redis forgets this deployment's counters (a restart without persistence)."""
+    client = redis.Redis.from_url(settings.redis_url)
+    keys = list(client.scan_iter(match=settings.redis_prefix + "*"))
+    if keys:
+        client.delete(*keys)
+    client.close()
+
+
+def age_all(store: Store, hours: float) -> None:
+    seed.sql(store, "UPDATE message SET created_at = NOW(6) - INTERVAL %s HOUR", (hours,))
+
+
+def poll_until(consumer: Consumer, count: int, timeout: float = 15) -> list[Delivery]:
+    got: list[Delivery] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < count and time.monotonic() < deadline:
+        got += consumer.poll(timeout=0.2)
+    return got
+
+
+def test_a_send_after_redis_loss_lands_above_a_purged_range(
+    settings: Settings, store: Store, topic: TopicInfo
+) -> None:
+    with Producer(settings) as producer:
+        sent = [producer.send("t", f"m{i}") for i in range(100)]
+        assert [m.offset for m in sent] == list(range(100))
+        age_all(store, 48)
+        assert purge_retention(store, settings)["deleted"] == 99
+        assert seed.low(store, topic, 0) == 99
+        with Consumer("g", "t", settings=settings, start="latest", **FAST) as consumer:
+            assert consumer.poll(timeout=0.5) == []  # joined: its cursor is at 100
+            lose_counters(settings)
+            placed = producer.send("t", "after-flush")
+            assert placed.offset >= 100
+            (got,) = poll_until(consumer, 1)
+            assert got.body == b"after-flush"
+            consumer.ack(got)
+    assert seed.offsets(store, topic, 0) == [99, placed.offset]
+
+
+def test_the_insert_refuses_offsets_below_the_low_watermark(store: Store, topic: TopicInfo) -> None:
+    seed.messages(store, topic, 0, range(10), 48)
+    purge_retention(store, store.settings)
+    assert seed.low(store, topic, 0) == 9
+    below = NewMessage(topic.id, 0, 4, None, None, b"late")
+    above = NewMessage(topic.id, 0, 10, None, None, b"fine")
+    for rows in ([below], [above, below], [below, above]):
+        with pytest.raises(BelowLowWatermark):
+            store.messages.insert(rows)
+    # A row too large for a hex literal takes the driver's escaping in a transaction.
+    big = NewMessage(topic.id, 0, 5, None, None, b"x" * 300_000)
+    with pytest.raises(BelowLowWatermark):
+        store.messages.insert([above, big])
+    assert seed.offsets(store, topic, 0) == [9]
+    store.messages.insert([above])
+    assert seed.offsets(store, topic, 0) == [9, 10]
+
+
+def test_an_all_purged_partition_seeds_from_its_low_watermark(
+    settings: Settings, store: Store, topic: TopicInfo
+) -> None:
+    seed.messages(store, topic, 0, range(20), 48)
+    purge_retention(store, settings)
+    seed.sql(store, "DELETE FROM message")  # the last row too, as an operator may
+    lose_counters(settings)
+    with Producer(settings) as producer:
+        assert producer.send("t", "first").offset == 19
+
+
+class _Recording:
+    """The real message store's insert, with every offset it was asked to insert."""
+
+    def __init__(self, store: Store) -> None:
+        self.insert = store.messages.insert
+        self.offsets: list[int] = []
+
+    def __call__(self, rows: Sequence[NewMessage]) -> None:
+        self.offsets += [r.offset for r in rows]
+        self.insert(rows)
+
+
+def test_a_counter_that_went_back_is_reseeded_before_any_insert(
+    settings: Settings, store: Store, topic: TopicInfo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Producer(settings, store=store) as producer:
+        producer.send_batch("t", [Record(f"m{i}") for i in range(10)])
+        recording = _Recording(store)
+        monkeypatch.setattr(store.messages, "insert", recording)
+        # A failover to a replica that had not seen the last INCRBYs.
+        client = redis.Redis.from_url(settings.redis_url)
+        client.set(offset_key(settings.redis_prefix, topic.id, 0), 3)
+        client.close()
+        assert producer.send("t", "after").offset == 10
+    assert recording.offsets == [10]
+
+
+def test_a_stalled_producer_does_not_land_below_consumed_and_purged_offsets(
+    settings: Settings, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A producer takes an offset and stalls; readers tombstone the hole, the group moves
+    past it and delete-consumed purges the tombstone. When the producer wakes, its old
+    offset is below the low watermark: it must be placed anew, and delivered."""
+    TopicAdmin(settings, store=store).create("d", 1)
+    seed.sql(store, "UPDATE topic SET delete_consumed = 1 WHERE name = 'd'")
+    stalled, release = threading.Event(), threading.Event()
+    insert = store.messages.insert
+
+    def stall_first(rows: Sequence[NewMessage]) -> None:
+        if not stalled.is_set():
+            stalled.set()
+            release.wait(30)
+        insert(rows)
+
+    monkeypatch.setattr(store.messages, "insert", stall_first)
+    slow = Producer(settings, store=store)
+    outcome: list[Any] = []
+    sender = threading.Thread(target=lambda: outcome.append(slow.send("d", "slow")))
+    consumer = Consumer("g", "d", settings=settings, start="earliest", **FAST)
+    try:
+        sender.start()
+        assert stalled.wait(10)
+        with Producer(settings) as fast:
+            fast.send_batch("d", [Record(f"f{i}") for i in range(5)])
+        got = poll_until(consumer, 5)  # the hole at 0 is tombstoned after the gap timeout
+        assert [d.body for d in got] == [f"f{i}".encode() for i in range(5)]
+        consumer.ack(got)
+        consumer.poll(timeout=0.2)  # flushes the cursor commit
+        wait_for(lambda: delete_consumed(store, settings)["deleted"] > 0)
+        release.set()
+        sender.join(30)
+        (placed,) = outcome
+        assert placed.offset >= 6
+        (late,) = poll_until(consumer, 1)
+        assert late.body == b"slow"
+        consumer.ack(late)
+    finally:
+        release.set()
+        consumer.close()
+        slow.close()
+
+
+def wait_for(check: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.1)
+
+
+def test_a_read_that_never_answers_ends_within_the_read_timeout(settings: Settings) -> None:
+    store = Store(settings.with_(read_timeout=1.0))
+    try:
+        started = time.monotonic()
+        with pytest.raises(DatabaseUnavailable):
+            store.db.select("SELECT SLEEP(30)", ())
+        # select() retries a dropped read once on a fresh connection.
+        assert time.monotonic() - started < 6
+    finally:
+        store.close()
+
+
+def test_an_insert_racing_a_purge_waits_for_it_and_is_refused(
+    store: Store, topic: TopicInfo
+) -> None:
+    """The guard is a locking read: while a purge's transaction holds the raised watermark,
+    an insert below it waits, then sees the committed watermark (a plain read would see
+    the old one and store the row in the range being purged)."""
+    seed.messages(store, topic, 0, range(10), 48)
+    outcome: list[BaseException | None] = []
+    with store.db.transaction() as purge:
+        purge.execute(
+            "INSERT INTO partition_low (topic_id, partition_no, low_offset) VALUES (%s, 0, 9)",
+            (topic.id,),
+        )
+        purge.execute("DELETE FROM message WHERE offset_no < 9")
+
+        def insert() -> None:
+            try:
+                store.messages.insert([NewMessage(topic.id, 0, 4, None, None, b"late")])
+                outcome.append(None)
+            except BelowLowWatermark as exc:
+                outcome.append(exc)
+
+        inserter = threading.Thread(target=insert)
+        inserter.start()
+        wait_for(lambda: _lock_waits(store) > 0)
+    inserter.join(10)
+    assert len(outcome) == 1 and isinstance(outcome[0], BelowLowWatermark)
+    assert seed.offsets(store, topic, 0) == [9]
+
+
+def _lock_waits(store: Store) -> int:
+    rows = seed.sql(
+        store, "SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'"
+    )
+    return int(rows[0][0])
