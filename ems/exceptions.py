@@ -154,6 +154,12 @@ class RedisUnavailable(ServerUnavailable):
     """The Redis server could not be reached."""
 
 
+class RedisOutcomeUnknown(RedisUnavailable):
+    """The connection to Redis failed after a command that must not run twice (an offset
+    allocation) may have reached it; whether Redis ran it is unknown, so it was not sent
+    again. The producer re-seeds its counters from MySQL and allocates anew."""
+
+
 class SparkUnavailable(ServerUnavailable):
     """Spark cannot start here: pyspark or a Java runtime is missing."""
 

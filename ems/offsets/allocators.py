@@ -14,7 +14,7 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from ems.config import Settings
-from ems.exceptions import RedisReplyError, RedisUnavailable
+from ems.exceptions import RedisOutcomeUnknown, RedisReplyError, RedisUnavailable
 from ems.offsets.resp import ErrorReply, Reply, RespConnection, check, pack
 from ems.store.topics import HeadStore
 
@@ -54,17 +54,20 @@ class OffsetAllocator(Protocol):
         """Make sure the next offsets handed out are at least next_offsets[p]."""
 
 
-def redis_client(settings: Settings, *, single: bool = False) -> redis.Redis:
+def redis_client(settings: Settings, *, single: bool = False, retrying: bool = True) -> redis.Redis:
     """A client for settings.redis_url. A single-connection client keeps one connection
     behind a lock instead of checking one out of a pool per command (about half the
-    client CPU of a command), which suits the producer's one-command hot path."""
+    client CPU of a command), which suits the producer's one-command hot path. A client
+    that is not retrying never sends a command twice (redis-py's retry would re-send an
+    INCRBY whose reply was lost)."""
+    attempts = settings.connect_attempts if retrying else 0
     return redis.Redis.from_url(
         settings.redis_url,
         single_connection_client=single,
         socket_connect_timeout=settings.connect_timeout,
         socket_timeout=settings.connect_timeout,
-        retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), settings.connect_attempts),
-        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+        retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), attempts),
+        retry_on_error=[redis.ConnectionError, redis.TimeoutError] if retrying else [],
     )
 
 
@@ -76,14 +79,35 @@ def redis_errors() -> Iterator[None]:
         raise RedisUnavailable(f"Redis is unreachable: {exc}") from exc
 
 
-class RedisAllocator:
-    """INCRBY ranges; a counter holds the next offset of its partition."""
+@contextmanager
+def sent_once() -> Iterator[None]:
+    """For a command that must not run twice: a failed connection leaves its outcome
+    unknown, and the caller re-seeds rather than send it again."""
+    try:
+        yield
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise RedisOutcomeUnknown(f"the connection to Redis failed: {exc}") from exc
 
-    def __init__(self, client: redis.Redis, prefix: str) -> None:
+
+class RedisAllocator:
+    """INCRBY ranges; a counter holds the next offset of its partition. Allocations go
+    through `once`, a client that never re-sends a command (see redis_client); the
+    idempotent re-seeds through `client`, which retries."""
+
+    def __init__(self, client: redis.Redis, once: redis.Redis, prefix: str) -> None:
         self.client = client
+        self.once = once
         self.prefix = prefix
         self._raise = client.register_script(_SET_IF_GREATER)
-        self._incr_many = client.register_script(_INCRBY_MANY)
+        self._incr_many = self.once.register_script(_INCRBY_MANY)
+
+    @classmethod
+    def for_settings(cls, settings: Settings, *, single: bool = False) -> RedisAllocator:
+        return cls(
+            redis_client(settings, single=single),
+            redis_client(settings, single=single, retrying=False),
+            settings.redis_prefix,
+        )
 
     def key(self, topic_id: int, partition: int) -> str:
         return offset_key(self.prefix, topic_id, partition)
@@ -91,11 +115,11 @@ class RedisAllocator:
     def allocate(self, topic_id: int, counts: Mapping[int, int]) -> dict[int, int]:
         if len(counts) == 1:
             ((partition, n),) = counts.items()
-            with redis_errors():
-                end = int(self.client.incrby(self.key(topic_id, partition), n))
+            with sent_once():
+                end = int(self.once.incrby(self.key(topic_id, partition), n))
             return {partition: end - n}
         keys = [self.key(topic_id, partition) for partition in counts]
-        with redis_errors():
+        with sent_once():
             ends = self._incr_many(keys=keys, args=list(counts.values()))
         return {p: int(end) - n for (p, n), end in zip(counts.items(), ends, strict=True)}
 
@@ -129,7 +153,8 @@ class RespAllocator:
             if head is None:
                 head = self._incr_head(topic_id, partition)
             digits = b"%d" % n
-            (end,) = self.conn.execute(b"%b$%d\r\n%b\r\n" % (head, len(digits), digits), 1)
+            command = b"%b$%d\r\n%b\r\n" % (head, len(digits), digits)
+            (end,) = self.conn.execute(command, 1, idempotent=False)
             return {partition: _integer(end) - n}
         keys = [self.key(topic_id, partition) for partition in counts]
         ends = self._incr_many(keys, list(counts.values()))
@@ -158,10 +183,12 @@ class RespAllocator:
         return head
 
     def _incr_many(self, keys: list[str], counts: list[int]) -> list[Reply]:
-        reply = self.conn.execute(pack("EVALSHA", self._many_sha, len(keys), *keys, *counts), 1)[0]
+        command = pack("EVALSHA", self._many_sha, len(keys), *keys, *counts)
+        reply = self.conn.execute(command, 1, idempotent=False)[0]
         if isinstance(reply, ErrorReply) and reply.code == "NOSCRIPT":
             # Redis restarted or flushed its script cache; EVAL loads the script again.
-            reply = self.conn.execute(pack("EVAL", _INCRBY_MANY, len(keys), *keys, *counts), 1)[0]
+            command = pack("EVAL", _INCRBY_MANY, len(keys), *keys, *counts)
+            reply = self.conn.execute(command, 1, idempotent=False)[0]
         ends = check(reply)
         if not isinstance(ends, list) or len(ends) != len(keys):
             raise RedisReplyError(f"Redis answered the offset script with {ends!r}")

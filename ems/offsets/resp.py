@@ -11,13 +11,14 @@ typed RedisUnavailable. URLs it cannot serve (TLS, unix sockets) keep using redi
 
 from __future__ import annotations
 
+import select
 import socket
 import threading
 import time
 from typing import TypeAlias
 from urllib.parse import unquote, urlsplit
 
-from ems.exceptions import RedisReplyError, RedisUnavailable
+from ems.exceptions import RedisOutcomeUnknown, RedisReplyError, RedisUnavailable
 
 _CRLF = b"\r\n"
 #: Error reply codes that mean "the server is not ready yet": retried like a lost
@@ -148,6 +149,7 @@ class RespConnection:
         self.timeout = timeout
         self.retries = retries
         self._sock: socket.socket | None = None
+        self._poller: select.poll | None = None
         self._buf = b""
         self._lock = threading.Lock()
 
@@ -177,14 +179,20 @@ class RespConnection:
         """One command; its error reply is raised as RedisReplyError."""
         return check(self.execute(pack(*args), 1)[0])
 
-    def execute(self, packed: bytes, replies: int) -> list[Reply]:
+    def execute(self, packed: bytes, replies: int, *, idempotent: bool = True) -> list[Reply]:
         """Send packed commands and read `replies` replies (error replies as values).
-        Connection errors are retried with backoff; after the last, RedisUnavailable."""
+        Connection errors are retried with backoff; after the last, RedisUnavailable.
+        A command that must not run twice (idempotent=False) is sent again only when it
+        provably did not reach Redis (the failure came while connecting, or Redis
+        answered that it is not ready); once its bytes may have gone out, a failure
+        raises RedisOutcomeUnknown instead."""
         failures = 0
         with self._lock:
             while True:
+                sent = False
                 try:
-                    sock = self._sock or self._connect()
+                    sock = self._live_socket()
+                    sent = True  # from here on, the bytes may reach Redis
                     sock.sendall(packed)
                     found = [self._read()] if replies else []
                     for _ in range(replies - 1):
@@ -192,15 +200,33 @@ class RespConnection:
                     transient = _transient(found)
                     if transient is None:
                         return found
+                    sent = False  # an error reply: Redis did not run the command
                     raise ConnectionError(transient)
                 except (OSError, ProtocolError) as exc:
+                    self._close()
+                    if sent and not idempotent:
+                        raise RedisOutcomeUnknown(
+                            f"the connection to Redis failed after a command was sent: {exc}"
+                        ) from exc
                     # Whatever was in flight is lost with the connection; the caller's
                     # commands are sent again whole on a new one.
-                    self._close()
                     failures += 1
                     if failures > self.retries:
                         raise RedisUnavailable(f"Redis is unreachable: {exc}") from exc
                     time.sleep(min(_BACKOFF_CAP, _BACKOFF_BASE * 2**failures))
+
+    def _live_socket(self) -> socket.socket:
+        """The connection, replaced first if Redis has closed it (a restart, a killed
+        client, an idle timeout): between commands nothing should be readable, so any
+        event on the socket (end of stream, an error, stray bytes) means a fresh one, and
+        reconnecting then provably loses no command of ours, where a failed send would
+        not."""
+        if self._sock is None or self._poller is None:
+            return self._connect()
+        if not self._poller.poll(0):
+            return self._sock
+        self._close()
+        return self._connect()
 
     def send_only(self, packed: bytes) -> None:
         """Write without reading replies (after CLIENT REPLY OFF). One attempt: the caller
@@ -220,6 +246,8 @@ class RespConnection:
         sock = socket.create_connection(self.address, timeout=self.timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sock, self._buf = sock, b""
+        self._poller = select.poll()
+        self._poller.register(sock, select.POLLIN)
         setup = []
         if self.password is not None:
             auth = (self.username, self.password) if self.username else (self.password,)
@@ -259,7 +287,7 @@ class RespConnection:
             try:
                 self._sock.close()
             finally:
-                self._sock, self._buf = None, b""
+                self._sock, self._buf, self._poller = None, b"", None
 
 
 def check(reply: Reply) -> Reply:

@@ -16,6 +16,7 @@ from ems.exceptions import (
     InvalidInput,
     LockConflict,
     OffsetConflict,
+    RedisOutcomeUnknown,
 )
 from ems.metrics import published
 from ems.offsets.allocators import (
@@ -23,7 +24,6 @@ from ems.offsets.allocators import (
     OffsetAllocator,
     RedisAllocator,
     RespAllocator,
-    redis_client,
     redis_errors,
 )
 from ems.offsets.resp import RespConnection
@@ -109,7 +109,7 @@ class Producer:
             retries=self.settings.connect_attempts,
         )
         if conn is None:  # TLS or a unix socket: redis-py speaks those
-            return RedisAllocator(redis_client(self.settings, single=True), prefix)
+            return RedisAllocator.for_settings(self.settings, single=True)
         self._own_redis = conn
         return RespAllocator(conn, prefix)
 
@@ -226,7 +226,12 @@ class Producer:
         stored or purged offsets. Ranges are taken under a lock so that the ends of one
         partition are seen in the order Redis gave them."""
         with self._allocating:
-            firsts = self.allocator.allocate(info.id, counts)
+            try:
+                firsts = self.allocator.allocate(info.id, counts)
+            except RedisOutcomeUnknown:
+                # Not sent again: it may have run. A lost connection may also mean a
+                # Redis restarted empty, so the counters are re-seeded first.
+                return None
             ends = self._ends.setdefault(info.id, {})
             if went_back(ends, firsts, counts):
                 return None

@@ -12,7 +12,7 @@ import pytest
 from ems import Producer, Reader, TopicAdmin
 from ems.config import Settings
 from ems.exceptions import DuplicateKey, InvalidOffset, UnknownPartition, UnknownTopic
-from ems.offsets.allocators import RedisAllocator, redis_client
+from ems.offsets.allocators import RedisAllocator
 from ems.store import Store
 from ems.types import NewMessage, TopicInfo
 
@@ -133,7 +133,7 @@ def test_producer_that_lost_its_offset_to_a_tombstone_retries(
     with Producer(settings) as p:
         p.send_batch("t", [b"a", b"b"])
     store.messages.insert_tombstones(topic.id, 0, [2])
-    allocator = _StaleOnce(RedisAllocator(redis_client(settings), settings.redis_prefix), 2)
+    allocator = _StaleOnce(RedisAllocator.for_settings(settings), 2)
     with Producer(settings, allocator=allocator) as late:
         placed = late.send("t", b"late")
     assert placed.offset >= 3

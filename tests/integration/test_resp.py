@@ -9,8 +9,10 @@ import queue
 import shutil
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
@@ -19,8 +21,8 @@ from sqlalchemy import text
 
 from ems import Producer, TopicAdmin
 from ems.config import Settings
-from ems.exceptions import RedisReplyError, RedisUnavailable
-from ems.offsets.allocators import RedisAllocator, RespAllocator, redis_client
+from ems.exceptions import RedisOutcomeUnknown, RedisReplyError, RedisUnavailable
+from ems.offsets.allocators import RedisAllocator, RespAllocator, offset_key
 from ems.offsets.resp import RespConnection
 from ems.store import Store
 from ems.wakeups import Listener, topic_channel
@@ -85,7 +87,7 @@ def resp_allocator(settings: Settings) -> RespAllocator:
 
 def test_resp_and_redis_py_allocators_share_the_same_counters(settings: Settings) -> None:
     fast = resp_allocator(settings)
-    slow = RedisAllocator(redis_client(settings), settings.redis_prefix)
+    slow = RedisAllocator.for_settings(settings)
     assert fast.allocate(7, {0: 1}) == {0: 0}
     assert slow.allocate(7, {0: 2}) == {0: 1}
     assert fast.allocate(7, {0: 3, 1: 4, 5: 1}) == {0: 3, 1: 0, 5: 0}
@@ -107,7 +109,7 @@ def test_an_error_reply_is_a_typed_error(settings: Settings) -> None:
     with pytest.raises(RedisReplyError, match="not an integer"):
         fast.allocate(3, {0: 1, 1: 1})
     with pytest.raises(redis.ResponseError):  # what redis-py raised here
-        RedisAllocator(redis_client(settings), settings.redis_prefix).allocate(3, {0: 1})
+        RedisAllocator.for_settings(settings).allocate(3, {0: 1})
     assert fast.allocate(3, {1: 2}) == {1: 0}  # the connection is still usable
     client.close()
     fast.close()
@@ -221,3 +223,109 @@ def test_wake_ups_reach_listeners_and_survive_a_restart(
             assert seen and seen[0].startswith("0:") and int(seen[0][2:]) <= offset
     finally:
         listener.stop()
+
+
+class ReplyDropper:
+    """A TCP proxy in front of Redis that, when armed, forwards the next command and then
+    cuts the connection before Redis's reply comes back: the command ran, its client
+    cannot know."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.armed = threading.Event()
+        self.cuts = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.upstream)
+            threading.Thread(target=self._up, args=(client, server), daemon=True).start()
+            threading.Thread(target=self._down, args=(server, client), daemon=True).start()
+
+    def _up(self, client: socket.socket, server: socket.socket) -> None:
+        with suppress(OSError):
+            while data := client.recv(65536):
+                server.sendall(data)
+        server.close()
+
+    def _down(self, server: socket.socket, client: socket.socket) -> None:
+        with suppress(OSError):
+            while data := server.recv(65536):
+                if self.armed.is_set():
+                    self.armed.clear()
+                    self.cuts += 1
+                    break
+                client.sendall(data)
+        client.shutdown(socket.SHUT_RDWR)
+        client.close()
+        server.close()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture
+def dropper() -> Iterator[ReplyDropper]:
+    proxy = ReplyDropper(("127.0.0.1", 6379))
+    yield proxy
+    proxy.close()
+
+
+def _counter(settings: Settings, topic_id: int, partition: int) -> int:
+    client = redis.Redis.from_url(settings.redis_url)
+    try:
+        return int(client.get(offset_key(settings.redis_prefix, topic_id, partition)) or 0)
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("partitions", [{0: 5}, {0: 5, 1: 2}])
+def test_an_allocation_whose_reply_is_lost_is_never_sent_again(
+    settings: Settings, dropper: ReplyDropper, partitions: dict[int, int]
+) -> None:
+    fast = resp_allocator(settings.with_(redis_url=dropper.url()))
+    assert fast.allocate(9, {0: 1}) == {0: 0}
+    dropper.armed.set()
+    with pytest.raises(RedisOutcomeUnknown):
+        fast.allocate(9, partitions)
+    assert dropper.cuts == 1
+    assert _counter(settings, 9, 0) == 1 + partitions[0]  # INCRBY ran once
+    # Idempotent commands still ride through a lost reply.
+    dropper.armed.set()
+    fast.reseed(9, {0: 100})
+    assert _counter(settings, 9, 0) == 100
+    fast.close()
+
+
+def test_the_redis_py_allocator_never_sends_an_allocation_twice(
+    settings: Settings, dropper: ReplyDropper
+) -> None:
+    slow = RedisAllocator.for_settings(settings.with_(redis_url=dropper.url()))
+    assert slow.allocate(9, {0: 1}) == {0: 0}
+    dropper.armed.set()
+    with pytest.raises(RedisOutcomeUnknown):
+        slow.allocate(9, {0: 5})
+    assert _counter(settings, 9, 0) == 6
+
+
+def test_a_producer_whose_allocation_reply_is_lost_reseeds_and_sends_once(
+    settings: Settings, store: Store, dropper: ReplyDropper
+) -> None:
+    TopicAdmin(settings, store=store).create("t", 1)
+    with Producer(settings.with_(redis_url=dropper.url())) as producer:
+        assert producer.send("t", "a").offset == 0
+        dropper.armed.set()
+        second = producer.send("t", "b")
+    assert dropper.cuts == 1
+    with store.db.connect() as conn:
+        stored = conn.execute(text("SELECT offset_no, body FROM message ORDER BY offset_no"))
+        assert [(int(o), bytes(b)) for o, b in stored] == [(0, b"a"), (second.offset, b"b")]

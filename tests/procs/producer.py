@@ -20,7 +20,7 @@ import time
 import pymysql
 
 from ems import Producer, Record, Settings
-from ems.offsets.allocators import RedisAllocator, redis_client
+from ems.offsets.allocators import RedisAllocator
 from ems.store import Store
 
 TOPIC = "conc"
@@ -57,7 +57,7 @@ def produce(
 def hang(settings: Settings) -> None:
     store = Store(settings)
     topic = store.topics.get(TOPIC)
-    allocator = RedisAllocator(redis_client(settings), settings.redis_prefix)
+    allocator = RedisAllocator.for_settings(settings)
     allocator.reseed(topic.id, store.messages.next_offsets(topic.id))
     allocator.allocate(topic.id, {p: 3 for p in range(topic.partitions)})
     print("allocated", flush=True)
@@ -67,7 +67,7 @@ def hang(settings: Settings) -> None:
 def slow(settings: Settings, seconds: float, ackfile: str) -> None:
     store = Store(settings)
     topic = store.topics.get(TOPIC)
-    allocator = RedisAllocator(redis_client(settings), settings.redis_prefix)
+    allocator = RedisAllocator.for_settings(settings)
     allocator.reseed(topic.id, store.messages.next_offsets(topic.id))
     offset = allocator.allocate(topic.id, {0: 1})[0]
     conn = pymysql.connect(host="127.0.0.1", user="root", database=settings.database_name)
