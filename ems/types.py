@@ -192,6 +192,17 @@ class Settlement:
             or self.cursors
         )
 
+    def partitions(self) -> set[int]:
+        """The partitions this settlement writes to."""
+        return {
+            *(d[0] for d in self.done),
+            *(f.partition for f in self.failed),
+            *(f.partition for f in self.logged_only),
+            *(c[0] for c in self.cleared),
+            *(h[0] for h in self.handed_back),
+            *self.cursors,
+        }
+
     def only(self, partitions: set[int]) -> Settlement:
         """The part of this settlement that concerns these partitions."""
         return Settlement(

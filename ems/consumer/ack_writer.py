@@ -54,10 +54,13 @@ class AckWriter:
         start: Callable[[list[Delivery]], None],
         settle: Callable[[Settlement], None],
         alive: Callable[[], bool],
+        dropped: Callable[[set[int]], None],
     ) -> None:
         self._start = start
         self._settle = settle
         self._alive = alive
+        #: Told the partitions of a write given up: their state must not be trusted.
+        self._dropped = dropped
         self._queue: queue.Queue[Job | None] = queue.Queue(MAX_PENDING)
         self._thread: threading.Thread | None = None
 
@@ -94,26 +97,29 @@ class AckWriter:
             try:
                 jobs = [job for job in taken if job is not None]
                 for starts, settlements in groups(jobs):
-                    if starts:
-                        self._patiently(partial(self._start, starts))
-                    if settlements:
-                        self._patiently(partial(self._settle, merge(settlements)))
+                    if starts and not self._patiently(partial(self._start, starts)):
+                        self._dropped({d.partition for d in starts})
+                    merged = merge(settlements) if settlements else None
+                    if merged and not self._patiently(partial(self._settle, merged)):
+                        self._dropped(merged.partitions())
             finally:
                 for _ in taken:
                     self._queue.task_done()
             if None in taken:
                 return
 
-    def _patiently(self, write: Callable[[], None]) -> None:
+    def _patiently(self, write: Callable[[], None]) -> bool:
+        """Whether the write went through."""
         for attempt in range(1, ATTEMPTS + 1):
             if not self._alive():
-                return  # past the lease deadline: commit nothing
+                return False  # past the lease deadline: commit nothing
             try:
                 write()
-                return
+                return True
             except EmsError as exc:
                 log.warning("log or ack batch not written (attempt %d): %s", attempt, exc)
             except Exception:  # the writer must outlive any one batch
                 log.exception("log or ack batch not written (attempt %d)", attempt)
             time.sleep(0.1 * 2**attempt)
         log.error("log or ack batch dropped after %d attempts", ATTEMPTS)
+        return False

@@ -71,7 +71,14 @@ class ClusterSession:
         self._turn = 0
         self._stale = threading.Event()
         self.metrics = metrics
-        self.writer = AckWriter(self._log_started, self.write, membership.lease_valid)
+        self.writer = AckWriter(
+            self._log_started, self.write, membership.lease_valid, self._not_written
+        )
+        #: Partitions with a settlement or start rows that were never written: their
+        #: state ran ahead of the database, so it is dropped and read again from the
+        #: stored cursor (the messages come again rather than be skipped).
+        self._unwritten: set[int] = set()
+        self._unwritten_lock = threading.Lock()
 
     # -- ownership ---------------------------------------------------------------------
 
@@ -82,7 +89,11 @@ class ClusterSession:
             if self.states:
                 log.warning("lease deadline passed: dropping %d partitions", len(self.states))
             self.states.clear()
+            # Once a renewal makes the lease valid again, the partitions still owned are
+            # taken anew from their cursors, even if the ownership did not change.
+            self._version = -1
             return
+        self._reload_unwritten()
         version, owned = self.membership.ownership()
         if version != self._version:
             self._version = version
@@ -105,6 +116,24 @@ class ClusterSession:
             for p, row in owned.items():
                 self.states[p].revoking = row.state == "revoking"
         self._release_drained()
+
+    def _not_written(self, partitions: set[int]) -> None:
+        """Called from the ack writer's thread or the caller's."""
+        with self._unwritten_lock:
+            self._unwritten |= partitions
+
+    def _reload_unwritten(self) -> None:
+        if not self._unwritten:
+            return
+        # Settlements queued before the drop are made from the same untrusted state:
+        # the writer strips these partitions from them, and they all go first.
+        self.writer.flush()
+        with self._unwritten_lock:
+            dropped, self._unwritten = self._unwritten, set()
+        log.warning("writes of partitions %s were not made: reading them again", sorted(dropped))
+        for p in dropped:
+            self.states.pop(p, None)
+        self._version = -1  # taken anew from the stored cursors below
 
     def _release_drained(self) -> None:
         drained = {p: s for p, s in self.states.items() if s.revoking and not s.in_flight()}
@@ -205,7 +234,11 @@ class ClusterSession:
         self.metrics.settled(settlement)
         if wait:
             self.writer.flush()
-            self.write(settlement)
+            try:
+                self.write(settlement)
+            except BaseException:
+                self._not_written(settlement.partitions())
+                raise
         else:
             self.writer.settled(settlement)
 
@@ -214,9 +247,17 @@ class ClusterSession:
         self.store.consumption.start(self.group.id, self.topic.id, client, deliveries)
 
     def write(self, settlement: Settlement) -> None:
-        """Runs on the caller's thread or the ack writer's; touches no partition state."""
+        """Runs on the caller's thread or the ack writer's; touches no partition state.
+        Partitions whose earlier writes were dropped are left out: their state is read
+        again from the database before anything of theirs is written."""
         if not self.membership.lease_valid():
             return
+        with self._unwritten_lock:
+            untrusted = settlement.partitions() & self._unwritten
+        if untrusted:
+            settlement = settlement.only(settlement.partitions() - untrusted)
+            if not settlement:
+                return
         try:
             self._settle(settlement)
         except StaleGeneration:
@@ -229,11 +270,13 @@ class ClusterSession:
                 for r in self.store.assignments.rows(self.group.id)
                 if r.client_id == me and r.state != "released"
             }
-            kept = settlement.only(
-                {p for p, g in owned.items() if settlement.cursors.get(p, (0, g))[1] == g}
-            )
+            kept = {p for p, g in owned.items() if settlement.cursors.get(p, (0, g))[1] == g}
+            # The rest is not written (its retry and dead-letter rows neither); where this
+            # client holds such a partition again, at a newer generation, its state must
+            # not carry on past those messages.
+            self._not_written(settlement.partitions() - kept)
             if kept:
-                self._settle(kept)
+                self._settle(settlement.only(kept))
 
     def close(self) -> None:
         """On leaving: write what the ack writer holds, stop it, then commit the cursors

@@ -195,10 +195,15 @@ class Consumer:
         self._closed = True
         try:
             if self._started:
-                if isinstance(self.session, ClusterSession):
-                    self.session.close()  # pending acks, then the cursors
-                self.membership.leave()
-                self.listener.stop()
+                try:
+                    if isinstance(self.session, ClusterSession):
+                        self.session.close()  # pending acks, then the cursors
+                finally:
+                    # Whatever the last commit met, no thread renews a closed member.
+                    try:
+                        self.membership.leave()
+                    finally:
+                        self.listener.stop()
         finally:
             self.publisher.close()
             self._close_store()

@@ -6,8 +6,11 @@ import datetime as dt
 import threading
 import time
 
-from ems.consumer.ack_writer import AckWriter, groups
+import pytest
+
+from ems.consumer.ack_writer import ATTEMPTS, AckWriter, groups
 from ems.consumer.state import merge
+from ems.exceptions import DatabaseUnavailable
 from ems.types import Delivery, Failure, Settlement
 
 
@@ -52,7 +55,7 @@ def test_everything_handed_over_is_written_in_order_and_flush_waits_for_it() -> 
     def settle(s: Settlement) -> None:
         written.append("settle " + ",".join(str(o) for _, o in s.done))
 
-    writer = AckWriter(start, settle, lambda: True)
+    writer = AckWriter(start, settle, lambda: True, lambda partitions: None)
     writer.started([d(1)])
     time.sleep(0.05)  # the writer now waits in the first start
     writer.settled(Settlement(done=[(0, 1)]))
@@ -66,8 +69,28 @@ def test_everything_handed_over_is_written_in_order_and_flush_waits_for_it() -> 
 
 def test_nothing_is_written_past_the_lease_deadline() -> None:
     written: list[Settlement] = []
-    writer = AckWriter(lambda rows: None, written.append, lambda: False)
+    dropped: list[set[int]] = []
+    writer = AckWriter(lambda rows: None, written.append, lambda: False, dropped.append)
     writer.settled(Settlement(done=[(0, 1)]))
     writer.flush()
     writer.close()
     assert written == []
+    assert dropped == [{0}]
+
+
+def test_a_write_given_up_names_its_partitions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer's caller must learn which partitions' state ran ahead of the database."""
+    monkeypatch.setattr("ems.consumer.ack_writer.time.sleep", lambda s: None)
+    tries: list[Settlement] = []
+    dropped: list[set[int]] = []
+
+    def failing(s: Settlement) -> None:
+        tries.append(s)
+        raise DatabaseUnavailable("gone")
+
+    writer = AckWriter(lambda rows: None, failing, lambda: True, dropped.append)
+    writer.settled(Settlement(done=[(0, 1)], cursors={3: (7, 1)}))
+    writer.flush()
+    writer.close()
+    assert len(tries) == ATTEMPTS
+    assert dropped == [{0, 3}]
