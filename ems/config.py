@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import cached_property
 from typing import Literal
 
@@ -18,6 +19,51 @@ DEFAULT_DATABASE_URL = "mysql+pymysql://root@127.0.0.1:3306/ems"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 #: Debian's libmariadb-java; MySQL Connector/J works the same.
 DEFAULT_JDBC_JAR = "/usr/share/java/mariadb-java-client.jar"
+#: Longest duration a setting may give, in seconds (about 31 years): beyond any wait, and
+#: far inside what a timedelta, a socket timeout or a SQL INTERVAL can hold.
+MAX_SECONDS = 1e9
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The values a numeric setting takes: whole or not, and its range."""
+
+    env: str
+    low: float
+    high: float
+    whole: bool = False
+    #: 0 is allowed too (it turns the setting's work off or flat out).
+    zero: bool = False
+
+    def check(self, value: object) -> None:
+        kind = "a whole number" if self.whole else "a number"
+        ok = isinstance(value, int) if self.whole else isinstance(value, int | float)
+        if isinstance(value, bool) or not ok:
+            raise InvalidSetting(f"{self.env} must be {kind}, not {value!r}")
+        number = float(value)  # type: ignore[arg-type]
+        if number == 0 and self.zero:
+            return
+        if not (math.isfinite(number) and self.low <= number <= self.high):
+            zero = " (or 0)" if self.zero else ""
+            raise InvalidSetting(
+                f"{self.env} must be {kind} from {self.low:g} to {self.high:g}{zero}, not {value!r}"
+            )
+
+
+#: Every numeric setting's range, by field name (Settings checks itself against it).
+BOUNDS = {
+    "gap_timeout": Bound("EMS_GAP_TIMEOUT", 0.001, MAX_SECONDS),
+    "connect_timeout": Bound("EMS_CONNECT_TIMEOUT", 0.001, MAX_SECONDS),
+    "read_timeout": Bound("EMS_READ_TIMEOUT", 0.001, MAX_SECONDS),
+    "write_timeout": Bound("EMS_WRITE_TIMEOUT", 0.001, MAX_SECONDS),
+    "connect_attempts": Bound("EMS_CONNECT_ATTEMPTS", 1, 100, whole=True),
+    "pool_size": Bound("EMS_POOL_SIZE", 1, 1000, whole=True),
+    "autoscale_interval": Bound("EMS_AUTOSCALE_INTERVAL", 0.001, MAX_SECONDS, zero=True),
+    "kube_timeout": Bound("EMS_KUBE_TIMEOUT", 0.001, MAX_SECONDS),
+    "purge_chunk_rows": Bound("EMS_PURGE_CHUNK_ROWS", 1, 1_000_000, whole=True),
+    "purge_pause": Bound("EMS_PURGE_PAUSE", 0, 1000),
+    "log_retention_days": Bound("EMS_LOG_RETENTION_DAYS", 0.001, 36_500),
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +112,15 @@ class Settings:
     #: The purge-log job deletes done and dead consumption-log rows older than this.
     log_retention_days: float = 7.0
 
+    def __post_init__(self) -> None:
+        """Every numeric setting is checked once, however the Settings were made: a
+        value out of its range is refused with the setting's name, never carried into a
+        loop bound, a LIMIT or a timedelta."""
+        for field in fields(self):
+            bound = BOUNDS.get(field.name)
+            if bound is not None:
+                bound.check(getattr(self, field.name))
+
     @cached_property
     def database_name(self) -> str:
         return make_url(self.database_url).database or "ems"
@@ -84,23 +139,28 @@ class Settings:
         allocator = env.get("EMS_ALLOCATOR", "redis")
         if allocator not in ("redis", "mysql"):
             raise InvalidSetting(f"EMS_ALLOCATOR must be 'redis' or 'mysql', not {allocator!r}")
+        values = {name: _number(env, bound) for name, bound in BOUNDS.items() if bound.env in env}
         return cls(
             database_url=env.get("EMS_DATABASE_URL", DEFAULT_DATABASE_URL),
             redis_url=env.get("EMS_REDIS_URL", DEFAULT_REDIS_URL),
             allocator=allocator,  # type: ignore[arg-type]
-            gap_timeout=_float(env, "EMS_GAP_TIMEOUT", 5.0),
-            connect_timeout=_float(env, "EMS_CONNECT_TIMEOUT", 3.0),
-            read_timeout=_float(env, "EMS_READ_TIMEOUT", Settings.read_timeout),
-            write_timeout=_float(env, "EMS_WRITE_TIMEOUT", Settings.write_timeout),
             jdbc_jar=env.get("EMS_JDBC_JAR") or DEFAULT_JDBC_JAR,
-            autoscale_interval=_interval(env, "EMS_AUTOSCALE_INTERVAL", 30.0),
             kubeconfig=env.get("EMS_KUBECONFIG") or None,
-            kube_timeout=_float(env, "EMS_KUBE_TIMEOUT", 2.0),
             alarm_webhook_url=_url(env, "EMS_ALARM_WEBHOOK_URL"),
-            purge_chunk_rows=int(_float(env, "EMS_PURGE_CHUNK_ROWS", Settings.purge_chunk_rows)),
-            purge_pause=_float(env, "EMS_PURGE_PAUSE", Settings.purge_pause, allow_zero=True),
-            log_retention_days=_float(env, "EMS_LOG_RETENTION_DAYS", 7.0),
+            **values,  # type: ignore[arg-type]
         )
+
+
+def _number(env: Mapping[str, str], bound: Bound) -> int | float:
+    """The variable as its setting's type; the range is checked by Settings itself."""
+    raw = env[bound.env].strip()
+    if bound.zero and raw == "off":
+        return 0
+    try:
+        return int(raw) if bound.whole else float(raw)
+    except ValueError:
+        kind = "a whole number" if bound.whole else "a number"
+        raise InvalidSetting(f"{bound.env} must be {kind}, not {raw!r}") from None
 
 
 def _url(env: Mapping[str, str], name: str) -> str | None:
@@ -108,23 +168,3 @@ def _url(env: Mapping[str, str], name: str) -> str | None:
     if raw is not None and not raw.startswith(("http://", "https://")):
         raise InvalidSetting(f"{name} must be an http:// or https:// URL, not {raw!r}")
     return raw
-
-
-def _float(env: Mapping[str, str], name: str, default: float, *, allow_zero: bool = False) -> float:
-    raw = env.get(name)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise InvalidSetting(f"{name} must be a number, not {raw!r}") from None
-    if value < 0 or (value == 0 and not allow_zero):
-        raise InvalidSetting(f"{name} must be positive, not {raw!r}")
-    return value
-
-
-def _interval(env: Mapping[str, str], name: str, default: float) -> float:
-    """Seconds between runs of a periodic task; 0 turns the task off."""
-    if env.get(name, "").strip() in ("0", "0.0", "off"):
-        return 0.0
-    return _float(env, name, default)

@@ -9,6 +9,7 @@ import datetime as dt
 import re
 from collections.abc import Sequence
 
+from ems.config import MAX_SECONDS
 from ems.exceptions import InvalidSetting
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -23,8 +24,8 @@ def parse_duration(text: str) -> dt.timedelta:
     if match is None:
         raise InvalidSetting(f"{text!r} is not a duration like 90s, 15m, 6h, 7d or 2w")
     value = float(match.group(1)) * _UNITS[match.group(2)]
-    if value <= 0:
-        raise InvalidSetting(f"duration {text!r} must be positive")
+    if not 0 < value <= MAX_SECONDS:
+        raise InvalidSetting(f"duration {text!r} must be positive and at most {MAX_SECONDS:g}s")
     return dt.timedelta(seconds=value)
 
 

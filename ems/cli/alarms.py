@@ -8,6 +8,7 @@ from dataclasses import asdict
 import click
 
 from ems.cli.common import echo_json, json_option, settings, table
+from ems.cli.params import MAX_OFFSET
 from ems.ops.alarm_rules import KINDS, AlarmRecord
 from ems.ops.alarms import KEEP, Keep, acknowledge, list_alarms, scan_alarms, set_thresholds
 from ems.store import Store
@@ -34,8 +35,8 @@ class _Limit(click.ParamType[int | Keep | None]):
             number = int(str(value))
         except ValueError:
             self.fail(f"{value!r} is not a whole number or 'off'", param, ctx)
-        if number < 1:
-            self.fail(f"{value!r} must be at least 1 (or 'off')", param, ctx)
+        if not 1 <= number <= MAX_OFFSET:
+            self.fail(f"{value!r} must be from 1 to {MAX_OFFSET} (or 'off')", param, ctx)
         return number
 
 
@@ -43,7 +44,7 @@ class _Limit(click.ParamType[int | Keep | None]):
 @click.option("--all", "show_all", is_flag=True, help="Include cleared alarms.")
 @click.option("--kind", type=click.Choice(KINDS), help="Only alarms of this kind.")
 @click.option("--group", "-g", help="Only alarms of this consumer group.")
-@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--limit", type=click.IntRange(1, MAX_OFFSET), default=100, show_default=True)
 @json_option
 @click.pass_context
 def alarms(
@@ -107,7 +108,7 @@ def scan(as_json: bool) -> None:
 
 
 @alarms.command()
-@click.argument("alarm_id", metavar="ID", type=click.IntRange(min=1))
+@click.argument("alarm_id", metavar="ID", type=click.IntRange(1, MAX_OFFSET))
 @json_option
 def ack(alarm_id: int, as_json: bool) -> None:
     """Acknowledge (clear) open alarm ID. A dead-letter alarm stays clear until new dead
@@ -128,7 +129,7 @@ def ack(alarm_id: int, as_json: bool) -> None:
 @click.option(
     "--lag-seconds", type=_Limit(), default=KEEP.value, help="Lag age alarm (seconds), or 'off'."
 )
-@click.option("--stall-seconds", type=click.IntRange(min=1), help="Stall alarm (seconds).")
+@click.option("--stall-seconds", type=click.IntRange(1, MAX_OFFSET), help="Stall alarm (seconds).")
 @json_option
 def thresholds(
     group: str,

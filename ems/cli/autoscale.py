@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from ems.cli.common import echo_json, json_option, settings, table
+from ems.cli.params import COUNT, MAX_OFFSET, number
 from ems.exceptions import InvalidPolicy
 from ems.ops.autoscale_admin import AutoscaleStatus, set_policy, status
 from ems.ops.autoscaling import BACKENDS, DecisionRecord, MemberReport, ScalePolicy
@@ -26,7 +27,9 @@ def autoscale() -> None:
 @autoscale.command("status")
 @click.argument("group", required=False)
 @click.option("--topic", help="Only the group's subscription to this topic.")
-@click.option("--decisions", "limit", type=click.IntRange(0), default=10, show_default=True)
+@click.option(
+    "--decisions", "limit", type=click.IntRange(0, MAX_OFFSET), default=10, show_default=True
+)
 @json_option
 def status_command(group: str | None, topic: str | None, limit: int, as_json: bool) -> None:
     """The policy, members' reported CPU and load, and latest decisions of GROUP (every
@@ -48,14 +51,14 @@ def status_command(group: str | None, topic: str | None, limit: int, as_json: bo
 @click.option("--backend", type=click.Choice(BACKENDS), help="log (records) or kubernetes.")
 @click.option("--namespace", help="Kubernetes namespace of the Deployment (default: default).")
 @click.option("--deployment", help="Kubernetes Deployment running the group's consumers.")
-@click.option("--min", "min_replicas", type=int, help="Fewest replicas.")
-@click.option("--max", "max_replicas", type=int, help="Most replicas (capped at partitions).")
-@click.option("--target-load", type=float, help="Messages per second per consumer.")
-@click.option("--tolerance", type=float, help="No change while |load/target - 1| <= this.")
-@click.option("--cpu-threshold", type=float, help="CPU percent that asks for a replica more.")
+@click.option("--min", "min_replicas", type=COUNT, help="Fewest replicas.")
+@click.option("--max", "max_replicas", type=COUNT, help="Most replicas (capped at partitions).")
+@click.option("--target-load", type=number(), help="Messages per second per consumer.")
+@click.option("--tolerance", type=number(), help="No change while |load/target - 1| <= this.")
+@click.option("--cpu-threshold", type=number(), help="CPU percent that asks for a replica more.")
 @click.option("--lag-threshold", help="Lag (messages) that asks for a replica more, or 'off'.")
-@click.option("--scale-down-window", "scale_down_window_seconds", type=int, help="Seconds.")
-@click.option("--cooldown", "cooldown_seconds", type=int, help="Seconds after a change.")
+@click.option("--scale-down-window", "scale_down_window_seconds", type=COUNT, help="Seconds.")
+@click.option("--cooldown", "cooldown_seconds", type=COUNT, help="Seconds after a change.")
 @json_option
 def set_command(group: str, topic: str | None, as_json: bool, **options: Any) -> None:
     """Create or change the autoscaling policy of GROUP; options left out keep their
@@ -75,11 +78,12 @@ def _lag_threshold(raw: str) -> int | None:
     if raw.strip().lower() in ("off", "none", ""):
         return None
     try:
-        return int(raw)
+        threshold = int(raw)
     except ValueError:
-        raise InvalidPolicy(
-            f"lag threshold must be a number of messages or 'off', not {raw!r}"
-        ) from None
+        threshold = -1
+    if not 0 <= threshold <= MAX_OFFSET:
+        raise InvalidPolicy(f"lag threshold must be a number of messages or 'off', not {raw!r}")
+    return threshold
 
 
 def report(s: AutoscaleStatus) -> str:

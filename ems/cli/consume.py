@@ -9,6 +9,7 @@ import click
 
 from ems.cli.common import settings
 from ems.cli.errors import EXIT_FAILURE
+from ems.cli.params import MAX_OFFSET
 from ems.cli.render import json_line, text_line
 from ems.consumer import Consumer
 from ems.types import Delivery
@@ -57,11 +58,13 @@ class Printer:
     help="Start at the oldest stored message, not at the end. A cluster group that "
     "exists resumes from its committed cursor.",
 )
-@click.option("--max-messages", "-n", type=click.IntRange(min=1), help="Stop after N messages.")
+@click.option(
+    "--max-messages", "-n", type=click.IntRange(1, MAX_OFFSET), help="Stop after N messages."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per message.")
 @click.option(
     "--max-body",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, MAX_OFFSET),
     default=DEFAULT_BODY_CHARS,
     show_default=True,
     help="Characters of a body shown on a text line; 0 shows all. --json is never cut.",

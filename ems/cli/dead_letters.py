@@ -11,6 +11,7 @@ import click
 
 from ems.cli.common import echo_json, json_option, settings, table
 from ems.cli.messages import full_option, iso, when
+from ems.cli.params import MAX_OFFSET
 from ems.ops.bodies import BODY_LIMIT, escape, headers_json, json_fields, show_bytes
 from ems.ops.dead_letters import DeadLetters, ResendOutcome
 from ems.ops.query import DEFAULT_LIMIT, MAX_LIMIT
@@ -121,7 +122,9 @@ def dlq() -> None:
 
 @dlq.command("list")
 @filters
-@click.option("--after-id", type=click.IntRange(min=0), default=0, help="Page on after this id.")
+@click.option(
+    "--after-id", type=click.IntRange(0, MAX_OFFSET), default=0, help="Page on after this id."
+)
 @click.option(
     "--limit", "-n", type=click.IntRange(1, MAX_LIMIT), default=DEFAULT_LIMIT, show_default=True
 )
@@ -153,7 +156,7 @@ def list_(
 
 
 @dlq.command()
-@click.argument("dead_id", type=click.IntRange(min=0), metavar="ID")
+@click.argument("dead_id", type=click.IntRange(0, MAX_OFFSET), metavar="ID")
 @full_option
 @json_option
 def show(dead_id: int, full: bool, as_json: bool) -> None:
@@ -185,7 +188,7 @@ def _summary(outcomes: Sequence[ResendOutcome]) -> str:
 
 
 @dlq.command()
-@click.argument("ids", nargs=-1, type=click.IntRange(min=0))
+@click.argument("ids", nargs=-1, type=click.IntRange(0, MAX_OFFSET))
 @filters
 @click.option("--all", "everything", is_flag=True, help="Every dead letter (no filter).")
 @click.option(
@@ -248,7 +251,7 @@ def resend(
 
 
 @dlq.command()
-@click.argument("ids", nargs=-1, type=click.IntRange(min=0))
+@click.argument("ids", nargs=-1, type=click.IntRange(0, MAX_OFFSET))
 @filters
 @click.option("--all", "everything", is_flag=True, help="Every dead letter (no filter).")
 @click.option("--dry-run", is_flag=True, help="Print how many would be deleted; change nothing.")

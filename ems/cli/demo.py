@@ -14,6 +14,7 @@ from ems.cli.demo_workers import (
     sigint_ignored,
     sigterm_interrupts,
 )
+from ems.cli.params import MAX_OFFSET, PARTITION, seconds
 from ems.config import Settings
 from ems.exceptions import TopicExists
 from ems.store import Store
@@ -88,7 +89,7 @@ def watch(monitor: Monitor, pool: ProducerPool, duration: float) -> None:
 @click.option(
     "--duration",
     "-d",
-    type=click.FloatRange(min=0),
+    type=seconds(zero=True),
     default=0.0,
     show_default=True,
     help="Seconds to run; 0 runs until Ctrl-C.",
@@ -96,7 +97,7 @@ def watch(monitor: Monitor, pool: ProducerPool, duration: float) -> None:
 @click.option("--topic", default="iot.readings", show_default=True)
 @click.option(
     "--partitions",
-    type=int,
+    type=PARTITION,
     default=8,
     show_default=True,
     help="Partitions when the topic is created.",
@@ -110,7 +111,7 @@ def watch(monitor: Monitor, pool: ProducerPool, duration: float) -> None:
 )
 @click.option(
     "--projects",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, MAX_OFFSET),
     default=50,
     show_default=True,
     help="Distinct project_id keys.",

@@ -9,6 +9,7 @@ from dataclasses import asdict
 import click
 
 from ems.cli.common import echo_json, json_option, settings, table
+from ems.cli.params import OFFSET, PARTITION, seconds
 from ems.groups import (
     GroupAdmin,
     GroupDescription,
@@ -114,20 +115,20 @@ _CHANGE_HEADERS = ("partition", "current", "new", "change")
 @click.argument("name")
 @click.option("--to-earliest", is_flag=True, help="To the lowest stored offset.")
 @click.option("--to-latest", is_flag=True, help="To the high watermark (skip the backlog).")
-@click.option("--to-offset", type=int, metavar="N", help="To offset N (within the stored).")
+@click.option("--to-offset", type=OFFSET, metavar="N", help="To offset N (within the stored).")
 @click.option(
     "--to-datetime",
     metavar="T",
     help="To the first message at or after T: ISO 8601 (UTC unless an offset is given) "
     "or an age such as 15m, 2h, 7d.",
 )
-@click.option("--partition", type=int, metavar="P", help="Only partition P (default: all).")
+@click.option("--partition", type=PARTITION, metavar="P", help="Only partition P (default: all).")
 @click.option("--topic", metavar="T", help="The topic, when the group consumes several.")
 @click.option("--dry-run", is_flag=True, help="Print the change per partition; change nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=seconds(),
     default=DEFAULT_TIMEOUT,
     show_default=True,
     help="Seconds to wait for a live group's members to pause.",

@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from ems.cli.common import echo_json, json_option, settings, table
+from ems.cli.params import MAX_OFFSET, PARTITION
 from ems.exceptions import ConflictingOptions, InvalidKey
 from ems.groups import utc
 from ems.ops.bodies import (
@@ -118,7 +119,9 @@ def msg() -> None:
 
 @msg.command()
 @click.argument("place", nargs=-1, metavar="[TOPIC PARTITION OFFSET]")
-@click.option("--id", "message_id", type=click.IntRange(min=0), help="The message id instead.")
+@click.option(
+    "--id", "message_id", type=click.IntRange(0, MAX_OFFSET), help="The message id instead."
+)
 @full_option
 @click.option("--raw", is_flag=True, help="Write the body's exact bytes, nothing else.")
 @json_option
@@ -146,7 +149,7 @@ def get(
 @click.option("--key-base64", is_flag=True, help="--key is base64 (for a binary key).")
 @click.option("--since", help="From this time on (ISO 8601 UTC, or an age such as 2h).")
 @click.option("--until", help="Before this time (ISO 8601 UTC, or an age).")
-@click.option("--partition", "-p", type=int, help="Only this partition.")
+@click.option("--partition", "-p", type=PARTITION, help="Only this partition.")
 @click.option(
     "--limit",
     "-n",

@@ -8,6 +8,7 @@ from dataclasses import asdict
 import click
 
 from ems.cli.common import echo_json, json_option, settings, table
+from ems.cli.params import OFFSET, PARTITION
 from ems.ops.replay import Replayer, ReplayRange, ReplayResult
 
 _HEADERS = ("partition", "cursor", "messages")
@@ -16,9 +17,11 @@ _HEADERS = ("partition", "cursor", "messages")
 @click.command()
 @click.argument("group")
 @click.option("--topic", metavar="T", help="The topic, when the group consumes several.")
-@click.option("--partition", type=int, metavar="P", help="Only partition P (default: all).")
-@click.option("--from-offset", type=int, metavar="A", help="First offset (needs --partition).")
-@click.option("--to-offset", type=int, metavar="B", help="Last offset, included (default: last).")
+@click.option("--partition", type=PARTITION, metavar="P", help="Only partition P (default: all).")
+@click.option("--from-offset", type=OFFSET, metavar="A", help="First offset (needs --partition).")
+@click.option(
+    "--to-offset", type=OFFSET, metavar="B", help="Last offset, included (default: last)."
+)
 @click.option("--since", metavar="T1", help="Messages created at or after T1 (ISO 8601 or 2h).")
 @click.option("--until", metavar="T2", help="... and before T2 (default: now).")
 @click.option("--dry-run", is_flag=True, help="Count the messages; queue nothing.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import signal
 from contextlib import closing
 from dataclasses import asdict
@@ -12,6 +13,8 @@ import click
 
 from ems.cli.common import echo_json, json_option, settings, table
 from ems.cli.errors import EXIT_FAILURE
+from ems.cli.params import seconds
+from ems.config import MAX_SECONDS
 from ems.exceptions import InvalidPolicy
 from ems.ops.jobs import DESTRUCTIVE, JOBS, job, run_job
 from ems.ops.jobs import dry_run as preview
@@ -27,9 +30,14 @@ def _intervals(pairs: tuple[str, ...]) -> dict[str, float]:
     for pair in pairs:
         name, _, seconds = pair.partition("=")
         try:
-            intervals[name] = float(seconds)
+            value = float(seconds)
         except ValueError:
-            raise InvalidPolicy(f"--interval takes JOB=SECONDS, not {pair!r}") from None
+            value = math.nan
+        if not 0 < value <= MAX_SECONDS:  # nan compares false: refused too
+            raise InvalidPolicy(
+                f"--interval takes JOB=SECONDS with 0 < SECONDS <= {MAX_SECONDS:g}, not {pair!r}"
+            )
+        intervals[name] = value
     return intervals
 
 
@@ -44,8 +52,8 @@ def _intervals(pairs: tuple[str, ...]) -> dict[str, float]:
     help="Run JOB every SECONDS (repeatable). Defaults: "
     + ", ".join(f"{k}={v:g}" for k, v in DEFAULT_INTERVALS.items()),
 )
-@click.option("--lease-ttl", type=float, default=15.0, show_default=True)
-@click.option("--renew-every", type=float, default=3.0, show_default=True)
+@click.option("--lease-ttl", type=seconds(), default=15.0, show_default=True)
+@click.option("--renew-every", type=seconds(), default=3.0, show_default=True)
 def scheduler(
     metrics_port: int | None,
     once: bool,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import click
 
 from ems.cli.common import settings
+from ems.cli.params import MAX_OFFSET
 
 master_option = click.option(
     "--master",
@@ -121,7 +122,7 @@ def compact(
 @click.option("--output", default=None, help="Also write the report to this path.")
 @click.option("--format", "output_format", type=click.Choice(["parquet", "csv"]), default="parquet")
 @click.option("--chart-dir", default=None, help="Write one PNG of lag over time per group.")
-@click.option("--keep-reports", type=click.IntRange(min=1), default=500, show_default=True)
+@click.option("--keep-reports", type=click.IntRange(1, MAX_OFFSET), default=500, show_default=True)
 @master_option
 @partitions_option
 @conf_option

@@ -8,6 +8,7 @@ from contextlib import closing
 import click
 
 from ems.cli.common import settings
+from ems.cli.params import MAX_OFFSET, seconds
 from ems.offsets.reader import Reader
 from ems.types import PartitionBatch
 
@@ -88,13 +89,15 @@ def follow(reader: Reader, topic: str, cursors: dict[int, int], budget: Budget) 
 @click.command()
 @click.argument("topic")
 @click.option("--from-beginning", is_flag=True, help="Start at offset 0, not at the end.")
-@click.option("--max-messages", "-n", type=click.IntRange(min=1), help="Stop after N messages.")
+@click.option(
+    "--max-messages", "-n", type=click.IntRange(1, MAX_OFFSET), help="Stop after N messages."
+)
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=seconds(),
     help="Stop after this many seconds in all.",
 )
-@click.option("--partition", "-p", type=click.IntRange(min=0), help="Follow one partition.")
+@click.option("--partition", "-p", type=click.IntRange(0, MAX_OFFSET), help="Follow one partition.")
 def tail(
     topic: str,
     from_beginning: bool,

@@ -9,6 +9,7 @@ from dataclasses import asdict
 import click
 
 from ems.cli.common import echo_json, json_option, settings, table
+from ems.cli.params import COUNT
 from ems.ops.ranking import Volume
 from ems.producer.validation import DEFAULT_MAX_BODY_BYTES, DEFAULT_RETENTION_HOURS
 from ems.topics import TopicAdmin
@@ -25,9 +26,9 @@ def topic() -> None:
 
 @topic.command()
 @click.argument("name")
-@click.option("--partitions", "-p", type=int, required=True, help="Number of partitions.")
-@click.option("--retention-hours", type=int, default=DEFAULT_RETENTION_HOURS, show_default=True)
-@click.option("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES, show_default=True)
+@click.option("--partitions", "-p", type=COUNT, required=True, help="Number of partitions.")
+@click.option("--retention-hours", type=COUNT, default=DEFAULT_RETENTION_HOURS, show_default=True)
+@click.option("--max-body-bytes", type=COUNT, default=DEFAULT_MAX_BODY_BYTES, show_default=True)
 def create(name: str, partitions: int, retention_hours: int, max_body_bytes: int) -> None:
     """Create topic NAME."""
     with closing(TopicAdmin(settings())) as admin:

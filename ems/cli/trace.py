@@ -11,6 +11,7 @@ import click
 
 from ems.cli.common import echo_json, json_option, settings, table
 from ems.cli.messages import full_option, iso, message_lines, message_record, parse_place, when
+from ems.cli.params import MAX_OFFSET
 from ems.ops.bodies import BODY_LIMIT, escape
 from ems.ops.rows import DeadLetter
 from ems.ops.trace import GroupTrace, MessageTrace, MessageTracer
@@ -123,7 +124,9 @@ def trace_record(t: MessageTrace, body_limit: int) -> dict[str, Any]:
 
 @click.command()
 @click.argument("place", nargs=-1, metavar="[TOPIC PARTITION OFFSET]")
-@click.option("--id", "message_id", type=click.IntRange(min=0), help="The message id instead.")
+@click.option(
+    "--id", "message_id", type=click.IntRange(0, MAX_OFFSET), help="The message id instead."
+)
 @full_option
 @json_option
 def trace(place: tuple[str, ...], message_id: int | None, full: bool, as_json: bool) -> None:

@@ -20,7 +20,10 @@ def parse_age(text: str) -> dt.timedelta | None:
     match = _AGE.match(text)
     if match is None:
         return None
-    return dt.timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[match.group(2)])
+    try:
+        return dt.timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[match.group(2)])
+    except OverflowError:
+        raise InvalidDatetime(f"the age {text!r} is longer than a datetime can go back") from None
 
 
 def parse_when(text: str, now: dt.datetime) -> dt.datetime:
@@ -31,7 +34,10 @@ def parse_when(text: str, now: dt.datetime) -> dt.datetime:
         raise InvalidDatetime(f"not a datetime: {text!r}")
     age = parse_age(text)
     if age is not None:
-        return now - age
+        try:
+            return now - age
+        except OverflowError:
+            raise InvalidDatetime(f"the age {text!r} goes back before the year 1") from None
     try:
         parsed = dt.datetime.fromisoformat(text.strip())
     except ValueError:

@@ -10,6 +10,7 @@ from ems.exceptions import (
     BodyTooLarge,
     InvalidBody,
     InvalidHeaders,
+    InvalidInput,
     InvalidKey,
     InvalidName,
     InvalidPartitionCount,
@@ -54,12 +55,24 @@ def check_positive_int(value: object, what: str, maximum: int) -> int:
     return value
 
 
+def _utf8(text: str, error: type[InvalidInput], what: str) -> bytes:
+    """text as UTF-8; a lone surrogate (what Python makes of bytes that are not UTF-8,
+    such as a command-line argument $'\\xff') cannot be, and is bad input."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise error(
+            f"{what} must be valid Unicode text; {text[exc.start : exc.end]!r} at "
+            f"position {exc.start} is not (send bytes for binary data)"
+        ) from None
+
+
 def encode_body(body: object, max_bytes: int) -> bytes:
     # Exact-type checks first: this runs for every message published.
     if type(body) is bytes:
         data = body
     elif isinstance(body, str):
-        data = body.encode("utf-8")
+        data = _utf8(body, InvalidBody, "a message body")
     elif isinstance(body, bytes | bytearray | memoryview):
         data = bytes(body)
     else:
@@ -73,7 +86,7 @@ def encode_key(key: object) -> bytes | None:
     if key is None:
         return None
     if isinstance(key, str):
-        data = key.encode("utf-8")
+        data = _utf8(key, InvalidKey, "a message key")
     elif isinstance(key, bytes):
         data = key
     else:
@@ -102,6 +115,7 @@ def encode_headers(headers: object) -> str | None:
     found = _headers_cache.get(items)
     if found is None:
         found = _headers_json(dict(items))
+        _utf8(found, InvalidHeaders, "message headers")
         if len(_headers_cache) >= _HEADERS_CACHE_SIZE:
             _headers_cache.clear()
         _headers_cache[items] = found
