@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from functools import cached_property
 from typing import Literal
+from urllib.parse import urlsplit
 
 from sqlalchemy.engine import make_url
 
@@ -19,6 +20,8 @@ DEFAULT_DATABASE_URL = "mysql+pymysql://root@127.0.0.1:3306/ems"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 #: Debian's libmariadb-java; MySQL Connector/J works the same.
 DEFAULT_JDBC_JAR = "/usr/share/java/mariadb-java-client.jar"
+#: The Redis URLs ems can serve (redis-py's): plain TCP, TLS and unix sockets.
+REDIS_SCHEMES = ("redis", "rediss", "unix")
 #: Longest duration a setting may give, in seconds (about 31 years): beyond any wait, and
 #: far inside what a timedelta, a socket timeout or a SQL INTERVAL can hold.
 MAX_SECONDS = 1e9
@@ -120,6 +123,12 @@ class Settings:
             bound = BOUNDS.get(field.name)
             if bound is not None:
                 bound.check(getattr(self, field.name))
+        scheme = urlsplit(self.redis_url).scheme if isinstance(self.redis_url, str) else None
+        if scheme not in REDIS_SCHEMES:
+            raise InvalidSetting(
+                f"EMS_REDIS_URL must be a redis://, rediss:// (TLS) or unix:// URL, "
+                f"not {self.redis_url!r}"
+            )
 
     @cached_property
     def database_name(self) -> str:

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Mapping
 
 import redis
-from redis.connection import Connection
+from redis.connection import ConnectionInterface
 
 from ems.config import Settings
 from ems.exceptions import EmsError
@@ -49,12 +49,17 @@ class Publisher:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._conn: Connection | None = None
+        self._conn: ConnectionInterface | None = None
         self._lock = threading.Lock()
         self._channels: dict[int, str] = {}
         # A plain socket where the URL allows (redis://); redis-py's connection otherwise.
         self._plain = RespConnection.from_url(
             settings.redis_url, timeout=settings.connect_timeout, retries=0, quiet=True
+        )
+        self._pool = redis.ConnectionPool.from_url(
+            settings.redis_url,
+            socket_connect_timeout=settings.connect_timeout,
+            socket_timeout=settings.connect_timeout,
         )
 
     def messages(self, topic_id: int, last_offsets: Mapping[int, int]) -> None:
@@ -89,17 +94,11 @@ class Publisher:
                 log.debug("wake-up not sent (%s); readers will poll", exc)
                 self._drop()
 
-    def _connection(self) -> Connection:
+    def _connection(self) -> ConnectionInterface:
         if self._conn is None:
-            url = redis.connection.parse_url(self.settings.redis_url)
-            conn = Connection(
-                host=url.get("host", "127.0.0.1"),
-                port=url.get("port", 6379),
-                db=url.get("db", 0),
-                password=url.get("password"),
-                socket_connect_timeout=self.settings.connect_timeout,
-                socket_timeout=self.settings.connect_timeout,
-            )
+            # redis-py's own choice of connection for the URL: TLS for rediss:// (the
+            # password never goes over a plain socket), unix sockets, username and db.
+            conn = self._pool.make_connection()
             conn.connect()
             conn.send_command("CLIENT", "REPLY", "OFF")
             self._conn = conn
@@ -115,6 +114,7 @@ class Publisher:
             self._plain.close()
         with self._lock:
             self._drop()
+        self._pool.disconnect()
 
 
 class Listener:
