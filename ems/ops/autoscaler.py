@@ -3,8 +3,9 @@
 Every `interval` seconds the leader reads the group's policy (no policy, or a disabled
 one: nothing happens), the live members' reports, the lag and the last change, takes the
 decision (ems.ops.autoscaling.decide), hands it to the backend and records it in
-autoscale_decision, fenced by its epoch: a deposed leader records nothing and, because it
-confirms its epoch first, changes nothing on Kubernetes either.
+autoscale_decision, fenced by its epoch: a deposed leader records nothing and changes
+nothing on Kubernetes either, because the change is made while the leader row is held
+at its epoch (no takeover can happen between the check and the PATCH).
 """
 
 from __future__ import annotations
@@ -86,16 +87,21 @@ class Autoscaler:
     def _apply(
         self, leader: Leader, backend: ScaleBackend, decision: ScaleDecision
     ) -> ScaleDecision:
-        applied, error = False, None
-        if decision.changes:
-            self.store.autoscale.confirm_leader(self.group.id, leader)
+        if not decision.changes:
+            self.store.autoscale.record(
+                self.group.id, leader, decision, applied=False, backend=backend.name
+            )
+            return decision
+
+        def change() -> tuple[bool, str | None]:
             try:
-                applied = backend.scale(decision.current, decision.desired)
+                return backend.scale(decision.current, decision.desired), None
             except ScaleBackendError as exc:
-                error = str(exc)
                 log.warning("autoscaling of group %s not applied: %s", self.group.name, exc)
-        self.store.autoscale.record(
-            self.group.id, leader, decision, applied=applied, backend=backend.name, error=error
+                return False, str(exc)
+
+        self.store.autoscale.apply_as_leader(
+            self.group.id, leader, decision, backend=backend.name, change=change
         )
         return decision
 

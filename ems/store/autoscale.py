@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ems.ops.autoscaling import (
@@ -13,7 +14,7 @@ from ems.ops.autoscaling import (
     ScalePolicy,
 )
 from ems.store.database import Database
-from ems.store.leases import fence
+from ems.store.leases import fence, hold
 
 _US = 1_000_000
 _ERROR_CHARS = 2000
@@ -70,6 +71,26 @@ _RECORD = (
     "INSERT INTO autoscale_decision (group_id, leader_epoch, current_replicas, "
     "desired_replicas, applied, backend, reason, error) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
 )
+
+
+def _record_params(
+    group_id: int,
+    leader: tuple[str, int],
+    decision: ScaleDecision,
+    applied: bool,
+    backend: str,
+    error: str | None,
+) -> tuple[object, ...]:
+    return (
+        group_id,
+        leader[1],
+        decision.current,
+        decision.desired,
+        applied,
+        backend,
+        decision.reason,
+        None if error is None else error[:_ERROR_CHARS],
+    )
 
 
 def _policy(row: tuple[Any, ...]) -> ScalePolicy:
@@ -146,11 +167,25 @@ class AutoscaleStore:
         """The group's latest decisions, newest first."""
         return [_decision(r) for r in self.db.select(_DECISIONS, (group_id, limit))]
 
-    def confirm_leader(self, group_id: int, leader: tuple[str, int]) -> None:
-        """NotLeader unless this client still leads at this epoch (checked before acting
-        outside the database, e.g. on Kubernetes)."""
+    def apply_as_leader(
+        self,
+        group_id: int,
+        leader: tuple[str, int],
+        decision: ScaleDecision,
+        *,
+        backend: str,
+        change: Callable[[], tuple[bool, str | None]],
+    ) -> int:
+        """Make a change outside the database (change() -> (applied, error)) while holding
+        the leader row at this epoch, and record the decision with its outcome in the
+        same transaction: a deposed leader changes nothing (NotLeader before the change),
+        and none can be deposed while its change is on the wire (takeovers wait for the
+        row; the change is bounded by its own timeout). Returns the row id."""
         with self.db.connect() as conn:
-            fence(conn, group_id, *leader)
+            hold(conn, group_id, *leader)
+            applied, error = change()
+            params = _record_params(group_id, leader, decision, applied, backend, error)
+            return int(conn.exec_driver_sql(_RECORD, params).lastrowid)
 
     def record(
         self,
@@ -164,16 +199,7 @@ class AutoscaleStore:
     ) -> int:
         """As leader (client id, epoch): record a decision, fenced by the epoch (a deposed
         leader records nothing and gets NotLeader). Returns the row id."""
-        params = (
-            group_id,
-            leader[1],
-            decision.current,
-            decision.desired,
-            applied,
-            backend,
-            decision.reason,
-            None if error is None else error[:_ERROR_CHARS],
-        )
+        params = _record_params(group_id, leader, decision, applied, backend, error)
         with self.db.connect() as conn:
             fence(conn, group_id, *leader)
             return int(conn.exec_driver_sql(_RECORD, params).lastrowid)

@@ -49,6 +49,14 @@ _FENCE = (
 )
 
 
+# The leader row, locked for the rest of the caller's transaction if this client leads at
+# this epoch: nobody can take the row over (every takeover is an UPDATE of it) until then.
+_HOLD = (
+    "SELECT epoch FROM group_leader WHERE group_id = %s AND client_id = %s AND epoch = %s "
+    "AND lease_expires_at > NOW(6) FOR UPDATE"
+)
+
+
 class LeaseStore:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -121,6 +129,14 @@ class LeaseStore:
 def fence(conn: Connection, group_id: int, client_id: str, epoch: int) -> None:
     """Start a leader transaction: NotLeader unless this client leads at this epoch."""
     if conn.exec_driver_sql(_FENCE, (group_id, client_id, epoch)).rowcount != 1:
+        raise NotLeader(f"{client_id} no longer leads group {group_id} at epoch {epoch}")
+
+
+def hold(conn: Connection, group_id: int, client_id: str, epoch: int) -> None:
+    """Within the caller's transaction: lock the leader row if this client leads at this
+    epoch, else NotLeader. Until the transaction ends no takeover happens, so what the
+    leader does meanwhile outside the database is done by the leader."""
+    if conn.exec_driver_sql(_HOLD, (group_id, client_id, epoch)).first() is None:
         raise NotLeader(f"{client_id} no longer leads group {group_id} at epoch {epoch}")
 
 

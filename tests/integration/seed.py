@@ -3,7 +3,8 @@ created/updated times in the past taken from the database clock."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ems.consumer.groups import GroupOptions, ensure_group
@@ -143,3 +144,21 @@ def commit(store: Store, group: GroupInfo, partition: int, offset: int) -> None:
         "UPDATE group_offset SET committed_offset = %s WHERE group_id = %s AND partition_no = %s",
         (offset, group.id, partition),
     )
+
+
+def wait_until(check: Callable[[], bool], timeout: float = 15.0) -> None:
+    """Poll until check() holds; fail the test after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.1)
+
+
+def lock_waits(store: Store) -> int:
+    """Transactions of this server now waiting for a row lock. InnoDB serves this table
+    from a cache refreshed only when its last read is over 0.1 s old: poll slower than
+    that (wait_until does) or the first answer is the only one."""
+    rows = sql(
+        store, "SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'"
+    )
+    return int(rows[0][0])

@@ -4,6 +4,7 @@ that scale a fake Deployment."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
@@ -19,6 +20,7 @@ from ems.consumer.groups import ensure_group
 from ems.exceptions import NotLeader
 from ems.ops.autoscaler import Autoscaler, autoscaler_for
 from ems.ops.autoscaling import ScalePolicy
+from ems.ops.scale_backends import KubernetesBackend
 from ems.store import Store
 from ems.types import GroupInfo
 from tests.fake_kubernetes import FakeKubernetes, serve
@@ -312,3 +314,48 @@ def test_a_failing_backend_never_stops_the_member(
     failed = [d for d in store.autoscale.decisions(group.id, 100) if d.error]
     assert "HTTP 503" in (failed[0].error or "") and not any(d.applied for d in failed)
     assert fake.deployments["prod", "handlers"] == 1
+
+
+def test_a_leader_deposed_before_its_patch_does_not_scale(
+    settings: Settings,
+    store: Store,
+    group: GroupInfo,
+    cluster: tuple[FakeKubernetes, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another member takes the leadership over right before the old leader's PATCH goes
+    out: either the PATCH is not sent, or the takeover waits until it is done, so the
+    replicas are never changed by a member that no longer leads."""
+    fake, kubeconfig = cluster
+    store.autoscale.set_policy(group.id, K8S)
+    join(store, group, (5000, 10), (5000, 10))
+    old = lead(store, group, "c0", ttl=1.0)
+    taken: list[float] = []
+    patched: list[float] = []
+    scale = KubernetesBackend.scale
+
+    def take_over() -> None:
+        lead(store, group, "c1")
+        taken.append(time.monotonic())
+
+    def deposed_first(backend: KubernetesBackend, current: int, desired: int) -> bool:
+        seed.wait_until(lambda: store.leases.leader(group.id).expires_in <= 0)
+        rival = threading.Thread(target=take_over)
+        rival.start()
+        # The takeover either completes or waits on the leader row.
+        seed.wait_until(lambda: bool(taken) or seed.lock_waits(store) > 0)
+        applied = scale(backend, current, desired)
+        patched.append(time.monotonic())
+        rival_threads.append(rival)
+        return applied
+
+    rival_threads: list[threading.Thread] = []
+    monkeypatch.setattr(KubernetesBackend, "scale", deposed_first)
+    scaler = Autoscaler(store, group, settings.with_(kubeconfig=kubeconfig))
+    with contextlib.suppress(NotLeader):  # the leadership may be gone before the PATCH
+        scaler.run(old)
+    for rival in rival_threads:
+        rival.join(10)
+    assert taken, "the rival never took the leadership over"
+    if fake.patches():
+        assert patched and taken[0] > patched[0], "a deposed leader scaled the Deployment"

@@ -215,14 +215,7 @@ def test_an_insert_racing_a_purge_waits_for_it_and_is_refused(
 
         inserter = threading.Thread(target=insert)
         inserter.start()
-        wait_for(lambda: _lock_waits(store) > 0)
+        seed.wait_until(lambda: seed.lock_waits(store) > 0)
     inserter.join(10)
     assert len(outcome) == 1 and isinstance(outcome[0], BelowLowWatermark)
     assert seed.offsets(store, topic, 0) == [9]
-
-
-def _lock_waits(store: Store) -> int:
-    rows = seed.sql(
-        store, "SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'"
-    )
-    return int(rows[0][0])
