@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from ems.cli.common import echo_json, json_option, settings, table
-from ems.cli.params import COUNT, MAX_OFFSET, number
+from ems.cli.params import MAX_OFFSET, WHOLE, number
 from ems.exceptions import InvalidPolicy
 from ems.ops.autoscale_admin import AutoscaleStatus, set_policy, status
 from ems.ops.autoscaling import BACKENDS, DecisionRecord, MemberReport, ScalePolicy
@@ -51,14 +51,14 @@ def status_command(group: str | None, topic: str | None, limit: int, as_json: bo
 @click.option("--backend", type=click.Choice(BACKENDS), help="log (records) or kubernetes.")
 @click.option("--namespace", help="Kubernetes namespace of the Deployment (default: default).")
 @click.option("--deployment", help="Kubernetes Deployment running the group's consumers.")
-@click.option("--min", "min_replicas", type=COUNT, help="Fewest replicas.")
-@click.option("--max", "max_replicas", type=COUNT, help="Most replicas (capped at partitions).")
+@click.option("--min", "min_replicas", type=WHOLE, help="Fewest replicas.")
+@click.option("--max", "max_replicas", type=WHOLE, help="Most replicas (capped at partitions).")
 @click.option("--target-load", type=number(), help="Messages per second per consumer.")
 @click.option("--tolerance", type=number(), help="No change while |load/target - 1| <= this.")
 @click.option("--cpu-threshold", type=number(), help="CPU percent that asks for a replica more.")
 @click.option("--lag-threshold", help="Lag (messages) that asks for a replica more, or 'off'.")
-@click.option("--scale-down-window", "scale_down_window_seconds", type=COUNT, help="Seconds.")
-@click.option("--cooldown", "cooldown_seconds", type=COUNT, help="Seconds after a change.")
+@click.option("--scale-down-window", "scale_down_window_seconds", type=WHOLE, help="Seconds.")
+@click.option("--cooldown", "cooldown_seconds", type=WHOLE, help="Seconds after a change.")
 @json_option
 def set_command(group: str, topic: str | None, as_json: bool, **options: Any) -> None:
     """Create or change the autoscaling policy of GROUP; options left out keep their

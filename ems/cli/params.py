@@ -42,3 +42,5 @@ def number() -> Finite:
 OFFSET = click.IntRange(0, MAX_OFFSET)
 PARTITION = click.IntRange(0, MAX_INT)
 COUNT = click.IntRange(0, MAX_INT)
+#: A whole number of INT size whose meaning a policy checks itself (its message names it).
+WHOLE = click.IntRange(-MAX_INT, MAX_INT)
