@@ -7,6 +7,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import redis
+
+from ems.config import Settings
 from ems.consumer.groups import GroupOptions, ensure_group
 from ems.store import Store
 from ems.types import GroupInfo, TopicInfo
@@ -162,3 +165,16 @@ def lock_waits(store: Store) -> int:
         store, "SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'"
     )
     return int(rows[0][0])
+
+
+def lose_redis(settings: Settings) -> int:
+    """Redis forgets everything of this deployment (a restart without persistence): every
+    key under its prefix goes. ems keeps all it has in Redis under that prefix, so for
+    this deployment it is a FLUSHALL, and suites of other checkouts sharing the server
+    keep their keys. Returns the keys deleted."""
+    client = redis.Redis.from_url(settings.redis_url)
+    try:
+        keys = list(client.scan_iter(match=settings.redis_prefix + "*", count=1000))
+        return int(client.delete(*keys)) if keys else 0
+    finally:
+        client.close()

@@ -1,6 +1,8 @@
-"""Real producer processes against the real servers: 8 producers, a Redis FLUSHALL in the
-middle, producers killed between allocation and insert, one killed mid-stream, and a
-deliberately slow transaction. Every acknowledged message must be stored exactly once, a
+"""Real producer processes against the real servers: 8 producers, Redis losing this
+deployment's counters in the middle, producers killed between allocation and insert, one
+killed mid-stream, and a deliberately slow transaction, over a fresh topic and over one
+whose history retention has purged. Each fault waits for the producers' progress and
+checks they were still sending. Every acknowledged message must be stored exactly once, a
 reader following along must see each exactly once in offset order, and every partition
 must read back gap-free."""
 
@@ -15,12 +17,13 @@ import time
 from pathlib import Path
 
 import pytest
-import redis
 from sqlalchemy import text
 
 from ems import Reader, TopicAdmin
 from ems.config import Settings
+from ems.ops.purge import purge_retention
 from ems.store import Store
+from tests.integration import seed
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,12 +48,15 @@ def _wait_line(proc: subprocess.Popen[str], expected: str) -> None:
 
 
 class Follower(threading.Thread):
-    """Follows every partition with the gap-free reader, as a consumer would."""
+    """Follows every partition with the gap-free reader, as a consumer would, from the
+    high watermarks at its start (a group whose cursors were there)."""
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(daemon=True)
         self.reader = Reader(settings)
-        self.cursors = dict.fromkeys(range(PARTITIONS), 0)
+        marks = self.reader.high_watermarks("conc")
+        self.cursors = {p: marks.get(p, 0) for p in range(PARTITIONS)}
+        self.origin = dict(self.cursors)
         self.seen: list[tuple[int, int, str]] = []
         self.stop = threading.Event()
         self.error: BaseException | None = None
@@ -70,6 +76,33 @@ class Follower(threading.Thread):
         return self.cursors == self.reader.high_watermarks("conc")
 
 
+def _count_acks(paths: list[Path]) -> int:
+    return sum(len(p.read_text().splitlines()) for p in paths if p.exists())
+
+
+def _wait_acks(paths: list[Path], at_least: int, timeout: float = 60) -> int:
+    """Wait until the producers have acknowledged at least this many messages in all."""
+    deadline = time.monotonic() + timeout
+    while (count := _count_acks(paths)) < at_least:
+        assert time.monotonic() < deadline, f"only {count} of {at_least} acknowledged"
+        time.sleep(0.05)
+    return count
+
+
+def _purge_history(settings: Settings, rows: int) -> dict[int, int]:
+    """`rows` messages per partition, two days old, then a retention purge: every partition
+    keeps its last row, and its low watermark stands just below it."""
+    store = Store(settings)
+    try:
+        topic = store.topics.get("conc")
+        for p in range(PARTITIONS):
+            seed.messages(store, topic, p, range(rows), 48)
+        purge_retention(store, settings)
+        return {p: seed.low(store, topic, p) or 0 for p in range(PARTITIONS)}
+    finally:
+        store.close()
+
+
 def _read_acks(paths: list[Path]) -> dict[str, tuple[int, int]]:
     acks: dict[str, tuple[int, int]] = {}
     for path in paths:
@@ -82,10 +115,15 @@ def _read_acks(paths: list[Path]) -> dict[str, tuple[int, int]]:
     return acks
 
 
+@pytest.mark.parametrize("purged", [False, True], ids=["fresh", "purged"])
 def test_crashes_and_redis_loss_lose_and_duplicate_nothing(
-    settings: Settings, tmp_path: Path
+    settings: Settings, tmp_path: Path, purged: bool
 ) -> None:
-    TopicAdmin(settings).create("conc", PARTITIONS)
+    """purged: the partitions' history was purged by retention before the stream, so
+    after the Redis loss a counter seeded from nothing would land below the low
+    watermark, where no reader looks."""
+    TopicAdmin(settings).create("conc", PARTITIONS, retention_hours=1)
+    lows = _purge_history(settings, 200) if purged else dict.fromkeys(range(PARTITIONS), 0)
     follower = Follower(settings)
     follower.start()
 
@@ -94,23 +132,34 @@ def test_crashes_and_redis_loss_lose_and_duplicate_nothing(
     hung.send_signal(signal.SIGKILL)
 
     ack_files = [tmp_path / f"acks-{i}" for i in range(9)]
-    producers = [_spawn(settings, "produce", f"p{i}", "400", str(ack_files[i])) for i in range(8)]
+    # Paced (400 messages at 100/s, about 4 s each) so that both faults find them sending.
+    producers = [
+        _spawn(settings, "produce", f"p{i}", "400", str(ack_files[i]), "100") for i in range(8)
+    ]
     slow = _spawn(settings, "slow", "3", str(ack_files[8]))
     _wait_line(slow, "inserted")
 
-    time.sleep(1.0)
-    redis.Redis.from_url(settings.redis_url).flushall()
+    # The faults strike while the producers are sending: each waits on their progress.
+    at_loss = _wait_acks(ack_files, 800)
+    assert all(p.poll() is None for p in producers), "a producer ended before the Redis loss"
+    assert seed.lose_redis(settings) > 0
+    victim = ack_files[7]
+    victim_before = _count_acks([victim])
+    _wait_acks([victim], victim_before + 20)  # it acknowledges after the Redis loss
+    assert producers[7].poll() is None, "producer 7 ended before it could be killed"
+    producers[7].send_signal(signal.SIGKILL)
+    after_kill = _count_acks(ack_files)
     hung_again = _spawn(settings, "hang")
     _wait_line(hung_again, "allocated")
     hung_again.send_signal(signal.SIGKILL)
-    time.sleep(0.5)
-    producers[7].send_signal(signal.SIGKILL)
 
     for proc in [*producers[:7], slow]:
         assert proc.wait(timeout=120) == 0
     producers[7].wait(timeout=10)
     hung.wait(timeout=10)
     hung_again.wait(timeout=10)
+    # Sending went on across both faults.
+    assert at_loss < after_kill < _count_acks(ack_files)
 
     deadline = time.monotonic() + 30
     while not follower.caught_up() and time.monotonic() < deadline:
@@ -128,12 +177,22 @@ def test_crashes_and_redis_loss_lose_and_duplicate_nothing(
         stored = conn.execute(
             text("SELECT partition_no, offset_no, body FROM message WHERE tombstone = 0")
         ).all()
+        below = conn.execute(
+            text(
+                "SELECT COUNT(*) FROM message m JOIN partition_low l ON l.topic_id = m.topic_id "
+                "AND l.partition_no = m.partition_no WHERE m.offset_no < l.low_offset"
+            )
+        ).scalar()
+    assert below == 0, f"{below} rows stored below their low watermark"
     store.close()
+    readable = [r for r in stored if r[1] >= lows[r[0]]]  # what a reader can reach
+    stored = [r for r in stored if r[1] >= follower.origin[r[0]]]  # sent during the test
     bodies = [bytes(b).decode() for _, _, b in stored]
     assert len(bodies) == len(set(bodies)), "a message is stored twice"
     where = {bytes(b).decode(): (p, o) for p, o, b in stored}
     for body, place in acks.items():
         assert where.get(body) == place, f"acknowledged {body} at {place}, stored {where.get(body)}"
+        assert place[1] >= lows[place[0]], f"{body} stored below the low watermark: {place}"
 
     # The follower saw every stored message exactly once, in offset order per partition.
     seen_bodies = [b for _, _, b in follower.seen]
@@ -145,11 +204,11 @@ def test_crashes_and_redis_loss_lose_and_duplicate_nothing(
     # And every partition reads back gap-free from the start.
     reader = Reader(settings)
     for p, high in reader.high_watermarks("conc").items():
-        cursor, count = 0, 0
+        cursor, count = lows[p], 0
         while cursor < high:
             batch = reader.read_partition("conc", p, cursor, limit=1000)
             assert batch.next_offset > cursor, f"partition {p} stalled at {cursor}"
             count += len(batch.messages)
             cursor = batch.next_offset
-        assert count == sum(1 for q, _, _ in stored if q == p)
+        assert count == sum(1 for q, _, _ in readable if q == p)
     reader.close()

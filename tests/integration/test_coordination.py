@@ -30,16 +30,21 @@ def test_a_lease_is_renewed_while_live_and_refused_once_expired(
     assert store.leases.renew("a", ttl=0.3)
     (member,) = store.leases.members(group.id)
     assert 0.1 < member.expires_in <= 0.3
-    time.sleep(0.4)
+    seed.wait_until(lambda: store.leases.members(group.id)[0].expires_in < 0)  # DB clock
     assert not store.leases.renew("a", ttl=10)
     assert store.leases.members(group.id)[0].expires_in < 0
+
+
+def _leader_expired(store: Store, group: GroupInfo) -> bool:
+    leader = store.leases.leader(group.id)
+    return leader is not None and leader.expires_in < 0
 
 
 def test_epoch_grows_on_takeover_only(store: Store, group: GroupInfo) -> None:
     assert store.leases.lead(group.id, "a", ttl=0.3) == 1
     assert store.leases.lead(group.id, "a", ttl=0.3) == 1  # renewal
     assert store.leases.lead(group.id, "b", ttl=0.3) is None
-    time.sleep(0.4)
+    seed.wait_until(lambda: _leader_expired(store, group))
     assert store.leases.lead(group.id, "b", ttl=10) == 2
     assert store.leases.lead(group.id, "a", ttl=10) is None
     leader = store.leases.leader(group.id)
@@ -82,7 +87,7 @@ def test_a_client_whose_lease_expired_cannot_commit(store: Store, group: GroupIn
     epoch = store.leases.lead(group.id, "a", ttl=10)
     assert epoch is not None
     generation = store.assignments.apply(group.id, ("a", epoch), {0: "a"}, [])
-    time.sleep(0.3)
+    seed.wait_until(lambda: store.leases.members(group.id)[0].expires_in < 0)
     with pytest.raises(StaleGeneration):
         store.groups.commit(group.id, "a", {0: (4, generation)})
     assert store.groups.offsets(group.id)[0] == 0

@@ -30,15 +30,6 @@ def topic(settings: Settings, store: Store) -> TopicInfo:
     return TopicAdmin(settings, store=store).create("t", 1, retention_hours=1)
 
 
-def lose_counters(settings: Settings) -> None:
-    """Redis forgets this deployment's counters (a restart without persistence)."""
-    client = redis.Redis.from_url(settings.redis_url)
-    keys = list(client.scan_iter(match=settings.redis_prefix + "*"))
-    if keys:
-        client.delete(*keys)
-    client.close()
-
-
 def age_all(store: Store, hours: float) -> None:
     seed.sql(store, "UPDATE message SET created_at = NOW(6) - INTERVAL %s HOUR", (hours,))
 
@@ -62,7 +53,7 @@ def test_a_send_after_redis_loss_lands_above_a_purged_range(
         assert seed.low(store, topic, 0) == 99
         with Consumer("g", "t", settings=settings, start="latest", **FAST) as consumer:
             assert consumer.poll(timeout=0.5) == []  # joined: its cursor is at 100
-            lose_counters(settings)
+            seed.lose_redis(settings)
             placed = producer.send("t", "after-flush")
             assert placed.offset >= 100
             (got,) = poll_until(consumer, 1)
@@ -95,7 +86,7 @@ def test_an_all_purged_partition_seeds_from_its_low_watermark(
     seed.messages(store, topic, 0, range(20), 48)
     purge_retention(store, settings)
     seed.sql(store, "DELETE FROM message")  # the last row too, as an operator may
-    lose_counters(settings)
+    seed.lose_redis(settings)
     with Producer(settings) as producer:
         assert producer.send("t", "first").offset == 19
 
