@@ -140,6 +140,11 @@ class ClusterSession:
         if not drained:
             return
         self.writer.flush()  # the release commits the cursor: pending acks go first
+        with self._unwritten_lock:
+            # A write of theirs was just dropped: read them again first (next sync).
+            drained = {p: s for p, s in drained.items() if p not in self._unwritten}
+        if not drained:
+            return
         cursors = {p: (s.cursor(), s.generation) for p, s in drained.items()}
         try:
             self.store.groups.commit(self.group.id, self.membership.client_id, cursors)
@@ -284,7 +289,11 @@ class ClusterSession:
         before any delivery that was polled and never acked."""
         self.writer.flush()
         self.writer.close()
-        cursors = moved_cursors(self.states)
+        with self._unwritten_lock:
+            # Their state ran ahead of what was written: the stored cursor stays.
+            cursors = {
+                p: c for p, c in moved_cursors(self.states).items() if p not in self._unwritten
+            }
         if not cursors or not self.membership.lease_valid():
             return
         try:

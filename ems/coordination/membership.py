@@ -84,6 +84,10 @@ class Membership:
         with self._lock:
             return self.version, dict(self.owned)
 
+    def renewing(self) -> bool:
+        """Whether the thread that renews the lease runs (from start() until leave())."""
+        return self._thread.is_alive()
+
     def poke(self) -> None:
         """Run a round now (a wake-up arrived or a partition was released)."""
         self._wake.set()

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -98,6 +99,14 @@ def execute(settings: Settings, sql: str) -> None:
             conn.execute(text(sql))
     finally:
         store.close()
+
+
+@contextmanager
+def holding(store: Store, sql: str, params: Sequence[object]) -> Iterator[None]:
+    """Row locks taken by a locking read, held by another connection until the block ends."""
+    with store.db.connect() as conn:
+        conn.exec_driver_sql(sql, tuple(params)).fetchall()
+        yield
 
 
 def bodies(seen: list[Delivery]) -> list[str]:
@@ -307,14 +316,20 @@ def test_past_the_lease_deadline_a_member_stops_fetching_and_commits_nothing(
     settings: Settings, topic: str
 ) -> None:
     produce(settings, 20)
-    slow = {"lease_ttl": 30.0, "renew_every": 10.0}
-    with Consumer("g", "t", settings=settings, start="earliest", **slow) as c:
+    store = Store(settings)
+    with Consumer("g", "t", settings=settings, start="earliest", **FAST) as c:
         got = poll_until(c, 20)
-        c.membership.deadline = 0.0  # as if the renewals had failed until now
-        c.ack(got)
-        assert c.poll(timeout=0.3) == []
-        assert scalar(settings, "SELECT SUM(committed_offset) FROM group_offset") == 0
-        assert scalar(settings, "SELECT COUNT(*) FROM topic_group_log WHERE state='done'") == 0
+        # Renewals wait on the lease row while another connection holds it: the deadline
+        # passes for real, and no renewal can land until the checks are done.
+        lease = "SELECT * FROM consumer_client WHERE client_id = %s FOR UPDATE"
+        with holding(store, lease, (c.client_id,)):
+            wait_for(lambda: not c.membership.lease_valid())
+            c.ack(got)
+            assert c.poll(timeout=0.3) == []
+            assert scalar(settings, "SELECT SUM(committed_offset) FROM group_offset") == 0
+            done = "SELECT COUNT(*) FROM topic_group_log WHERE state='done'"
+            assert scalar(settings, done) == 0
+    store.close()
 
 
 def test_a_member_whose_lease_expired_rejoins_under_a_new_id(

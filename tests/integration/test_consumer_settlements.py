@@ -151,6 +151,6 @@ def test_close_leaves_the_group_whatever_the_last_commit_met(
     client_id = consumer.membership.client_id
     with pytest.raises(DatabaseUnavailable):
         consumer.close()
-    assert not consumer.membership._thread.is_alive()
+    assert not consumer.membership.renewing()
     sql = "SELECT COUNT(*) FROM consumer_client WHERE client_id = %s"
     assert seed.sql(store, sql, (client_id,)) == [(0,)]
