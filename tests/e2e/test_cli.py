@@ -68,7 +68,14 @@ class Cli:
             text=True,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            # As from a terminal: a suite started in the background (where a shell without
+            # job control ignores SIGINT) would otherwise hand its children an ignored Ctrl-C.
+            preexec_fn=_default_sigint,
         )
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.fixture
