@@ -1,9 +1,13 @@
 """The systems under test, behind one small interface.
 
 - ems: the public Producer (Redis offset range + one INSERT per call).
-- raw: the floor ems is measured against: plain PyMySQL on an autocommit connection into
-  the same `message` table and columns, partitions precomputed, offsets from a local
-  per-partition counter (strided by worker index so workers never collide).
+- raw: the floor ems is measured against: one multi-row INSERT per call on an autocommit
+  PyMySQL connection, built as bytes in ems's own literal encoding (hex literals, the
+  headers' utf8mb4 introducer: ems.store.messages.values) and written with the driver's
+  lowest call (Connection.query), into the same `message` table and columns; partitions
+  precomputed, offsets from a local per-partition counter (strided by worker index so
+  workers never collide). The same rows and the same commits as ems, without ems: no
+  low-watermark guard, no offset allocation, no wake-up.
 - raw+redis: raw plus the two Redis steps the design adds to every publish call and
   nothing else: the call's offsets from Redis INCRBY (one round trip; several partitions
   pipelined) and one wake-up PUBLISH after the commit (one write, replies off). What ems
@@ -34,12 +38,9 @@ from benchmarks.harness import (
 from ems import Producer, Record
 from ems.offsets.allocators import offset_key
 from ems.offsets.resp import RespConnection, pack
+from ems.store.messages import INSERT_HEAD, values
+from ems.types import NewMessage
 from ems.wakeups import Publisher
-
-_INSERT = (
-    "INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body) "
-    "VALUES (%s, %s, %s, %s, %s, %s)"
-)
 
 
 class Writer(Protocol):
@@ -63,26 +64,37 @@ class EmsWriter:
         self.producer.close()
 
 
+def raw_statement(topic_id: int, rows: Sequence[tuple[Reading, int]]) -> bytes:
+    """The raw writers' INSERT of (reading, offset) pairs: ems's encoding, no guard."""
+    return INSERT_HEAD + b",".join(
+        [
+            values(NewMessage(topic_id, r.partition, offset, r.key.encode(), HEADERS_JSON, r.body))
+            for r, offset in rows
+        ]
+    )
+
+
 class RawWriter:
     def __init__(self, cfg: BenchConfig, index: int, workers: int) -> None:
         self.conn = mysql_connect(cfg.settings.database_url)
-        self.cursor = self.conn.cursor()
-        self.cursor.execute("SELECT id FROM topic WHERE name = %s", (cfg.topic,))
-        (self.topic_id,) = self.cursor.fetchone()
+        cursor = self.conn.cursor()
+        cursor.execute("SELECT id FROM topic WHERE name = %s", (cfg.topic,))
+        (self.topic_id,) = cursor.fetchone()
+        cursor.close()
         self.next = [index] * PARTITIONS
         self.stride = workers
 
-    def _params(self, row: Reading) -> tuple[object, ...]:
+    def _offset(self, row: Reading) -> int:
         offset = self.next[row.partition]
         self.next[row.partition] = offset + self.stride
-        return (self.topic_id, row.partition, offset, row.key.encode(), HEADERS_JSON, row.body)
+        return offset
 
     def send(self, row: Reading) -> None:
-        self.cursor.execute(_INSERT, self._params(row))
+        self.conn.query(raw_statement(self.topic_id, [(row, self._offset(row))]))
 
     def send_batch(self, rows: Sequence[Reading]) -> None:
-        # PyMySQL rewrites this into one multi-row INSERT; autocommit makes it atomic.
-        self.cursor.executemany(_INSERT, [self._params(r) for r in rows])
+        # One statement on an autocommit connection: atomic, one commit, as ems's.
+        self.conn.query(raw_statement(self.topic_id, [(r, self._offset(r)) for r in rows]))
 
     def close(self) -> None:
         self.conn.close()
@@ -113,12 +125,9 @@ class RawRedisWriter(RawWriter):
             firsts[p] = end - n
         return firsts
 
-    def _row(self, row: Reading, offset: int) -> tuple[object, ...]:
-        return (self.topic_id, row.partition, offset, row.key.encode(), HEADERS_JSON, row.body)
-
     def send(self, row: Reading) -> None:
         offset = self._allocate({row.partition: 1})[row.partition]
-        self.cursor.execute(_INSERT, self._row(row, offset))
+        self.conn.query(raw_statement(self.topic_id, [(row, offset)]))
         self.wakeups.messages(self.topic_id, {row.partition: offset})
 
     def send_batch(self, rows: Sequence[Reading]) -> None:
@@ -126,11 +135,11 @@ class RawRedisWriter(RawWriter):
         for r in rows:
             counts[r.partition] = counts.get(r.partition, 0) + 1
         cursor = self._allocate(counts)
-        params = []
+        placed = []
         for r in rows:
-            params.append(self._row(r, cursor[r.partition]))
+            placed.append((r, cursor[r.partition]))
             cursor[r.partition] += 1
-        self.cursor.executemany(_INSERT, params)
+        self.conn.query(raw_statement(self.topic_id, placed))
         self.wakeups.messages(self.topic_id, {p: o - 1 for p, o in cursor.items()})
 
     def close(self) -> None:

@@ -94,3 +94,25 @@ def store(settings: Settings) -> Iterator[Store]:
     s = Store(settings)
     yield s
     s.close()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The servers this run met, so a CI log says what the suite ran against."""
+    for line in _servers():
+        terminalreporter.write_line(line)
+
+
+def _servers() -> list[str]:
+    from sqlalchemy import create_engine
+
+    try:
+        engine = create_engine(BASE_URL)
+        with engine.connect() as conn:
+            mysql = conn.execute(text("SELECT VERSION()")).scalar()
+        engine.dispose()
+        client = redis.Redis.from_url(REDIS_URL)
+        version = client.info("server").get("redis_version")
+        client.close()
+    except Exception as exc:  # the fixtures report a missing server as a failure
+        return [f"servers: not reachable ({exc})"]
+    return [f"servers: MySQL {mysql}, Redis {version}"]

@@ -52,7 +52,7 @@ def all_high_watermarks(conn: Connection) -> HighWatermarks:
     return {(int(t), int(p)): int(h) for t, p, h in conn.exec_driver_sql(ALL_HIGH_WATERMARKS)}
 
 
-_INSERT_HEAD = (
+INSERT_HEAD = (
     b"INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body) VALUES "
 )
 _ROW = b"(%d,%d,%b,%b,%b,X'%b')"
@@ -108,7 +108,7 @@ def insert_statements(messages: Sequence[NewMessage]) -> list[bytes] | None:
     chunk: list[NewMessage] = []
     rows: list[bytes] = []
     partitions: set[int] = set()
-    size = len(_INSERT_HEAD)
+    size = len(INSERT_HEAD)
     for m in messages:
         if len(m.body) + len(m.key or b"") + len(m.headers or "") > _HEX_ROW_BYTES:
             return None
@@ -116,7 +116,7 @@ def insert_statements(messages: Sequence[NewMessage]) -> list[bytes] | None:
         guards = _GUARD_BYTES * (len(partitions) + (m.partition not in partitions))
         if rows and size + len(row) + 1 + guards > _STATEMENT_BYTES:
             statements.append(_statement(chunk, rows))
-            chunk, rows, partitions, size = [], [], set(), len(_INSERT_HEAD)
+            chunk, rows, partitions, size = [], [], set(), len(INSERT_HEAD)
         chunk.append(m)
         rows.append(row)
         partitions.add(m.partition)
@@ -137,7 +137,14 @@ def _statement(chunk: list[NewMessage], rows: list[bytes]) -> bytes:
         m = chunk[i]
         guard = _GUARDED % (m.offset, m.offset, m.topic_id, m.partition, m.offset)
         rows[i] = _row(m, guard)
-    return _INSERT_HEAD + b",".join(rows)
+    return INSERT_HEAD + b",".join(rows)
+
+
+def values(m: NewMessage) -> bytes:
+    """One message's VALUES tuple without the guard: INSERT_HEAD + b",".join(values(m)
+    for m in rows) is the plain multi-row INSERT of the same rows in the same encoding
+    (the producer benchmark's raw baseline writes exactly that)."""
+    return _row(m, b"%d" % m.offset)
 
 
 def below_low(lows: Mapping[int, int], messages: Sequence[NewMessage]) -> bool:
