@@ -58,21 +58,22 @@ INSERT_HEAD = (
 _ROW = b"(%d,%d,%b,%b,%b,X'%b')"
 # No message may be stored below its partition's low watermark: a purge removed that range
 # and readers jump over it, so a row there would be acknowledged and never delivered. In
-# each statement, the lowest offset of each partition is written as a scalar subquery that
-# yields the offset alone, or a second row (an error: "Subquery returns more than 1 row",
-# whatever the sql_mode) when the offset lies below the watermark; the statement then
-# inserts nothing. Offsets of a partition in one statement ascend, so one guard per
-# partition covers them all. The producer's sessions run REPEATABLE READ, where a
-# subquery of an INSERT is a locking read: a purge that raised the watermark (before it
-# deletes) holds the row, so the insert waits for its commit and then sees the new one.
+# each statement, the first row's offset is written as a scalar subquery that yields the
+# offset alone, or a second row (an error: "Subquery returns more than 1 row", whatever the
+# sql_mode) when the lowest offset of any partition in the statement lies below that
+# partition's watermark; the statement then inserts nothing. Offsets of a partition in one
+# statement ascend, so its lowest one stands for all. The producer's sessions run
+# REPEATABLE READ, where a subquery of an INSERT is a locking read: a purge that raised
+# the watermark (before it deletes) holds the row, so the insert waits for its commit and
+# then sees the new one (a partition without a watermark row is gap-locked instead).
 # A derived table of VALUES or JSON_TABLE would say the same in SQL, but cost up to twice
 # the INSERT for large batches, and MariaDB's table value constructor truncates binary
 # values longer than 64 KiB.
 _GUARDED = (
-    b"(SELECT %d UNION ALL SELECT %d FROM partition_low "
-    b"WHERE topic_id = %d AND partition_no = %d AND low_offset > %d)"
+    b"(SELECT %d UNION ALL SELECT %d FROM partition_low WHERE topic_id = %d AND (%b) LIMIT 2)"
 )
-#: Upper bound on the bytes a guard adds to its row.
+_BELOW = b"partition_no = %d AND low_offset > %d"
+#: Upper bound on the bytes the guard adds to a statement per partition in it.
 _GUARD_BYTES = 200
 _LOCK_LOWS = (
     "SELECT partition_no, low_offset FROM partition_low WHERE topic_id = %s "
@@ -127,16 +128,15 @@ def insert_statements(messages: Sequence[NewMessage]) -> list[bytes] | None:
 
 
 def _statement(chunk: list[NewMessage], rows: list[bytes]) -> bytes:
-    """The INSERT of the rows, with the row of each partition's lowest offset guarded."""
+    """The INSERT of the rows, its first row's offset written as the guard over the
+    lowest offset of every partition in it."""
     lowest: dict[int, int] = {}
-    for i, m in enumerate(chunk):
-        at = lowest.get(m.partition)
-        if at is None or m.offset < chunk[at].offset:
-            lowest[m.partition] = i
-    for i in lowest.values():
-        m = chunk[i]
-        guard = _GUARDED % (m.offset, m.offset, m.topic_id, m.partition, m.offset)
-        rows[i] = _row(m, guard)
+    for m in chunk:
+        if m.offset < lowest.get(m.partition, m.offset + 1):
+            lowest[m.partition] = m.offset
+    below = b" OR ".join([_BELOW % (p, o) for p, o in sorted(lowest.items())])
+    first = chunk[0]
+    rows[0] = _row(first, _GUARDED % (first.offset, first.offset, first.topic_id, below))
     return INSERT_HEAD + b",".join(rows)
 
 

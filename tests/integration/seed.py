@@ -9,10 +9,11 @@ from typing import Any
 
 import redis
 
+from ems import Consumer
 from ems.config import Settings
 from ems.consumer.groups import GroupOptions, ensure_group
 from ems.store import Store
-from ems.types import GroupInfo, TopicInfo
+from ems.types import Delivery, GroupInfo, TopicInfo
 
 
 def options(
@@ -178,3 +179,12 @@ def lose_redis(settings: Settings) -> int:
         return int(client.delete(*keys)) if keys else 0
     finally:
         client.close()
+
+
+def poll_until(consumer: Consumer, count: int, timeout: float = 15) -> list[Delivery]:
+    """Poll until `count` deliveries came (or the timeout passed); all that came."""
+    got: list[Delivery] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < count and time.monotonic() < deadline:
+        got += consumer.poll(timeout=0.2)
+    return got

@@ -6,14 +6,13 @@ anew, and close() always leaves the group."""
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
 
-from ems import Consumer, Delivery, Producer, TopicAdmin
+from ems import Consumer, Producer, TopicAdmin
 from ems.config import Settings
 from ems.consumer.state import Outcome
 from ems.exceptions import DatabaseUnavailable
@@ -33,35 +32,20 @@ def topic(settings: Settings, store: Store) -> Iterator[str]:
     yield "t"
 
 
-def poll_until(consumer: Consumer, count: int, timeout: float = 15) -> list[Delivery]:
-    got: list[Delivery] = []
-    deadline = time.monotonic() + timeout
-    while len(got) < count and time.monotonic() < deadline:
-        got += consumer.poll(timeout=0.2)
-    return got
-
-
-def wait_for(check: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.05)
-
-
 def test_a_nack_lost_to_a_regrant_is_delivered_again(
     settings: Settings, store: Store, topic: str
 ) -> None:
     """The leader took a revocation back and granted the partition to the same member at
     a newer generation: the nack's retry row, written under the old one, is refused."""
     with Consumer("g", topic, settings=settings, start="earliest", **FAST) as consumer:
-        got = poll_until(consumer, 3)
+        got = seed.poll_until(consumer, 3)
         assert [d.offset for d in got] == [0, 1, 2]
         seed.sql(store, "UPDATE partition_assignment SET generation = generation + 1")
         consumer.nack(got[0], "boom", delay=0)
         consumer.ack(got[1:])
-        again = poll_until(consumer, 1)
+        again = seed.poll_until(consumer, 1)
         assert again and again[0].offset == 0
-        consumer.ack(poll_until(consumer, 2, timeout=5) + again)
+        consumer.ack(seed.poll_until(consumer, 2, timeout=5) + again)
     committed = seed.sql(store, "SELECT committed_offset FROM group_offset")
     assert committed == [(3,)]
 
@@ -84,13 +68,13 @@ def test_an_ack_batch_the_writer_gave_up_on_is_delivered_again(
     monkeypatch.setattr(store.consumption, "settle", flaky)
     consumer = Consumer("g", topic, settings=settings, start="earliest", store=store, **FAST)
     with consumer:
-        got = poll_until(consumer, 3)
+        got = seed.poll_until(consumer, 3)
         failures["left"] = 5
         # As run() settles a handler's outcomes: on the ack writer, not waiting.
         consumer._settle([Outcome(d) for d in got[:2]], wait=False)
         consumer.session.writer.flush()
         assert failures["left"] == 0
-        again = poll_until(consumer, 2)
+        again = seed.poll_until(consumer, 2)
         assert [d.offset for d in again[:2]] == [0, 1]
         consumer.ack(again + got[2:])
     assert seed.sql(store, "SELECT committed_offset FROM group_offset") == [(3,)]
@@ -116,14 +100,14 @@ def test_a_member_past_its_local_deadline_consumes_again_once_renewed(
     monkeypatch.setattr(store.leases, "renew", late_answer)
     consumer = Consumer("g", topic, settings=settings, start="earliest", store=store, **FAST)
     with consumer:
-        consumer.ack(poll_until(consumer, 3))
+        consumer.ack(seed.poll_until(consumer, 3))
         armed.set()
         assert stalled.wait(10)
-        wait_for(lambda: not consumer.poll(timeout=0.1) and not consumer.session.states)
+        seed.wait_until(lambda: not consumer.poll(timeout=0.1) and not consumer.session.states)
         release.set()
         with Producer(settings) as producer:
             producer.send("t", "later")
-        (got,) = poll_until(consumer, 1)
+        (got,) = seed.poll_until(consumer, 1)
         assert got.body == b"later"
         consumer.ack(got)
 
@@ -133,7 +117,7 @@ def test_close_leaves_the_group_whatever_the_last_commit_met(
 ) -> None:
     consumer = Consumer("g", topic, settings=settings, start="earliest", store=store, **FAST)
     consumer.start()
-    consumer.ack(poll_until(consumer, 3))
+    consumer.ack(seed.poll_until(consumer, 3))
     # A producer that took offset 3 and died: the reader tombstones the hole after the gap
     # timeout, and the cursor moves past it to the unacked offset 4, which only close()
     # commits.
@@ -142,7 +126,7 @@ def test_close_leaves_the_group_whatever_the_last_commit_met(
     client.close()
     with Producer(settings) as producer:
         assert producer.send(topic, "m4").offset == 4
-    assert [d.offset for d in poll_until(consumer, 1)] == [4]
+    assert [d.offset for d in seed.poll_until(consumer, 1)] == [4]
 
     def unreachable(*args: Any) -> None:
         raise DatabaseUnavailable("MySQL is unreachable: injected")

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 import redis
 
-from ems import Consumer, Delivery, Producer, Record, TopicAdmin
+from ems import Consumer, Producer, Record, TopicAdmin
 from ems.config import Settings
 from ems.exceptions import BelowLowWatermark, DatabaseUnavailable
 from ems.offsets.allocators import offset_key
@@ -34,14 +34,6 @@ def age_all(store: Store, hours: float) -> None:
     seed.sql(store, "UPDATE message SET created_at = NOW(6) - INTERVAL %s HOUR", (hours,))
 
 
-def poll_until(consumer: Consumer, count: int, timeout: float = 15) -> list[Delivery]:
-    got: list[Delivery] = []
-    deadline = time.monotonic() + timeout
-    while len(got) < count and time.monotonic() < deadline:
-        got += consumer.poll(timeout=0.2)
-    return got
-
-
 def test_a_send_after_redis_loss_lands_above_a_purged_range(
     settings: Settings, store: Store, topic: TopicInfo
 ) -> None:
@@ -56,7 +48,7 @@ def test_a_send_after_redis_loss_lands_above_a_purged_range(
             seed.lose_redis(settings)
             placed = producer.send("t", "after-flush")
             assert placed.offset >= 100
-            (got,) = poll_until(consumer, 1)
+            (got,) = seed.poll_until(consumer, 1)
             assert got.body == b"after-flush"
             consumer.ack(got)
     assert seed.offsets(store, topic, 0) == [99, placed.offset]
@@ -145,29 +137,22 @@ def test_a_stalled_producer_does_not_land_below_consumed_and_purged_offsets(
         assert stalled.wait(10)
         with Producer(settings) as fast:
             fast.send_batch("d", [Record(f"f{i}") for i in range(5)])
-        got = poll_until(consumer, 5)  # the hole at 0 is tombstoned after the gap timeout
+        got = seed.poll_until(consumer, 5)  # the hole at 0 is tombstoned after the gap timeout
         assert [d.body for d in got] == [f"f{i}".encode() for i in range(5)]
         consumer.ack(got)
         consumer.poll(timeout=0.2)  # flushes the cursor commit
-        wait_for(lambda: delete_consumed(store, settings)["deleted"] > 0)
+        seed.wait_until(lambda: delete_consumed(store, settings)["deleted"] > 0)
         release.set()
         sender.join(30)
         (placed,) = outcome
         assert placed.offset >= 6
-        (late,) = poll_until(consumer, 1)
+        (late,) = seed.poll_until(consumer, 1)
         assert late.body == b"slow"
         consumer.ack(late)
     finally:
         release.set()
         consumer.close()
         slow.close()
-
-
-def wait_for(check: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.1)
 
 
 def test_a_read_that_never_answers_ends_within_the_read_timeout(settings: Settings) -> None:
@@ -210,3 +195,17 @@ def test_an_insert_racing_a_purge_waits_for_it_and_is_refused(
     inserter.join(10)
     assert len(outcome) == 1 and isinstance(outcome[0], BelowLowWatermark)
     assert seed.offsets(store, topic, 0) == [9]
+
+
+def test_one_guard_covers_every_partition_of_a_statement(settings: Settings, store: Store) -> None:
+    topic = TopicAdmin(settings, store=store).create("two", 2, retention_hours=1)
+    seed.messages(store, topic, 1, range(10), 48)
+    purge_retention(store, settings)
+    assert seed.low(store, topic, 1) == 9
+    fine = NewMessage(topic.id, 0, 0, None, None, b"fine")
+    late = NewMessage(topic.id, 1, 4, None, None, b"late")
+    with pytest.raises(BelowLowWatermark):
+        store.messages.insert([fine, late])  # the guard sits on the first row, partition 0
+    assert seed.offsets(store, topic, 0) == []
+    store.messages.insert([fine, NewMessage(topic.id, 1, 10, None, None, b"on time")])
+    assert (seed.offsets(store, topic, 0), seed.offsets(store, topic, 1)) == ([0], [9, 10])
