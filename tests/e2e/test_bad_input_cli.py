@@ -82,15 +82,25 @@ def test_timeouts_that_are_not_finite_positive_numbers_are_bad_input(
     )
 
 
-@pytest.mark.parametrize("option", ["--key", "--header"])
-def test_keys_and_headers_that_are_not_unicode_are_bad_input(
-    settings: Settings, topic: str, option: str
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["produce", "t", "--key", "\udcff"],
+        ["produce", "t", "--header", "h=\udcff"],
+        ["dlq", "list", "--error", "\udcff"],
+        ["msg", "find", "\udcff"],
+        ["topic", "create", "x\udcff", "--partitions", "1"],
+    ],
+    ids=["key", "header", "dlq-error", "topic-name", "create"],
+)
+def test_arguments_that_are_not_unicode_are_bad_input(
+    settings: Settings, topic: str, args: list[str]
 ) -> None:
     # What Python makes of the argument $'\xff': a lone surrogate. (Bodies come from
     # stdin as bytes.)
-    value = "\udcff" if option == "--key" else "h=\udcff"
-    refused(CliRunner().invoke(cli, ["produce", "t", option, value], obj=settings, input="b\n"))
+    refused(CliRunner().invoke(cli, args, obj=settings, input="b\n"), "Unicode")
     assert scalar(settings, "SELECT COUNT(*) FROM message") == 1
+    assert scalar(settings, "SELECT COUNT(*) FROM topic") == 1
 
 
 @pytest.mark.parametrize(
