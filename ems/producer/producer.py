@@ -240,12 +240,14 @@ class Producer:
         return firsts
 
     def _reseed(self, info: TopicInfo) -> None:
-        """Raise the counters to where MySQL says each partition goes on: past the highest
-        stored offset, and never below the low watermark."""
+        """Raise the counters to where each partition goes on: past its highest stored
+        offset, never below its low watermark, and past every range this producer was
+        handed (whose offsets may be in flight or holes), so no range repeats one."""
         seeds = self.store.messages.seed_offsets(info.id)
-        self.allocator.reseed(info.id, seeds)
         with self._allocating:
-            self._ends[info.id] = {}
+            for p, end in self._ends.get(info.id, {}).items():
+                seeds[p] = max(end, seeds.get(p, 0))
+        self.allocator.reseed(info.id, seeds)
 
     def _commit(self, rows: list[NewMessage]) -> bool:
         """Insert the rows; False if an offset was taken or lies below its partition's low
