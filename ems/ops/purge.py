@@ -113,10 +113,15 @@ def purge_topic(
                 deleted[p] += purge.count(topic_id, p, s, e)
         else:
             for batch in transactions(ranges, chunk, quota):
-                for p, n in purge.delete(topic_id, batch).items():
+                for p, n in purge.delete(topic_id, batch, cutoff).items():
                     deleted[p] += n
                 began = _rest(began, pause)
-        starts = {p: e for p, _, e in ranges}
+        if dry_run:
+            starts = {p: e for p, _, e in ranges}
+        else:
+            # Where each range really ended: a young row found inside one stops it.
+            lows = purge.lows(topic_id)
+            starts = {p: lows.get(p, e) for p, _, e in ranges}
     return deleted
 
 

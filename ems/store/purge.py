@@ -54,6 +54,11 @@ _RAISE_LOW = (
     "VALUES (%s, %s, %s, NOW(6)) ON DUPLICATE KEY UPDATE "
     "low_offset = GREATEST(low_offset, VALUES(low_offset)), updated_at = NOW(6)"
 )
+_FIRST_YOUNG = (
+    "SELECT MIN(offset_no) FROM message WHERE topic_id = %s AND partition_no = %s "
+    "AND offset_no >= %s AND offset_no < %s AND created_at >= %s"
+)
+_SET_LOW = "UPDATE partition_low SET low_offset = %s WHERE topic_id = %s AND partition_no = %s"
 _DELETE = (
     "DELETE FROM message "
     "WHERE topic_id = %s AND partition_no = %s AND offset_no >= %s AND offset_no < %s"
@@ -141,9 +146,16 @@ class PurgeStore:
             if top is not None
         }
 
-    def delete(self, topic_id: int, ranges: list[tuple[int, int, int]]) -> dict[int, int]:
+    def delete(
+        self,
+        topic_id: int,
+        ranges: list[tuple[int, int, int]],
+        cutoff: dt.datetime | None = None,
+    ) -> dict[int, int]:
         """For each (partition, start, end): raise the partition's low watermark to `end`
-        and delete its offsets [start, end); all in one short transaction. The rows
+        and delete its offsets [start, end); all in one short transaction. With a cutoff,
+        a row created at or after it in the range (a late producer that filled an empty
+        offset after the range was chosen) stays, and the watermark stops at it. The rows
         deleted per partition."""
         deleted: dict[int, int] = {}
         ranges = sorted(ranges)
@@ -156,7 +168,16 @@ class PurgeStore:
             for partition, _, end in ranges:
                 cursor.execute(_RAISE_LOW, (topic_id, partition, end))
             for partition, start, end in ranges:
-                deleted[partition] = int(cursor.execute(_DELETE, (topic_id, partition, start, end)))
+                if cutoff is not None:
+                    # Inserts into the range committed before the raise are seen here;
+                    # later ones wait on the watermark and see where it ends.
+                    cursor.execute(_FIRST_YOUNG, (topic_id, partition, start, end, cutoff))
+                    (young,) = cursor.fetchone()
+                    if young is not None:
+                        end = int(young)
+                        cursor.execute(_SET_LOW, (end, topic_id, partition))
+                rows = cursor.execute(_DELETE, (topic_id, partition, start, end))
+                deleted[partition] = int(rows) if end > start else 0
         return deleted
 
     def count(self, topic_id: int, partition: int, start: int, end: int) -> int:

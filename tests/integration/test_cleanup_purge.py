@@ -7,6 +7,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given
@@ -80,9 +81,9 @@ def watch_deletes(
     """Call `seen` with the ranges of every purge transaction before it runs."""
     delete = store.purge.delete
 
-    def watched(topic_id: int, ranges: list[Range]) -> dict[int, int]:
+    def watched(topic_id: int, ranges: list[Range], *rest: Any) -> dict[int, int]:
         seen(ranges)
-        return delete(topic_id, ranges)
+        return delete(topic_id, ranges, *rest)
 
     monkeypatch.setattr(store.purge, "delete", watched)
 
@@ -276,3 +277,27 @@ def test_delete_consumed_follows_the_slowest_cluster_group(
     assert seed.offsets(store, lonely, 0) == list(range(20))  # no cluster group
     assert counts == {"topics": 2, "partitions": 2, "deleted": 8 + 17}
     assert delete_consumed(store, settings)["deleted"] == 0
+
+
+def test_a_late_row_in_a_chosen_range_stays_and_stops_the_watermark(
+    settings: Settings, store: Store, topic: TopicInfo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A producer that took offset 5 long ago and stalled fills it after the purge chose
+    the range 0..9 and before its transaction: the young row must survive, visible."""
+    seed.messages(store, topic, 0, [*range(5), *range(6, 12)], OLD)
+    late = {"done": False}
+
+    def fill_the_hole(ranges: list[Range]) -> None:
+        if not late["done"] and any(p == 0 for p, _, _ in ranges):
+            late["done"] = True
+            seed.messages(store, topic, 0, [5], NEW)
+
+    watch_deletes(store, monkeypatch, fill_the_hole)
+    purge_retention(store, settings)
+    assert late["done"]
+    assert 5 in seed.offsets(store, topic, 0)
+    low = seed.low(store, topic, 0)
+    assert low is not None and low <= 5
+    reader = PartitionReader(store.messages, settings.gap_timeout)
+    batch = reader.read(topic.id, 0, low, 20)
+    assert 5 in [m.offset for m in batch.messages]
