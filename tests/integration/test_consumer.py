@@ -16,6 +16,7 @@ from ems import Consumer, Delivery, Producer, TopicAdmin
 from ems.config import Settings
 from ems.exceptions import GroupConflict, InvalidHandler, InvalidName, UnknownTopic
 from ems.store import Store
+from tests.integration.seed import poll_until
 
 FAST: dict[str, Any] = {"lease_ttl": 2.0, "renew_every": 0.5}
 
@@ -236,14 +237,6 @@ def test_a_joining_member_takes_its_share_and_only_moved_partitions_pause(
     assert {d.partition for d in b.seen} == touched
     all_bodies = bodies(a.seen + b.seen)
     assert len(all_bodies) == len(set(all_bodies)) == 400
-
-
-def poll_until(consumer: Consumer, count: int, timeout: float = 10) -> list[Delivery]:
-    got: list[Delivery] = []
-    deadline = time.monotonic() + timeout
-    while len(got) < count and time.monotonic() < deadline:
-        got += consumer.poll(timeout=0.2)
-    return got
 
 
 def test_pull_form_ack_and_nack_with_delay(settings: Settings, topic: str) -> None:
