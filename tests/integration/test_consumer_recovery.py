@@ -1,6 +1,5 @@
-"""Consumers whose writes do not land, whose lease lapses locally, or whose close fails,
-against the real servers: nothing settled-but-unwritten is skipped, nobody stalls, and a
-closed consumer leaves its group.
+"""Consumers whose writes do not land or whose close fails, against the real servers:
+nothing settled-but-unwritten is skipped, and a closed consumer leaves its group.
 
 Failures are real: another connection holds row locks, and a watcher KILLs the consumer's
 connections that wait on them."""
