@@ -1,6 +1,7 @@
 """`python -m benchmarks [SUITE ...]`: run benchmark suites and print their reports.
 
 Every suite writes benchmarks/results/<suite>-latest.md. With no suite named, all run.
+Afterwards the README's benchmark figures are rendered again from the results files.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from benchmarks import assignor, consumer, producer, purge, purge_drop
+from benchmarks import assignor, consumer, producer, purge, purge_drop, readme
 from benchmarks import spark as spark_suite
 from benchmarks.harness import BenchConfig, bench_config
 from ems.config import Settings
@@ -118,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
     for name in args.suites or list(SUITES):
         status = max(status, SUITES[name](cfg, args))
+    if readme.update():
+        print(f"rendered the benchmark figures in {readme.README.name} from benchmarks/results")
     return status
 
 
