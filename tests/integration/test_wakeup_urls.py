@@ -1,7 +1,7 @@
 """Wake-ups reach their listeners over every kind of Redis URL ems accepts (plain TCP,
-TLS, unix sockets), never send a password over a plain connection to a TLS port, and a URL
-ems cannot serve is refused when the settings are made, not lost in silence. Each server
-here is a private redis-server of the test's own."""
+TLS, unix sockets, an ACL user with a query string), never send a password over a plain
+connection to a TLS port, and a URL ems cannot serve is refused when the settings are made,
+not lost in silence. Each server here is a private redis-server of the test's own."""
 
 from __future__ import annotations
 
@@ -76,6 +76,20 @@ def tls_redis(tmp_path: Path) -> Iterator[str]:
     proc.wait()
 
 
+@pytest.fixture
+def acl_redis(tmp_path: Path) -> Iterator[str]:
+    """Only an ACL user may do anything: the default user is off."""
+    port = free_port()
+    path = tmp_path / "redis.sock"
+    args = ["--port", str(port), "--unixsocket", str(path), "--dir", str(tmp_path)]
+    args += ["--user", "default", "off", "--user", "ems", "on", f">{SECRET}", "~*", "&*"]
+    args += ["+@all"]
+    proc = serve(args, path.exists)
+    yield f"redis://ems:{SECRET}@127.0.0.1:{port}/0?socket_timeout=5"
+    proc.kill()
+    proc.wait()
+
+
 def wake_ups_flow(settings: Settings, url: str) -> None:
     """A producer on `url` wakes a listener on `url`."""
     topic = TopicAdmin(settings).create("t", 1)
@@ -98,6 +112,10 @@ def test_wake_ups_flow_over_a_unix_socket(settings: Settings, unix_redis: str) -
 
 def test_wake_ups_flow_over_tls(settings: Settings, tls_redis: str) -> None:
     wake_ups_flow(settings, tls_redis)
+
+
+def test_wake_ups_flow_as_an_acl_user(settings: Settings, acl_redis: str) -> None:
+    wake_ups_flow(settings, acl_redis)
 
 
 def test_no_password_goes_in_clear_to_a_tls_port(settings: Settings) -> None:
