@@ -56,6 +56,10 @@ class Message(Base):
     body: Mapped[bytes] = mapped_column(Body, nullable=False)
     tombstone: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default="0")
     created_at: Mapped[created_ts]
+    #: A random token the producer stores on the first row of each write (NULL on the
+    #: others): after a lost reply, it tells the producer's own committed write from
+    #: another producer's rows at the same offsets, however alike their contents.
+    write_token: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
 
 
 class RetryMessage(GroupMessageRef, Base):

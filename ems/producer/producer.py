@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import secrets
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -252,16 +252,25 @@ class Producer:
     def _commit(self, rows: list[NewMessage]) -> bool:
         """Insert the rows; False if an offset was taken or lies below its partition's low
         watermark. A dropped connection leaves the outcome unknown, so the same rows are
-        sent again and a duplicate-key answer is checked against what is stored: our own
-        rows mean the first attempt committed. A deadlock rolled the statement back, so
-        the same rows go again."""
+        sent again with the same random write token, stored on the write's first row; on
+        a duplicate-key answer, that row holding our token means the first attempt
+        committed (all of it: a write is atomic), and any other row there, however alike,
+        means none of it did. A deadlock rolled the statement back, so the same rows go
+        again."""
+        token = secrets.randbits(63)
         delay = 0.1
         for attempt in range(_AMBIGUOUS_ATTEMPTS + 1):
             try:
-                self.store.messages.insert(rows)
+                self.store.messages.insert(rows, token)
                 return True
             except DuplicateKey:
-                return attempt > 0 and self._already_stored(rows)
+                if attempt == 0:
+                    return False
+                first = rows[0]
+                stored = self.store.messages.write_token_at(
+                    first.topic_id, first.partition, first.offset
+                )
+                return stored == token
             except BelowLowWatermark:
                 return False
             except (DatabaseUnavailable, LockConflict):
@@ -270,21 +279,6 @@ class Producer:
                 time.sleep(delay)
                 delay *= 2
         return False  # pragma: no cover
-
-    def _already_stored(self, rows: list[NewMessage]) -> bool:
-        by_partition: dict[int, list[NewMessage]] = {}
-        for row in rows:
-            by_partition.setdefault(row.partition, []).append(row)
-        for partition, group in by_partition.items():
-            offsets = [r.offset for r in group]
-            stored = self.store.messages.contents_at(
-                group[0].topic_id, partition, min(offsets), max(offsets)
-            )
-            for row in group:
-                found = stored.get(row.offset)
-                if found is None or not _same(row, found):
-                    return False
-        return True
 
 
 def _place(
@@ -308,11 +302,3 @@ def went_back(
     """Whether a counter handed out a range ending at or below the end of one it handed
     out before (counters only grow, unless Redis lost writes)."""
     return any(first + counts[p] <= ends.get(p, -1) for p, first in firsts.items())
-
-
-def _same(row: NewMessage, stored: tuple[bytes | None, str | None, bytes]) -> bool:
-    key, headers, body = stored
-    same_headers = (json.loads(headers) if headers else None) == (
-        json.loads(row.headers) if row.headers else None
-    )
-    return key == row.key and bytes(body) == row.body and same_headers

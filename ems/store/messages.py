@@ -19,8 +19,8 @@ from ems.store.database import Database
 from ems.types import NewMessage, StoredMessage, TopicInfo
 
 _INSERT = (
-    "INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body) "
-    "VALUES (%s, %s, %s, %s, %s, %s)"
+    "INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body, "
+    "write_token) VALUES (%s, %s, %s, %s, %s, %s, %s)"
 )
 _INSERT_TOMBSTONE = (
     "INSERT INTO message (topic_id, partition_no, offset_no, body, tombstone) "
@@ -31,9 +31,8 @@ _FETCH = (
     "FROM message WHERE topic_id = %s AND partition_no = %s AND offset_no >= %s "
     "ORDER BY offset_no LIMIT %s"
 )
-_FETCH_AT = (
-    "SELECT partition_no, offset_no, msg_key, headers, body FROM message "
-    "WHERE topic_id = %s AND partition_no = %s AND offset_no BETWEEN %s AND %s"
+_TOKEN_AT = (
+    "SELECT write_token FROM message WHERE topic_id = %s AND partition_no = %s AND offset_no = %s"
 )
 
 _LOW = "SELECT low_offset FROM partition_low WHERE topic_id = %s AND partition_no = %s"
@@ -52,10 +51,21 @@ def all_high_watermarks(conn: Connection) -> HighWatermarks:
     return {(int(t), int(p)): int(h) for t, p, h in conn.exec_driver_sql(ALL_HIGH_WATERMARKS)}
 
 
+#: The head of a plain multi-row INSERT of values() tuples (no write token): what a writer
+#: that never needs to recognise its own writes sends (the producer benchmark's baseline).
 INSERT_HEAD = (
     b"INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body) VALUES "
 )
 _ROW = b"(%d,%d,%b,%b,%b,X'%b')"
+# The producer's INSERTs also carry a write token, on the first row of a write only: the
+# write is atomic (one statement, or one transaction), so that row being stored with the
+# token proves all of it committed, and a row at its place without it proves none did.
+_HEAD = (
+    b"INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body, "
+    b"write_token) VALUES "
+)
+_ROW_UNTOKENED = b"(%d,%d,%b,%b,%b,X'%b',NULL)"
+_ROW_TOKENED = b"(%d,%d,%b,%b,%b,X'%b',%d)"
 # No message may be stored below its partition's low watermark: a purge removed that range
 # and readers jump over it, so a row there would be acknowledged and never delivered. In
 # each statement, the first row's offset is written as a scalar subquery that yields the
@@ -101,50 +111,54 @@ def next_offsets_query(topic_id: int) -> Select[tuple[int, int]]:
     )
 
 
-def insert_statements(messages: Sequence[NewMessage]) -> list[bytes] | None:
+def insert_statements(
+    messages: Sequence[NewMessage], token: int | None = None
+) -> list[bytes] | None:
     """Multi-row INSERTs of the messages, in order, each under _STATEMENT_BYTES and each
-    guarded against offsets below the low watermark; None if a row is too large to send
-    as hex."""
+    guarded against offsets below the low watermark, the first row carrying the write
+    token; None if a row is too large to send as hex."""
     statements: list[bytes] = []
     chunk: list[NewMessage] = []
     rows: list[bytes] = []
     partitions: set[int] = set()
-    size = len(INSERT_HEAD)
+    size = len(_HEAD)
     for m in messages:
         if len(m.body) + len(m.key or b"") + len(m.headers or "") > _HEX_ROW_BYTES:
             return None
-        row = _row(m, b"%d" % m.offset)
+        row = _row(m, b"%d" % m.offset, None)
         guards = _GUARD_BYTES * (len(partitions) + (m.partition not in partitions))
         if rows and size + len(row) + 1 + guards > _STATEMENT_BYTES:
-            statements.append(_statement(chunk, rows))
-            chunk, rows, partitions, size = [], [], set(), len(INSERT_HEAD)
+            statements.append(_statement(chunk, rows, None if statements else token))
+            chunk, rows, partitions, size = [], [], set(), len(_HEAD)
         chunk.append(m)
         rows.append(row)
         partitions.add(m.partition)
         size += len(row) + 1
     if rows:
-        statements.append(_statement(chunk, rows))
+        statements.append(_statement(chunk, rows, None if statements else token))
     return statements
 
 
-def _statement(chunk: list[NewMessage], rows: list[bytes]) -> bytes:
+def _statement(chunk: list[NewMessage], rows: list[bytes], token: int | None) -> bytes:
     """The INSERT of the rows, its first row's offset written as the guard over the
-    lowest offset of every partition in it."""
+    lowest offset of every partition in it, and the token (if any) on that row."""
     lowest: dict[int, int] = {}
     for m in chunk:
         if m.offset < lowest.get(m.partition, m.offset + 1):
             lowest[m.partition] = m.offset
     below = b" OR ".join([_BELOW % (p, o) for p, o in sorted(lowest.items())])
     first = chunk[0]
-    rows[0] = _row(first, _GUARDED % (first.offset, first.offset, first.topic_id, below))
-    return INSERT_HEAD + b",".join(rows)
+    guarded = _GUARDED % (first.offset, first.offset, first.topic_id, below)
+    rows[0] = _row(first, guarded, token)
+    return _HEAD + b",".join(rows)
 
 
 def values(m: NewMessage) -> bytes:
     """One message's VALUES tuple without the guard: INSERT_HEAD + b",".join(values(m)
     for m in rows) is the plain multi-row INSERT of the same rows in the same encoding
     (the producer benchmark's raw baseline writes exactly that)."""
-    return _row(m, b"%d" % m.offset)
+    key, headers = _key_headers(m)
+    return _ROW % (m.topic_id, m.partition, b"%d" % m.offset, key, headers, hexlify(m.body))
 
 
 def below_low(lows: Mapping[int, int], messages: Sequence[NewMessage]) -> bool:
@@ -152,36 +166,49 @@ def below_low(lows: Mapping[int, int], messages: Sequence[NewMessage]) -> bool:
     return any(m.offset < lows.get(m.partition, 0) for m in messages)
 
 
-def _row(m: NewMessage, offset: bytes) -> bytes:
-    """One VALUES tuple. Binary values travel as hex literals: one C call each instead of
-    the driver's escaping, and valid whatever the session's sql_mode (backslashes mean
-    nothing in them). Headers are JSON text, which MySQL 8 refuses from a binary string,
-    so their literal carries a utf8mb4 introducer."""
+def _key_headers(m: NewMessage) -> tuple[bytes, bytes]:
+    """The key and headers literals. Binary values travel as hex literals: one C call each
+    instead of the driver's escaping, and valid whatever the session's sql_mode
+    (backslashes mean nothing in them). Headers are JSON text, which MySQL 8 refuses from
+    a binary string, so their literal carries a utf8mb4 introducer."""
     key = b"NULL" if m.key is None else b"X'%b'" % hexlify(m.key)
     text = m.headers
     headers = b"NULL" if text is None else b"_utf8mb4 X'%b'" % hexlify(text.encode())
-    return _ROW % (m.topic_id, m.partition, offset, key, headers, hexlify(m.body))
+    return key, headers
+
+
+def _row(m: NewMessage, offset: bytes, token: int | None) -> bytes:
+    """One VALUES tuple of the producer's INSERT, with its write token or NULL."""
+    key, headers = _key_headers(m)
+    body = hexlify(m.body)
+    if token is None:
+        return _ROW_UNTOKENED % (m.topic_id, m.partition, offset, key, headers, body)
+    return _ROW_TOKENED % (m.topic_id, m.partition, offset, key, headers, body, token)
 
 
 class MessageStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def insert(self, messages: Sequence[NewMessage]) -> None:
-        """Insert all rows in one transaction; DuplicateKey if any offset is taken,
-        BelowLowWatermark if any lies below its partition's low watermark."""
-        statements = insert_statements(messages)
+    def insert(self, messages: Sequence[NewMessage], token: int | None = None) -> None:
+        """Insert all rows in one transaction, the first with the write token (see
+        write_token_at); DuplicateKey if any offset is taken, BelowLowWatermark if any
+        lies below its partition's low watermark."""
+        statements = insert_statements(messages, token)
         if statements is None:
-            self._insert_escaped(messages)
+            self._insert_escaped(messages, token)
         else:
             self.db.direct.execute(statements)
 
-    def _insert_escaped(self, messages: Sequence[NewMessage]) -> None:
+    def _insert_escaped(self, messages: Sequence[NewMessage], token: int | None) -> None:
         """The driver's own escaping and batching, for rows too large for hex literals,
         in a transaction that first takes the partitions' low watermarks with a locking
         read (REPEATABLE READ: a partition without one is gap-locked, so no purge can
         create it meanwhile)."""
-        params = [(m.topic_id, m.partition, m.offset, m.key, m.headers, m.body) for m in messages]
+        params: list[tuple[object, ...]] = [
+            (m.topic_id, m.partition, m.offset, m.key, m.headers, m.body, None) for m in messages
+        ]
+        params[0] = (*params[0][:-1], token)
         partitions = sorted({m.partition for m in messages})
         lock = _LOCK_LOWS.format(",".join(["%s"] * len(partitions)))
         with self.db.transaction(repeatable_read=True) as cursor:
@@ -224,13 +251,11 @@ class MessageStore:
             for r in raw
         ]
 
-    def contents_at(
-        self, topic_id: int, partition: int, first: int, last: int
-    ) -> dict[int, tuple[bytes | None, str | None, bytes]]:
-        """(key, headers, body) by offset, to tell whether rows at these offsets are ours."""
-        with self.db.connect() as conn:
-            rows = conn.exec_driver_sql(_FETCH_AT, (topic_id, partition, first, last)).all()
-        return {r[1]: (r[2], r[3], r[4]) for r in rows}
+    def write_token_at(self, topic_id: int, partition: int, offset: int) -> int | None:
+        """The write token stored with the row at this place (None: no row, or a row
+        written without one): whether a write whose reply was lost committed."""
+        rows = self.db.select(_TOKEN_AT, (topic_id, partition, offset))
+        return None if not rows or rows[0][0] is None else int(rows[0][0])
 
     def next_offsets(self, topic_id: int) -> dict[int, int]:
         """One past the highest stored offset, per partition that has rows."""

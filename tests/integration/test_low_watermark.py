@@ -90,9 +90,9 @@ class _Recording:
         self.insert = store.messages.insert
         self.offsets: list[int] = []
 
-    def __call__(self, rows: Sequence[NewMessage]) -> None:
+    def __call__(self, rows: Sequence[NewMessage], *token: int) -> None:
         self.offsets += [r.offset for r in rows]
-        self.insert(rows)
+        self.insert(rows, *token)
 
 
 def test_a_counter_that_went_back_is_reseeded_before_any_insert(
@@ -121,11 +121,11 @@ def test_a_stalled_producer_does_not_land_below_consumed_and_purged_offsets(
     stalled, release = threading.Event(), threading.Event()
     insert = store.messages.insert
 
-    def stall_first(rows: Sequence[NewMessage]) -> None:
+    def stall_first(rows: Sequence[NewMessage], *token: int) -> None:
         if not stalled.is_set():
             stalled.set()
             release.wait(30)
-        insert(rows)
+        insert(rows, *token)
 
     monkeypatch.setattr(store.messages, "insert", stall_first)
     slow = Producer(settings, store=store)

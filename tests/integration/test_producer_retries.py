@@ -1,6 +1,7 @@
 """A dropped connection during an insert leaves its outcome unknown. The producer sends the
-same rows again and, on a duplicate-key answer, checks what is stored: its own rows mean the
-first attempt committed (no duplicate is written); someone else's mean fresh offsets."""
+same rows again and, on a duplicate-key answer, checks what is stored: its own write (told
+apart by the write token stored with it, never by content) means the first attempt committed
+(no duplicate is written); anyone else's rows, even identical ones, mean fresh offsets."""
 
 from __future__ import annotations
 
@@ -24,13 +25,13 @@ class _LosesAnswers(MessageStore):
         super().__init__(store.db)
         self.times, self.commit_first, self.calls = times, commit_first, 0
 
-    def insert(self, messages: Sequence[NewMessage]) -> None:
+    def insert(self, messages: Sequence[NewMessage], *token: int) -> None:
         self.calls += 1
         if self.calls <= self.times:
             if self.commit_first:
-                super().insert(messages)
+                super().insert(messages, *token)
             raise DatabaseUnavailable("connection lost")
-        super().insert(messages)
+        super().insert(messages, *token)
 
 
 def _stored(store: Store) -> list[tuple[int, bytes]]:
@@ -66,7 +67,7 @@ def test_lost_connection_before_commit_is_sent_again(store: Store) -> None:
 
 def test_someone_elses_rows_mean_fresh_offsets(store: Store) -> None:
     class _Raced(_LosesAnswers):
-        def insert(self, messages: Sequence[NewMessage]) -> None:
+        def insert(self, messages: Sequence[NewMessage], *token: int) -> None:
             self.calls += 1
             if self.calls == 1:  # another producer takes the same offsets meanwhile
                 other = [
@@ -82,13 +83,45 @@ def test_someone_elses_rows_mean_fresh_offsets(store: Store) -> None:
                 ]
                 MessageStore.insert(self, other)
                 raise DatabaseUnavailable("connection lost")
-            MessageStore.insert(self, messages)
+            MessageStore.insert(self, messages, *token)
 
     store.messages = _Raced(store, times=0, commit_first=False)
     with Producer(store.settings, store=store) as producer:
         placed = producer.send("t", b"mine")
     assert placed.offset == 1
     assert _stored(store) == [(0, b"other"), (1, b"mine")]
+
+
+class _TwinTakesTheOffsets(_LosesAnswers):
+    """Another producer, handed the same offsets after Redis lost its counters, commits a
+    write of identical messages (a heartbeat, a repeated reading) there; then this
+    producer's first attempt loses its connection before anything of it was stored."""
+
+    def insert(self, messages: Sequence[NewMessage], *token: int) -> None:
+        self.calls += 1
+        if self.calls == 1:
+            MessageStore.insert(self, messages)  # the twin's own write, not this one
+            raise DatabaseUnavailable("connection lost")
+        MessageStore.insert(self, messages, *token)
+
+
+@pytest.mark.parametrize(
+    ("count", "size"),
+    [(1, 100), (50, 30_000), (2, 300_000)],
+    ids=["single send", "batch over 1 MB (several statements)", "rows over 256 KiB"],
+)
+def test_identical_rows_of_another_producer_are_not_taken_for_ours(
+    store: Store, count: int, size: int
+) -> None:
+    store.messages = _TwinTakesTheOffsets(store, times=0, commit_first=False)
+    body = b"heartbeat " + b"x" * size
+    with Producer(store.settings, store=store) as producer:
+        placed = producer.send_batch("t", [Record(body, key="gw-1", headers={"v": "1"})] * count)
+    assert store.messages.calls >= 2, "the lost connection was never met"
+    assert [p.offset for p in placed] == list(range(count, 2 * count))
+    stored = _stored(store)
+    assert [offset for offset, _ in stored] == list(range(2 * count))
+    assert {b for _, b in stored} == {body}
 
 
 def test_database_down_for_good_is_a_typed_error(store: Store) -> None:
