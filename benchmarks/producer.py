@@ -18,6 +18,7 @@ from pathlib import Path
 
 import redis
 
+from benchmarks import token_cost
 from benchmarks.harness import (
     PARTITIONS,
     BenchConfig,
@@ -328,6 +329,7 @@ def render(
     notes: list[str],
     profile: list[str],
     latency: str,
+    token: list[str],
     cfg: BenchConfig,
 ) -> str:
     method = [
@@ -358,6 +360,8 @@ def render(
             "Checks:",
             *[f"- {n}" for n in checks],
             "",
+            *token,
+            "",
             "### Where ems time goes",
             "",
             latency,
@@ -384,7 +388,9 @@ def run(cfg: BenchConfig, profile_calls: int) -> int:
     profile = profile_sends(cfg, profile_calls)
     latency = latency_line(rows[0], cfg)
     reset(cfg)
-    text = render(env, rows, notes, profile, latency, cfg)
+    log("measuring the write token's cost")
+    token = token_cost.render(token_cost.measure(cfg))
+    text = render(env, rows, notes, profile, latency, token, cfg)
     print(text)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(text)

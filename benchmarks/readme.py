@@ -40,7 +40,7 @@ class Source:
 
 #: Suite -> what its README block shows, in README order.
 SOURCES: Mapping[str, Source] = {
-    "producer": Source("Producer", sections=(PREAMBLE,)),
+    "producer": Source("Producer", sections=(PREAMBLE, "What the write token costs")),
     "consumer": Source("Consumer"),
     "assignor": Source("Assignor"),
     "spark": Source("Spark jobs"),

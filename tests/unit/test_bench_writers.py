@@ -5,6 +5,7 @@ which a writer that never re-sends does not need): otherwise ems/raw is not a tr
 from __future__ import annotations
 
 from benchmarks.harness import HEADERS_JSON, Reading
+from benchmarks.token_cost import without_token
 from benchmarks.writers import raw_statement
 from ems.store.messages import INSERT_HEAD, insert_statements
 from ems.types import NewMessage
@@ -37,3 +38,14 @@ def test_raw_inserts_ems_rows_in_ems_encoding_without_the_guard() -> None:
     assert raw == plain.replace(head, INSERT_HEAD)
     # Hex literals throughout: nothing of the driver's escaping.
     assert b"X'00275c22" in raw and b"\\'" not in raw
+
+
+def test_the_token_cost_compares_ems_statements_with_and_without_the_token() -> None:
+    messages = [NewMessage(3, p, 10 + p, b"k", None, b"body") for p in range(3)] * 2
+    (tokened,) = insert_statements(messages, 123456789) or [b""]
+    plain = without_token(tokened, 123456789)
+    assert b"write_token" not in plain and b"123456789" not in plain
+    assert plain.startswith(INSERT_HEAD)
+    # Only the token column went: the guard and every value stayed.
+    assert plain.count(b"UNION ALL") == 1 and plain.count(b"X'626f6479'") == 6
+    assert len(tokened) - len(plain) == len(b", write_token") + len(b",123456789") + 5 * 5

@@ -1,0 +1,222 @@
+"""A scenario's moving parts: streaming producer processes and a cluster group of member
+processes on one topic, started against given servers (a private server, or a fault proxy
+in front of one), and, at the end, the judge's verdict over what they recorded and what
+the database holds.
+
+The processes get their servers from EMS_DATABASE_URL / EMS_REDIS_URL, so each can be
+routed through its own proxy; the harness itself reads the truth over `settings`, straight
+from the servers.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy import create_engine, text
+
+from ems import TopicAdmin
+from ems.config import Settings
+from tests.faults.checks import Place, Recorded, Verdict, judge, read_records
+from tests.faults.workload import TOPIC
+
+ROOT = Path(__file__).resolve().parents[2]
+GROUP = "handlers"
+PARTITIONS = 4
+
+
+@dataclass
+class Proc:
+    name: str
+    popen: subprocess.Popen[str]
+    outfile: Path
+    crashed: bool = False
+
+
+@dataclass
+class Scenario:
+    settings: Settings
+    workdir: Path
+    producers: int = 3
+    members: int = 3
+    rate: float = 100.0
+    identical: bool = False
+    lease_ttl: float = 4.0
+    renew_every: float = 1.0
+    batch: int = 50
+    #: Per process name, the URLs it connects to (a proxy's); default: `settings`.
+    routes: dict[str, tuple[str, str]] = field(default_factory=dict)
+    procs: list[Proc] = field(default_factory=list)
+
+    # -- processes -------------------------------------------------------------------
+
+    def _spawn(self, name: str, *args: str) -> Proc:
+        db, rds = self.routes.get(name, (self.settings.database_url, self.settings.redis_url))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EMS_")}
+        env |= {
+            "EMS_DATABASE_URL": db,
+            "EMS_REDIS_URL": rds,
+            "EMS_GAP_TIMEOUT": "1",
+            "EMS_CONNECT_TIMEOUT": "2",
+            "EMS_READ_TIMEOUT": "5",
+            "EMS_WRITE_TIMEOUT": "5",
+        }
+        outfile = self.workdir / f"{name}.log"
+        popen = subprocess.Popen(
+            [sys.executable, "-m", "tests.faults.workload", *args],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        proc = Proc(name, popen, outfile)
+        self.procs.append(proc)
+        return proc
+
+    def start(self) -> None:
+        TopicAdmin(self.settings).create(TOPIC, PARTITIONS)
+        for i in range(self.members):
+            name = f"member-{i}"
+            proc = self._spawn(
+                name, "consume", GROUP, str(self.workdir / f"{name}.log"),
+                str(self.lease_ttl), str(self.renew_every), str(self.batch),
+            )  # fmt: skip
+            _first_line(proc)
+        for i in range(self.producers):
+            name = f"producer-{i}"
+            args = ["produce", name, str(self.workdir / f"{name}.log"), str(self.rate)]
+            proc = self._spawn(name, *args, *(["identical"] if self.identical else []))
+            assert _first_line(proc) == "ready"
+
+    def of(self, kind: str) -> list[Proc]:
+        return [p for p in self.procs if p.name.startswith(kind)]
+
+    def kill(self, proc: Proc) -> None:
+        proc.popen.kill()
+        proc.popen.wait()
+        proc.crashed = True
+
+    def stop(self, drain_timeout: float = 60.0) -> None:
+        """Stop the producers, let the members handle everything acknowledged, stop them."""
+        for proc in self.of("producer"):
+            _terminate(proc)
+        deadline = time.monotonic() + drain_timeout
+        while not self.drained():
+            if time.monotonic() > deadline:
+                break  # the verdict says what was left
+            time.sleep(0.2)
+        for proc in self.of("member"):
+            if proc.popen.poll() is None:
+                _terminate(proc)
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.popen.poll() is None:
+                proc.popen.kill()
+                proc.popen.wait()
+            if proc.popen.stdout is not None:
+                proc.popen.stdout.close()
+
+    # -- progress --------------------------------------------------------------------
+
+    def recorded(self) -> Recorded:
+        return read_records(
+            [p.outfile for p in self.of("producer")], [p.outfile for p in self.of("member")]
+        )
+
+    def wait(self, what: str, done: Callable[[Recorded], bool], timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while not done(recorded := self.recorded()):
+            assert time.monotonic() < deadline, (
+                f"timed out waiting for {what}: {len(recorded.acks)} acknowledged, "
+                f"{len(recorded.handled)} handled, {recorded.failed} failed"
+            )
+            time.sleep(0.1)
+
+    def wait_acks(self, more: int, timeout: float = 60) -> None:
+        """Wait for `more` acknowledgements beyond those recorded now."""
+        target = len(self.recorded().acks) + more
+        self.wait(f"{target} acks", lambda r: len(r.acks) >= target, timeout)
+
+    def drained(self) -> bool:
+        recorded = self.recorded()
+        handled = {place for _, place, _ in recorded.handled}
+        return all(a.place in handled for a in recorded.acks)
+
+    # -- the truth -------------------------------------------------------------------
+
+    def verdict(self) -> Verdict:
+        engine = create_engine(self.settings.database_url)
+        try:
+            with engine.connect() as conn:
+                topic_id = conn.execute(
+                    text("SELECT id FROM topic WHERE name = :n"), {"n": TOPIC}
+                ).scalar_one()
+                rows = conn.execute(
+                    text(
+                        "SELECT partition_no, offset_no, body, tombstone FROM message "
+                        "WHERE topic_id = :t"
+                    ),
+                    {"t": topic_id},
+                )
+                stored: dict[Place, tuple[str, bool]] = {
+                    (int(p), int(o)): (bytes(b).decode(), bool(t)) for p, o, b, t in rows
+                }
+                lows = dict(
+                    conn.execute(
+                        text(
+                            "SELECT partition_no, low_offset FROM partition_low WHERE topic_id = :t"
+                        ),
+                        {"t": topic_id},
+                    ).all()
+                )
+                cursors = dict(
+                    conn.execute(
+                        text(
+                            "SELECT o.partition_no, o.committed_offset FROM group_offset o "
+                            "JOIN consumer_group g ON g.id = o.group_id WHERE g.name = :g"
+                        ),
+                        {"g": GROUP},
+                    ).all()
+                )
+        finally:
+            engine.dispose()
+        return judge(self.recorded(), stored, lows, cursors if self.members else None)
+
+    def max_redelivered(self) -> int:
+        """One in-flight batch per crashed member (and per member fenced by a fault)."""
+        return self.batch * max(1, sum(p.crashed for p in self.of("member")))
+
+
+def _first_line(proc: Proc, timeout: float = 30) -> str:
+    assert proc.popen.stdout is not None
+    deadline = time.monotonic() + timeout
+    line = proc.popen.stdout.readline().strip()
+    assert line and time.monotonic() < deadline, f"{proc.name} exited: {proc.popen.poll()}"
+    return line
+
+
+def _terminate(proc: Proc, timeout: float = 30) -> None:
+    proc.popen.send_signal(signal.SIGTERM)
+    try:
+        proc.popen.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.popen.kill()
+        proc.popen.wait()
+        raise AssertionError(f"{proc.name} did not stop on SIGTERM") from None
+
+
+@contextmanager
+def running(scenario: Scenario) -> Iterator[Scenario]:
+    scenario.start()
+    try:
+        yield scenario
+    finally:
+        scenario.close()
