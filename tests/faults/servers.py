@@ -1,0 +1,217 @@
+"""Private MariaDB and Redis servers for the fault scenarios: started from Debian's
+binaries in a temporary directory, on ports of their own, so a test can kill -9, restart
+or pause (SIGSTOP) them without touching the shared servers on 3306 and 6379.
+
+MariaDB runs with durable settings (innodb_flush_log_at_trx_commit=1, a doublewrite
+buffer), as a production server would, and small memory so it starts in well under a
+second; a restart after kill -9 runs InnoDB's crash recovery on the same datadir. Redis
+runs without persistence (what ems assumes: it keeps nothing) or with an append-only file
+fsynced on every write.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pymysql
+import redis
+
+MARIADBD = "/usr/sbin/mariadbd"
+_live: set[subprocess.Popen[bytes]] = set()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _kill_leftovers() -> None:
+    for proc in list(_live):
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.kill()
+            proc.wait()
+
+
+atexit.register(_kill_leftovers)
+
+
+class PrivateServer:
+    """A server process the test owns: start, kill -9, restart, pause, resume, stop."""
+
+    name = "server"
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.paused = False
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def answers(self) -> bool:
+        raise NotImplementedError
+
+    def log_tail(self) -> str:
+        return ""
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, f"{self.name} is not running"
+        return self.proc.pid
+
+    def start(self, timeout: float = 30) -> None:
+        assert self.proc is None or self.proc.poll() is not None, f"{self.name} runs already"
+        self.proc = subprocess.Popen(
+            self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        _live.add(self.proc)
+        self.paused = False
+        _wait(self.answers, self.proc, timeout, lambda: f"{self.name}: {self.log_tail()}")
+
+    def kill9(self) -> None:
+        proc = self._running()
+        proc.kill()  # SIGKILL works on a stopped process too
+        proc.wait()
+        self.paused = False
+
+    def restart(self) -> None:
+        """Start again on the same port and data: after kill9, a crash recovery."""
+        self.start()
+
+    def pause(self) -> None:
+        os.kill(self._running().pid, signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        os.kill(self._running().pid, signal.SIGCONT)
+        self.paused = False
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        if self.paused:
+            self.resume()
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        _live.discard(self.proc)
+
+    def ensure_running(self) -> None:
+        """Leave the server up and answering for the next test, whatever this one did."""
+        if self.paused:
+            self.resume()
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+
+    def _running(self) -> subprocess.Popen[bytes]:
+        assert self.proc is not None and self.proc.poll() is None, f"{self.name} is not running"
+        return self.proc
+
+
+class PrivateMariaDB(PrivateServer):
+    name = "mariadb"
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.datadir = root / "data"
+        self.error_log = root / "error.log"
+        install = [
+            "mariadb-install-db", "--no-defaults", f"--datadir={self.datadir}", "--user=root",
+            "--auth-root-authentication-method=normal", "--skip-test-db",
+        ]  # fmt: skip
+        done = subprocess.run(install, capture_output=True, text=True)
+        assert done.returncode == 0, f"mariadb-install-db failed: {done.stderr[-2000:]}"
+
+    def command(self) -> list[str]:
+        return [
+            MARIADBD, "--no-defaults", "--user=root", f"--datadir={self.datadir}",
+            f"--port={self.port}", "--bind-address=127.0.0.1",
+            f"--socket={self.root / 'mariadb.sock'}", f"--pid-file={self.root / 'mariadb.pid'}",
+            f"--log-error={self.error_log}",
+            "--innodb-flush-log-at-trx-commit=1", "--innodb-doublewrite=1",
+            "--innodb-buffer-pool-size=64M", "--innodb-log-file-size=48M",
+            "--skip-name-resolve", "--performance-schema=OFF", "--max-connections=300",
+        ]  # fmt: skip
+
+    def url(self, database: str = "ems") -> str:
+        return f"mysql+pymysql://root@127.0.0.1:{self.port}/{database}"
+
+    def connect(self, **options: object) -> pymysql.Connection:
+        return pymysql.connect(host="127.0.0.1", port=self.port, user="root", **options)  # type: ignore[arg-type]
+
+    def answers(self) -> bool:
+        try:
+            conn = self.connect(connect_timeout=1, read_timeout=2)
+        except pymysql.err.OperationalError:
+            return False
+        conn.close()
+        return True
+
+    def log_tail(self) -> str:
+        if not self.error_log.exists():
+            return "no error log"
+        return "\n".join(self.error_log.read_text(errors="replace").splitlines()[-20:])
+
+
+class PrivateRedis(PrivateServer):
+    name = "redis"
+
+    def __init__(self, root: Path, *, appendonly: bool = False) -> None:
+        super().__init__(root)
+        self.appendonly = appendonly
+        root.mkdir(parents=True, exist_ok=True)
+
+    def command(self) -> list[str]:
+        binary = shutil.which("redis-server")
+        assert binary, "redis-server is needed (scripts/setup.sh installs it)"
+        persistence = ["--appendonly", "yes", "--appendfsync", "always"]
+        if not self.appendonly:
+            persistence = ["--appendonly", "no"]
+        return [
+            binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.root),
+            "--save", "", *persistence,
+        ]  # fmt: skip
+
+    def url(self, db: int = 0) -> str:
+        return f"redis://127.0.0.1:{self.port}/{db}"
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2)
+
+    def answers(self) -> bool:
+        client = self.client()
+        try:
+            return bool(client.ping())
+        except redis.RedisError:
+            return False
+        finally:
+            client.close()
+
+
+def _wait(
+    ready: Callable[[], bool],
+    proc: subprocess.Popen[bytes],
+    timeout: float,
+    why: Callable[[], str],
+) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if proc.poll() is not None:
+            raise AssertionError(f"exited with {proc.returncode}: {why()}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"did not answer within {timeout} s: {why()}")
+        time.sleep(0.05)

@@ -1,0 +1,71 @@
+"""The private servers really crash, pause and come back, and keep what they promise."""
+
+from __future__ import annotations
+
+import time
+
+import pymysql
+import pytest
+
+from ems import Producer, Reader
+from ems.config import Settings
+from tests.faults.servers import PrivateMariaDB, PrivateRedis
+
+pytestmark = pytest.mark.faults
+
+
+def test_private_servers_are_not_the_shared_ones(
+    private_mariadb: PrivateMariaDB, private_redis: PrivateRedis
+) -> None:
+    assert {private_mariadb.port, private_redis.port}.isdisjoint({3306, 6379})
+
+
+def test_an_acknowledged_message_survives_kill_9_of_mariadb(
+    fault_settings: Settings, private_mariadb: PrivateMariaDB
+) -> None:
+    from ems import TopicAdmin
+
+    TopicAdmin(fault_settings).create("t", 1)
+    with Producer(fault_settings) as producer:
+        placed = producer.send("t", b"durable")
+    private_mariadb.kill9()
+    started = time.monotonic()
+    private_mariadb.restart()  # InnoDB crash recovery
+    recovered = time.monotonic() - started
+    batch = Reader(fault_settings).read_partition("t", placed.partition, 0)
+    assert [m.body for m in batch.messages] == [b"durable"]
+    assert recovered < 30
+
+
+def test_a_paused_mariadb_answers_nothing_until_resumed(
+    fault_settings: Settings, private_mariadb: PrivateMariaDB
+) -> None:
+    conn = private_mariadb.connect(read_timeout=1)
+    private_mariadb.pause()
+    try:
+        with pytest.raises(pymysql.err.OperationalError), conn.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    finally:
+        private_mariadb.resume()
+    fresh = private_mariadb.connect(read_timeout=5)
+    with fresh.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        assert cursor.fetchone() == (1,)
+    fresh.close()
+
+
+def test_only_the_append_only_redis_remembers_after_kill_9(
+    private_redis: PrivateRedis, private_redis_aof: PrivateRedis
+) -> None:
+    for server in (private_redis, private_redis_aof):
+        server.ensure_running()
+        client = server.client()
+        client.set("k", "v")
+        client.close()
+        server.kill9()
+        server.restart()
+    plain, aof = private_redis.client(), private_redis_aof.client()
+    assert plain.get("k") is None
+    assert aof.get("k") == b"v"
+    plain.close()
+    aof.close()
