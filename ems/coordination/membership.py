@@ -1,9 +1,12 @@
 """A client's membership in a group: its lease, leadership, and the partitions it owns.
 
-A daemon thread renews the lease every `renew_every` seconds (database clock), tries to
-lead the group, runs the leader's round when it leads, and publishes the partitions this
-client owns for the consume loop. It never blocks on the consume loop, so a slow handler
-does not cost the lease.
+Two daemon threads. The heartbeat renews the lease every `renew_every` seconds (database
+clock) and does nothing else, so the lease never waits behind other work: a leader's round
+takes many round trips, and over a slow link it outlasted the lease when renewals came
+after it. The round thread tries to lead the group, runs the leader's round when it leads,
+rejoins when the heartbeat found the lease gone, and publishes the partitions this client
+owns for the consume loop. Neither blocks on the consume loop, so a slow handler does not
+cost the lease.
 """
 
 from __future__ import annotations
@@ -69,12 +72,19 @@ class Membership:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._next_round = 0.0
+        #: Held while the client id is renewed or replaced, so a renewal never judges an
+        #: identity the round thread is replacing.
+        self._identity = threading.Lock()
+        #: Set by the heartbeat when a renewal found the lease gone.
+        self._lost = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ems-membership", daemon=True)
+        self._heartbeat = threading.Thread(target=self._beat, name="ems-heartbeat", daemon=True)
 
     # -- for the consume loop ----------------------------------------------------------
 
     def start(self) -> None:
         self._register()
+        self._heartbeat.start()
         self._thread.start()
 
     def lease_valid(self) -> bool:
@@ -85,8 +95,8 @@ class Membership:
             return self.version, dict(self.owned)
 
     def renewing(self) -> bool:
-        """Whether the thread that renews the lease runs (from start() until leave())."""
-        return self._thread.is_alive()
+        """Whether the threads that keep the membership run (from start() until leave())."""
+        return self._heartbeat.is_alive() or self._thread.is_alive()
 
     def poke(self) -> None:
         """Run a round now (a wake-up arrived or a partition was released)."""
@@ -97,6 +107,7 @@ class Membership:
         self._stop.set()
         self._wake.set()
         self._thread.join(timeout=self.ttl)
+        self._heartbeat.join(timeout=self.ttl)
         try:
             if self.epoch is not None:
                 self.store.leases.resign(self.group.id, self.client_id, self.epoch)
@@ -125,17 +136,34 @@ class Membership:
             self._wake.wait(timeout)
             self._wake.clear()
 
-    def _round(self) -> None:
-        sent = time.monotonic()
+    def _beat(self) -> None:
+        while not self._stop.is_set():
+            due = time.monotonic() + self.renew_every
+            try:
+                self._renew()
+            except EmsError as exc:
+                log.warning("lease renewal of %s failed: %s", self.client_id, exc)
+            except Exception:  # keep renewing: a dead thread would cost the lease silently
+                log.exception("lease renewal of %s failed", self.client_id)
+            self._stop.wait(max(0.01, due - time.monotonic()))
+
+    def _renew(self) -> None:
         report = self._meter.sample() if self._meter is not None else None
-        if self.store.leases.renew(
-            self.client_id,
-            self.ttl,
-            cpu_percent=None if report is None else report.cpu_percent,
-            load_rate=None if report is None else report.load_rate,
-        ):
-            self.deadline = sent + self.ttl
-        else:
+        with self._identity:
+            sent = time.monotonic()
+            if self.store.leases.renew(
+                self.client_id,
+                self.ttl,
+                cpu_percent=None if report is None else report.cpu_percent,
+                load_rate=None if report is None else report.load_rate,
+            ):
+                self.deadline = sent + self.ttl
+                return
+            self._lost.set()  # under the lock: never for an identity already replaced
+        self._wake.set()
+
+    def _round(self) -> None:
+        if self._lost.is_set():
             self._rejoin()
         if self.may_lead:
             self._lead()
@@ -152,8 +180,10 @@ class Membership:
         log.warning("lease of %s expired; rejoining", self.client_id)
         self.epoch = None
         self._publish({})
-        self.client_id = client_id(self.host)
-        self._register()
+        with self._identity:
+            self.client_id = client_id(self.host)
+            self._register()
+            self._lost.clear()
 
     def _publish(self, mine: dict[int, AssignmentRow]) -> None:
         with self._lock:
