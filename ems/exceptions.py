@@ -150,6 +150,12 @@ class DatabaseUnavailable(ServerUnavailable):
     """The MySQL server could not be reached."""
 
 
+class DatabaseReadOnly(DatabaseUnavailable):
+    """The MySQL server refuses writes (read_only: a failover or maintenance in progress).
+    Nothing of the statement was written; like an unreachable server, it passes, so
+    callers retry."""
+
+
 class RedisUnavailable(ServerUnavailable):
     """The Redis server could not be reached."""
 

@@ -18,6 +18,7 @@ from sqlalchemy.pool import PoolProxiedConnection
 from ems.config import Settings
 from ems.exceptions import (
     BelowLowWatermark,
+    DatabaseReadOnly,
     DatabaseUnavailable,
     DuplicateKey,
     EmsError,
@@ -32,6 +33,9 @@ _UNREACHABLE = {1040, 1045, 1049, 1053, 1077, 2002, 2003, 2005, 2006, 2013, 2055
 _DUPLICATE = {1062}
 _LOCK = {1205, 1213}
 _NO_SCHEMA = {1146}
+#: The server takes no writes: --read-only (1290), a read-only transaction (1792), MySQL 8's
+#: read-only mode (1836).
+_READ_ONLY = {1290, 1792, 1836}
 #: "Subquery returns more than 1 row": the message INSERTs' low-watermark guard refused.
 _GUARD_REFUSED = {1242}
 
@@ -39,6 +43,11 @@ _GUARD_REFUSED = {1242}
 def _errno(exc: BaseException | None) -> int | None:
     args = getattr(exc, "args", ())
     return args[0] if args and isinstance(args[0], int) else None
+
+
+def _connection_lost(error: EmsError) -> bool:
+    """Whether the connection is gone (a read-only refusal leaves it usable)."""
+    return isinstance(error, DatabaseUnavailable) and not isinstance(error, DatabaseReadOnly)
 
 
 def translate(exc: SQLAlchemyError | pymysql.err.Error) -> EmsError:
@@ -56,6 +65,8 @@ def translate(exc: SQLAlchemyError | pymysql.err.Error) -> EmsError:
         return DuplicateKey(detail)
     if code in _LOCK:
         return LockConflict(detail)
+    if code in _READ_ONLY:
+        return DatabaseReadOnly(f"MySQL takes no writes: {detail}")
     if code in _UNREACHABLE or invalidated or isinstance(orig, pymysql.err.InterfaceError):
         return DatabaseUnavailable(f"MySQL is unreachable: {detail}")
     if code in _NO_SCHEMA:
@@ -143,7 +154,7 @@ class DirectConnections:
                 self._transaction(conn, statements)
         except pymysql.err.Error as exc:
             error = translate(exc)
-            if isinstance(error, DatabaseUnavailable):
+            if _connection_lost(error):
                 # The server dropped this connection, and likely its idle mates and the
                 # pool's too (a restart, a failover): the next ones are new.
                 _close(conn)
@@ -260,7 +271,7 @@ class Database:
                 cursor.close()
         except pymysql.err.Error as exc:
             error = translate(exc)
-            if isinstance(error, DatabaseUnavailable):
+            if _connection_lost(error):
                 # The server dropped this connection, so it likely dropped its pool-mates
                 # too (a restart, a failover): start a fresh pool rather than try each.
                 raw.invalidate()

@@ -213,3 +213,39 @@ def _handled_by_others(s: Scenario) -> list[tuple[float, tuple[int, int], str]]:
 
 def _partitions_of(recorded: object, name: str, s: Scenario) -> set[int]:
     return {place[0] for _, place, _ in _handled_by(s, name)}
+
+
+def test_the_server_turned_read_only_and_back(
+    fault_settings: Settings, private_mariadb: PrivateMariaDB, tmp_path: Path
+) -> None:
+    """SET GLOBAL read_only for a while (a failover in progress, a maintenance window):
+    producers get a typed error and retry, members keep waiting, nothing is half-written,
+    and everything resumes when the server takes writes again. The processes connect as
+    an ordinary user: read_only does not bind one with SUPER."""
+    admin = private_mariadb.connect(autocommit=True)
+    with admin.cursor() as cursor:
+        cursor.execute("CREATE OR REPLACE USER 'app'@'127.0.0.1'")
+        cursor.execute("GRANT ALL ON ems.* TO 'app'@'127.0.0.1'")
+    app_url = fault_settings.database_url.replace("root@", "app@")
+    names = [f"member-{i}" for i in range(3)] + [f"producer-{i}" for i in range(3)]
+    routes = {name: (app_url, fault_settings.redis_url) for name in names}
+    s = Scenario(fault_settings, tmp_path, routes=routes)
+    try:
+        with running(s):
+            s.wait_acks(200)
+            with admin.cursor() as cursor:
+                cursor.execute("SET GLOBAL read_only = 1")
+            s.wait("producers refused", lambda r: r.failed > 0, timeout=30)
+            time.sleep(3)
+            with admin.cursor() as cursor:
+                cursor.execute("SET GLOBAL read_only = 0")
+            back = time.time()
+            s.wait_acks(200)
+            assert all(p.popen.poll() is None for p in s.procs), "a process died"
+            _assert_kept(s, back)
+            failures = "".join(p.outfile.read_text() for p in s.of("producer"))
+            assert "DatabaseReadOnly" in failures
+    finally:
+        with admin.cursor() as cursor:
+            cursor.execute("SET GLOBAL read_only = 0")
+        admin.close()

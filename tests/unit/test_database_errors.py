@@ -3,11 +3,13 @@ needed: port 1 refuses the connection)."""
 
 from __future__ import annotations
 
+import pymysql
 import pytest
 
 from ems.config import Settings
-from ems.exceptions import DatabaseUnavailable
+from ems.exceptions import DatabaseReadOnly, DatabaseUnavailable
 from ems.store import Database
+from ems.store.database import translate
 
 UNREACHABLE = Settings(database_url="mysql+pymysql://root@127.0.0.1:1/ems", connect_attempts=2)
 
@@ -28,3 +30,10 @@ def test_transaction_path_raises_database_unavailable() -> None:
             pass
     finally:
         db.dispose()
+
+
+@pytest.mark.parametrize("code", [1290, 1792, 1836])
+def test_a_server_taking_no_writes_is_read_only_not_a_lost_connection(code: int) -> None:
+    error = translate(pymysql.err.OperationalError(code, "read only"))
+    assert isinstance(error, DatabaseReadOnly)
+    assert isinstance(error, DatabaseUnavailable)  # callers that retry on unavailable do
