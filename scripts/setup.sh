@@ -108,6 +108,14 @@ ensure_java() {
     apt_install openjdk-17-jre-headless
 }
 
+# The fault suite runs a member with its clock skewed (libfaketime, LD_PRELOAD).
+ensure_faketime() {
+    ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1 && return 0
+    if ! is_root; then say "run: apt-get install faketime (the fault suite needs it)"; exit 1; fi
+    say "installing faketime"
+    apt_install faketime
+}
+
 ensure_database() {
     "$VENV/bin/python" -m ems.cli db create --quiet
     "$VENV/bin/python" -m ems.cli db upgrade --quiet
@@ -117,5 +125,6 @@ ensure_python
 case ",$EXTRAS," in *,spark,*) ensure_java; ensure_jdbc_driver ;; esac
 ensure_mariadb
 ensure_redis
+case ",$EXTRAS," in *,dev,*) ensure_faketime ;; esac
 if [ "${EMS_SETUP_SKIP_DB:-}" != 1 ]; then ensure_database; fi
 say "ready"

@@ -53,6 +53,8 @@ class Scenario:
     batch: int = 50
     #: Per process name, the URLs it connects to (a proxy's); default: `settings`.
     routes: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: Per process name, extra environment (e.g. libfaketime's, to skew its clock).
+    env: dict[str, dict[str, str]] = field(default_factory=dict)
     procs: list[Proc] = field(default_factory=list)
 
     # -- processes -------------------------------------------------------------------
@@ -68,6 +70,7 @@ class Scenario:
             "EMS_READ_TIMEOUT": "5",
             "EMS_WRITE_TIMEOUT": "5",
         }
+        env |= self.env.get(name, {})
         outfile = self.workdir / f"{name}.log"
         popen = subprocess.Popen(
             [sys.executable, "-m", "tests.faults.workload", *args],

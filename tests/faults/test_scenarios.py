@@ -249,3 +249,35 @@ def test_the_server_turned_read_only_and_back(
         with admin.cursor() as cursor:
             cursor.execute("SET GLOBAL read_only = 0")
         admin.close()
+
+
+def _skewed(offset: str) -> dict[str, str]:
+    """Environment that runs a process with its wall clock `offset` off (libfaketime;
+    its monotonic clock stays true, as on a host whose NTP is wrong)."""
+    found = sorted(Path("/usr/lib").glob("*/faketime/libfaketimeMT.so.1"))
+    assert found, "libfaketime is needed (scripts/setup.sh installs Debian's faketime)"
+    return {
+        "LD_PRELOAD": str(found[0]),
+        "FAKETIME": offset,
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+    }
+
+
+@pytest.mark.parametrize("offset", ["+1h", "-1h"], ids=["an hour ahead", "an hour behind"])
+def test_a_member_and_a_producer_with_a_skewed_clock(
+    fault_settings: Settings, tmp_path: Path, offset: str
+) -> None:
+    """Leases, hole ages and created_at use the database's clock, so a member (the first,
+    likely the leader) and a producer whose clocks are an hour off change nothing: every
+    promise kept, and nobody fenced, so nothing is delivered twice."""
+    env = {name: _skewed(offset) for name in ("member-0", "producer-0")}
+    s = Scenario(fault_settings, tmp_path, env=env)
+    with running(s):
+        s.wait_acks(300)
+        s.wait("messages handled", lambda r: len(r.handled) >= 300)
+        s.stop()
+        verdict = s.verdict()
+        assert verdict.problems(max_redelivered=0) == []
+        assert verdict.delivered_twice == 0
+        skewed = [a.at for a in s.recorded().acks if a.body.startswith("producer-0-")]
+        assert skewed and abs(skewed[0] - time.time()) > 3000, "the clock was not skewed"
