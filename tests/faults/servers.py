@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import random
 import shutil
 import signal
 import socket
@@ -29,9 +30,20 @@ _live: set[subprocess.Popen[bytes]] = set()
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A free port below the kernel's range for outgoing connections: a server's port
+    stays its own while it is down between a kill and its restart, where a port from
+    that range could meanwhile be taken by any client's connection."""
+    low, _ = (int(n) for n in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    rng = random.Random()
+    for _ in range(100):
+        port = rng.randrange(20_000, min(low, 32_768))
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no free port below the ephemeral range")
 
 
 def _kill_leftovers() -> None:
