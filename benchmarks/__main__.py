@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from benchmarks import assignor, consumer, producer, purge, purge_drop, readme
+from benchmarks import assignor, consumer, faults, producer, purge, purge_drop, readme
 from benchmarks import spark as spark_suite
 from benchmarks.harness import BenchConfig, bench_config
 from ems.config import Settings
@@ -26,6 +26,7 @@ SUITES: dict[str, Callable[[BenchConfig, argparse.Namespace], int]] = {
     "spark": spark_suite.run,
     "purge": purge.run,
     "purge-drop": purge_drop.run,
+    "faults": faults.run,
 }
 
 
@@ -110,6 +111,23 @@ def main(argv: list[str] | None = None) -> int:
         default=Settings.purge_pause,
         help="purge suite: rest after each transaction, as a multiple of the work "
         f"(default {Settings.purge_pause:g} as the job's)",
+    )
+    parser.add_argument(
+        "--fault-seconds",
+        type=float,
+        default=60.0,
+        help="faults suite: streaming time per scenario (default 60)",
+    )
+    parser.add_argument(
+        "--fault-every",
+        type=float,
+        default=10.0,
+        help="faults suite: seconds of health before each fault (default 10)",
+    )
+    parser.add_argument(
+        "--scenarios",
+        default="",
+        help="faults suite: the scenarios to run, by letter (e.g. 'ace'; default all)",
     )
     args = parser.parse_args(argv)
     unknown = [name for name in args.suites if name not in SUITES]

@@ -46,6 +46,7 @@ SOURCES: Mapping[str, Source] = {
     "spark": Source("Spark jobs"),
     "purge": Source("Purge while publishing"),
     "purge-drop": Source("Dropping partitions instead of purging"),
+    "faults": Source("Fault scenarios"),
 }
 
 _BLOCK = re.compile(

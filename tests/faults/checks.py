@@ -150,3 +150,20 @@ def first_after(times: Iterable[float], moment: float) -> float | None:
     """The first time at or after `moment`: when progress resumed after a fault."""
     later = [t for t in times if t >= moment]
     return min(later) if later else None
+
+
+Window = tuple[float, float]
+
+
+def worst_recovery(times: Iterable[float], windows: Iterable[Window]) -> float | None:
+    """The longest wait, over the fault windows (start, end), from a fault's end to the
+    first time at or after it: how long progress took to resume after the worst fault.
+    None when progress never resumed after some fault, 0.0 when there was no fault."""
+    ordered = sorted(times)
+    worst = 0.0
+    for _, end in windows:
+        resumed = first_after(ordered, end)
+        if resumed is None:
+            return None
+        worst = max(worst, resumed - end)
+    return worst

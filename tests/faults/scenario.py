@@ -74,13 +74,16 @@ class Scenario:
         }
         env |= self.env.get(name, {})
         outfile = self.workdir / f"{name}.log"
+        err = (self.workdir / f"{name}.err").open("w")
         popen = subprocess.Popen(
             [sys.executable, "-m", "tests.faults.workload", *args],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,
+            stderr=err,
             text=True,
         )
+        err.close()  # the child holds its own copy
         proc = Proc(name, popen, outfile)
         self.procs.append(proc)
         return proc
@@ -139,6 +142,11 @@ class Scenario:
         proc.popen.kill()
         proc.popen.wait()
         proc.crashed = True
+
+    def leave(self, proc: Proc) -> None:
+        """Stop one member the way an orderly shutdown does (SIGTERM: it commits and
+        leaves the group)."""
+        _terminate(proc)
 
     def stop(self, drain_timeout: float = 60.0) -> None:
         """Stop the producers, let the members handle everything acknowledged, stop them."""
@@ -227,12 +235,28 @@ class Scenario:
             engine.dispose()
         return judge(self.recorded(), stored, lows, cursors if self.members else None)
 
+    def fencings(self) -> dict[str, int]:
+        """Per member, how many times it found its lease gone and rejoined (its log says
+        so): each time, what it had handled and not committed may come again."""
+        return {p.name: self.stderr(p).count("expired; rejoining") for p in self.of("member")}
+
+    def stderr(self, proc: Proc) -> str:
+        path = self.workdir / f"{proc.name}.err"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def stderr_tails(self, lines: int = 15) -> str:
+        """The last lines each process wrote to stderr, for a failing assertion."""
+        return "\n".join(
+            f"--- {p.name}\n" + "\n".join(self.stderr(p).splitlines()[-lines:]) for p in self.procs
+        )
+
     def max_redelivered(self) -> int:
-        """The in-flight window of each crashed member (at least one, for a member fenced
-        by a fault): acks are written while the next batch is handled, so what a member
-        handled and had not committed is at most two batches, the one whose acks were
-        being written and the one in hand (96 of a possible 100 were seen at batch 50)."""
-        return 2 * self.batch * max(1, sum(p.crashed for p in self.of("member")))
+        """The in-flight window of each member that crashed or lost its lease (at least
+        one): acks are written while the next batch is handled, so what a member handled
+        and had not committed is at most two batches, the one whose acks were being
+        written and the one in hand (96 of a possible 100 were seen at batch 50)."""
+        incidents = sum(p.crashed for p in self.of("member")) + sum(self.fencings().values())
+        return 2 * self.batch * max(1, incidents)
 
 
 def _first_line(proc: Proc, timeout: float = 30) -> str:

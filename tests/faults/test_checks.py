@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.faults.checks import Ack, Recorded, judge, longest_gap, read_records
+from tests.faults.checks import (
+    Ack,
+    Recorded,
+    judge,
+    longest_gap,
+    read_records,
+    worst_recovery,
+)
 
 
 def _recorded(*acks: tuple[int, int, str], handled: tuple[tuple[int, int], ...] = ()) -> Recorded:
@@ -55,3 +62,10 @@ def test_records_are_read_whole_lines_only(tmp_path: Path) -> None:
     assert recorded.failed == 5
     assert recorded.handled == [(3.0, (0, 3), "p-1")]
     assert longest_gap([1.0, 1.5, 4.0, 4.1]) == 2.5
+
+
+def test_worst_recovery_is_the_longest_wait_after_a_fault_ends() -> None:
+    acks = [1.0, 2.0, 9.0, 10.0, 14.5, 20.0]
+    assert worst_recovery(acks, [(3.0, 8.0), (11.0, 13.0)]) == 1.5
+    assert worst_recovery(acks, []) == 0.0
+    assert worst_recovery(acks, [(3.0, 21.0)]) is None

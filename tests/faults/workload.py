@@ -24,6 +24,7 @@ import os
 import random
 import signal
 import sys
+import threading
 import time
 from types import FrameType
 
@@ -124,7 +125,25 @@ def consume(group: str, outfile: str, ttl: float, renew: float, batch: int) -> N
     print("left", flush=True)
 
 
+def _sleep_without_clock_nanosleep() -> None:
+    """Under libfaketime (a scenario's skewed clock) every time.sleep fails with EINVAL:
+    libfaketime 0.9.10 mangles the absolute CLOCK_MONOTONIC deadline that Python's sleep
+    hands to clock_nanosleep, so the process would die at its first sleep (the library's
+    retry pauses included). A condition wait, which it leaves alone, sleeps instead: the
+    same length on the same monotonic clock. A host whose clock is merely wrong has no
+    such trouble."""
+
+    def sleep(seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError("sleep length must be non-negative")
+        threading.Event().wait(seconds)
+
+    if "faketime" in os.environ.get("LD_PRELOAD", ""):
+        time.sleep = sleep
+
+
 def main(argv: list[str]) -> None:
+    _sleep_without_clock_nanosleep()
     mode, *args = argv
     if mode == "produce":
         produce(args[0], args[1], float(args[2]), args[3:] == ["identical"])
