@@ -8,6 +8,9 @@ settlements, so a busy writer catches up instead of queueing. Start rows go befo
 settlements that follow them; a settlement that hands back or fails messages closes its
 group, so a later start row of the same offset is never overtaken. `flush()` waits until
 everything handed over is written (before a release, a synchronous ack, or leaving).
+
+`wait_written(1)` before each new batch bounds what a crash can cost: the batch in hand
+and one settlement on its way, never a backlog of settlements a slow database let pile up.
 """
 
 from __future__ import annotations
@@ -63,12 +66,22 @@ class AckWriter:
         self._dropped = dropped
         self._queue: queue.Queue[Job | None] = queue.Queue(MAX_PENDING)
         self._thread: threading.Thread | None = None
+        #: Settlements handed over and not yet written (or given up).
+        self._unwritten = 0
+        self._written = threading.Condition()
 
     def started(self, deliveries: list[Delivery]) -> None:
         self._put((deliveries, None))
 
     def settled(self, settlement: Settlement) -> None:
+        with self._written:
+            self._unwritten += 1
         self._put((None, settlement))
+
+    def wait_written(self, at_most: int) -> None:
+        """Wait until at most `at_most` settlements handed over are still unwritten."""
+        with self._written:
+            self._written.wait_for(lambda: self._unwritten <= at_most)
 
     def flush(self) -> None:
         if self._thread is not None:
@@ -103,6 +116,9 @@ class AckWriter:
                     if merged and not self._patiently(partial(self._settle, merged)):
                         self._dropped(merged.partitions())
             finally:
+                with self._written:
+                    self._unwritten -= sum(job is not None and job[1] is not None for job in taken)
+                    self._written.notify_all()
                 for _ in taken:
                     self._queue.task_done()
             if None in taken:

@@ -94,3 +94,20 @@ def test_a_write_given_up_names_its_partitions(monkeypatch: pytest.MonkeyPatch) 
     writer.close()
     assert len(tries) == ATTEMPTS
     assert dropped == [{0, 3}]
+
+
+def test_wait_written_returns_once_at_most_that_many_settlements_are_unwritten() -> None:
+    gate = threading.Event()
+    writer = AckWriter(lambda rows: None, lambda s: gate.wait(5), lambda: True, lambda p: None)
+    writer.settled(Settlement(done=[(0, 1)]))
+    writer.settled(Settlement(done=[(0, 2)]))
+    writer.wait_written(2)  # two unwritten: returns at once
+    waited = threading.Thread(target=writer.wait_written, args=(1,))
+    waited.start()
+    waited.join(0.2)
+    assert waited.is_alive(), "returned while both settlements were unwritten"
+    gate.set()
+    waited.join(5)
+    assert not waited.is_alive()
+    writer.wait_written(0)
+    writer.close()
