@@ -11,7 +11,7 @@ before the next stretch of health. The judge is the suite's own (tests/faults/ch
 what the producers acknowledged, what the members handled, and what the database holds.
 
 The columns: messages acknowledged; of those, lost (not stored at their place); stored
-twice; partition gaps; deliveries beyond the first (and the bound: two batches per crashed
+twice; partition gaps; deliveries beyond the first (and the bound: one batch per crashed
 or fenced member); stored messages below a cursor that nobody handled; the longest time
 without a new acknowledgement and without a new delivery; and the worst time, over the
 run's faults, from a fault's end to the next acknowledgement and the next delivery.
@@ -426,7 +426,7 @@ def report(outcomes: Sequence[Outcome], header: list[str], seconds: float, every
             "",
             f"Every promise kept in {kept} of {len(outcomes)} scenarios. Recovery is the "
             "worst, over a run's faults, from the fault's end to the next acknowledgement "
-            "and the next delivery; the redelivery bound is two batches for each time a "
+            "and the next delivery; the redelivery bound is one batch for each time a "
             "member crashed or lost its lease and rejoined (at least one).",
             "",
         ]

@@ -9,8 +9,8 @@ settlements that follow them; a settlement that hands back or fails messages clo
 group, so a later start row of the same offset is never overtaken. `flush()` waits until
 everything handed over is written (before a release, a synchronous ack, or leaving).
 
-`wait_written(1)` before each new batch bounds what a crash can cost: the batch in hand
-and one settlement on its way, never a backlog of settlements a slow database let pile up.
+`wait_written(0)` before each new batch bounds what a crash can cost to the batch in
+hand, never a backlog of settlements a slow database let pile up.
 """
 
 from __future__ import annotations

@@ -334,10 +334,10 @@ def test_a_member_killed_while_its_acks_lag_behind(
     fault_settings: Settings, private_mariadb: PrivateMariaDB, tmp_path: Path
 ) -> None:
     """100 ms each way on the members' links, so an ack write (a transaction of several
-    round trips) takes longer than a fetch (one), and a busy member hands out batch after
-    batch while its acks are still on the way. kill -9 of that member: what it had
-    handled and not committed comes again, and that is at most two batches, however far
-    its acks had fallen behind."""
+    round trips) takes longer than a fetch (one): a busy member could hand out batch
+    after batch while its acks were still on the way. kill -9 of that member: what it had
+    handled and not committed comes again, and that is at most the batch in hand (it
+    was five batches before a new batch waited for the last one's acks)."""
     names = [f"member-{i}" for i in range(3)]
     proxies, routes = _through_proxies(fault_settings, private_mariadb, names)
     for proxy in proxies.values():

@@ -165,8 +165,8 @@ def test_acks_the_writer_gave_up_on_are_delivered_again_and_the_cursor_waits_for
         assert set(bodies(seen)) == {f"m{i}" for i in range(10)}
         # m5's ack is the first the writer gave up on, and m7's retry row was among them.
         # Which of m6, m8, m9 came again depends on how the loop batched them: a new batch
-        # waits until the acks before the last are written, so the writer's backlog (and
-        # what comes again) stops at two batches.
+        # waits until the acks of the last are written, so the writer's backlog (and what
+        # comes again) stops at one batch.
         assert {b for b in bodies(seen) if bodies(seen).count(b) > 1} >= {"m5", "m7"}
     finally:
         r.stop()
