@@ -16,6 +16,7 @@ lint: setup
 	$(VENV)/bin/ruff check ems spark tests benchmarks migrations
 	$(VENV)/bin/ruff format --check ems spark tests benchmarks migrations
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 test: setup lint
 	$(VENV)/bin/pytest -q

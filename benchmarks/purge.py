@@ -43,8 +43,8 @@ from benchmarks.harness import (
 from benchmarks.innodb import SETTLE_WRITE_SLACK, innodb_io, settle
 from benchmarks.report import environment
 from ems import Producer, TopicAdmin
-from ems.ops.jobs import run_job
-from ems.ops.purge import round_quota
+from ems.maintenance.jobs import run_job
+from ems.maintenance.purge import round_quota
 from ems.store import Store, migrate
 
 RESULTS = Path(__file__).resolve().parent / "results" / "purge-latest.md"

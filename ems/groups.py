@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from ems.config import Settings
 from ems.exceptions import UnknownGroup
-from ems.producer.validation import check_name
 from ems.store import Store
+from ems.store.client import StoreClient
 from ems.types import (
     AssignmentRow,
     GroupInfo,
@@ -25,6 +25,7 @@ from ems.types import (
     StartPosition,
     TopicInfo,
 )
+from ems.validation import check_name
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -92,13 +93,11 @@ class GroupDescription:
     total_lag: int | None
 
 
-class GroupAdmin:
+class GroupAdmin(StoreClient):
     """Read-only inspection of consumer groups (for the CLI and the admin console)."""
 
     def __init__(self, settings: Settings | None = None, *, store: Store | None = None) -> None:
-        self.settings = settings or Settings.from_env()
-        self._owns_store = store is None
-        self.store = store or Store(self.settings)
+        super().__init__(settings, store=store)
 
     def describe(self, name: str) -> builtins.list[GroupDescription]:
         """One description per topic the group subscribes to, by topic name. Raises
@@ -125,10 +124,6 @@ class GroupAdmin:
             committed=committed,
             high_watermarks=s.messages.high_watermarks(topic),
         )
-
-    def close(self) -> None:
-        if self._owns_store:
-            self.store.close()
 
 
 # -- pure shaping ---------------------------------------------------------------------

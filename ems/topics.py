@@ -5,7 +5,10 @@ from __future__ import annotations
 import builtins
 
 from ems.config import Settings
-from ems.producer.validation import (
+from ems.store import Store
+from ems.store.client import StoreClient
+from ems.types import PartitionStats, TopicInfo
+from ems.validation import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_RETENTION_HOURS,
     MAX_BODY_LIMIT,
@@ -13,17 +16,13 @@ from ems.producer.validation import (
     check_partitions,
     check_positive_int,
 )
-from ems.store import Store
-from ems.types import PartitionStats, TopicInfo
 
 MAX_RETENTION_HOURS = 24 * 365 * 10
 
 
-class TopicAdmin:
+class TopicAdmin(StoreClient):
     def __init__(self, settings: Settings | None = None, *, store: Store | None = None) -> None:
-        self.settings = settings or Settings.from_env()
-        self._owns_store = store is None
-        self.store = store or Store(self.settings)
+        super().__init__(settings, store=store)
 
     def create(
         self,
@@ -51,7 +50,3 @@ class TopicAdmin:
         """Per partition: low and high watermark and the offsets stored between them. With
         exact=True, messages and tombstones are counted (a scan of the topic's index)."""
         return self.store.topics.partition_stats(self.get(name), exact=exact)
-
-    def close(self) -> None:
-        if self._owns_store:
-            self.store.close()

@@ -7,11 +7,11 @@ from dataclasses import asdict
 
 import click
 
+from ems.alarms.scan import KEEP, Keep, acknowledge, list_alarms, scan_alarms, set_thresholds
 from ems.cli.common import echo_json, json_option, settings, table
 from ems.cli.params import MAX_OFFSET
-from ems.ops.alarm_rules import KINDS, AlarmRecord
-from ems.ops.alarms import KEEP, Keep, acknowledge, list_alarms, scan_alarms, set_thresholds
 from ems.store import Store
+from ems.values.alarms import KINDS, AlarmRecord
 
 _HEADERS = ("id", "status", "kind", "group", "topic", "partition", "value", "threshold")
 _MORE = ("opened", "last seen", "cleared", "message")

@@ -8,12 +8,12 @@ from typing import Any
 
 import click
 
+from ems.autoscale.admin import AutoscaleStatus, set_policy, status
 from ems.cli.common import echo_json, json_option, settings, table
 from ems.cli.params import MAX_OFFSET, WHOLE, number
 from ems.exceptions import InvalidPolicy
-from ems.ops.autoscale_admin import AutoscaleStatus, set_policy, status
-from ems.ops.autoscaling import BACKENDS, DecisionRecord, MemberReport, ScalePolicy
 from ems.store import Store
+from ems.values.autoscale import BACKENDS, DecisionRecord, MemberReport, ScalePolicy
 
 _MEMBER_HEADERS = ("client", "host", "pid", "cpu %", "load msg/s", "reported", "lease")
 _DECISION_HEADERS = ("decided", "epoch", "current", "desired", "applied", "backend", "reason")

@@ -8,10 +8,10 @@ import sys
 import click
 
 from ems.cli.common import settings
-from ems.cli.errors import EXIT_FAILURE
 from ems.cli.params import MAX_OFFSET
 from ems.cli.render import json_line, text_line
 from ems.consumer import Consumer
+from ems.exit_codes import EXIT_FAILURE
 from ems.types import Delivery
 
 DEFAULT_BODY_CHARS = 1000

@@ -12,10 +12,10 @@ import click
 from ems.cli.common import echo_json, json_option, settings, table
 from ems.cli.messages import full_option, iso, when
 from ems.cli.params import MAX_OFFSET
-from ems.ops.bodies import BODY_LIMIT, escape, headers_json, json_fields, show_bytes
+from ems.display import BODY_LIMIT, escape, headers_json, json_fields, show_bytes
 from ems.ops.dead_letters import DeadLetters, ResendOutcome
 from ems.ops.query import DEFAULT_LIMIT, MAX_LIMIT
-from ems.ops.rows import DeadLetter
+from ems.values.rows import DeadLetter
 
 F = TypeVar("F", bound=Callable[..., Any])
 #: Characters of the error and of the body a listing row shows.

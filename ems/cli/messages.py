@@ -1,6 +1,6 @@
 """`ems msg`: look messages up by place, id, key or time.
 
-Bodies and keys are shown safely (ems.ops.bodies): text escaped onto one line, binary as
+Bodies and keys are shown safely (ems.display): text escaped onto one line, binary as
 base64, long values cut with their full size named; --full shows whole bodies, --raw
 writes one body's exact bytes, and --json prints records whose encoding fields say how
 to read each value back.
@@ -20,9 +20,7 @@ import click
 
 from ems.cli.common import echo_json, json_option, settings, table
 from ems.cli.params import MAX_OFFSET, PARTITION
-from ems.exceptions import ConflictingOptions, InvalidKey
-from ems.groups import utc
-from ems.ops.bodies import (
+from ems.display import (
     BODY_LIMIT,
     HEADERS_LIMIT,
     KEY_LIMIT,
@@ -30,6 +28,8 @@ from ems.ops.bodies import (
     json_fields,
     show_bytes,
 )
+from ems.exceptions import ConflictingOptions, InvalidKey
+from ems.groups import utc
 from ems.ops.query import DEFAULT_LIMIT, MAX_LIMIT, FoundMessage, MessageQuery
 from ems.types import StoredMessage
 

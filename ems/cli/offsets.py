@@ -17,7 +17,7 @@ def offsets() -> None:
 def snapshot(quiet: bool) -> None:
     """Capture every committed offset and high watermark once (run it every 30-60 s; the
     lag report is evaluated over these snapshots)."""
-    from ems.ops.snapshots import capture_offset_snapshots
+    from ems.maintenance.snapshots import capture_offset_snapshots
 
     count = capture_offset_snapshots(settings())
     if not quiet:

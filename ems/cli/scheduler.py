@@ -12,15 +12,15 @@ from types import FrameType
 import click
 
 from ems.cli.common import echo_json, json_option, settings, table
-from ems.cli.errors import EXIT_FAILURE
 from ems.cli.params import seconds
 from ems.config import MAX_SECONDS
 from ems.exceptions import InvalidPolicy
-from ems.ops.jobs import DESTRUCTIVE, JOBS, job, run_job
-from ems.ops.jobs import dry_run as preview
-from ems.ops.scheduler import DEFAULT_INTERVALS, Scheduler, SchedulerConfig, holder_id
+from ems.exit_codes import EXIT_FAILURE
+from ems.maintenance.jobs import DESTRUCTIVE, JOBS, job, run_job
+from ems.maintenance.jobs import dry_run as preview
+from ems.maintenance.scheduler import DEFAULT_INTERVALS, Scheduler, SchedulerConfig, holder_id
 from ems.store import Store
-from ems.store.scheduler import JobRunInfo
+from ems.values.schedule import JobRunInfo
 
 _RUN_HEADERS = ("job", "interval s", "last run", "status", "runner", "seconds", "counts / error")
 

@@ -11,9 +11,9 @@ import click
 from ems.cli.common import echo_json, json_option, settings, table
 from ems.cli.params import COUNT
 from ems.ops.ranking import Volume
-from ems.producer.validation import DEFAULT_MAX_BODY_BYTES, DEFAULT_RETENTION_HOURS
 from ems.topics import TopicAdmin
 from ems.types import PartitionStats, TopicInfo
+from ems.validation import DEFAULT_MAX_BODY_BYTES, DEFAULT_RETENTION_HOURS
 
 _LIST_HEADERS = ("name", "partitions", "retention hours", "max body bytes", "created")
 _DESCRIBE_HEADERS = ("partition", "low watermark", "high watermark", "messages", "tombstones")

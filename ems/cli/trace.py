@@ -12,9 +12,9 @@ import click
 from ems.cli.common import echo_json, json_option, settings, table
 from ems.cli.messages import full_option, iso, message_lines, message_record, parse_place, when
 from ems.cli.params import MAX_OFFSET
-from ems.ops.bodies import BODY_LIMIT, escape
-from ems.ops.rows import DeadLetter
+from ems.display import BODY_LIMIT, escape
 from ems.ops.trace import GroupTrace, MessageTrace, MessageTracer
+from ems.values.rows import DeadLetter
 
 _HEADERS = ("group", "mode", "state", "cursor", "last client", "attempts", "started", "finished")
 #: Characters of an error shown in the text report.

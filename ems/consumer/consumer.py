@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from types import FrameType, TracebackType
 
+from ems.autoscale.step import autoscaler_for
 from ems.config import Settings
 from ems.consumer.broadcast import BroadcastSession
 from ems.consumer.cluster import ClusterSession
@@ -32,11 +33,10 @@ from ems.exceptions import (
 )
 from ems.metrics import ConsumerMetrics, MetricsServer, start_server
 from ems.offsets.reader import PartitionReader
-from ems.ops.autoscaler import autoscaler_for
-from ems.producer.validation import check_name
 from ems.retry import parse_ladder
 from ems.store import Store
 from ems.types import Delivery, StartPosition
+from ems.validation import check_name
 from ems.wakeups import Listener, Publisher, group_channel, parse_messages, topic_channel
 
 log = logging.getLogger(__name__)

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ems.exceptions import GroupConflict, InvalidSetting
-from ems.producer.validation import check_positive_int
 from ems.retry import DEFAULT_LADDER, format_ladder, parse_ladder
 from ems.types import GroupInfo, StartPosition, TopicInfo
+from ems.validation import check_positive_int
 
 if TYPE_CHECKING:
     from ems.store import Store

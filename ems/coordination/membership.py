@@ -24,8 +24,8 @@ from ems.exceptions import EmsError, NotLeader
 from ems.types import AssignmentRow, GroupInfo
 
 if TYPE_CHECKING:
+    from ems.autoscale.step import Autoscaler
     from ems.coordination.load import LoadMeter
-    from ems.ops.autoscaler import Autoscaler
     from ems.store import Store
     from ems.wakeups import Publisher
 

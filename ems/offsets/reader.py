@@ -7,10 +7,11 @@ from contextlib import suppress
 from ems.config import Settings
 from ems.exceptions import DuplicateKey, InvalidOffset, UnknownPartition
 from ems.offsets.gaps import plan_read
-from ems.producer.validation import check_name
 from ems.store import Store
+from ems.store.client import StoreClient
 from ems.store.messages import MessageStore
 from ems.types import PartitionBatch, TopicInfo
+from ems.validation import check_name
 
 #: Fetch, fill, fetch again: a hole needs at most a couple of rounds before data shows.
 _ROUNDS = 4
@@ -56,13 +57,11 @@ class PartitionReader:
         return PartitionBatch(partition=partition, messages=[], next_offset=from_offset)
 
 
-class Reader:
+class Reader(StoreClient):
     """Reads partitions of topics by name; the primitive consumers are built on."""
 
     def __init__(self, settings: Settings | None = None, *, store: Store | None = None) -> None:
-        self.settings = settings or Settings.from_env()
-        self._owns_store = store is None
-        self.store = store or Store(self.settings)
+        super().__init__(settings, store=store)
         self._partitions = PartitionReader(self.store.messages, self.settings.gap_timeout)
         self._topics: dict[str, TopicInfo] = {}
 
@@ -93,7 +92,3 @@ class Reader:
 
     def high_watermarks(self, topic: str) -> dict[int, int]:
         return self.store.messages.high_watermarks(self.topic(topic))
-
-    def close(self) -> None:
-        if self._owns_store:
-            self.store.close()

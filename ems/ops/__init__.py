@@ -1,1 +1,2 @@
-"""Operations run by schedulers and operators: offset snapshots, and more to come."""
+"""What operators run: message query and trace, offset reset and replay, dead letters,
+topic ranking. Called by the CLI and the console; scheduled work is in ems.maintenance."""

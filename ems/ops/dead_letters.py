@@ -27,12 +27,13 @@ from ems.exceptions import (
     UnknownTopic,
 )
 from ems.ops.query import DEFAULT_LIMIT, When, check_id, check_limit, window
-from ems.ops.rows import DeadLetter, DeadLetterFilter
 from ems.producer import Producer
-from ems.producer.validation import check_name
 from ems.store import Store
+from ems.store.client import StoreClient
 from ems.store.dead_letters import LockedDeadLetters
 from ems.types import Record
+from ems.validation import check_name
+from ems.values.rows import DeadLetter, DeadLetterFilter
 
 #: Dead letters one resend transaction locks and republishes together.
 RESEND_CHUNK = 100
@@ -103,13 +104,11 @@ def _skipped(d: DeadLetter) -> ResendOutcome:
     )
 
 
-class DeadLetters:
+class DeadLetters(StoreClient):
     """Dead-letter operations for the CLI and the admin console."""
 
     def __init__(self, settings: Settings | None = None, *, store: Store | None = None) -> None:
-        self.settings = settings or Settings.from_env()
-        self._owns_store = store is None
-        self.store = store or Store(self.settings)
+        super().__init__(settings, store=store)
         self._producer: Producer | None = None
 
     # -- selection -----------------------------------------------------------------------
@@ -338,5 +337,4 @@ class DeadLetters:
     def close(self) -> None:
         if self._producer is not None:
             self._producer.close()
-        if self._owns_store:
-            self.store.close()
+        super().close()

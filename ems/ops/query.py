@@ -14,6 +14,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 from ems.config import Settings
+from ems.display import parse_when
 from ems.exceptions import (
     ConflictingOptions,
     InvalidInput,
@@ -22,11 +23,11 @@ from ems.exceptions import (
     UnknownMessage,
     UnknownPartition,
 )
-from ems.ops.when import parse_when
 from ems.producer.partitioner import partition_for_key
-from ems.producer.validation import check_name, encode_key
 from ems.store import Store
+from ems.store.client import StoreClient
 from ems.types import StoredMessage, TopicInfo
+from ems.validation import check_name, encode_key
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 10_000
@@ -112,13 +113,11 @@ def tombstone_error(m: StoredMessage, topic: str) -> UnknownMessage:
     )
 
 
-class MessageQuery:
+class MessageQuery(StoreClient):
     """Read-only message lookups for the CLI and the admin console."""
 
     def __init__(self, settings: Settings | None = None, *, store: Store | None = None) -> None:
-        self.settings = settings or Settings.from_env()
-        self._owns_store = store is None
-        self.store = store or Store(self.settings)
+        super().__init__(settings, store=store)
 
     def topic(self, name: str) -> TopicInfo:
         return self.store.topics.get(check_name(name, "topic"))
@@ -185,7 +184,3 @@ class MessageQuery:
             more=len(rows) > limit,
             key_partition=None if encoded is None else partition_for_key(encoded, info.partitions),
         )
-
-    def close(self) -> None:
-        if self._owns_store:
-            self.store.close()

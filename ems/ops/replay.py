@@ -17,10 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ems.config import Settings
+from ems.display import parse_when
 from ems.exceptions import ConflictingOptions, InvalidOffset, OffsetOutOfRange, UnsupportedGroup
 from ems.ops.scope import Span, chosen_partitions, partition_spans, resolve_group
-from ems.ops.when import parse_when
 from ems.store import Store
+from ems.store.client import StoreClient
 from ems.types import GroupInfo, TopicInfo
 
 #: Messages queued per statement.
@@ -112,7 +113,7 @@ def checked_offsets(span: Span, first: int, last: int | None) -> tuple[int, int]
     return first, end
 
 
-class Replayer:
+class Replayer(StoreClient):
     """Queues replays (for the CLI and the admin console)."""
 
     def __init__(
@@ -121,9 +122,7 @@ class Replayer:
         *,
         store: Store | None = None,
     ) -> None:
-        self.settings = settings or Settings.from_env()
-        self._owns_store = store is None
-        self.store = store or Store(self.settings)
+        super().__init__(settings, store=store)
 
     def range(
         self,
@@ -214,7 +213,3 @@ class Replayer:
 
     def _queue(self, group: GroupInfo, ids: list[int], dry_run: bool) -> int:
         return len(ids) if dry_run else self.store.replays.queue(group.id, ids)
-
-    def close(self) -> None:
-        if self._owns_store:
-            self.store.close()

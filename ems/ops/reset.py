@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from ems.config import Settings
+from ems.display import parse_when
 from ems.exceptions import (
     ConflictingOptions,
     GroupBusy,
@@ -30,8 +31,8 @@ from ems.exceptions import (
     OffsetOutOfRange,
 )
 from ems.ops.scope import Span, chosen_partitions, partition_spans, resolve_group
-from ems.ops.when import parse_when
 from ems.store import Store
+from ems.store.client import StoreClient
 from ems.types import GroupInfo, TopicInfo
 
 if TYPE_CHECKING:
@@ -175,7 +176,7 @@ def changes(current: Mapping[int, int], new: Mapping[int, int]) -> tuple[Partiti
 # -- I/O -------------------------------------------------------------------------------
 
 
-class OffsetReset:
+class OffsetReset(StoreClient):
     """Plans and applies offset resets (for the CLI and the admin console)."""
 
     def __init__(
@@ -185,9 +186,7 @@ class OffsetReset:
         store: Store | None = None,
         publisher: Publisher | None = None,
     ) -> None:
-        self.settings = settings or Settings.from_env()
-        self._owns_store = store is None
-        self.store = store or Store(self.settings)
+        super().__init__(settings, store=store)
         self._owns_publisher = publisher is None
         if publisher is None:
             from ems.wakeups import Publisher
@@ -314,5 +313,4 @@ class OffsetReset:
     def close(self) -> None:
         if self._owns_publisher:
             self.publisher.close()
-        if self._owns_store:
-            self.store.close()
+        super().close()

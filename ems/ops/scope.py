@@ -8,8 +8,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ems.exceptions import UnknownPartition, UnsupportedGroup
-from ems.ops.lookup import find_group
 from ems.store import Store
+from ems.store.lookup import find_group
 from ems.types import GroupInfo, TopicInfo
 
 

@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from ems.config import Settings
 from ems.exceptions import UnknownMessage
 from ems.ops.query import check_id, check_offset, check_partition, tombstone_error
-from ems.ops.rows import CompactionCover, DeadLetter, GroupRow, LogRow, RetryRow
-from ems.producer.validation import check_name
 from ems.store import Store
+from ems.store.client import StoreClient
 from ems.store.queries import EARLIEST
 from ems.types import StoredMessage, TopicInfo
+from ems.validation import check_name
+from ems.values.rows import CompactionCover, DeadLetter, GroupRow, LogRow, RetryRow
 
 PENDING = "pending"
 IN_FLIGHT = "in flight"
@@ -179,13 +180,11 @@ class MessageTrace:
         return self.message is None
 
 
-class MessageTracer:
+class MessageTracer(StoreClient):
     """Traces one message through every consumer group of its topic (read-only)."""
 
     def __init__(self, settings: Settings | None = None, *, store: Store | None = None) -> None:
-        self.settings = settings or Settings.from_env()
-        self._owns_store = store is None
-        self.store = store or Store(self.settings)
+        super().__init__(settings, store=store)
 
     def trace(self, topic: str, partition: int, offset: int) -> MessageTrace:
         """Trace by place. A purged message is still traced from what the log, retry and
@@ -254,10 +253,6 @@ class MessageTracer:
             message=message,
             groups=tuple(traced),
         )
-
-    def close(self) -> None:
-        if self._owns_store:
-            self.store.close()
 
 
 def _before_start(group: GroupRow, message: StoredMessage | None) -> bool:

@@ -6,7 +6,6 @@ import secrets
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from types import TracebackType
 
 from ems.config import Settings
 from ems.exceptions import (
@@ -29,9 +28,10 @@ from ems.offsets.allocators import (
 from ems.offsets.resp import RespConnection
 from ems.producer.group_commit import GroupCommit
 from ems.producer.partitioner import RoundRobin, partition_for_key
-from ems.producer.validation import check_name, encode_body, encode_headers, encode_key
 from ems.store import Store
+from ems.store.client import StoreClient
 from ems.types import NewMessage, Record, RecordMetadata, TopicInfo
+from ems.validation import check_name, encode_body, encode_headers, encode_key
 from ems.wakeups import Publisher
 
 MAX_BATCH = 10_000
@@ -60,7 +60,7 @@ def _as_record(item: Outgoing) -> Record:
     raise InvalidInput(f"cannot publish a {type(item).__name__}; use ems.Record, bytes or str")
 
 
-class Producer:
+class Producer(StoreClient):
     """Publishes messages to topics. Thread-safe; share one per process.
 
     `send` and `send_batch` return only after the rows are committed in MySQL. Calls made
@@ -76,9 +76,7 @@ class Producer:
         store: Store | None = None,
         allocator: OffsetAllocator | None = None,
     ) -> None:
-        self.settings = settings or Settings.from_env()
-        self._owns_store = store is None
-        self.store = store or Store(self.settings)
+        super().__init__(settings, store=store)
         self._allocator = allocator
         self._own_redis: RespConnection | None = None
         self._topics: dict[str, TopicInfo] = {}
@@ -147,19 +145,7 @@ class Producer:
         self._wakeups.close()
         if self._own_redis is not None:
             self._own_redis.close()
-        if self._owns_store:
-            self.store.close()
-
-    def __enter__(self) -> Producer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+        super().close()
 
     # -- steps -----------------------------------------------------------------------
 

@@ -14,7 +14,9 @@ from typing import Any
 from sqlalchemy import Connection
 
 from ems.exceptions import DuplicateKey
-from ems.ops.alarm_rules import (
+from ems.store.database import Database
+from ems.store.messages import all_high_watermarks
+from ems.values.alarms import (
     DEAD_LETTER_COUNT_CAP,
     AlarmRecord,
     Condition,
@@ -23,8 +25,6 @@ from ems.ops.alarm_rules import (
     Observations,
     PartitionObservation,
 )
-from ems.store.database import Database
-from ems.store.messages import all_high_watermarks
 
 _US = 1_000_000
 # The message at the cursor is the oldest unconsumed one: one unique-key lookup.

@@ -6,15 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ems.ops.autoscaling import (
+from ems.store.database import Database
+from ems.store.leases import fence, hold
+from ems.values.autoscale import (
     DecisionRecord,
     MemberReport,
     Recommendation,
     ScaleDecision,
     ScalePolicy,
 )
-from ems.store.database import Database
-from ems.store.leases import fence, hold
 
 _US = 1_000_000
 _ERROR_CHARS = 2000

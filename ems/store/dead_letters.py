@@ -17,8 +17,8 @@ from typing import Any
 
 from pymysql.cursors import Cursor
 
-from ems.ops.rows import DeadLetter, DeadLetterFilter, Orphaned
 from ems.store.database import Database
+from ems.values.rows import DeadLetter, DeadLetterFilter, Orphaned
 
 #: Bytes of each body a listing reads (the whole body is read by get and by resends).
 LIST_BODY_BYTES = 1024

@@ -13,9 +13,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ems.ops.rows import PartitionSpan
 from ems.store.database import Database
 from ems.types import StoredMessage
+from ems.values.rows import PartitionSpan
 
 #: Stand-ins for an open end of a time range (DATETIME's own bounds), so that each query
 #: keeps one statement text.

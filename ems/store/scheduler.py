@@ -9,16 +9,15 @@ each run of a job takes (scheduler and `ems cleanup run` alike).
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from pymysql.cursors import Cursor
 
 from ems.exceptions import NotScheduler
 from ems.store.database import Database
+from ems.values.schedule import Hold, JobRunInfo, LeaseInfo
 
 _US = 1_000_000
 _CREATE = (
@@ -70,37 +69,6 @@ _PRUNE = (
     "DELETE FROM job_run WHERE job = %s AND started_at < NOW(6) - INTERVAL %s SECOND "
     "AND status <> 'running' LIMIT %s"
 )
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Hold:
-    """A lease row held at an epoch: what a fenced write is conditioned on."""
-
-    name: str
-    holder: str
-    epoch: int
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class LeaseInfo:
-    name: str
-    holder: str | None
-    epoch: int
-    lease_expires_at: dt.datetime
-    #: Seconds left on the lease (negative once expired), by the database clock.
-    expires_in: float
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class JobRunInfo:
-    id: int
-    job: str
-    runner: str
-    status: str
-    counts: dict[str, int] | None
-    error: str | None
-    started_at: dt.datetime
-    finished_at: dt.datetime | None
 
 
 def _run(row: tuple[Any, ...]) -> JobRunInfo:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 
-from ems.ops.rows import CompactionCover, DeadLetter, GroupRow, LogRow, Place, RetryRow
 from ems.store.database import Database
 from ems.store.dead_letters import dead_letter
+from ems.values.rows import CompactionCover, DeadLetter, GroupRow, LogRow, Place, RetryRow
 
 _GROUPS = (
     "SELECT id, name, mode, ordered, start_position, created_at FROM consumer_group "

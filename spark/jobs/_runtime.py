@@ -122,7 +122,7 @@ def main_for(
     """A job's spark-submit entry point: build its request from the arguments, run it with
     settings from the environment and print its report; or print the error and return the
     CLI's exit code for it."""
-    from ems.cli.errors import exit_code_for
+    from ems.exit_codes import exit_code_for
     from spark.options import parse_conf
 
     try:

@@ -9,14 +9,14 @@ import json
 import pytest
 from click.testing import CliRunner, Result
 
+from ems.autoscale.step import Autoscaler
 from ems.cli.app import cli
 from ems.config import Settings
 from ems.consumer.groups import ensure_group
-from ems.ops.autoscaler import Autoscaler
-from ems.ops.autoscaling import ScalePolicy
 from ems.store import Store
 from ems.topics import TopicAdmin
 from ems.types import GroupInfo
+from ems.values.autoscale import ScalePolicy
 from tests.integration import seed
 
 OPTIONS = seed.options(None)

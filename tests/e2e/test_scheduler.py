@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ems import TopicAdmin
 from ems.config import Settings
 from ems.store import Store
-from ems.store.scheduler import JobRunInfo, LeaseInfo
+from ems.values.schedule import JobRunInfo, LeaseInfo
 from tests.integration import seed
 
 TTL = 2.0

@@ -14,10 +14,10 @@ import pytest
 from sqlalchemy import text
 
 from ems import TopicAdmin
+from ems.alarms.scan import scan_alarms, set_thresholds
+from ems.alarms.webhook import WebhookNotifier
 from ems.config import Settings
 from ems.consumer.groups import ensure_group
-from ems.ops.alarms import scan_alarms, set_thresholds
-from ems.ops.webhook import WebhookNotifier
 from ems.store import Store
 from ems.types import GroupInfo, NewMessage, TopicInfo
 from tests.integration import seed

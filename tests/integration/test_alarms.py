@@ -11,10 +11,10 @@ import pytest
 from sqlalchemy import text
 
 from ems import TopicAdmin
+from ems.alarms.scan import acknowledge, list_alarms, scan_alarms, set_thresholds
 from ems.config import Settings
 from ems.consumer.groups import ensure_group
 from ems.exceptions import InvalidInput, InvalidPolicy, UnknownAlarm, UnknownGroup
-from ems.ops.alarms import acknowledge, list_alarms, scan_alarms, set_thresholds
 from ems.store import Store
 from ems.types import GroupInfo, NewMessage, TopicInfo
 from tests.integration import seed
@@ -330,14 +330,14 @@ def test_every_open_and_clear_is_logged(
     group: GroupInfo,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="ems.ops.alarms")
+    caplog.set_level(logging.INFO, logger="ems.alarms.scan")
     set_thresholds(store, "g", lag_messages=5)
     publish(store, topic, 0, 10)
     scan(store, settings)
     scan(store, settings)
     commit(store, group, 0, 10)
     scan(store, settings)
-    lines = [r.getMessage() for r in caplog.records if r.name == "ems.ops.alarms"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "ems.alarms.scan"]
     assert len(lines) == 2
     assert lines[0].endswith("opened: group g on t[0]: lag 10 messages (value 10, threshold 5)")
     assert f"cleared: lag:{group.id}:0 (was: group g on t[0]: lag 10 messages)" in lines[1]
@@ -346,7 +346,7 @@ def test_every_open_and_clear_is_logged(
 def test_the_scheduler_job_runs_the_scan_and_records_its_counts(
     store: Store, settings: Settings, topic: TopicInfo, group: GroupInfo
 ) -> None:
-    from ems.ops.jobs import run_job
+    from ems.maintenance.jobs import run_job
 
     set_thresholds(store, "g", lag_messages=5)
     publish(store, topic, 0, 10)

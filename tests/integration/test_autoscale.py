@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 
 from ems import Consumer, Producer, TopicAdmin
+from ems.autoscale.backends import KubernetesBackend
+from ems.autoscale.step import Autoscaler, autoscaler_for
 from ems.config import Settings
 from ems.consumer.groups import ensure_group
 from ems.exceptions import NotLeader
-from ems.ops.autoscaler import Autoscaler, autoscaler_for
-from ems.ops.autoscaling import ScalePolicy
-from ems.ops.scale_backends import KubernetesBackend
 from ems.store import Store
 from ems.types import GroupInfo
+from ems.values.autoscale import ScalePolicy
 from tests.fake_kubernetes import FakeKubernetes, serve
 from tests.integration import seed
 

@@ -11,14 +11,14 @@ import redis
 from ems import TopicAdmin
 from ems.config import Settings
 from ems.exceptions import JobAlreadyRunning, JobInterrupted, NotScheduler, UnknownJob
+from ems.maintenance import jobs
+from ems.maintenance.checkpoint import checkpoint
+from ems.maintenance.housekeeping import purge_log, reclaim_inflight, retry_due, snapshots
+from ems.maintenance.scheduler import Scheduler, SchedulerConfig
 from ems.metrics import REGISTRY
-from ems.ops import jobs
-from ems.ops.checkpoint import checkpoint
-from ems.ops.maintenance import purge_log, reclaim_inflight, retry_due, snapshots
-from ems.ops.scheduler import Scheduler, SchedulerConfig
 from ems.store import Store
-from ems.store.scheduler import Hold
 from ems.types import GroupInfo, TopicInfo
+from ems.values.schedule import Hold
 from ems.wakeups import group_channel
 from tests.integration import seed
 

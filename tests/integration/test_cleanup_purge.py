@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from ems import Consumer, TopicAdmin
 from ems.config import Settings
 from ems.exceptions import JobInterrupted
+from ems.maintenance.jobs import run_job
+from ems.maintenance.purge import Range, delete_consumed, purge_retention
 from ems.offsets.reader import PartitionReader
-from ems.ops.jobs import run_job
-from ems.ops.purge import Range, delete_consumed, purge_retention
 from ems.store import Store
 from ems.types import TopicInfo
 from tests.integration import seed
@@ -124,7 +124,7 @@ def test_a_purge_rests_after_every_transaction_in_proportion_to_its_work(
         store, monkeypatch, lambda ranges: events.append(("delete", time.monotonic(), 0.0))
     )
     monkeypatch.setattr(
-        "ems.ops.purge.time.sleep", lambda s: events.append(("rest", time.monotonic(), s))
+        "ems.maintenance.purge.time.sleep", lambda s: events.append(("rest", time.monotonic(), s))
     )
     started = time.monotonic()
     counts = purge_retention(store, settings.with_(purge_chunk_rows=50, purge_pause=3.0))
@@ -145,7 +145,7 @@ def test_a_purge_without_a_pause_never_rests(
     seed.messages(store, topic, 0, range(120), OLD)
     seed.messages(store, topic, 0, range(120, 121), NEW)
     rests: list[float] = []
-    monkeypatch.setattr("ems.ops.purge.time.sleep", rests.append)
+    monkeypatch.setattr("ems.maintenance.purge.time.sleep", rests.append)
     counts = purge_retention(store, settings.with_(purge_chunk_rows=50, purge_pause=0.0))
     assert counts["deleted"] == 120 and rests == []
 

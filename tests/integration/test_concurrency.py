@@ -21,7 +21,7 @@ from sqlalchemy import text
 
 from ems import Reader, TopicAdmin
 from ems.config import Settings
-from ems.ops.purge import purge_retention
+from ems.maintenance.purge import purge_retention
 from ems.store import Store
 from tests.integration import seed
 

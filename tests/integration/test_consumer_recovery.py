@@ -17,7 +17,7 @@ from ems import Consumer, Delivery, TopicAdmin
 from ems.config import Settings
 from ems.consumer.ack_writer import ATTEMPTS
 from ems.exceptions import DatabaseUnavailable
-from ems.ops.purge import purge_retention
+from ems.maintenance.purge import purge_retention
 from ems.store import Store
 from ems.types import TopicInfo
 from tests.integration import seed

@@ -16,8 +16,8 @@ import redis
 from ems import Consumer, Producer, Record, TopicAdmin
 from ems.config import Settings
 from ems.exceptions import BelowLowWatermark, DatabaseUnavailable
+from ems.maintenance.purge import delete_consumed, purge_retention
 from ems.offsets.allocators import offset_key
-from ems.ops.purge import delete_consumed, purge_retention
 from ems.store import Store
 from ems.types import NewMessage, TopicInfo
 from tests.integration import seed

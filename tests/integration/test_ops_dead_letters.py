@@ -19,8 +19,8 @@ from ems.exceptions import (
     UnknownTopic,
 )
 from ems.ops.dead_letters import DeadLetters
-from ems.ops.rows import DeadLetterFilter
 from ems.store import Store
+from ems.values.rows import DeadLetterFilter
 from tests.integration.seeding import (
     Running,
     dead_letters_of,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from ems.autoscale.backends import KubernetesBackend
 from ems.exceptions import ScaleBackendError
-from ems.ops.scale_backends import KubernetesBackend
 from tests.fake_kubernetes import FakeKubernetes, serve
 
 PATCH_TYPES = ("application/strategic-merge-patch+json", "application/merge-patch+json")

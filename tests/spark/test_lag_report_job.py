@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 
 from ems.cli import cli
 from ems.config import Settings
-from ems.ops.snapshots import capture_offset_snapshots
+from ems.maintenance.snapshots import capture_offset_snapshots
 from ems.store import Store
 from spark.jobs.lag_report import LagRequest, report
 from tests.spark.conftest import add_group, execute

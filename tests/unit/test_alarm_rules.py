@@ -8,7 +8,8 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ems.ops.alarm_rules import (
+from ems.alarms.rules import evaluate, plan, stalled
+from ems.values.alarms import (
     DEAD_LETTER_COUNT_CAP,
     AlarmRecord,
     Condition,
@@ -16,9 +17,6 @@ from ems.ops.alarm_rules import (
     InFlightObservation,
     Observations,
     PartitionObservation,
-    evaluate,
-    plan,
-    stalled,
 )
 
 QUIET = PartitionObservation(

@@ -9,16 +9,10 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from ems.autoscale.policy import bounds, decide
 from ems.config import Settings
 from ems.exceptions import InvalidPolicy, InvalidSetting
-from ems.ops.autoscaling import (
-    MemberLoad,
-    Recommendation,
-    ScaleInputs,
-    ScalePolicy,
-    bounds,
-    decide,
-)
+from ems.values.autoscale import MemberLoad, Recommendation, ScaleInputs, ScalePolicy
 
 
 def members(*loads: float, cpu: float | None = 10.0) -> list[MemberLoad]:

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from ems.cli import cli
 from ems.config import BOUNDS, Settings
+from ems.display import parse_when
 from ems.exceptions import InvalidDatetime, InvalidSetting
-from ems.ops.when import parse_when
 
 HOSTILE = ["inf", "-inf", "nan", "NaN", "-1", "0", "0.5", "1e308", str(10**30), "-1e308", "1e-9"]
 numbers = st.sampled_from(HOSTILE) | st.floats().map(repr) | st.integers().map(str)

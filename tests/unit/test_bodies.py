@@ -8,7 +8,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ems.ops.bodies import (
+from ems.display import (
     BASE64_PREFIX,
     decode_text,
     display,

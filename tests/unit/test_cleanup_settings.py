@@ -6,8 +6,8 @@ import pytest
 
 from ems.config import Settings
 from ems.exceptions import InvalidPolicy, InvalidSetting, UnknownJob
-from ems.ops.jobs import job
-from ems.ops.scheduler import DEFAULT_INTERVALS, SchedulerConfig
+from ems.maintenance.jobs import job
+from ems.maintenance.scheduler import DEFAULT_INTERVALS, SchedulerConfig
 
 
 def test_cleanup_settings_from_the_environment() -> None:

@@ -11,8 +11,9 @@ from ems import exceptions as ex
 from ems.cli import cli
 from ems.cli.common import table
 from ems.cli.demo import progress_line
-from ems.cli.errors import EmsGroup, exit_code_for
+from ems.cli.errors import EmsGroup
 from ems.cli.produce import batched_lines
+from ems.exit_codes import exit_code_for
 
 UNREACHABLE_DB = "mysql+pymysql://root@127.0.0.1:1/ems"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ems.ops.purge import chunk_end, round_quota, transactions
+from ems.maintenance.purge import chunk_end, round_quota, transactions
 from ems.store.purge import Window
 
 # A partition as offset -> young?, with holes where offsets are missing.

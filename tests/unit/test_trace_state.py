@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from ems.ops import trace as t
 from ems.ops.dead_letters import ORIGIN_HEADERS, origin_headers, split_resent
-from ems.ops.rows import CompactionCover, DeadLetter, DeadLetterFilter, LogRow, RetryRow
 from ems.store.dead_letters import like_pattern, where
+from ems.values.rows import CompactionCover, DeadLetter, DeadLetterFilter, LogRow, RetryRow
 
 T0 = dt.datetime(2026, 11, 22, 10, 0)
 

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ems import validation as v
 from ems.exceptions import (
     BodyTooLarge,
     InvalidBody,
@@ -15,7 +16,6 @@ from ems.exceptions import (
     InvalidName,
     InvalidPartitionCount,
 )
-from ems.producer import validation as v
 
 
 @pytest.mark.parametrize("name", ["a", "iot.readings", "A-b_c.9", "x" * 128])

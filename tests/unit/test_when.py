@@ -4,8 +4,8 @@ import datetime as dt
 
 import pytest
 
+from ems.display import parse_age, parse_when
 from ems.exceptions import InvalidDatetime
-from ems.ops.when import parse_age, parse_when
 
 NOW = dt.datetime(2026, 11, 22, 12, 0, 0)
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ems.exceptions import ConflictingOptions, UnknownGroup
-from ems.producer.validation import check_name
 from ems.store import Store
 from ems.types import GroupInfo, TopicInfo
+from ems.validation import check_name
 
 
 def find_group(store: Store, name: str, topic: str | None) -> tuple[GroupInfo, TopicInfo]:

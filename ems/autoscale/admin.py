@@ -8,12 +8,13 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ems.autoscale.policy import bounds
 from ems.exceptions import ConflictingOptions, InvalidPolicy, UnknownGroup
-from ems.ops.autoscaling import DecisionRecord, MemberReport, ScalePolicy, bounds
-from ems.ops.lookup import find_group
-from ems.producer.validation import check_name
 from ems.store import Store
+from ems.store.lookup import find_group
 from ems.types import GroupInfo, TopicInfo
+from ems.validation import check_name
+from ems.values.autoscale import DecisionRecord, MemberReport, ScalePolicy
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -8,7 +8,7 @@ from contextlib import closing
 from functools import partial
 
 from ems.config import Settings
-from ems.ops.checkpoint import checkpoint
+from ems.maintenance.checkpoint import checkpoint
 from ems.store import Store
 from ems.wakeups import Publisher
 

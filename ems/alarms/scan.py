@@ -1,6 +1,6 @@
 """Alarms: consumption timeout, lag, lag age, stalled partitions and dead letters.
 
-`scan_alarms` observes the groups, evaluates the conditions (ems.ops.alarm_rules), opens an
+`scan_alarms` observes the groups, evaluates the conditions (ems.alarms.rules), opens an
 alarm per newly firing condition, refreshes the open ones that still fire and clears the
 ones that stopped; every open and clear is logged, and sent to the optional webhook.
 
@@ -30,12 +30,13 @@ import enum
 import logging
 from dataclasses import dataclass
 
+from ems.alarms.rules import evaluate, plan
+from ems.alarms.webhook import Notifier, WebhookNotifier, payload
 from ems.config import Settings
 from ems.exceptions import InvalidInput, InvalidPolicy, UnknownAlarm, UnknownGroup
-from ems.ops.alarm_rules import KINDS, AlarmRecord, Condition, evaluate, plan
-from ems.ops.webhook import Notifier, WebhookNotifier, payload
 from ems.store import Store
 from ems.types import GroupInfo
+from ems.values.alarms import KINDS, AlarmRecord, Condition
 
 log = logging.getLogger(__name__)
 

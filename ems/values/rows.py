@@ -1,7 +1,7 @@
 """Rows that message query, trace and dead-letter operations read, as frozen values.
 
 The store builds them (ems.store.queries, traces, dead_letters); nothing here does I/O,
-so the admin console and the pure functions of ems.ops can share them.
+so the CLI, the admin console and the operations can share them.
 """
 
 from __future__ import annotations

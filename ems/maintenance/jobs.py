@@ -19,15 +19,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 
+from ems.alarms.scan import scan_alarms
 from ems.config import Settings
 from ems.exceptions import ConflictingOptions, EmsError, JobAlreadyRunning, UnknownJob
+from ems.maintenance.checkpoint import CONTROL, JOB_LOCK_TTL, RunControl
+from ems.maintenance.housekeeping import purge_log, reclaim_inflight, retry_due, snapshots
+from ems.maintenance.purge import delete_consumed, purge_retention
 from ems.metrics import JOB_RUNS, JOB_SECONDS
-from ems.ops.alarms import scan_alarms
-from ems.ops.checkpoint import CONTROL, JOB_LOCK_TTL, RunControl
-from ems.ops.maintenance import purge_log, reclaim_inflight, retry_due, snapshots
-from ems.ops.purge import delete_consumed, purge_retention
 from ems.store import Store
-from ems.store.scheduler import Hold
+from ems.values.schedule import Hold
 
 log = logging.getLogger(__name__)
 

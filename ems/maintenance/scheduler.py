@@ -3,7 +3,7 @@
 Every replica runs APScheduler with the same interval jobs, and every few seconds tries to
 take or renew the "scheduler" row of scheduler_lease (TTL ~15 s). Only the holder runs
 jobs: a job fires everywhere, and the replicas that do not hold the lease skip it. Each
-run is fenced by the lease (ems.ops.jobs.run_job): a scheduler that loses the lease starts
+run is fenced by the lease (ems.maintenance.jobs.run_job): a scheduler that loses the lease starts
 no run, and its running job stops at the next chunk boundary. A standby takes over once
 the lease expires (kill -9) or at once when the holder releases it (SIGTERM).
 """
@@ -24,10 +24,10 @@ from apscheduler.schedulers.background import BackgroundScheduler  # type: ignor
 
 from ems.config import Settings
 from ems.exceptions import EmsError, InvalidPolicy, JobAlreadyRunning, JobInterrupted, NotScheduler
+from ems.maintenance.jobs import JOBS, job, run_job
 from ems.metrics import SCHEDULER_ACTIVE
-from ems.ops.jobs import JOBS, job, run_job
 from ems.store import Store
-from ems.store.scheduler import Hold
+from ems.values.schedule import Hold
 
 log = logging.getLogger(__name__)
 

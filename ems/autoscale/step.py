@@ -2,7 +2,7 @@
 
 Every `interval` seconds the leader reads the group's policy (no policy, or a disabled
 one: nothing happens), the live members' reports, the lag and the last change, takes the
-decision (ems.ops.autoscaling.decide), hands it to the backend and records it in
+decision (ems.autoscale.policy.decide), hands it to the backend and records it in
 autoscale_decision, fenced by its epoch: a deposed leader records nothing and changes
 nothing on Kubernetes either, because the change is made while the leader row is held
 at its epoch (no takeover can happen between the check and the PATCH).
@@ -14,10 +14,11 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from ems.autoscale.backends import ScaleBackend, backend_for
+from ems.autoscale.policy import decide
 from ems.exceptions import EmsError, NotLeader, ScaleBackendError
 from ems.groups import lag
-from ems.ops.autoscaling import Recommendation, ScaleDecision, ScaleInputs, ScalePolicy, decide
-from ems.ops.scale_backends import ScaleBackend, backend_for
+from ems.values.autoscale import Recommendation, ScaleDecision, ScaleInputs, ScalePolicy
 
 if TYPE_CHECKING:
     from ems.config import Settings

@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterable, Mapping
 
 from ems.config import Settings
-from ems.ops.checkpoint import checkpoint
+from ems.maintenance.checkpoint import checkpoint
 from ems.store import Store
 from ems.store.purge import Floors, Window
 

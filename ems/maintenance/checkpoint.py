@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from ems.exceptions import JobInterrupted, NotScheduler
 from ems.store import Store
-from ems.store.scheduler import Hold
+from ems.values.schedule import Hold
 
 #: Seconds a run's job lock lasts without a checkpoint renewing it.
 JOB_LOCK_TTL = 60.0

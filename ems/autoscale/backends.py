@@ -12,7 +12,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ems.exceptions import ScaleBackendError
-from ems.ops.autoscaling import ScaleBackendName, ScalePolicy
+from ems.values.autoscale import ScaleBackendName, ScalePolicy
 
 if TYPE_CHECKING:
     from ems.config import Settings

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from ems.ops.alarm_rules import AlarmRecord
+from ems.values.alarms import AlarmRecord
 
 #: Characters of an error kept in alarm.notify_error.
 _ERROR_CHARS = 1000
