@@ -7,6 +7,7 @@ crash at any point knows exactly which steps are done.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -22,7 +23,7 @@ from ems.types import CompactionRunInfo, IdRange
 FINAL_STATES = ("done", "dead")
 #: Upper bound on the rows one DELETE removes, so the live queue keeps flowing.
 MAX_DELETE_ROWS = 10_000
-LOCK_NAME = "ems_compaction"
+LOCK_PREFIX = "ems_compaction:"
 
 _RUN_COLUMNS = (
     "id, status, cutoff, group_ids, min_id, max_id, archive_root, archived_rows, "
@@ -63,6 +64,15 @@ def _run(row: Any) -> CompactionRunInfo:
     return CompactionRunInfo(group_ids=groups, **values)
 
 
+def lock_name(database: str) -> str:
+    """The compaction lock of one database. Named locks are server-wide and at most 64
+    characters, so the name carries the database's, or its digest when too long."""
+    name = LOCK_PREFIX + database
+    if len(name) > 64:
+        name = LOCK_PREFIX + hashlib.sha1(database.encode()).hexdigest()
+    return name
+
+
 class CompactionStore:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -71,14 +81,15 @@ class CompactionStore:
     def lock(self) -> Iterator[None]:
         """Hold the compaction lock for the block: one run at a time per database. It is a
         session lock, so a killed job releases it with its connection."""
+        name = lock_name(self.db.settings.database_name)
         with self.db.connect() as conn:
-            got = conn.execute(text("SELECT GET_LOCK(:n, 0)"), {"n": LOCK_NAME}).scalar()
+            got = conn.execute(text("SELECT GET_LOCK(:n, 0)"), {"n": name}).scalar()
             if got != 1:
                 raise JobAlreadyRunning("another compaction run holds the compaction lock")
             try:
                 yield
             finally:
-                conn.execute(text("SELECT RELEASE_LOCK(:n)"), {"n": LOCK_NAME})
+                conn.execute(text("SELECT RELEASE_LOCK(:n)"), {"n": name})
 
     def unfinished(self) -> list[CompactionRunInfo]:
         with self.db.connect() as conn:

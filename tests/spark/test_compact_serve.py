@@ -19,6 +19,7 @@ from pyspark.sql import SparkSession
 from ems.config import Settings
 from ems.exceptions import EmsError, InvalidCutoff, JobAlreadyRunning
 from ems.store import Store
+from ems.store.compaction import lock_name
 from spark.jobs import _runtime
 from spark.jobs.compact import CompactRequest, RunOutcome, pause_after, serve
 from tests.spark.conftest import connect, execute, insert_log
@@ -91,7 +92,7 @@ def test_a_failed_run_is_reported_and_the_next_one_runs(
     first = final_ids(settings)
     holder = connect(settings)  # another compaction holds the lock during the first run
     with holder.cursor() as cursor:
-        cursor.execute("SELECT GET_LOCK('ems_compaction', 0)")
+        cursor.execute("SELECT GET_LOCK(%s, 0)", (lock_name(settings.database_name),))
     errors: list[EmsError] = []
     outcomes: list[RunOutcome] = []
     stop = threading.Event()
