@@ -13,9 +13,11 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import pymysql
 import pytest
 import redis
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
 from ems.config import Settings
 from ems.models import metadata
@@ -65,21 +67,64 @@ def _drop_database(settings: Settings) -> None:
 
 
 def reset_state(settings: Settings) -> None:
-    """Empty every ems table and this database's Redis counters."""
-    store = Store(settings)
-    try:
-        with store.db.connect() as conn:
-            conn.execute(text("SET FOREIGN_KEY_CHECKS = 0"))
-            for table in metadata.sorted_tables:
-                conn.execute(text(f"TRUNCATE TABLE `{table.name}`"))
-            conn.execute(text("SET FOREIGN_KEY_CHECKS = 1"))
-    finally:
-        store.close()
+    """Empty every ems table a test wrote to, and this database's Redis keys.
+
+    A table is emptied (TRUNCATE, which also resets its AUTO_INCREMENT) when it holds a
+    row or its AUTO_INCREMENT has moved: most tests touch a few of the tables, and one
+    query finds which."""
+    conn = _admin_connection(settings)
+    with conn.cursor() as cursor:
+        cursor.execute(_written_tables_sql(settings.database_name))
+        written = [row[0] for row in cursor.fetchall()]
+        if written:
+            cursor.execute("SET FOREIGN_KEY_CHECKS = 0")
+            for name in written:
+                cursor.execute(f"TRUNCATE TABLE `{name}`")
+            cursor.execute("SET FOREIGN_KEY_CHECKS = 1")
     client = redis.Redis.from_url(settings.redis_url)
     keys = list(client.scan_iter(match=settings.redis_prefix + "*", count=1000))
     if keys:
         client.delete(*keys)
     client.close()
+
+
+_admin: dict[str, pymysql.Connection] = {}
+
+
+def _admin_connection(settings: Settings) -> pymysql.Connection:
+    """One autocommit connection per database for the cleanup, kept for the session (and
+    opened again when a test killed it)."""
+    conn = _admin.get(settings.database_url)
+    if conn is not None:
+        try:
+            conn.ping(reconnect=False)
+            return conn
+        except pymysql.err.Error:
+            conn.close()
+    url = make_url(settings.database_url)
+    conn = pymysql.connect(
+        host=url.host or "127.0.0.1",
+        port=url.port or 3306,
+        user=url.username or "root",
+        password=url.password or "",
+        database=url.database,
+        autocommit=True,
+    )
+    _admin[settings.database_url] = conn
+    return conn
+
+
+def _written_tables_sql(database: str) -> str:
+    has_rows = " UNION ALL ".join(
+        f"SELECT '{t.name}' FROM DUAL WHERE EXISTS (SELECT 1 FROM `{t.name}`)"
+        for t in metadata.sorted_tables
+    )
+    names = ", ".join(f"'{t.name}'" for t in metadata.sorted_tables)
+    moved = (
+        "SELECT table_name FROM information_schema.tables "
+        f"WHERE table_schema = '{database}' AND table_name IN ({names}) AND auto_increment > 1"
+    )
+    return f"{has_rows} UNION {moved}"
 
 
 @pytest.fixture
@@ -116,3 +161,15 @@ def _servers() -> list[str]:
     except Exception as exc:  # the fixtures report a missing server as a failure
         return [f"servers: not reachable ({exc})"]
     return [f"servers: MySQL {mysql}, Redis {version}"]
+
+
+#: Folders whose tests share an expensive session fixture (a Spark session, private
+#: servers): under pytest-xdist each runs on one worker, so it is started once.
+_GROUPED = ("spark", "faults")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        folder = item.path.parent.name
+        if folder in _GROUPED:
+            item.add_marker(pytest.mark.xdist_group(folder))

@@ -110,6 +110,16 @@ def high(store: Store) -> dict[int, int]:
     return store.messages.high_watermarks(store.topics.get(TOPIC))
 
 
+def owning(store: Store, members: list[Member]) -> Callable[[], bool]:
+    ids = {m.client_id for m in members}
+
+    def check() -> bool:
+        rows = store.assignments.rows(the_group(store).id)
+        return {r.client_id for r in rows if r.state == "assigned"} == ids
+
+    return check
+
+
 def resumed(store: Store, members: list[Member]) -> Callable[[], bool]:
     ids = {m.client_id for m in members}
 
@@ -127,6 +137,9 @@ def test_a_reset_to_earliest_pauses_the_members_and_they_consume_everything_agai
     publish(settings, 200)
     group = [members(20, 0.0), members(20, 0.0)]
     wait_until(caught_up(store), 30, "the first pass")
+    # The first member can catch up alone before the second is given partitions; the
+    # reset must meet both as owners.
+    wait_until(owning(store, group), 30, "both members owning partitions")
     before = the_group(store).generation
     first = [line for m in group for line in m.lines()]
     lows = {p: min(o for _, q, o, _ in first if q == p) for p in range(4)}
