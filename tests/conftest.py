@@ -34,7 +34,7 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
-def _database_name() -> str:
+def run_database_name() -> str:
     checkout = hashlib.sha1(str(Path(__file__).resolve().parent).encode()).hexdigest()[:6]
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     return f"ems_test_{checkout}_{worker}" if worker else f"ems_test_{checkout}"
@@ -45,7 +45,7 @@ def migrated_settings() -> Iterator[Settings]:
     # Short gap timeout and purges that never rest: tests check what is read and deleted;
     # the purge's pacing has tests of its own.
     settings = Settings(
-        database_url=BASE_URL + _database_name(),
+        database_url=BASE_URL + run_database_name(),
         redis_url=REDIS_URL,
         gap_timeout=1.0,
         purge_pause=0.0,

@@ -12,8 +12,11 @@ from sqlalchemy import create_engine, inspect, text
 from ems.config import Settings
 from ems.models import metadata
 from ems.store import migrate
+from tests.conftest import BASE_URL, run_database_name
 
-URL = "mysql+pymysql://root@127.0.0.1:3306/ems_migrations_test"
+#: A scratch database of this run's own (each xdist worker and checkout has one).
+SCRATCH = run_database_name() + "_migrations"
+URL = BASE_URL + SCRATCH
 
 
 @pytest.fixture
@@ -21,12 +24,12 @@ def scratch() -> Iterator[Settings]:
     settings = Settings(database_url=URL)
     engine = create_engine("mysql+pymysql://root@127.0.0.1:3306/")
     with engine.connect() as conn:
-        conn.execute(text("DROP DATABASE IF EXISTS ems_migrations_test"))
+        conn.execute(text(f"DROP DATABASE IF EXISTS `{SCRATCH}`"))
     assert migrate.create_database(settings) is True
     assert migrate.create_database(settings) is False
     yield settings
     with engine.connect() as conn:
-        conn.execute(text("DROP DATABASE IF EXISTS ems_migrations_test"))
+        conn.execute(text(f"DROP DATABASE IF EXISTS `{SCRATCH}`"))
     engine.dispose()
 
 
@@ -73,7 +76,7 @@ def test_tables_are_innodb_utf8mb4(scratch: Settings) -> None:
         rows = conn.execute(
             text(
                 "SELECT table_name, engine, table_collation FROM information_schema.tables "
-                "WHERE table_schema = 'ems_migrations_test' AND table_name != 'alembic_version'"
+                f"WHERE table_schema = '{SCRATCH}' AND table_name != 'alembic_version'"
             )
         ).all()
     engine.dispose()
