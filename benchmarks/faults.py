@@ -29,17 +29,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import redis
-
 from benchmarks.harness import BenchConfig
 from benchmarks.readme import results_path
 from benchmarks.report import environment
 from ems.config import Settings
 from ems.store import migrate
-from tests.conftest import reset_state
 from tests.faults.checks import Verdict, Window, longest_gap, read_records, worst_recovery
 from tests.faults.proxy import FaultProxy
-from tests.faults.scenario import Scenario, running
+from tests.faults.scenario import Scenario, fresh_settings, running, skewed_clock
 from tests.faults.servers import PrivateMariaDB, PrivateRedis
 
 #: Members that may ever run in one scenario (the leader and mixed scenarios add some).
@@ -245,11 +242,11 @@ def run_one(
     seconds: float,
     every: float,
 ) -> Outcome:
-    settings = _fresh(mariadb, rds)
+    settings = fresh_settings(mariadb, rds)
     with _proxies(mariadb, nemesis.proxied) as proxies, _app_user(mariadb, nemesis) as admin:
         url = settings.database_url.replace("root@", "app@") if nemesis.app_user else None
         routes = _routes(settings, mariadb, proxies, url)
-        env = {name: _skewed(offset) for name, offset in nemesis.skew.items()}
+        env = {name: skewed_clock(offset) for name, offset in nemesis.skew.items()}
         s = Scenario(
             settings,
             workdir,
@@ -308,19 +305,6 @@ def _true_times(s: Scenario, skewed: set[str]) -> tuple[list[float], list[float]
     return sorted(a.at for a in recorded.acks), sorted(at for at, _, _ in recorded.handled)
 
 
-def _fresh(mariadb: PrivateMariaDB, rds: PrivateRedis) -> Settings:
-    for server in (mariadb, rds):
-        server.ensure_running()
-    settings = Settings(
-        database_url=mariadb.url(), redis_url=rds.url(), gap_timeout=1.0, purge_pause=0.0
-    )
-    reset_state(settings)
-    client = redis.Redis.from_url(settings.redis_url)
-    client.flushall()
-    client.close()
-    return settings
-
-
 @contextmanager
 def _proxies(mariadb: PrivateMariaDB, names: Sequence[str]) -> Iterator[dict[str, FaultProxy]]:
     proxies: dict[str, FaultProxy] = {}
@@ -338,6 +322,7 @@ def _app_user(mariadb: PrivateMariaDB, nemesis: Nemesis) -> Iterator[Callable[[s
     if not nemesis.app_user:
         yield lambda sql: None
         return
+    mariadb.add_user("app")
     admin = mariadb.connect(autocommit=True)
 
     def execute(sql: str) -> None:
@@ -345,8 +330,6 @@ def _app_user(mariadb: PrivateMariaDB, nemesis: Nemesis) -> Iterator[Callable[[s
             cursor.execute(sql)
 
     try:
-        execute("CREATE OR REPLACE USER 'app'@'127.0.0.1'")
-        execute("GRANT ALL ON ems.* TO 'app'@'127.0.0.1'")
         yield execute
     finally:
         execute("SET GLOBAL read_only = 0")
@@ -365,13 +348,6 @@ def _routes(
     for name, proxy in proxies.items():
         routes[name] = (direct.replace(port, f":{proxy.port}/"), settings.redis_url)
     return routes
-
-
-def _skewed(offset: str) -> dict[str, str]:
-    found = sorted(Path("/usr/lib").glob("*/faketime/libfaketimeMT.so.1"))
-    if not found:
-        raise SystemExit("libfaketime is needed (scripts/setup.sh installs Debian's faketime)")
-    return {"LD_PRELOAD": str(found[0]), "FAKETIME": offset, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
 
 
 # -- the report ------------------------------------------------------------------------

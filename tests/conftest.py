@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pymysql
 import pytest
@@ -88,12 +89,26 @@ def reset_state(settings: Settings) -> None:
     client.close()
 
 
+def connect(settings: Settings) -> pymysql.Connection:
+    """A plain autocommit PyMySQL connection to the database of `settings`, in UTC."""
+    url = make_url(settings.database_url)
+    return pymysql.connect(
+        host=url.host or "127.0.0.1",
+        port=url.port or 3306,
+        user=url.username or "root",
+        password=url.password or "",
+        database=url.database,
+        autocommit=True,
+        init_command="SET time_zone = '+00:00'",
+    )
+
+
 _admin: dict[str, pymysql.Connection] = {}
 
 
 def _admin_connection(settings: Settings) -> pymysql.Connection:
-    """One autocommit connection per database for the cleanup, kept for the session (and
-    opened again when a test killed it)."""
+    """One connection per database for the cleanup, kept for the session (and opened
+    again when a test killed it)."""
     conn = _admin.get(settings.database_url)
     if conn is not None:
         try:
@@ -101,16 +116,7 @@ def _admin_connection(settings: Settings) -> pymysql.Connection:
             return conn
         except pymysql.err.Error:
             conn.close()
-    url = make_url(settings.database_url)
-    conn = pymysql.connect(
-        host=url.host or "127.0.0.1",
-        port=url.port or 3306,
-        user=url.username or "root",
-        password=url.password or "",
-        database=url.database,
-        autocommit=True,
-    )
-    _admin[settings.database_url] = conn
+    conn = _admin[settings.database_url] = connect(settings)
     return conn
 
 
@@ -168,8 +174,24 @@ def _servers() -> list[str]:
 _GROUPED = ("spark", "faults")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         folder = item.path.parent.name
         if folder in _GROUPED:
             item.add_marker(pytest.mark.xdist_group(folder))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: Sequence[str]) -> None:
+    """Refuse to run when xdist would scatter a group: its workers would each start the
+    group's fixture, and private servers started side by side trip over each other. (It
+    happens silently when pytest and pytest-xdist disagree on node ids.)"""
+    if node.config.getoption("dist") != "loadgroup":
+        return
+    loose = [i for i in ids if Path(i.split("::")[0]).parent.name in _GROUPED and "@" not in i]
+    if loose:
+        raise pytest.UsageError(
+            f"pytest-xdist did not group {loose[0]} (and {len(loose) - 1} more): "
+            "check that the pinned pytest and pytest-xdist work together"
+        )

@@ -10,7 +10,7 @@ import pytest
 
 from ems.config import Settings
 from ems.store import migrate
-from tests.conftest import reset_state
+from tests.faults.scenario import fresh_settings
 from tests.faults.servers import PrivateMariaDB, PrivateRedis
 
 
@@ -44,16 +44,4 @@ def private_redis_aof(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Priv
 @pytest.fixture
 def fault_settings(private_mariadb: PrivateMariaDB, private_redis: PrivateRedis) -> Settings:
     """Settings on the private servers, both up and empty."""
-    for server in (private_mariadb, private_redis):
-        server.ensure_running()
-    settings = Settings(
-        database_url=private_mariadb.url(),
-        redis_url=private_redis.url(),
-        gap_timeout=1.0,
-        purge_pause=0.0,
-    )
-    reset_state(settings)
-    client = private_redis.client()
-    client.flushall()
-    client.close()
-    return settings
+    return fresh_settings(private_mariadb, private_redis)

@@ -24,7 +24,9 @@ from sqlalchemy import create_engine, text
 
 from ems import TopicAdmin
 from ems.config import Settings
+from tests.conftest import reset_state
 from tests.faults.checks import Place, Recorded, Verdict, judge, read_records
+from tests.faults.servers import PrivateMariaDB, PrivateRedis
 from tests.faults.workload import TOPIC
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -274,6 +276,33 @@ def _terminate(proc: Proc, timeout: float = 30) -> None:
         proc.popen.kill()
         proc.popen.wait()
         raise AssertionError(f"{proc.name} did not stop on SIGTERM") from None
+
+
+def fresh_settings(mariadb: PrivateMariaDB, rds: PrivateRedis) -> Settings:
+    """Settings on the private servers, both up (whatever a scenario did to them) and
+    empty."""
+    for server in (mariadb, rds):
+        server.ensure_running()
+    settings = Settings(
+        database_url=mariadb.url(), redis_url=rds.url(), gap_timeout=1.0, purge_pause=0.0
+    )
+    reset_state(settings)
+    client = rds.client()
+    client.flushall()
+    client.close()
+    return settings
+
+
+def skewed_clock(offset: str) -> dict[str, str]:
+    """Environment that runs a process with its wall clock `offset` off (libfaketime;
+    its monotonic clock stays true, as on a host whose NTP is wrong)."""
+    found = sorted(Path("/usr/lib").glob("*/faketime/libfaketimeMT.so.1"))
+    assert found, "libfaketime is needed (scripts/setup.sh installs Debian's faketime)"
+    return {
+        "LD_PRELOAD": str(found[0]),
+        "FAKETIME": offset,
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+    }
 
 
 @contextmanager

@@ -141,8 +141,11 @@ class PrivateMariaDB(PrivateServer):
         super().__init__(root)
         self.datadir = root / "data"
         self.error_log = root / "error.log"
+        self.tmpdir = root / "tmp"  # its own: temporary tables of two servers never meet
+        self.tmpdir.mkdir(exist_ok=True)
         install = [
             "mariadb-install-db", "--no-defaults", f"--datadir={self.datadir}", "--user=root",
+            f"--tmpdir={self.tmpdir}",
             "--auth-root-authentication-method=normal", "--skip-test-db",
         ]  # fmt: skip
         done = subprocess.run(install, capture_output=True, text=True)
@@ -153,7 +156,7 @@ class PrivateMariaDB(PrivateServer):
             MARIADBD, "--no-defaults", "--user=root", f"--datadir={self.datadir}",
             f"--port={self.port}", "--bind-address=127.0.0.1",
             f"--socket={self.root / 'mariadb.sock'}", f"--pid-file={self.root / 'mariadb.pid'}",
-            f"--log-error={self.error_log}",
+            f"--log-error={self.error_log}", f"--tmpdir={self.tmpdir}",
             "--innodb-flush-log-at-trx-commit=1", "--innodb-doublewrite=1",
             "--innodb-buffer-pool-size=64M", "--innodb-log-file-size=48M",
             "--skip-name-resolve", "--performance-schema=OFF", "--max-connections=300",
@@ -164,6 +167,18 @@ class PrivateMariaDB(PrivateServer):
 
     def connect(self, **options: object) -> pymysql.Connection:
         return pymysql.connect(host="127.0.0.1", port=self.port, user="root", **options)  # type: ignore[arg-type]
+
+    def add_user(self, name: str) -> str:
+        """An ordinary user (no SUPER: read_only binds it) with every right on the ems
+        database; returns url() as that user."""
+        conn = self.connect(autocommit=True)
+        try:
+            with conn.cursor() as cursor:
+                cursor.execute(f"CREATE OR REPLACE USER '{name}'@'127.0.0.1'")
+                cursor.execute(f"GRANT ALL ON ems.* TO '{name}'@'127.0.0.1'")
+        finally:
+            conn.close()
+        return self.url().replace("root@", f"{name}@")
 
     def answers(self) -> bool:
         try:

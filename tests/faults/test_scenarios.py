@@ -16,7 +16,7 @@ import redis
 from ems.config import Settings
 from tests.faults.checks import first_after
 from tests.faults.proxy import FaultProxy
-from tests.faults.scenario import Scenario, running
+from tests.faults.scenario import Scenario, running, skewed_clock
 from tests.faults.servers import PrivateMariaDB, PrivateRedis
 
 pytestmark = pytest.mark.faults
@@ -225,11 +225,8 @@ def test_the_server_turned_read_only_and_back(
     producers get a typed error and retry, members keep waiting, nothing is half-written,
     and everything resumes when the server takes writes again. The processes connect as
     an ordinary user: read_only does not bind one with SUPER."""
+    app_url = private_mariadb.add_user("app")
     admin = private_mariadb.connect(autocommit=True)
-    with admin.cursor() as cursor:
-        cursor.execute("CREATE OR REPLACE USER 'app'@'127.0.0.1'")
-        cursor.execute("GRANT ALL ON ems.* TO 'app'@'127.0.0.1'")
-    app_url = fault_settings.database_url.replace("root@", "app@")
     names = [f"member-{i}" for i in range(3)] + [f"producer-{i}" for i in range(3)]
     routes = {name: (app_url, fault_settings.redis_url) for name in names}
     s = Scenario(fault_settings, tmp_path, routes=routes)
@@ -254,18 +251,6 @@ def test_the_server_turned_read_only_and_back(
         admin.close()
 
 
-def _skewed(offset: str) -> dict[str, str]:
-    """Environment that runs a process with its wall clock `offset` off (libfaketime;
-    its monotonic clock stays true, as on a host whose NTP is wrong)."""
-    found = sorted(Path("/usr/lib").glob("*/faketime/libfaketimeMT.so.1"))
-    assert found, "libfaketime is needed (scripts/setup.sh installs Debian's faketime)"
-    return {
-        "LD_PRELOAD": str(found[0]),
-        "FAKETIME": offset,
-        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-    }
-
-
 @pytest.mark.parametrize("offset", ["+1h", "-1h"], ids=["an hour ahead", "an hour behind"])
 def test_a_member_and_a_producer_with_a_skewed_clock(
     fault_settings: Settings, tmp_path: Path, offset: str
@@ -273,7 +258,7 @@ def test_a_member_and_a_producer_with_a_skewed_clock(
     """Leases, hole ages and created_at use the database's clock, so a member (the first,
     likely the leader) and a producer whose clocks are an hour off change nothing: every
     promise kept, and nobody fenced, so nothing is delivered twice."""
-    env = {name: _skewed(offset) for name in ("member-0", "producer-0")}
+    env = {name: skewed_clock(offset) for name in ("member-0", "producer-0")}
     s = Scenario(fault_settings, tmp_path, env=env)
     with running(s):
         s.wait_acks(300)

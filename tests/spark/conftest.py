@@ -9,13 +9,12 @@ import datetime as dt
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import pymysql
 import pytest
 from pyspark.sql import SparkSession
-from sqlalchemy.engine import make_url
 
 from ems.config import DEFAULT_JDBC_JAR, Settings
 from spark.session import get_session
+from tests.conftest import connect
 
 LOG_INSERT = (
     "INSERT INTO topic_group_log (id, group_id, topic_id, partition_no, offset_no, client_id, "
@@ -40,18 +39,6 @@ def spark() -> Iterator[SparkSession]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
-
-
-def connect(settings: Settings) -> pymysql.Connection:
-    url = make_url(settings.database_url)
-    return pymysql.connect(
-        host=url.host,
-        port=url.port or 3306,
-        user=url.username,
-        database=url.database,
-        autocommit=True,
-        init_command="SET time_zone = '+00:00'",
-    )
 
 
 def execute(settings: Settings, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
