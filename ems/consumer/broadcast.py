@@ -7,26 +7,51 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ems.consumer.cluster import delivery
+from ems.consumer.state import Outcome
 from ems.types import Delivery, StartPosition, TopicInfo
 
 if TYPE_CHECKING:
+    from ems.metrics import ConsumerMetrics
     from ems.offsets.reader import PartitionReader
-    from ems.store import Store
+    from ems.ports import Topics
 
 
 class BroadcastSession:
     def __init__(
-        self, store: Store, reader: PartitionReader, topic: TopicInfo, start: StartPosition
+        self,
+        topics: Topics,
+        reader: PartitionReader,
+        topic: TopicInfo,
+        start: StartPosition,
+        metrics: ConsumerMetrics,
     ) -> None:
         self.reader = reader
         self.topic = topic
-        stats = store.topics.partition_stats(topic)
+        self.metrics = metrics
+        stats = topics.partition_stats(topic)
         if start == "earliest":
             self.positions = {s.partition: s.low_watermark or 0 for s in stats}
         else:
             self.positions = {s.partition: s.high_watermark for s in stats}
         self.dirty = set(self.positions)
         self._turn = 0
+
+    # -- the Session protocol: nothing to own, expire, commit or measure -----------------
+
+    def sync(self) -> None:
+        pass
+
+    def expire(self) -> list[Outcome]:
+        return []
+
+    def settle(self, outcomes: list[Outcome], *, wait: bool = True) -> None:
+        self.metrics.broadcast(sum(1 for o in outcomes if o.error is None))
+
+    def lag(self, known_high: Mapping[int, int]) -> None:
+        return None
+
+    def close(self) -> None:
+        pass
 
     def mark(self, news: Mapping[int, int] | None = None) -> None:
         """As ClusterSession.mark."""

@@ -17,8 +17,7 @@ if TYPE_CHECKING:
     from ems.coordination.membership import Membership
     from ems.metrics import ConsumerMetrics
     from ems.offsets.reader import PartitionReader
-    from ems.store import Store
-    from ems.wakeups import Publisher
+    from ems.ports import ConsumeStore, Notifier
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +48,12 @@ class ClusterSession:
 
     def __init__(
         self,
-        store: Store,
+        store: ConsumeStore,
         reader: PartitionReader,
         group: GroupInfo,
         topic: TopicInfo,
         membership: Membership,
-        publisher: Publisher,
+        publisher: Notifier,
         policy: Policy,
         metrics: ConsumerMetrics,
     ) -> None:
@@ -286,6 +285,11 @@ class ClusterSession:
             self._not_written(settlement.partitions() - kept)
             if kept:
                 self._settle(settlement.only(kept))
+
+    def lag(self, known_high: Mapping[int, int]) -> dict[int, int]:
+        return {
+            p: max(known_high.get(p, 0), s.position) - s.committed for p, s in self.states.items()
+        }
 
     def close(self) -> None:
         """On leaving: write what the ack writer holds, stop it, then commit the cursors

@@ -16,14 +16,10 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from types import FrameType, TracebackType
 
-from ems.autoscale.step import autoscaler_for
 from ems.config import Settings
-from ems.consumer.broadcast import BroadcastSession
-from ems.consumer.cluster import ClusterSession
-from ems.consumer.groups import GroupOptions, ensure_group
-from ems.consumer.state import Outcome, Policy
-from ems.coordination.load import LoadMeter
-from ems.coordination.membership import Membership
+from ems.consumer.builder import Backend, build, mysql_backend
+from ems.consumer.groups import GroupOptions
+from ems.consumer.state import Outcome
 from ems.exceptions import (
     InvalidHandler,
     InvalidSetting,
@@ -31,13 +27,10 @@ from ems.exceptions import (
     ServerUnavailable,
     StaleGeneration,
 )
-from ems.metrics import ConsumerMetrics, MetricsServer, start_server
-from ems.offsets.reader import PartitionReader
-from ems.retry import parse_ladder
+from ems.metrics import MetricsServer, start_server
 from ems.store import Store
 from ems.types import Delivery, StartPosition
 from ems.validation import check_name
-from ems.wakeups import Listener, Publisher, group_channel, parse_messages, topic_channel
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +52,10 @@ class Consumer:
     form: `poll()` returns deliveries, then `ack()` or `nack()` them. The group is created
     on first use with the options given; an existing group keeps its settings, and
     options that contradict them raise GroupConflict.
+
+    It runs on MySQL and Redis (`settings`, or the environment; `store`, a Store the
+    caller keeps and closes), or on another `backend`, such as ems.testing's in-memory
+    twin.
     """
 
     def __init__(
@@ -79,12 +76,13 @@ class Consumer:
         renew_every: float = 3.0,
         store: Store | None = None,
         metrics_port: int | None = None,
+        backend: Backend | None = None,
     ) -> None:
         check_name(group, "group")
         check_name(topic, "topic")
         if handler is not None and not callable(handler):
             raise InvalidHandler(f"handler must be callable, not {type(handler).__name__}")
-        options = GroupOptions.checked(
+        self.options = GroupOptions.checked(
             broadcast=broadcast,
             start=start,
             ordered=ordered,
@@ -95,27 +93,22 @@ class Consumer:
             lease_ttl=lease_ttl,
             renew_every=renew_every,
         )
-        self.settings = settings or Settings.from_env()
         self.handler = handler
-        self.options = options
-        self._owns_store = store is None
-        self.store = store or Store(self.settings)
+        if backend is None:
+            backend = mysql_backend(settings or Settings.from_env(), store)
+        self.settings = backend.settings
+        self._backend = backend
+        self.store = backend.store
+        self.publisher = backend.notifier
         try:
-            self.topic = self.store.topics.get(topic)
-            self.group = ensure_group(self.store, group, self.topic, options)
+            parts = build(backend, group, topic, self.options)
         except BaseException:
-            self._close_store()
+            self._release_backend()
             raise
-        self.policy = Policy(
-            ordered=self.group.ordered,
-            ladder=parse_ladder(self.group.retry_ladder),
-            max_attempts=self.group.max_attempts,
-            ack_timeout=float(self.group.ack_timeout_seconds),
-        )
-        self._wake = threading.Event()
-        #: Partition -> last offset announced by a wake-up, not yet looked at.
-        self._pending: dict[int, int] = {}
-        self._pending_lock = threading.Lock()
+        self.topic, self.group, self.policy = parts.topic, parts.group, parts.policy
+        self.membership, self.session = parts.membership, parts.session
+        self.listener, self.inbox = parts.subscription, parts.inbox
+        self.metrics, self.meter = parts.metrics, parts.meter
         self._stopping = threading.Event()
         self._started = False
         self._closed = False
@@ -123,48 +116,7 @@ class Consumer:
         #: port taken is metrics_server.port).
         self.metrics_port = metrics_port
         self.metrics_server: MetricsServer | None = None
-        self.metrics = ConsumerMetrics(group, topic)
-        #: Partition -> high watermark known from wake-ups, for the lag gauge.
-        self._known_high: dict[int, int] = {}
         self._next_gauges = 0.0
-        self.publisher = Publisher(self.settings)
-        #: Messages handled, reported with each lease renewal for the autoscaler.
-        self.meter = LoadMeter()
-        self.membership = Membership(
-            self.store,
-            self.group,
-            self.publisher,
-            ttl=lease_ttl,
-            renew_every=renew_every,
-            lead=not options.broadcast,
-            on_change=self._wake.set,
-            meter=self.meter,
-            autoscaler=autoscaler_for(self.store, self.group, self.settings),
-        )
-        self.listener = Listener(
-            self.settings,
-            {
-                topic_channel(self.settings, self.topic.id): self._on_messages,
-                group_channel(self.settings, self.group.id): self._on_group,
-            },
-        )
-        reader = PartitionReader(self.store.messages, self.settings.gap_timeout)
-        self.session: ClusterSession | BroadcastSession
-        if options.broadcast:
-            self.session = BroadcastSession(
-                self.store, reader, self.topic, options.start or "latest"
-            )
-        else:
-            self.session = ClusterSession(
-                self.store,
-                reader,
-                self.group,
-                self.topic,
-                self.membership,
-                self.publisher,
-                self.policy,
-                self.metrics,
-            )
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -185,7 +137,7 @@ class Consumer:
         """Ask run() to finish its batch, ack it, commit and leave. Safe from any thread
         or a signal handler."""
         self._stopping.set()
-        self._wake.set()
+        self.inbox.wake.set()
 
     def close(self) -> None:
         """Commit the cursors and leave the group. Deliveries polled and not acked are
@@ -196,8 +148,7 @@ class Consumer:
         try:
             if self._started:
                 try:
-                    if isinstance(self.session, ClusterSession):
-                        self.session.close()  # pending acks, then the cursors
+                    self.session.close()  # pending acks, then the cursors
                 finally:
                     # Whatever the last commit met, no thread renews a closed member.
                     try:
@@ -205,8 +156,7 @@ class Consumer:
                     finally:
                         self.listener.stop()
         finally:
-            self.publisher.close()
-            self._close_store()
+            self._release_backend()
             self.metrics.left()
             if self.metrics_server is not None:
                 self.metrics_server.close()
@@ -232,21 +182,22 @@ class Consumer:
         limit = min(max_messages or self.options.batch_size, self.options.batch_size)
         deadline = time.monotonic() + timeout
         while True:
-            self._take_wakeups()
-            if isinstance(self.session, ClusterSession):
-                self.session.sync()
-                late = self.session.expire()
-                if late:
-                    self.session.settle(late, wait=False)
+            news = self.inbox.take()
+            if news:
+                self.session.mark(news)
+            self.session.sync()
+            late = self.session.expire()
+            if late:
+                self.session.settle(late, wait=False)
             batch = self.session.fetch(limit)
             self._update_gauges()
             left = deadline - time.monotonic()
             if batch or left <= 0 or self._stopping.is_set():
                 return batch
             idle = IDLE_WAIT if self.listener.connected.is_set() else POLL_WAIT
-            if not self._wake.wait(min(left, idle)):
+            if not self.inbox.wake.wait(min(left, idle)):
                 self.session.mark()
-            self._wake.clear()
+            self.inbox.wake.clear()
 
     def ack(self, deliveries: Delivery | Iterable[Delivery]) -> None:
         self._settle(Outcome(d) for d in _many(deliveries))
@@ -264,10 +215,7 @@ class Consumer:
     def _settle(self, outcomes: Iterable[Outcome], *, wait: bool = True) -> None:
         outcomes = list(outcomes)
         self.meter.add(len(outcomes))
-        if isinstance(self.session, ClusterSession):
-            self.session.settle(outcomes, wait=wait)
-        else:
-            self.metrics.broadcast(sum(1 for o in outcomes if o.error is None))
+        self.session.settle(outcomes, wait=wait)
 
     # -- push form ---------------------------------------------------------------------
 
@@ -326,44 +274,24 @@ class Consumer:
                 outcomes.append(Outcome(d))
         return outcomes
 
-    # -- wake-ups ----------------------------------------------------------------------
-
-    def _on_messages(self, payload: str) -> None:
-        news = parse_messages(payload)
-        with self._pending_lock:
-            for p, last in news.items():
-                self._pending[p] = max(last, self._pending.get(p, last))
-                self._known_high[p] = max(last + 1, self._known_high.get(p, 0))
-        self._wake.set()
-
-    def _on_group(self, payload: str) -> None:
-        self.membership.poke()
-
-    def _take_wakeups(self) -> None:
-        with self._pending_lock:
-            pending, self._pending = self._pending, {}
-        if pending:
-            self.session.mark(pending)
+    # -- gauges ------------------------------------------------------------------------
 
     def _update_gauges(self) -> None:
         """Lag per owned partition (the high watermark known from wake-ups, or the read
         position, minus the committed cursor) and the leader epoch; at most once a second,
         from what the consumer already knows: no statement."""
         now = time.monotonic()
-        if now < self._next_gauges or not isinstance(self.session, ClusterSession):
+        if now < self._next_gauges:
             return
         self._next_gauges = now + GAUGE_EVERY
-        known = self._known_high
-        self.metrics.set_lag(
-            {
-                p: max(known.get(p, 0), s.position) - s.committed
-                for p, s in self.session.states.items()
-            }
-        )
-        self.metrics.leader_epoch.set(self.membership.epoch or 0)
+        lag = self.session.lag(self.inbox.known_high)
+        if lag is not None:
+            self.metrics.set_lag(lag)
+            self.metrics.leader_epoch.set(self.membership.epoch or 0)
 
-    def _close_store(self) -> None:
-        if self._owns_store:
+    def _release_backend(self) -> None:
+        self.publisher.close()
+        if self._backend.owns_store:
             self.store.close()
 
 

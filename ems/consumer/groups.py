@@ -12,7 +12,7 @@ from ems.types import GroupInfo, StartPosition, TopicInfo
 from ems.validation import check_positive_int
 
 if TYPE_CHECKING:
-    from ems.store import Store
+    from ems.ports import ConsumeStore
 
 DEFAULT_MAX_ATTEMPTS = 16
 DEFAULT_ACK_TIMEOUT = 300
@@ -125,7 +125,9 @@ def conflicts(group: GroupInfo, options: GroupOptions) -> list[str]:
     ]
 
 
-def ensure_group(store: Store, name: str, topic: TopicInfo, options: GroupOptions) -> GroupInfo:
+def ensure_group(
+    store: ConsumeStore, name: str, topic: TopicInfo, options: GroupOptions
+) -> GroupInfo:
     """The group, created on first use. GroupConflict when it exists with other settings."""
     group = store.groups.get(name, topic.id) or store.groups.create(
         new_group(name, topic, options), topic

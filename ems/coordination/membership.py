@@ -26,8 +26,7 @@ from ems.types import AssignmentRow, GroupInfo
 if TYPE_CHECKING:
     from ems.autoscale.step import Autoscaler
     from ems.coordination.load import LoadMeter
-    from ems.store import Store
-    from ems.wakeups import Publisher
+    from ems.ports import CoordinationStore, Notifier
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +37,9 @@ _SLACK = 0.05
 class Membership:
     def __init__(
         self,
-        store: Store,
+        store: CoordinationStore,
         group: GroupInfo,
-        publisher: Publisher,
+        publisher: Notifier,
         *,
         ttl: float,
         renew_every: float,

@@ -7,9 +7,9 @@ from contextlib import suppress
 from ems.config import Settings
 from ems.exceptions import DuplicateKey, InvalidOffset, UnknownPartition
 from ems.offsets.gaps import plan_read
+from ems.ports import MessageLog
 from ems.store import Store
 from ems.store.client import StoreClient
-from ems.store.messages import MessageStore
 from ems.types import PartitionBatch, TopicInfo
 from ems.validation import check_name
 
@@ -18,7 +18,7 @@ _ROUNDS = 4
 
 
 class PartitionReader:
-    def __init__(self, messages: MessageStore, gap_timeout: float) -> None:
+    def __init__(self, messages: MessageLog, gap_timeout: float) -> None:
         self.messages = messages
         self.gap_timeout = gap_timeout
 

@@ -1,0 +1,35 @@
+"""The one interface the consume loop drives: a cluster session (shared partitions, log,
+retries, committed cursors) or a broadcast session (every partition, in memory)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from ems.consumer.state import Outcome
+from ems.types import Delivery
+
+
+class Session(Protocol):
+    def sync(self) -> None:
+        """Follow ownership changes (take, drop, release partitions)."""
+
+    def expire(self) -> list[Outcome]:
+        """Deliveries whose ack timeout passed, as failures to settle."""
+
+    def mark(self, news: Mapping[int, int] | None = None) -> None:
+        """Partitions worth reading now: those with news ({partition: last offset
+        announced}) not read yet, or all when None."""
+
+    def fetch(self, limit: int) -> list[Delivery]: ...
+
+    def settle(self, outcomes: list[Outcome], *, wait: bool = True) -> None:
+        """Apply acks and failures: written at once (wait) or while the next batch is
+        fetched."""
+
+    def lag(self, known_high: Mapping[int, int]) -> dict[int, int] | None:
+        """Lag per owned partition from the high watermarks known from wake-ups (or the
+        read position), without a statement; None where a session keeps no cursor."""
+
+    def close(self) -> None:
+        """On leaving: write what is pending and commit what moved."""

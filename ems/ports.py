@@ -1,0 +1,215 @@
+"""The narrow interfaces the consume path needs from storage and wake-ups.
+
+Coordination and the consumer depend on these Protocols, never on the whole Store. Two
+things implement them: the MySQL store (ems.store, by structure: it imports nothing from
+here) and the in-memory twin in ems.testing, which runs the same membership, handoff and
+session logic at unit speed and lets users test their handlers without servers.
+
+Every time below (lease expiries, pause ends, hole ages) is on the storage's clock, never
+the caller's: for MySQL that is NOW(6).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Protocol
+
+from ems.types import (
+    AssignmentRow,
+    Delivery,
+    GroupInfo,
+    LeaderInfo,
+    MemberInfo,
+    PartitionStats,
+    Settlement,
+    StoredMessage,
+    TopicInfo,
+)
+
+
+class Leases(Protocol):
+    """Client rows (one per member, renewed within its TTL) and the group's leader row."""
+
+    def register(self, group_id: int, client_id: str, host: str, pid: int, ttl: float) -> None:
+        """A new client row whose lease runs for ttl seconds."""
+
+    def renew(
+        self,
+        client_id: str,
+        ttl: float,
+        *,
+        cpu_percent: float | None = None,
+        load_rate: float | None = None,
+    ) -> bool:
+        """Extend a live lease (with the member's load report); False once it expired."""
+
+    def delete(self, client_id: str) -> None: ...
+
+    def members(self, group_id: int) -> list[MemberInfo]:
+        """Every client row of the group, live or expired, in client id order."""
+
+    def lead(self, group_id: int, client_id: str, ttl: float) -> int | None:
+        """Take or renew the leader row: the epoch held (it grows on every takeover, never
+        on a renewal), or None while another client leads."""
+
+    def leader(self, group_id: int) -> LeaderInfo | None: ...
+
+    def resign(self, group_id: int, client_id: str, epoch: int) -> None:
+        """Let the leader row expire now, if this client still holds it at this epoch."""
+
+
+class Assignments(Protocol):
+    """Which client owns each partition of a cluster group, at which generation."""
+
+    def rows(self, group_id: int) -> list[AssignmentRow]: ...
+
+    def apply(
+        self,
+        group_id: int,
+        leader: tuple[str, int],
+        grants: Mapping[int, str],
+        revokes: Iterable[int],
+    ) -> int:
+        """As leader (client id, epoch), in one step fenced by the epoch (NotLeader):
+        delete expired clients, bump the group's generation, grant partitions at it and
+        ask owners to revoke others. Returns the new generation."""
+
+    def release(self, group_id: int, client_id: str, partitions: Mapping[int, int]) -> None:
+        """As owner: hand back revoking partitions {partition: generation}."""
+
+
+class Cursors(Protocol):
+    """The group's committed cursors and its pause (an offset reset in progress)."""
+
+    def offsets(self, group_id: int) -> dict[int, int]:
+        """Committed cursor (next offset to consume) per partition."""
+
+    def commit(self, group_id: int, client_id: str, cursors: Mapping[int, tuple[int, int]]) -> None:
+        """Commit {partition: (next offset, generation)} all together or none:
+        StaleGeneration unless this client, with a live lease, owns every one of them
+        at that generation."""
+
+    def pause_left(self, group_id: int) -> float | None:
+        """Seconds the group stays paused, or None when it is not."""
+
+
+class ConsumptionLog(Protocol):
+    """Per-delivery state (start, done, retry, dead), retries and dead letters."""
+
+    def start(
+        self, group_id: int, topic_id: int, client_id: str, deliveries: Sequence[Delivery]
+    ) -> None: ...
+
+    def settle(self, group_id: int, topic_id: int, client_id: str, settlement: Settlement) -> None:
+        """One ack batch, all or nothing, with its cursors committed as Cursors.commit
+        does (StaleGeneration: nothing written)."""
+
+    def claim_due(
+        self, group_id: int, topic: str, partitions: Sequence[int], limit: int, lease: float
+    ) -> list[Delivery]:
+        """Due retries of these partitions, claimed for lease seconds."""
+
+
+class MessageLog(Protocol):
+    """What a partition reader needs: rows in offset order, the clock that ages holes,
+    and tombstones to close old holes."""
+
+    def fetch(
+        self, topic_id: int, partition: int, from_offset: int, limit: int
+    ) -> list[StoredMessage]:
+        """Stored rows (tombstones too) from from_offset on, in offset order; a hole in
+        the offsets is simply not there."""
+
+    def low_offset(self, topic_id: int, partition: int) -> int | None:
+        """The partition's low watermark after a purge (None when never purged)."""
+
+    def now(self) -> dt.datetime: ...
+
+    def insert_tombstones(self, topic_id: int, partition: int, offsets: Iterable[int]) -> None:
+        """Close holes, one offset after the other; DuplicateKey at the first one a
+        message (or another reader) got to first, the ones before it staying closed."""
+
+    def high_watermarks(self, topic: TopicInfo) -> dict[int, int]: ...
+
+
+class Topics(Protocol):
+    def get(self, name: str) -> TopicInfo:
+        """UnknownTopic when there is none of that name."""
+
+    def partition_stats(self, topic: TopicInfo, *, exact: bool = False) -> list[PartitionStats]:
+        """Per partition: watermarks and counts."""
+
+
+class Groups(Cursors, Protocol):
+    def get(self, name: str, topic_id: int) -> GroupInfo | None: ...
+
+    def create(self, spec: GroupInfo, topic: TopicInfo) -> GroupInfo:
+        """The group with its leader row, cursors at the start position (cluster groups)
+        and released assignment rows; DuplicateKey when it exists."""
+
+
+class ConsumeStore(Protocol):
+    """Everything a Consumer reads and writes, by concern."""
+
+    @property
+    def topics(self) -> Topics: ...
+
+    @property
+    def messages(self) -> MessageLog: ...
+
+    @property
+    def groups(self) -> Groups: ...
+
+    @property
+    def leases(self) -> Leases: ...
+
+    @property
+    def assignments(self) -> Assignments: ...
+
+    @property
+    def consumption(self) -> ConsumptionLog: ...
+
+    def close(self) -> None: ...
+
+
+class CoordinationStore(Protocol):
+    """What a membership needs: leases, assignments and the group's pause."""
+
+    @property
+    def leases(self) -> Leases: ...
+
+    @property
+    def assignments(self) -> Assignments: ...
+
+    @property
+    def groups(self) -> Cursors: ...
+
+
+class Notifier(Protocol):
+    """Wake-ups sent: fire and forget, never an error (readers fall back to polling)."""
+
+    def messages(self, topic_id: int, last_offsets: Mapping[int, int]) -> None: ...
+
+    def group(self, group_id: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Subscription(Protocol):
+    """Wake-ups received on callbacks from a thread of its own, from start() to stop()."""
+
+    @property
+    def connected(self) -> _Flag: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class _Flag(Protocol):
+    def is_set(self) -> bool: ...
+
+
+#: Channel name -> callback taking the payload: what a Subscription is opened with.
+Callbacks = Mapping[str, Callable[[str], None]]

@@ -1,0 +1,8 @@
+"""Test without servers: an in-memory twin of ems's storage and wake-ups that runs the
+real consumer, membership and handoff code (MemoryBroker), and a clock that moves on cue
+(ManualClock)."""
+
+from ems.testing.broker import MemoryBroker
+from ems.testing.memory import DeadLetter, LogRow, ManualClock, MemoryStore
+
+__all__ = ["DeadLetter", "LogRow", "ManualClock", "MemoryBroker", "MemoryStore"]

@@ -1,0 +1,298 @@
+"""The in-memory twin (ems.testing) keeps the MySQL store's rules: every test here runs
+once on the real server and once on the twin, through the ports the consumer uses."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from ems.consumer.groups import GroupOptions, ensure_group
+from ems.exceptions import DuplicateKey, NotLeader, StaleGeneration
+from ems.ports import ConsumeStore
+from ems.store import Store
+from ems.testing import MemoryStore
+from ems.types import Delivery, Failure, GroupInfo, NewMessage, Settlement, TopicInfo
+from tests.integration import seed
+
+
+@dataclass
+class Twin:
+    """One of the two implementations, and what the ports do not cover: seeding and
+    reading back rows."""
+
+    store: ConsumeStore
+    create_topic: Callable[[str, int], TopicInfo]
+    put: Callable[[TopicInfo, int, int, bytes], None]
+    log_state: Callable[[GroupInfo, int, int], tuple[str, int] | None]
+    dead: Callable[[GroupInfo], list[tuple[int, int, bytes]]]
+
+
+def _mysql(store: Store) -> Twin:
+    def put(topic: TopicInfo, partition: int, offset: int, body: bytes) -> None:
+        store.messages.insert([NewMessage(topic.id, partition, offset, None, None, body)])
+
+    def log_state(group: GroupInfo, partition: int, offset: int) -> tuple[str, int] | None:
+        rows = seed.sql(
+            store,
+            "SELECT state, attempts FROM topic_group_log "
+            "WHERE group_id = %s AND partition_no = %s AND offset_no = %s",
+            (group.id, partition, offset),
+        )
+        return (str(rows[0][0]), int(rows[0][1])) if rows else None
+
+    def dead(group: GroupInfo) -> list[tuple[int, int, bytes]]:
+        rows = seed.sql(
+            store,
+            "SELECT partition_no, offset_no, body FROM dead_message WHERE group_id = %s "
+            "ORDER BY partition_no, offset_no",
+            (group.id,),
+        )
+        return [(int(p), int(o), bytes(b)) for p, o, b in rows]
+
+    return Twin(
+        store=store,
+        create_topic=lambda name, n: store.topics.create(name, n, 24, 1 << 20),
+        put=put,
+        log_state=log_state,
+        dead=dead,
+    )
+
+
+def _memory() -> Twin:
+    store = MemoryStore()
+
+    def log_state(group: GroupInfo, partition: int, offset: int) -> tuple[str, int] | None:
+        row = store.tables.log.get((group.id, partition, offset))
+        return None if row is None else (row.state, row.attempts)
+
+    return Twin(
+        store=store,
+        create_topic=lambda name, n: store.topics.create(name, n, 24, 1 << 20),
+        put=lambda topic, p, o, body: store.messages.put(topic, p, o, body) and None,
+        log_state=log_state,
+        dead=lambda group: [
+            (d.partition, d.offset, d.message.body)
+            for d in store.tables.dead
+            if d.group_id == group.id
+        ],
+    )
+
+
+@pytest.fixture(params=["mysql", "memory"])
+def twin(request: pytest.FixtureRequest) -> Iterator[Twin]:
+    if request.param == "mysql":
+        yield _mysql(request.getfixturevalue("store"))
+    else:
+        yield _memory()
+
+
+@pytest.fixture
+def topic(twin: Twin) -> TopicInfo:
+    return twin.create_topic("t", 4)
+
+
+@pytest.fixture
+def group(twin: Twin, topic: TopicInfo) -> GroupInfo:
+    return ensure_group(twin.store, "g", topic, seed.options(None))
+
+
+def _expired(read: Callable[[], float]) -> None:
+    seed.wait_until(lambda: read() < 0)
+
+
+def test_a_lease_is_renewed_while_live_and_refused_once_expired(
+    twin: Twin, group: GroupInfo
+) -> None:
+    leases = twin.store.leases
+    leases.register(group.id, "a", "h", 1, ttl=0.3)
+    assert leases.renew("a", ttl=0.3, cpu_percent=50.0, load_rate=10.0)
+    (member,) = leases.members(group.id)
+    assert member.client_id == "a" and 0.1 < member.expires_in <= 0.3
+    _expired(lambda: leases.members(group.id)[0].expires_in)
+    assert not leases.renew("a", ttl=10)
+    leases.delete("a")
+    assert leases.members(group.id) == []
+
+
+def test_the_epoch_grows_on_takeover_only(twin: Twin, group: GroupInfo) -> None:
+    leases = twin.store.leases
+    assert leases.lead(group.id, "a", ttl=0.3) == 1
+    assert leases.lead(group.id, "a", ttl=0.3) == 1
+    assert leases.lead(group.id, "b", ttl=0.3) is None
+    _expired(lambda: leases.leader(group.id).expires_in)  # type: ignore[union-attr]
+    assert leases.lead(group.id, "a", ttl=10) == 2  # its own row, but expired: a takeover
+    leases.resign(group.id, "a", 2)
+    assert leases.lead(group.id, "b", ttl=10) == 3
+    leader = leases.leader(group.id)
+    assert leader is not None and (leader.client_id, leader.epoch) == ("b", 3)
+
+
+def test_a_deposed_leader_writes_nothing(twin: Twin, group: GroupInfo) -> None:
+    s = twin.store
+    s.leases.register(group.id, "a", "h", 1, ttl=10)
+    assert s.leases.lead(group.id, "a", ttl=0.2) == 1
+    _expired(lambda: s.leases.leader(group.id).expires_in)  # type: ignore[union-attr]
+    assert s.leases.lead(group.id, "b", ttl=10) == 2
+    before = s.assignments.rows(group.id)
+    with pytest.raises(NotLeader):
+        s.assignments.apply(group.id, ("a", 1), {0: "a"}, [])
+    assert s.assignments.rows(group.id) == before
+
+
+def test_apply_reaps_expired_clients_grants_at_a_new_generation_and_revokes(
+    twin: Twin, group: GroupInfo
+) -> None:
+    s = twin.store
+    s.leases.register(group.id, "a", "h", 1, ttl=10)
+    s.leases.register(group.id, "gone", "h", 2, ttl=0.2)
+    assert s.leases.lead(group.id, "a", ttl=10) == 1
+    first = s.assignments.apply(group.id, ("a", 1), {0: "a", 1: "a"}, [])
+    _expired(lambda: min(m.expires_in for m in s.leases.members(group.id)))
+    second = s.assignments.apply(group.id, ("a", 1), {2: "a"}, [1, 3])
+    assert second == first + 1
+    assert [m.client_id for m in s.leases.members(group.id)] == ["a"]
+    rows = {r.partition: (r.client_id, r.generation, r.state) for r in s.assignments.rows(group.id)}
+    assert rows == {
+        0: ("a", first, "assigned"),
+        1: ("a", first, "revoking"),
+        2: ("a", second, "assigned"),
+        3: (None, 0, "released"),  # was never assigned: nothing to revoke
+    }
+    s.assignments.release(group.id, "a", {1: second})  # not the generation it holds
+    s.assignments.release(group.id, "a", {0: first})  # not revoking
+    s.assignments.release(group.id, "b", {1: first})  # not the owner
+    assert [r.state for r in s.assignments.rows(group.id)][:2] == ["assigned", "revoking"]
+    s.assignments.release(group.id, "a", {1: first})
+    assert s.assignments.rows(group.id)[1].state == "released"
+
+
+def _owning(twin: Twin, group: GroupInfo, partitions: dict[int, str]) -> int:
+    s = twin.store
+    for client in sorted(set(partitions.values())):
+        s.leases.register(group.id, client, "h", 1, ttl=10)
+    epoch = s.leases.lead(group.id, sorted(partitions.values())[0], ttl=10)
+    assert epoch is not None
+    return s.assignments.apply(group.id, (sorted(partitions.values())[0], epoch), partitions, [])
+
+
+def test_a_commit_is_fenced_and_all_or_nothing(twin: Twin, group: GroupInfo) -> None:
+    s = twin.store
+    generation = _owning(twin, group, {0: "a", 1: "b"})
+    s.groups.commit(group.id, "a", {0: (5, generation)})
+    with pytest.raises(StaleGeneration):
+        s.groups.commit(group.id, "a", {0: (7, generation), 1: (9, generation)})
+    with pytest.raises(StaleGeneration):
+        s.groups.commit(group.id, "a", {0: (7, generation - 1)})
+    s.leases.delete("a")  # no live lease: no commit, even of its own partition
+    with pytest.raises(StaleGeneration):
+        s.groups.commit(group.id, "a", {0: (7, generation)})
+    assert s.groups.offsets(group.id) == {0: 5, 1: 0, 2: 0, 3: 0}
+
+
+def _delivery(topic: TopicInfo, partition: int, offset: int, attempt: int = 1) -> Delivery:
+    return Delivery(
+        topic=topic.name,
+        partition=partition,
+        offset=offset,
+        key=None,
+        headers={},
+        body=b"",
+        timestamp=None,  # type: ignore[arg-type]
+        attempt=attempt,
+        message_id=0,
+    )
+
+
+def _message_ids(twin: Twin, topic: TopicInfo, partition: int) -> dict[int, int]:
+    return {m.offset: m.id for m in twin.store.messages.fetch(topic.id, partition, 0, 100)}
+
+
+def test_settle_logs_retries_dead_letters_and_commits_in_one_step(
+    twin: Twin, topic: TopicInfo, group: GroupInfo
+) -> None:
+    s = twin.store
+    for offset in range(3):
+        twin.put(topic, 0, offset, b"m%d" % offset)
+    ids = _message_ids(twin, topic, 0)
+    generation = _owning(twin, group, {0: "a"})
+    s.consumption.start(group.id, topic.id, "a", [_delivery(topic, 0, o) for o in range(3)])
+    s.consumption.start(group.id, topic.id, "a", [_delivery(topic, 0, 2)])  # again: attempt 2
+    assert twin.log_state(group, 0, 2) == ("start", 2)
+    settlement = Settlement(
+        done=[(0, 0)],
+        failed=[
+            Failure(0, 1, ids[1], 1, "boom", 0.05),  # retried after 50 ms
+            Failure(0, 2, ids[2], 2, "boom", None),  # out of attempts
+        ],
+        cursors={0: (3, generation)},
+    )
+    s.consumption.settle(group.id, topic.id, "a", settlement)
+    assert [twin.log_state(group, 0, o) for o in range(3)] == [
+        ("done", 1),
+        ("retry", 1),
+        ("dead", 2),
+    ]
+    assert twin.dead(group) == [(0, 2, b"m2")]
+    assert s.groups.offsets(group.id)[0] == 3
+    time.sleep(0.1)
+    (due,) = s.consumption.claim_due(group.id, topic.name, [0, 1], 10, lease=30)
+    assert (due.partition, due.offset, due.body, due.attempt) == (0, 1, b"m1", 2)
+    assert s.consumption.claim_due(group.id, topic.name, [0, 1], 10, lease=30) == []  # claimed
+
+
+def test_a_stale_settlement_writes_nothing(twin: Twin, topic: TopicInfo, group: GroupInfo) -> None:
+    s = twin.store
+    twin.put(topic, 0, 0, b"m0")
+    generation = _owning(twin, group, {0: "a"})
+    s.consumption.start(group.id, topic.id, "a", [_delivery(topic, 0, 0)])
+    stale = Settlement(done=[(0, 0)], cursors={0: (1, generation - 1)})
+    with pytest.raises(StaleGeneration):
+        s.consumption.settle(group.id, topic.id, "a", stale)
+    assert twin.log_state(group, 0, 0) == ("start", 1)
+    assert s.groups.offsets(group.id)[0] == 0
+
+
+def test_holes_are_skipped_by_fetch_and_closed_by_tombstones(twin: Twin, topic: TopicInfo) -> None:
+    s = twin.store
+    for offset in (0, 1, 4):
+        twin.put(topic, 2, offset, b"x")
+    assert [m.offset for m in s.messages.fetch(topic.id, 2, 1, 10)] == [1, 4]
+    with pytest.raises(DuplicateKey):  # 3 is closed, then 4 is taken
+        s.messages.insert_tombstones(topic.id, 2, range(3, 5))
+    assert [m.offset for m in s.messages.fetch(topic.id, 2, 0, 10)] == [0, 1, 3, 4]
+    s.messages.insert_tombstones(topic.id, 2, range(2, 3))
+    fetched = s.messages.fetch(topic.id, 2, 0, 10)
+    assert [(m.offset, m.tombstone) for m in fetched] == [
+        (0, False),
+        (1, False),
+        (2, True),
+        (3, True),
+        (4, False),
+    ]
+    assert s.messages.high_watermarks(topic) == {0: 0, 1: 0, 2: 5, 3: 0}
+    assert s.messages.low_offset(topic.id, 2) is None
+
+
+def test_new_groups_start_at_the_earliest_or_the_next_offset(twin: Twin, topic: TopicInfo) -> None:
+    for offset in range(3):
+        twin.put(topic, 1, offset, b"x")
+    early = ensure_group(twin.store, "early", topic, seed.options(None))
+    late_options = GroupOptions.checked(
+        broadcast=False,
+        start="latest",
+        ordered=None,
+        retry_ladder=None,
+        max_attempts=None,
+        ack_timeout=None,
+        batch_size=100,
+        lease_ttl=10,
+        renew_every=3,
+    )
+    late = ensure_group(twin.store, "late", topic, late_options)
+    assert twin.store.groups.offsets(early.id) == {0: 0, 1: 0, 2: 0, 3: 0}
+    assert twin.store.groups.offsets(late.id) == {0: 0, 1: 3, 2: 0, 3: 0}
+    assert {r.state for r in twin.store.assignments.rows(late.id)} == {"released"}
+    assert twin.store.groups.pause_left(late.id) is None

@@ -1,0 +1,197 @@
+"""The consumer, its membership and the cooperative handoff at unit speed, on the
+in-memory twin (ems.testing): the same code that runs on MySQL and Redis, no server."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ems import Consumer
+from ems.exceptions import InvalidName, InvalidPartitionCount, UnknownTopic
+from ems.testing import ManualClock, MemoryBroker
+from ems.types import Delivery
+
+FAST = {"lease_ttl": 5.0, "renew_every": 0.05, "start": "earliest"}
+
+
+def wait_until(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def owned(c: Consumer) -> set[int]:
+    return set(c.membership.ownership()[1])
+
+
+def polling(consumers: list[Consumer], seen: list[tuple[str, int, int]]) -> Callable[[], None]:
+    """One round of poll and ack by every consumer: handoffs move only while owners
+    poll (a revoked partition is released by its owner's consume loop)."""
+
+    def round_() -> None:
+        for c in consumers:
+            batch = c.poll(timeout=0.01)
+            seen.extend((c.client_id, d.partition, d.offset) for d in batch)
+            c.ack(batch)
+
+    return round_
+
+
+def wait_polling(
+    consumers: list[Consumer], seen: list[tuple[str, int, int]], check: Callable[[], bool]
+) -> None:
+    step = polling(consumers, seen)
+
+    def done() -> bool:
+        step()
+        return check()
+
+    wait_until(done)
+
+
+def drain(consumers: list[Consumer], seen: list[tuple[str, int, int]], until: int) -> None:
+    """Poll and ack round robin until `until` deliveries were seen."""
+    deadline = time.monotonic() + 15
+    while len(seen) < until:
+        assert time.monotonic() < deadline, f"only {len(seen)} of {until} delivered"
+        for c in consumers:
+            batch = c.poll(timeout=0.05)
+            seen.extend((c.client_id, d.partition, d.offset) for d in batch)
+            c.ack(batch)
+
+
+def test_a_handler_is_tested_without_servers() -> None:
+    """What a user's unit test looks like: publish, run the handler, look at what was
+    committed, retried and dead-lettered."""
+    broker = MemoryBroker()
+    broker.create_topic("readings", partitions=2)
+    for i in range(6):
+        broker.send("readings", f"{i}", key=f"project-{i % 3}")
+    broker.send("readings", "not a number", key="project-0")
+    stored: list[float] = []
+
+    def handle(d: Delivery) -> None:
+        stored.append(float(d.body))
+
+    consumer = broker.consumer(
+        "store", "readings", handle, retry_ladder="10ms", max_attempts=2, **FAST
+    )
+    assert consumer.run(max_messages=8, handle_signals=False) == 8  # 7, and one retry
+    assert sorted(stored) == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert sum(broker.committed("store", "readings").values()) == 7
+    (dead,) = broker.dead_letters("store", "readings")
+    assert (dead.message.body, dead.attempts) == (b"not a number", 2)
+    assert "ValueError" in dead.error
+    assert {row.state for row in broker.log("store", "readings").values()} == {"done", "dead"}
+
+
+def test_bad_input_is_refused_as_on_the_servers() -> None:
+    broker = MemoryBroker()
+    with pytest.raises(UnknownTopic):
+        broker.consumer("g", "nowhere")
+    broker.create_topic("t")
+    with pytest.raises(UnknownTopic):
+        broker.send("other", b"x")
+    with pytest.raises(InvalidName):
+        broker.create_topic("no spaces")
+    with pytest.raises(InvalidPartitionCount):
+        broker.create_topic("u", 0)
+
+
+def test_members_split_the_partitions_and_hand_them_over_without_loss() -> None:
+    broker = MemoryBroker()
+    broker.create_topic("t", partitions=4)
+    for i in range(200):
+        broker.send("t", b"x", key=str(i))
+    seen: list[tuple[str, int, int]] = []
+    a = broker.consumer("g", "t", batch_size=10, **FAST)
+    b = broker.consumer("g", "t", batch_size=10, **FAST)
+    with a, b:
+        wait_polling([a, b], seen, lambda: len(owned(a)) == 2 and len(owned(b)) == 2)
+        assert owned(a).isdisjoint(owned(b))
+        drain([a, b], seen, 100)
+        b.close()  # b commits and leaves: a takes its partitions over from its cursors
+        wait_polling([a], seen, lambda: owned(a) == {0, 1, 2, 3})
+        drain([a], seen, 200)
+    handled = {(p, o) for _, p, o in seen}
+    assert len(handled) == 200  # every message, none lost
+    assert sum(broker.committed("g", "t").values()) == 200
+
+
+def test_a_member_that_stops_renewing_loses_its_partitions_to_the_live_one() -> None:
+    """Leases run on the storage's clock: move it, and a silent member's lease expires
+    without waiting out its TTL."""
+    clock = ManualClock()
+    broker = MemoryBroker(clock=clock)
+    broker.create_topic("t", partitions=4)
+    a = broker.consumer("g", "t", **FAST)
+    b = broker.consumer("g", "t", **FAST)
+    seen: list[tuple[str, int, int]] = []
+    with a:
+        wait_polling([a, b], seen, lambda: len(owned(a)) == 2 and len(owned(b)) == 2)
+        b.membership._stop.set()  # b's threads stop renewing, as in a kill -9
+        for _ in range(6):  # past b's 5 s lease, a step at a time: a renews meanwhile
+            clock.advance(1.0)
+            time.sleep(0.2)
+        wait_polling([a], seen, lambda: owned(a) == {0, 1, 2, 3})
+        assert [m.client_id for m in broker.store.leases.members(a.group.id)] == [a.client_id]
+    b.close()
+
+
+def test_broadcast_members_each_get_every_message() -> None:
+    broker = MemoryBroker()
+    broker.create_topic("t", partitions=3)
+    members = [broker.consumer("b", "t", broadcast=True, start="latest") for _ in range(2)]
+    got: dict[int, list[bytes]] = {0: [], 1: []}
+    for m in members:
+        m.start()
+    try:
+        for i in range(9):
+            broker.send("t", f"{i}")
+
+        def poll_all() -> bool:
+            for i, m in enumerate(members):
+                got[i].extend(d.body for d in m.poll(timeout=0.01))
+            return all(len(v) == 9 for v in got.values())
+
+        wait_until(poll_all)
+    finally:
+        for m in members:
+            m.close()
+    assert sorted(got[0]) == sorted(got[1]) == [b"%d" % i for i in range(9)]
+
+
+def test_a_running_consumer_wakes_on_a_send_from_another_thread() -> None:
+    broker = MemoryBroker()
+    broker.create_topic("t")
+    handled = threading.Event()
+    consumer = broker.consumer("g", "t", lambda d: handled.set(), **FAST)
+    runner = threading.Thread(target=consumer.run, kwargs={"handle_signals": False})
+    runner.start()
+    try:
+        wait_until(lambda: owned(consumer) == {0})
+        broker.send("t", b"late")
+        assert handled.wait(5)
+    finally:
+        consumer.stop()
+        runner.join(10)
+    assert broker.committed("g", "t") == {0: 1}
+
+
+def test_the_readme_example_runs() -> None:
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = text.split("### Testing handlers without servers", 1)[1]
+    code = section.split("```python", 1)[1].split("```", 1)[0]
+    handled: list[object] = []
+    namespace: dict[str, object] = {
+        "store_reading": lambda d: handled.append(json.loads(d.body)),
+    }
+    exec(compile(code, "README.md", "exec"), namespace)
+    namespace["test_store_reading"]()  # type: ignore[operator]
+    assert handled == [{"t": 21.5}]
