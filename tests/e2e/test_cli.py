@@ -23,7 +23,10 @@ from ems.topics import TopicAdmin
 
 UNREACHABLE_DB = "mysql+pymysql://root@127.0.0.1:1/ems"
 UNREACHABLE_REDIS = "redis://127.0.0.1:1/0"
-PROGRESS = re.compile(r"^\s*\d+\.\ds\s+\d+ msg/s\s+total \d+\s+(p\d+=\d+ ?)+$")
+PROGRESS = re.compile(
+    r"^\s*\d+\.\ds\s+publish\s+\d+ msg/s\s+consume\s+-?\d+ msg/s\s+lag [\w.-]+ \d+\s+"
+    r"((handler-\d+|[\w.-]+)\[[\d,]*\]\s*)*(\(no members\))?$"
+)
 
 
 class Cli:
@@ -405,22 +408,26 @@ def check_readings(settings: Settings, topic: str, partitions: int) -> None:
                 assert 1 <= reading["project_id"] <= 10
 
 
-def assert_stopped(settings: Settings, topic: str, summary: str) -> None:
-    done = re.fullmatch(rf"done: (\d+) messages to {re.escape(topic)} in .*", summary)
-    assert done, summary
+def assert_stopped(settings: Settings, topic: str, lines: list[str]) -> None:
+    """The last two lines: what was published, and that the group handled all of it."""
+    done = re.fullmatch(rf"done: (\d+) messages to {re.escape(topic)} in .*", lines[-2])
+    assert done, lines[-2:]
     count = stored_messages(settings, topic)
     assert count == int(done.group(1)) > 0
+    assert lines[-1] == f"data-handlers: handled {count}, lag 0"
     time.sleep(1.0)
-    assert stored_messages(settings, topic) == count, "a producer outlived the demo"
+    assert stored_messages(settings, topic) == count, "a gateway outlived the demo"
 
 
 @pytest.mark.slow
-def test_demo_runs_for_its_duration(cli: Cli, settings: Settings) -> None:
+def test_demo_runs_the_pipeline_while_a_handler_joins_and_one_leaves(
+    cli: Cli, settings: Settings
+) -> None:
     started = time.monotonic()
     result = cli.run(
         "demo",
         "--duration",
-        "3",
+        "9",
         "--topic",
         "iot.test",
         "--partitions",
@@ -431,18 +438,24 @@ def test_demo_runs_for_its_duration(cli: Cli, settings: Settings) -> None:
         "10",
         "--batch",
         "20",
-        timeout=60,
+        timeout=90,
     )
     assert result.returncode == 0, result.stderr
-    assert time.monotonic() - started < 30
+    assert time.monotonic() - started < 60
     lines = result.stdout.splitlines()
     assert lines[0] == "created topic iot.test with 4 partitions"
-    progress = lines[1:-1]
-    assert len(progress) == 3
-    assert all(PROGRESS.match(line) and "p3=" in line for line in progress), progress
-    totals = [int(line.split("total ")[1].split()[0]) for line in progress]
-    assert totals == sorted(totals) and totals[-1] > 0
-    assert_stopped(settings, "iot.test", lines[-1])
+    events = [line for line in lines if line[:2] in ("+ ", "- ")]
+    assert events == [
+        "+ handler-3 joins data-handlers",
+        "- handler-1 leaves data-handlers (SIGTERM: it commits and hands over)",
+    ]
+    progress = [line for line in lines[1:-2] if line not in events]
+    assert len(progress) == 9
+    assert all(PROGRESS.match(line) for line in progress), progress
+    assert "handler-1[" in progress[0] and "handler-2[" in progress[0], progress[0]
+    assert any(re.search(r"handler-3\[\d", line) for line in progress), progress  # it got some
+    assert "handler-1[" not in progress[-1], progress  # it left; the others took over
+    assert_stopped(settings, "iot.test", lines)
     check_readings(settings, "iot.test", 4)
 
 
@@ -460,7 +473,7 @@ def test_demo_stops_cleanly_on_ctrl_c(cli: Cli, settings: Settings) -> None:
         demo.kill()
     assert demo.returncode == 0, err
     assert "Traceback" not in err
-    assert_stopped(settings, "iot.ctrlc", out.splitlines()[-1])
+    assert_stopped(settings, "iot.ctrlc", out.splitlines())
 
 
 @pytest.mark.slow

@@ -10,7 +10,6 @@ from click.testing import CliRunner
 from ems import exceptions as ex
 from ems.cli import cli
 from ems.cli.common import table
-from ems.cli.demo import progress_line
 from ems.cli.errors import EmsGroup
 from ems.cli.produce import batched_lines
 from ems.exit_codes import exit_code_for
@@ -135,8 +134,3 @@ def test_batched_lines_strips_only_the_trailing_newline() -> None:
 def test_table_aligns_columns_and_shows_none_as_dash() -> None:
     text = table(("name", "n"), [["long-name", 1], ["x", None]])
     assert text.splitlines() == ["name       n", "long-name  1", "x          -"]
-
-
-def test_progress_line() -> None:
-    line = progress_line(2.04, 1234.4, 5000, {1: 7, 0: 3})
-    assert line.split() == ["2.0s", "1234", "msg/s", "total", "5000", "p0=3", "p1=7"]
