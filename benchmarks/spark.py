@@ -226,7 +226,8 @@ def spark_session(master: str):  # type: ignore[no-untyped-def]
 
 def spark_job(spark: SparkSession, settings: Settings, count: int, root: Path) -> JobRun:
     """Compact freshly seeded rows with the job, as `ems spark compact` does."""
-    from spark.jobs.compact import CompactRequest, compact
+    from spark.compaction.request import CompactRequest
+    from spark.compaction.runner import compact
 
     rows = seed_log(settings, count)
     with closing(Store(settings)) as store:
@@ -249,7 +250,7 @@ def spark_phases(
     the memory cache, then the archive written from it."""
     from pyspark import StorageLevel
 
-    from spark.jobs.compact import Compactor
+    from spark.compaction.steps import Compactor
     from spark.transforms.compaction import ARCHIVE_PARTITIONS, LOG_UNIQUE_COLUMNS, archive_frame
 
     seed_log(settings, count)
@@ -329,7 +330,8 @@ def job_medians(results: Results, column: str, runs: list[JobRun]) -> None:
 
 
 def measure_spark_lag(spark, settings: Settings, results: Results) -> None:  # type: ignore[no-untyped-def]
-    from spark.jobs.lag_report import LagRequest, report
+    from spark.lag.report import report
+    from spark.lag.request import LagRequest
 
     snapshots = seed_snapshots(settings)
     with closing(Store(settings)) as store:

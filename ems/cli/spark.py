@@ -1,7 +1,7 @@
 """`ems spark`: the Spark jobs (compaction, lag report) on local[*] or any master.
 
-The jobs live in the spark package (spark/jobs/); they are imported when a command runs,
-so the rest of the CLI works without pyspark installed.
+The jobs live in the spark package (spark/compaction/, spark/lag/); they are imported when
+a command runs, so the rest of the CLI works without pyspark installed.
 """
 
 from __future__ import annotations
@@ -84,10 +84,11 @@ def compact(
     crash_after: str | None,
 ) -> None:
     """Archive final consumption-log rows to Parquet, summarize them, delete them."""
-    from spark.jobs import compact as job
+    from spark.compaction import runner as job
+    from spark.compaction.request import CompactRequest
     from spark.options import parse_conf, parse_crash_point, parse_duration, parse_timestamp
 
-    request = job.CompactRequest(
+    request = CompactRequest(
         archive_root=archive_root,
         cutoff=parse_timestamp(cutoff) if cutoff else None,
         older_than=parse_duration(older_than) if older_than else None,
@@ -140,10 +141,11 @@ def lag_report(
     confs: tuple[str, ...],
 ) -> None:
     """Lag, lag age, rates and Burrow-style status per group and partition."""
-    from spark.jobs import lag_report as job
+    from spark.lag import runner as job
+    from spark.lag.request import LagRequest
     from spark.options import parse_conf, parse_duration, parse_timestamp
 
-    request = job.LagRequest(
+    request = LagRequest(
         window=parse_duration(window),
         as_of=parse_timestamp(as_of) if as_of else None,
         groups=groups,

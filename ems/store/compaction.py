@@ -1,4 +1,5 @@
-"""Statements of the compaction job: its run row, the summary upsert, chunked deletes.
+"""Statements of the compaction job: its run row, the archive read, the summary upsert,
+chunked deletes.
 
 Each step of a run commits together with the run row's new status, so a rerun after a
 crash at any point knows exactly which steps are done.
@@ -55,6 +56,21 @@ def final_rows_predicate(cutoff: dt.datetime, group_ids: Sequence[int]) -> str:
     if group_ids:
         where += f" AND group_id IN ({', '.join(str(int(g)) for g in group_ids)})"
     return where
+
+
+def archive_query(run: CompactionRunInfo, columns: Sequence[str]) -> str:
+    """The SELECT a run archives: `columns` of the rows in its id range that
+    final_rows_predicate selects. Spark's JDBC source runs it in ranges of id and takes no
+    bind parameters, so the ids (from the run row) are formatted in as integers."""
+    if run.min_id is None or run.max_id is None:
+        raise ValueError(f"compaction run {run.id} has no rows to read")
+    where = final_rows_predicate(run.cutoff, run.group_ids)
+    # ENUM arrives as a padded CHAR over JDBC ('done '); TRIM makes it a plain string.
+    selected = ", ".join("TRIM(state) AS state" if c == "state" else c for c in columns)
+    return (
+        f"SELECT {selected} FROM topic_group_log "
+        f"WHERE id BETWEEN {int(run.min_id)} AND {int(run.max_id)} AND {where}"
+    )
 
 
 def _run(row: Any) -> CompactionRunInfo:

@@ -1,13 +1,15 @@
-"""The offset snapshot capture: committed offsets and high watermarks, one INSERT.
+"""The offset snapshot capture (committed offsets and high watermarks, one INSERT) and the
+lag report's read of a window of snapshots.
 
-Cheap by construction: group_offset is small, the high watermarks come from one loose
-index scan of message's unique key (one index dive per partition, never COUNT(*)), the
-oldest unconsumed message is one unique-key lookup per committed partition.
+The capture is cheap by construction: group_offset is small, the high watermarks come from
+one loose index scan of message's unique key (one index dive per partition, never
+COUNT(*)), the oldest unconsumed message is one unique-key lookup per committed partition.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Select, select, text
@@ -21,6 +23,25 @@ _INSERT = (
     "committed_offset, high_watermark, committed_at, oldest_unconsumed_at) "
     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
 )
+
+
+def window_query(
+    ids: tuple[int, int], start: dt.datetime, end: dt.datetime, group_ids: Sequence[int]
+) -> str:
+    """The SELECT of the snapshots captured in (start, end] within their id bounds (from
+    SnapshotStore.id_range), of these groups ([]: every group). Spark's JDBC source runs it
+    in ranges of id and takes no bind parameters, so ids and times are formatted in."""
+    where = (
+        f"id BETWEEN {int(ids[0])} AND {int(ids[1])} "
+        f"AND captured_at > '{start.isoformat(sep=' ')}' "
+        f"AND captured_at <= '{end.isoformat(sep=' ')}'"
+    )
+    if group_ids:
+        where += f" AND group_id IN ({', '.join(str(int(g)) for g in group_ids)})"
+    return (
+        "SELECT id, captured_at, group_id, topic_id, partition_no, committed_offset, "
+        f"high_watermark, committed_at, oldest_unconsumed_at FROM offset_snapshot WHERE {where}"
+    )
 
 
 def _committed_query() -> Select[Any]:

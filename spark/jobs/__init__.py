@@ -1,1 +1,2 @@
-"""Job entry points: each main() does the I/O around pure transforms."""
+"""spark-submit entry points: each main() turns its arguments into a spark.compaction or
+spark.lag request and runs it."""

@@ -19,7 +19,8 @@ from pyspark.sql import SparkSession
 
 from ems.config import Settings
 from ems.store import Store
-from spark.jobs.compact import CompactRequest, compact
+from spark.compaction.request import CompactRequest
+from spark.compaction.runner import compact
 from spark.options import parse_crash_point
 from tests.spark.conftest import execute
 from tests.spark.test_compact_job import (
@@ -96,7 +97,7 @@ def test_rerun_after_stop_at_each_step(
 ) -> None:
     root = tmp_path / "archive"
     seeded = seed(settings)
-    monkeypatch.setattr("spark.jobs._runtime.crash_now", _kill)
+    monkeypatch.setattr("spark.runtime.crash_now", _kill)
     request = CompactRequest(
         cutoff=CUTOFF, archive_root=str(root), crash_after=parse_crash_point(crash_after)
     )

@@ -16,7 +16,8 @@ from pyspark.sql import SparkSession
 from ems.config import Settings
 from ems.exceptions import InvalidCutoff, UnknownGroup
 from ems.store import Store
-from spark.jobs.compact import CompactRequest, compact
+from spark.compaction.request import CompactRequest
+from spark.compaction.runner import compact
 from tests.spark.conftest import add_group, at, execute, insert_log
 
 CUTOFF = at("2026-11-20 12:00:00")

@@ -20,8 +20,9 @@ from ems.config import Settings
 from ems.exceptions import EmsError, InvalidCutoff, JobAlreadyRunning
 from ems.store import Store
 from ems.store.compaction import lock_name
-from spark.jobs import _runtime
-from spark.jobs.compact import CompactRequest, RunOutcome, pause_after, serve
+from spark import runtime
+from spark.compaction.request import CompactRequest, RunOutcome
+from spark.compaction.runner import pause_after, serve
 from tests.spark.conftest import connect, execute, insert_log
 from tests.spark.test_compact_job import CUTOFF, archived_ids, live_ids, seed
 
@@ -140,7 +141,7 @@ def test_pause_after(every: int, took: float, pause: float) -> None:
 
 def test_sigterm_during_the_wait_sets_the_stop_event_and_the_handler_is_restored() -> None:
     before = signal.getsignal(signal.SIGTERM)
-    with _runtime.stop_on_sigterm() as stop:
+    with runtime.stop_on_sigterm() as stop:
         assert not stop.is_set()
         # Another process signals while the loop waits for its next run.
         killer = subprocess.Popen(["sh", "-c", f"sleep 0.3; kill -TERM {os.getpid()}"])

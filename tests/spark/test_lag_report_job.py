@@ -13,7 +13,8 @@ from ems.cli import cli
 from ems.config import Settings
 from ems.maintenance.snapshots import capture_offset_snapshots
 from ems.store import Store
-from spark.jobs.lag_report import LagRequest, report
+from spark.lag.report import report
+from spark.lag.request import LagRequest
 from tests.spark.conftest import add_group, execute
 
 AS_OF = dt.datetime(2026, 11, 21, 12, 0, 0)

@@ -1,4 +1,8 @@
-"""What both jobs share around Spark: preflight, the session, error translation, crashes."""
+"""What both jobs share around Spark: preflight, the session, error translation, crashes.
+
+pyspark and py4j are imported only where Spark is used: the preflight runs first and says
+how to install what is missing.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,10 @@ from typing import TYPE_CHECKING, TypeVar
 
 from ems.config import Settings
 from ems.exceptions import EmsError, SparkJobFailed
+from ems.exit_codes import exit_code_for
+from spark.options import parse_conf
 from spark.preflight import check_environment
+from spark.session import get_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -48,8 +55,6 @@ def session(
     """A session for one job run, stopped afterwards (only if this run started it).
     `shield_jvm`: a JVM started here ignores SIGTERM (see sigterm_ignored)."""
     from pyspark.sql import SparkSession
-
-    from spark.session import get_session
 
     jar = check_environment(settings.jdbc_jar)
     existing = SparkSession.getActiveSession()
@@ -122,9 +127,6 @@ def main_for(
     """A job's spark-submit entry point: build its request from the arguments, run it with
     settings from the environment and print its report; or print the error and return the
     CLI's exit code for it."""
-    from ems.exit_codes import exit_code_for
-    from spark.options import parse_conf
-
     try:
         request = make_request(args)
         outcome = run(Settings.from_env(), request, master=args.master, conf=parse_conf(args.conf))
