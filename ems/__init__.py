@@ -1,22 +1,51 @@
-"""ems: a MySQL-backed stream queue (Extend MySQL Stream)."""
+"""ems: a MySQL-backed stream queue (Extend MySQL Stream).
 
-from ems import exceptions
-from ems.config import Settings
-from ems.consumer import Consumer
-from ems.exceptions import EmsError
-from ems.groups import GroupAdmin, GroupDescription
-from ems.offsets.reader import Reader
-from ems.producer import Producer
-from ems.topics import TopicAdmin
-from ems.types import (
-    Delivery,
-    PartitionBatch,
-    PartitionStats,
-    Record,
-    RecordMetadata,
-    StoredMessage,
-    TopicInfo,
-)
+The public names load on first use (PEP 562): `import ems` alone costs almost nothing, so
+a command, a spawned worker or a script pays only for the parts it touches.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ems import exceptions
+    from ems.config import Settings
+    from ems.consumer import Consumer
+    from ems.exceptions import EmsError
+    from ems.groups import GroupAdmin, GroupDescription
+    from ems.offsets.reader import Reader
+    from ems.producer import Producer
+    from ems.topics import TopicAdmin
+    from ems.types import (
+        Delivery,
+        PartitionBatch,
+        PartitionStats,
+        Record,
+        RecordMetadata,
+        StoredMessage,
+        TopicInfo,
+    )
+
+#: Public name -> the module that defines it.
+_HOMES = {
+    "Consumer": "ems.consumer",
+    "Delivery": "ems.types",
+    "EmsError": "ems.exceptions",
+    "GroupAdmin": "ems.groups",
+    "GroupDescription": "ems.groups",
+    "PartitionBatch": "ems.types",
+    "PartitionStats": "ems.types",
+    "Producer": "ems.producer",
+    "Reader": "ems.offsets.reader",
+    "Record": "ems.types",
+    "RecordMetadata": "ems.types",
+    "Settings": "ems.config",
+    "StoredMessage": "ems.types",
+    "TopicAdmin": "ems.topics",
+    "TopicInfo": "ems.types",
+}
 
 __all__ = [
     "Consumer",
@@ -36,3 +65,18 @@ __all__ = [
     "TopicInfo",
     "exceptions",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "exceptions":
+        return importlib.import_module("ems.exceptions")
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'ems' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

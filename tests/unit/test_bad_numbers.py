@@ -32,7 +32,10 @@ def number_params() -> Iterator[tuple[str, click.Parameter]]:
             if isinstance(param.type, click.types.IntParamType | click.types.FloatParamType):
                 yield f"{path} {param.name}", param
         if isinstance(command, click.Group):
-            for name, sub in command.commands.items():
+            ctx = click.Context(command)  # the top group loads its commands on demand
+            for name in command.list_commands(ctx):
+                sub = command.get_command(ctx, name)
+                assert sub is not None, name
                 yield from walk(sub, f"{path} {name}")
 
     yield from walk(cli, "ems")
