@@ -86,6 +86,12 @@ class InvalidPolicy(InvalidInput):
     """An alarm, autoscaling or cleanup setting is not valid."""
 
 
+class InvalidAccount(InvalidInput):
+    """A MySQL account is USER@HOST with USER matching [A-Za-z0-9_][A-Za-z0-9_.-]{0,31} and
+    HOST matching [A-Za-z0-9%_.:/-]{1,255}: both are written into GRANT statements, which
+    take no placeholders for accounts."""
+
+
 class UnsupportedGroup(InvalidInput):
     """The operation does not apply to this kind of group (broadcast groups keep their
     cursors in memory; ordered groups take no out-of-order redelivery)."""
@@ -124,6 +130,10 @@ class UnknownJob(NotFound):
 
 class UnknownAlarm(NotFound):
     """No such alarm."""
+
+
+class UnknownAccount(NotFound):
+    """No MySQL account has this user and host; create it first (CREATE USER)."""
 
 
 class MessagePurged(UnknownMessage):

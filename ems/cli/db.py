@@ -1,4 +1,4 @@
-"""`ems db`: create the database and migrate its schema.
+"""`ems db`: create the database, migrate its schema, grant read-only access to its views.
 
 ems.store.migrate is imported inside the commands: it pulls in Alembic, which the other
 commands (and the demo's spawned producers) need not pay for at start-up.
@@ -9,6 +9,8 @@ from __future__ import annotations
 import click
 
 from ems.cli.common import settings
+from ems.store import Store
+from ems.store.readonly import VIEW_NAMES, account, grant_statements
 
 
 @click.group()
@@ -59,3 +61,44 @@ def current() -> None:
     click.echo(f"head:    {head or '(none)'}")
     if found != head:
         click.echo("run `ems db upgrade` to migrate", err=True)
+
+
+@db.command("grant-readonly")
+@click.argument("user")
+@click.option("--host", default="%", show_default=True, help="The account's host part.")
+@click.option(
+    "--with-tables",
+    is_flag=True,
+    help="Also SELECT on every ems table, message bodies, keys and headers included.",
+)
+@click.option("--apply", is_flag=True, help="Run the GRANTs instead of printing them.")
+def grant_readonly(user: str, host: str, with_tables: bool, apply: bool) -> None:
+    """Print (or run) the GRANTs of a read-only account USER for ad-hoc SQL.
+
+    The account gets SELECT on the ems_ views only (lag, dead letters, topic volume,
+    in-flight messages, waiting retries, members and leases; see docs/sql.md): it reads
+    no message body, key or header and can write nothing. --with-tables adds SELECT on the
+    plain tables, for the queries of docs/sql.md that join them; grant it only to whoever
+    may read every message.
+
+    Printed, the statements can be piped to `mysql` as an administrator. --apply runs them
+    on EMS_DATABASE_URL (whose user needs GRANT OPTION); the account must exist already
+    (CREATE USER), and nothing is granted when it does not.
+    """
+    config = settings()
+    to = account(user, host)
+    database = config.database_name
+    if not apply:
+        for statement in grant_statements(database, to, with_tables=with_tables):
+            click.echo(f"{statement};")
+        return
+    store = Store(config)
+    try:
+        statements = store.readonly.grant(database, to, with_tables=with_tables)
+    finally:
+        store.close()
+    for statement in statements:
+        click.echo(f"{statement};")
+    tables = len(statements) - len(VIEW_NAMES)
+    objects = f"{len(VIEW_NAMES)} views" + (f" and {tables} tables" if tables else "")
+    click.echo(f"granted SELECT on {objects} of database {database} to {to}")

@@ -18,6 +18,7 @@ from ems.store.maintenance import MaintenanceStore
 from ems.store.messages import MessageStore
 from ems.store.purge import PurgeStore
 from ems.store.queries import QueryStore
+from ems.store.readonly import ReadonlyStore
 from ems.store.replays import ReplayStore
 from ems.store.resets import ResetStore
 from ems.store.scheduler import SchedulerStore
@@ -53,6 +54,7 @@ class Store:
         self.queries = QueryStore(self.db)
         self.traces = TraceStore(self.db)
         self.dead_letters = DeadLetterStore(self.db)
+        self.readonly = ReadonlyStore(self.db)
 
     def close(self) -> None:
         self.db.dispose()

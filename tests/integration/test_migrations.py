@@ -1,4 +1,5 @@
-"""Migrations on the real server: upgrade, downgrade, upgrade, and no drift from the models."""
+"""Migrations on the real server: upgrade, downgrade, upgrade, and no drift from the models;
+the read-only views of 0005 come and go with their migration."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from sqlalchemy import create_engine, inspect, text
 from ems.config import Settings
 from ems.models import metadata
 from ems.store import migrate
+from ems.store.readonly import VIEW_NAMES
 from tests.conftest import BASE_URL, run_database_name
 
 #: A scratch database of this run's own (each xdist worker and checkout has one).
@@ -41,16 +43,50 @@ def _tables(settings: Settings) -> set[str]:
         engine.dispose()
 
 
+def _views(settings: Settings) -> set[str]:
+    engine = create_engine(settings.database_url)
+    try:
+        return set(inspect(engine).get_view_names())
+    finally:
+        engine.dispose()
+
+
 def test_round_trip(scratch: Settings) -> None:
     expected = {t.name for t in metadata.sorted_tables}
     migrate.upgrade(scratch)
     assert expected <= _tables(scratch)
+    assert _views(scratch) == set(VIEW_NAMES)
     assert migrate.current_revision(scratch) == migrate.head_revision(scratch)
     migrate.downgrade(scratch)
     assert _tables(scratch) & expected == set()
+    assert _views(scratch) == set()
     assert migrate.current_revision(scratch) is None
     migrate.upgrade(scratch)
     assert expected <= _tables(scratch)
+    assert _views(scratch) == set(VIEW_NAMES)
+
+
+def test_the_views_migration_drops_only_its_views(scratch: Settings) -> None:
+    migrate.upgrade(scratch)
+    migrate.downgrade(scratch, "0004")
+    assert _views(scratch) == set()
+    assert {t.name for t in metadata.sorted_tables} <= _tables(scratch)
+    migrate.upgrade(scratch)
+    assert _views(scratch) == set(VIEW_NAMES)
+
+
+def test_the_views_hold_under_only_full_group_by(scratch: Settings) -> None:
+    """Created and read in the strictest grouping mode (MariaDB's, which knows no
+    functional dependencies), so they also work where an analyst's server sets it."""
+    engine = create_engine(scratch.database_url)
+    with engine.connect() as conn:
+        conn.execute(text("SET SESSION sql_mode = 'ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES'"))
+        config = migrate.alembic_config(scratch)
+        config.attributes["connection"] = conn
+        command.upgrade(config, "head")
+        for name in VIEW_NAMES:
+            conn.execute(text(f"SELECT * FROM {name}")).all()
+    engine.dispose()
 
 
 def test_models_match_migrations(scratch: Settings) -> None:
@@ -76,7 +112,8 @@ def test_tables_are_innodb_utf8mb4(scratch: Settings) -> None:
         rows = conn.execute(
             text(
                 "SELECT table_name, engine, table_collation FROM information_schema.tables "
-                f"WHERE table_schema = '{SCRATCH}' AND table_name != 'alembic_version'"
+                f"WHERE table_schema = '{SCRATCH}' AND table_name != 'alembic_version' "
+                "AND table_type = 'BASE TABLE'"
             )
         ).all()
     engine.dispose()
