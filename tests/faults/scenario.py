@@ -252,11 +252,25 @@ class Scenario:
             f"--- {p.name}\n" + "\n".join(self.stderr(p).splitlines()[-lines:]) for p in self.procs
         )
 
+    def rereads(self) -> dict[str, int]:
+        """Per member, how many times an ack write it gave up on made it read partitions
+        again from their stored cursors (its log says so): the batch whose acks were not
+        written may then come again, to it or, once its lease is gone, to another."""
+        return {
+            p.name: self.stderr(p).count("were not made: reading them again")
+            for p in self.of("member")
+        }
+
     def max_redelivered(self) -> int:
-        """One in-flight batch for each member that crashed or lost its lease (at least
-        one): a member takes a new batch only once the acks of the last are written, so
-        what it handled and had not committed is at most the batch in hand."""
-        incidents = sum(p.crashed for p in self.of("member")) + sum(self.fencings().values())
+        """One in-flight batch for each incident (at least one): a member crashed, lost
+        its lease, or gave up on an ack write. A member takes a new batch only once the
+        acks of the last are written, so what one incident can bring back is at most the
+        batch in hand."""
+        incidents = (
+            sum(p.crashed for p in self.of("member"))
+            + sum(self.fencings().values())
+            + sum(self.rereads().values())
+        )
         return self.batch * max(1, incidents)
 
 

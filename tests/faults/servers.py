@@ -102,8 +102,16 @@ class PrivateServer:
         self.start()
 
     def pause(self) -> None:
-        os.kill(self._running().pid, signal.SIGSTOP)
+        """SIGSTOP, and wait until every thread has stopped: the signal is only queued
+        when kill() returns, and on a busy machine a server thread that is running can
+        still answer a query before it stops."""
+        pid = self._running().pid
+        os.kill(pid, signal.SIGSTOP)
         self.paused = True
+        deadline = time.monotonic() + 10
+        while not _all_stopped(pid):
+            assert time.monotonic() < deadline, f"{self.name} did not stop on SIGSTOP"
+            time.sleep(0.01)
 
     def resume(self) -> None:
         os.kill(self._running().pid, signal.SIGCONT)
@@ -227,6 +235,18 @@ class PrivateRedis(PrivateServer):
             return False
         finally:
             client.close()
+
+
+def _all_stopped(pid: int) -> bool:
+    """Whether every thread of the process is in the stopped state (T in /proc)."""
+    states = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except FileNotFoundError:  # a thread that just ended
+            continue
+        states.append(stat.rsplit(")", 1)[1].split()[0])
+    return all(state in ("T", "t") for state in states)
 
 
 def _wait(
