@@ -1,7 +1,8 @@
 """`python -m benchmarks [SUITE ...]`: run benchmark suites and print their reports.
 
 Every suite writes benchmarks/results/<suite>-latest.md. With no suite named, all run.
-Afterwards the README's benchmark figures are rendered again from the results files.
+Afterwards the benchmark figures of docs/benchmarks.md are rendered again from the results
+files (benchmarks/docs_figures.py).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from benchmarks import assignor, consumer, faults, producer, purge, purge_drop, readme
+from benchmarks import assignor, consumer, docs_figures, faults, producer, purge, purge_drop
 from benchmarks import spark as spark_suite
 from benchmarks.harness import BenchConfig, bench_config
 from ems.config import Settings
@@ -137,8 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
     for name in args.suites or list(SUITES):
         status = max(status, SUITES[name](cfg, args))
-    if readme.update():
-        print(f"rendered the benchmark figures in {readme.README.name} from benchmarks/results")
+    if docs_figures.update():
+        page = docs_figures.PAGE.relative_to(docs_figures.ROOT)
+        print(f"rendered the benchmark figures in {page} from benchmarks/results")
     return status
 
 

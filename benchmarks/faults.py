@@ -29,8 +29,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmarks.docs_figures import results_path
 from benchmarks.harness import BenchConfig
-from benchmarks.readme import results_path
 from benchmarks.report import environment
 from ems.config import Settings
 from ems.store import migrate

@@ -106,7 +106,7 @@ class Settings:
     #: 50 by default, with purge_pause 10: the retention purge then works about a tenth of
     #: the time in short transactions, and publish p99 during a 1M-row purge was 1.65-1.94x
     #: idle (about 2,000 rows/s, twice the publishing rate); 1,000 rows and pause 1 purged
-    #: 13x faster at 4.92x idle p99, the same day (README, "Cleanup scheduler").
+    #: 13x faster at 4.92x idle p99, the same day (docs/benchmark-notes.md, "Purge").
     purge_chunk_rows: int = 50
     #: After each transaction of a message purge, rest this many times as long as the work
     #: since the last rest took: most of the server stays with publishers while a purge

@@ -184,14 +184,15 @@ def test_a_running_consumer_wakes_on_a_send_from_another_thread() -> None:
     assert broker.committed("g", "t") == {0: 1}
 
 
-def test_the_readme_example_runs() -> None:
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = text.split("### Testing handlers without servers", 1)[1]
+def test_the_guides_example_runs() -> None:
+    guide = Path(__file__).resolve().parents[2] / "docs" / "guide.md"
+    text = guide.read_text()
+    section = text.split("\n## Testing handlers without servers\n", 1)[1]
     code = section.split("```python", 1)[1].split("```", 1)[0]
     handled: list[object] = []
     namespace: dict[str, object] = {
         "store_reading": lambda d: handled.append(json.loads(d.body)),
     }
-    exec(compile(code, "README.md", "exec"), namespace)
+    exec(compile(code, "docs/guide.md", "exec"), namespace)
     namespace["test_store_reading"]()  # type: ignore[operator]
     assert handled == [{"t": 21.5}]
