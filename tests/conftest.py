@@ -89,14 +89,17 @@ def reset_state(settings: Settings) -> None:
     client.close()
 
 
-def connect(settings: Settings) -> pymysql.Connection:
-    """A plain autocommit PyMySQL connection to the database of `settings`, in UTC."""
+def connect(
+    settings: Settings, user: str | None = None, password: str | None = None
+) -> pymysql.Connection:
+    """A plain autocommit PyMySQL connection to the database of `settings`, in UTC: as
+    the URL's user, or as `user` with `password`."""
     url = make_url(settings.database_url)
     return pymysql.connect(
         host=url.host or "127.0.0.1",
         port=url.port or 3306,
-        user=url.username or "root",
-        password=url.password or "",
+        user=user or url.username or "root",
+        password=(password if user else url.password) or "",
         database=url.database,
         autocommit=True,
         init_command="SET time_zone = '+00:00'",

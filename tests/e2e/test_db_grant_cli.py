@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterator
 
 import pymysql
 import pytest
-from sqlalchemy.engine import make_url
 
 from ems.config import Settings
 from ems.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE
@@ -66,15 +65,7 @@ def account_exists(admin: pymysql.Connection, user: str) -> bool:
 
 
 def login(settings: Settings, user: str, password: str) -> pymysql.Connection:
-    url = make_url(settings.database_url)
-    return pymysql.connect(
-        host=url.host or "127.0.0.1",
-        port=url.port or 3306,
-        user=user,
-        password=password,
-        database=url.database,
-        autocommit=True,
-    )
+    return connect(settings, user, password)
 
 
 def denied(conn: pymysql.Connection, sql: str) -> bool:

@@ -10,9 +10,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import pymysql
 import pytest
-from sqlalchemy.engine import make_url
 
 from ems.config import Settings
 from ems.store import Store
@@ -86,15 +84,7 @@ def test_sql_example_runs_and_answers(
 ) -> None:
     seed_all(store)
     user, password = accounts[views_only(sql)]
-    url = make_url(settings.database_url)
-    conn = pymysql.connect(
-        host=url.host or "127.0.0.1",
-        port=url.port or 3306,
-        user=user,
-        password=password,
-        database=url.database,
-        autocommit=True,
-    )
+    conn = connect(settings, user, password)
     try:
         for statement in statements(sql):
             with conn.cursor() as cursor:
