@@ -329,7 +329,10 @@ def test_a_leader_deposed_before_its_patch_does_not_scale(
     fake, kubeconfig = cluster
     store.autoscale.set_policy(group.id, K8S)
     join(store, group, (5000, 10), (5000, 10))
-    old = lead(store, group, "c0", ttl=1.0)
+    # Long enough to reach the PATCH (the step's reads, the decision and the GET of the
+    # deployment took over 1 s on a slow machine, and the old 1 s lease ran out before
+    # the leader row was held), short enough to run out while the PATCH waits for it.
+    old = lead(store, group, "c0", ttl=5.0)
     taken: list[float] = []
     patched: list[float] = []
     scale = KubernetesBackend.scale

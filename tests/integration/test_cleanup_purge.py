@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -113,6 +114,13 @@ def test_a_purge_round_takes_from_every_partition_in_chunk_sized_transactions(
     assert seed.sql(store, "SELECT COUNT(*) FROM message") == [(5 * 72,)]
 
 
+def _patch_rest(monkeypatch: pytest.MonkeyPatch, rest: Callable[[float], object]) -> None:
+    """The purge's sleeps go to `rest`; every other thread of the process keeps the real
+    time.sleep (patching time.sleep itself made any thread a test left behind spin)."""
+    fake = types.SimpleNamespace(monotonic=time.monotonic, sleep=rest)
+    monkeypatch.setattr("ems.maintenance.purge.time", fake)
+
+
 def test_a_purge_rests_after_every_transaction_in_proportion_to_its_work(
     settings: Settings, store: Store, topic: TopicInfo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -123,9 +131,8 @@ def test_a_purge_rests_after_every_transaction_in_proportion_to_its_work(
     watch_deletes(
         store, monkeypatch, lambda ranges: events.append(("delete", time.monotonic(), 0.0))
     )
-    monkeypatch.setattr(
-        "ems.maintenance.purge.time.sleep", lambda s: events.append(("rest", time.monotonic(), s))
-    )
+    rest = lambda s: events.append(("rest", time.monotonic(), s))  # noqa: E731
+    _patch_rest(monkeypatch, rest)
     started = time.monotonic()
     counts = purge_retention(store, settings.with_(purge_chunk_rows=50, purge_pause=3.0))
 
@@ -145,7 +152,7 @@ def test_a_purge_without_a_pause_never_rests(
     seed.messages(store, topic, 0, range(120), OLD)
     seed.messages(store, topic, 0, range(120, 121), NEW)
     rests: list[float] = []
-    monkeypatch.setattr("ems.maintenance.purge.time.sleep", rests.append)
+    _patch_rest(monkeypatch, rests.append)
     counts = purge_retention(store, settings.with_(purge_chunk_rows=50, purge_pause=0.0))
     assert counts["deleted"] == 120 and rests == []
 
