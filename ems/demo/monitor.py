@@ -15,7 +15,8 @@ from ems.types import TopicInfo
 @dataclass(frozen=True, kw_only=True)
 class Sample:
     at: float
-    #: Messages stored in the topic (the sum of its high watermarks).
+    #: Messages stored in the topic (the sum of its high watermarks, read by the group's
+    #: description, so one sample is one describe).
     published: int
     #: Messages the group has committed past (the sum of its cursors).
     consumed: int
@@ -28,9 +29,8 @@ def member_name(client_id: str, pid: int, names: Mapping[int, str]) -> str:
     return names.get(pid, client_id)
 
 
-def sample_of(
-    at: float, published: int, group: GroupDescription, names: Mapping[int, str]
-) -> Sample:
+def sample_of(at: float, group: GroupDescription, names: Mapping[int, str]) -> Sample:
+    published = sum(p.high_watermark for p in group.partitions)
     consumed = sum(p.committed_offset or 0 for p in group.partitions)
     members = {
         member_name(m.client_id, m.pid, names): m.partitions for m in group.members if m.live
@@ -61,7 +61,6 @@ class Monitor:
     def __init__(
         self, store: Store, topic: TopicInfo, group: str, names: Callable[[], dict[int, str]]
     ) -> None:
-        self.store = store
         self.topic = topic
         self.group = group
         self.names = names
@@ -71,8 +70,7 @@ class Monitor:
 
     def sample(self) -> Sample:
         (description,) = [d for d in self.admin.describe(self.group) if d.topic == self.topic.name]
-        published = sum(self.store.messages.high_watermarks(self.topic).values())
-        return sample_of(time.monotonic(), published, description, self.names())
+        return sample_of(time.monotonic(), description, self.names())
 
     def restart(self) -> None:
         """The clock and the rates count from now (the totals from the baseline)."""

@@ -82,7 +82,7 @@ def test_a_sample_names_live_members_by_process_and_sums_the_cursors() -> None:
         partitions=(_partition(0, 5, 9), _partition(1, 7, 7)),
         total_lag=4,
     )
-    s = sample_of(1.0, 16, group, {41: "handler-1"})
+    s = sample_of(1.0, group, {41: "handler-1"})
     assert (s.published, s.consumed, s.lag) == (16, 12, 4)
     assert s.members == {"10.0.0.1-42-y": (1,), "handler-1": (0,)}  # the expired one is gone
 
