@@ -13,16 +13,20 @@ from ems import Consumer
 from ems.config import Settings
 from ems.consumer.groups import GroupOptions, ensure_group
 from ems.store import Store
-from ems.types import Delivery, GroupInfo, TopicInfo
+from ems.types import Delivery, GroupInfo, StartPosition, TopicInfo
 
 
 def options(
-    ack_timeout: int | None = 300, *, broadcast: bool = False, ordered: bool | None = None
+    ack_timeout: int | None = 300,
+    *,
+    broadcast: bool = False,
+    ordered: bool | None = None,
+    start: StartPosition = "earliest",
 ) -> GroupOptions:
     """A cluster group's options as the tests use them (ack_timeout None: the default)."""
     return GroupOptions.checked(
         broadcast=broadcast,
-        start="earliest",
+        start=start,
         ordered=ordered,
         retry_ladder=None,
         max_attempts=None,

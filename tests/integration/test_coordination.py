@@ -8,7 +8,7 @@ import pytest
 
 from ems import TopicAdmin
 from ems.config import Settings
-from ems.consumer.groups import GroupOptions, ensure_group
+from ems.consumer.groups import ensure_group
 from ems.exceptions import NotLeader, StaleGeneration
 from ems.store import Store
 from ems.types import GroupInfo
@@ -114,8 +114,7 @@ def test_group_creation_sets_cursors_at_the_start_position(
     with Producer(settings, store=store) as producer:
         producer.send_batch("t2", [b"x"] * 6)
     earliest = ensure_group(store, "early", topic, OPTIONS)
-    latest_options = GroupOptions.checked(**{**OPTIONS.__dict__, "start": "latest"})
-    latest = ensure_group(store, "late", topic, latest_options)
+    latest = ensure_group(store, "late", topic, seed.options(None, start="latest"))
     assert store.groups.offsets(earliest.id) == {0: 0, 1: 0}
     assert store.groups.offsets(latest.id) == {0: 3, 1: 3}
 

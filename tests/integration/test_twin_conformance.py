@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from ems.consumer.groups import GroupOptions, ensure_group
+from ems.consumer.groups import ensure_group
 from ems.exceptions import DuplicateKey, NotLeader, StaleGeneration
 from ems.ports import ConsumeStore
 from ems.store import Store
@@ -280,18 +280,7 @@ def test_new_groups_start_at_the_earliest_or_the_next_offset(twin: Twin, topic: 
     for offset in range(3):
         twin.put(topic, 1, offset, b"x")
     early = ensure_group(twin.store, "early", topic, seed.options(None))
-    late_options = GroupOptions.checked(
-        broadcast=False,
-        start="latest",
-        ordered=None,
-        retry_ladder=None,
-        max_attempts=None,
-        ack_timeout=None,
-        batch_size=100,
-        lease_ttl=10,
-        renew_every=3,
-    )
-    late = ensure_group(twin.store, "late", topic, late_options)
+    late = ensure_group(twin.store, "late", topic, seed.options(None, start="latest"))
     assert twin.store.groups.offsets(early.id) == {0: 0, 1: 0, 2: 0, 3: 0}
     assert twin.store.groups.offsets(late.id) == {0: 0, 1: 3, 2: 0, 3: 0}
     assert {r.state for r in twin.store.assignments.rows(late.id)} == {"released"}
