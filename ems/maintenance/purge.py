@@ -162,38 +162,41 @@ def _chunk(settings: Settings) -> int:
 def purge_retention(store: Store, settings: Settings, *, dry_run: bool = False) -> dict[str, int]:
     """Delete messages older than their topic's retention_hours, never one still being
     retried or in flight, nor the last row of a partition. dry_run: count them only."""
-    chunk = _chunk(settings)
-    counts = {"topics": 0, "partitions": 0, "deleted": 0}
-    for topic in store.topics.all():
-        cutoff = store.purge.cutoff(topic.retention_hours)
-        counts["topics"] += 1
-        done = purge_topic(
-            store,
-            topic.id,
-            dict.fromkeys(range(topic.partitions)),
-            cutoff=cutoff,
-            chunk=chunk,
-            dry_run=dry_run,
-            pause=settings.purge_pause,
-        )
-        _add(counts, done)
-    return counts
+    targets = (
+        (t.id, dict.fromkeys(range(t.partitions)), store.purge.cutoff(t.retention_hours))
+        for t in store.topics.all()
+    )
+    return _purge_each(store, settings, targets, dry_run)
 
 
 def delete_consumed(store: Store, settings: Settings, *, dry_run: bool = False) -> dict[str, int]:
     """For topics with delete_consumed set: delete the messages every cluster group of the
     topic has committed past (nothing for a topic without one), with the same rules.
     dry_run: count them only."""
+    targets = (
+        (topic_id, {p: low for p, low in store.purge.consumed(topic_id).items() if p < n}, None)
+        for topic_id, n in store.purge.consumed_topics()
+    )
+    return _purge_each(store, settings, targets, dry_run)
+
+
+#: (topic id, partition -> offset the purge may not reach or None, cutoff or None)
+Target = tuple[int, Mapping[int, int | None], "dt.datetime | None"]
+
+
+def _purge_each(
+    store: Store, settings: Settings, targets: Iterable[Target], dry_run: bool
+) -> dict[str, int]:
+    """purge_topic for each target in turn (each is read just before its purge)."""
     chunk = _chunk(settings)
     counts = {"topics": 0, "partitions": 0, "deleted": 0}
-    for topic_id, partitions in store.purge.consumed_topics():
-        bounds = store.purge.consumed(topic_id)
+    for topic_id, partitions, cutoff in targets:
         counts["topics"] += 1
         done = purge_topic(
             store,
             topic_id,
-            {p: low for p, low in bounds.items() if p < partitions},
-            cutoff=None,
+            partitions,
+            cutoff=cutoff,
             chunk=chunk,
             dry_run=dry_run,
             pause=settings.purge_pause,
