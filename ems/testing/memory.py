@@ -8,6 +8,7 @@ nothing), one log row per (group, partition, offset), retries claimed for a leas
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -131,6 +132,10 @@ class Tables:
     retries: dict[tuple[int, int, int], RetryRow] = field(default_factory=dict)
     dead: list[DeadLetter] = field(default_factory=list)
     _ids: dict[str, int] = field(default_factory=dict)
+    #: (topic id, partition) -> its stored offsets in order; message id -> row: the
+    #: indexes a fetch, a watermark and a dead letter's copy use, as on the server.
+    _sorted: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+    _by_id: dict[int, StoredMessage] = field(default_factory=dict)
 
     def next_id(self, table: str) -> int:
         self._ids[table] = self._ids.get(table, 0) + 1
@@ -139,12 +144,42 @@ class Tables:
     def rows(self, topic_id: int, partition: int) -> dict[int, StoredMessage]:
         return self.partitions.setdefault((topic_id, partition), {})
 
+    def stored_offsets(self, topic_id: int, partition: int) -> list[int]:
+        """The partition's stored offsets (tombstones too), in order."""
+        return self._sorted.setdefault((topic_id, partition), [])
+
+    def add(
+        self,
+        topic_id: int,
+        partition: int,
+        offset: int,
+        body: bytes,
+        *,
+        key: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        tombstone: bool = False,
+    ) -> StoredMessage:
+        """Store one row at its offset; DuplicateKey when the offset is taken."""
+        rows = self.rows(topic_id, partition)
+        if offset in rows:
+            raise DuplicateKey(f"offset {offset} of partition {partition} is taken")
+        m = StoredMessage(
+            id=self.next_id("message"),
+            topic_id=topic_id,
+            partition=partition,
+            offset=offset,
+            key=key,
+            headers=dict(headers or {}),
+            body=body,
+            created_at=self.clock(),
+            tombstone=tombstone,
+        )
+        rows[offset] = self._by_id[m.id] = m
+        bisect.insort(self.stored_offsets(topic_id, partition), offset)
+        return m
+
     def message(self, message_id: int) -> StoredMessage | None:
-        for rows in self.partitions.values():
-            for m in rows.values():
-                if m.id == message_id:
-                    return m
-        return None
+        return self._by_id.get(message_id)
 
     def live(self, client_id: str, now: dt.datetime) -> bool:
         client = self.clients.get(client_id)
@@ -183,20 +218,25 @@ class MemoryTopics:
         with self.t.lock:
             stats = []
             for p in range(topic.partitions):
-                rows = self.t.rows(topic.id, p)
-                low = min(rows) if rows else None
-                high = max(rows) + 1 if rows else self.t.lows.get((topic.id, p), 0)
+                rows, stored = self.t.rows(topic.id, p), self.t.stored_offsets(topic.id, p)
+                low = stored[0] if stored else None
+                high = stored[-1] + 1 if stored else self.t.lows.get((topic.id, p), 0)
                 tombstones = sum(1 for m in rows.values() if m.tombstone)
                 stats.append(
                     PartitionStats(
                         partition=p,
                         low_watermark=low,
                         high_watermark=high,
-                        messages=len(rows) - tombstones if exact else high - (low or high),
+                        messages=len(rows) - tombstones if exact else _span(low, high),
                         tombstones=tombstones if exact else None,
                     )
                 )
             return stats
+
+
+def _span(low: int | None, high: int) -> int:
+    """Stored offsets between the watermarks, tombstones included (the server's rule)."""
+    return high - low if low is not None else 0
 
 
 class MemoryMessages:
@@ -215,33 +255,23 @@ class MemoryMessages:
         """Store one message at a given offset (DuplicateKey when it is taken): a test
         leaves holes by skipping offsets."""
         with self.t.lock:
-            rows = self.t.rows(topic.id, partition)
-            if offset in rows:
-                raise DuplicateKey(f"offset {offset} of partition {partition} is taken")
-            m = StoredMessage(
-                id=self.t.next_id("message"),
-                topic_id=topic.id,
-                partition=partition,
-                offset=offset,
-                key=key,
-                headers=dict(headers or {}),
-                body=body,
-                created_at=self.t.clock(),
-            )
-            rows[offset] = m
-            return m
+            return self.t.add(topic.id, partition, offset, body, key=key, headers=headers)
 
     def next_offset(self, topic_id: int, partition: int) -> int:
         with self.t.lock:
-            rows = self.t.rows(topic_id, partition)
-            return max(rows) + 1 if rows else self.t.lows.get((topic_id, partition), 0)
+            stored = self.t.stored_offsets(topic_id, partition)
+            return stored[-1] + 1 if stored else self.t.lows.get((topic_id, partition), 0)
 
     def fetch(
         self, topic_id: int, partition: int, from_offset: int, limit: int
     ) -> list[StoredMessage]:
         with self.t.lock:
-            rows = self.t.rows(topic_id, partition)
-            return [rows[o] for o in sorted(o for o in rows if o >= from_offset)[:limit]]
+            rows, stored = (
+                self.t.rows(topic_id, partition),
+                self.t.stored_offsets(topic_id, partition),
+            )
+            start = bisect.bisect_left(stored, from_offset)
+            return [rows[o] for o in stored[start : start + limit]]
 
     def low_offset(self, topic_id: int, partition: int) -> int | None:
         with self.t.lock:
@@ -252,20 +282,8 @@ class MemoryMessages:
 
     def insert_tombstones(self, topic_id: int, partition: int, offsets: Iterable[int]) -> None:
         with self.t.lock:
-            rows = self.t.rows(topic_id, partition)
             for o in offsets:  # one row at a time, as the server's statements go
-                if o in rows:
-                    raise DuplicateKey(f"offset {o} of partition {partition} is taken")
-                rows[o] = StoredMessage(
-                    id=self.t.next_id("message"),
-                    topic_id=topic_id,
-                    partition=partition,
-                    offset=o,
-                    key=None,
-                    body=b"",
-                    created_at=self.t.clock(),
-                    tombstone=True,
-                )
+                self.t.add(topic_id, partition, o, b"", tombstone=True)
 
     def high_watermarks(self, topic: TopicInfo) -> dict[int, int]:
         return {p: self.next_offset(topic.id, p) for p in range(topic.partitions)}
@@ -301,10 +319,10 @@ class MemoryGroups:
             return group
 
     def _start(self, topic_id: int, partition: int, position: str) -> int:
-        rows = self.t.rows(topic_id, partition)
-        if not rows:
+        stored = self.t.stored_offsets(topic_id, partition)
+        if not stored:
             return self.t.lows.get((topic_id, partition), 0)
-        return min(rows) if position == "earliest" else max(rows) + 1
+        return stored[0] if position == "earliest" else stored[-1] + 1
 
     def offsets(self, group_id: int) -> dict[int, int]:
         with self.t.lock:

@@ -285,3 +285,14 @@ def test_new_groups_start_at_the_earliest_or_the_next_offset(twin: Twin, topic: 
     assert twin.store.groups.offsets(late.id) == {0: 0, 1: 3, 2: 0, 3: 0}
     assert {r.state for r in twin.store.assignments.rows(late.id)} == {"released"}
     assert twin.store.groups.pause_left(late.id) is None
+
+
+def test_partition_stats_count_from_the_low_watermark(twin: Twin, topic: TopicInfo) -> None:
+    for offset in range(3):
+        twin.put(topic, 1, offset, b"x")
+    twin.store.messages.insert_tombstones(topic.id, 1, [3])
+    stats = {s.partition: s for s in twin.store.topics.partition_stats(topic)}
+    assert (stats[1].low_watermark, stats[1].high_watermark, stats[1].messages) == (0, 4, 4)
+    assert (stats[0].low_watermark, stats[0].high_watermark, stats[0].messages) == (None, 0, 0)
+    exact = {s.partition: s for s in twin.store.topics.partition_stats(topic, exact=True)}
+    assert (exact[1].messages, exact[1].tombstones) == (3, 1)
