@@ -9,10 +9,11 @@ from typing import Any
 from ems.config import Settings
 from ems.consumer import Consumer, Handler
 from ems.consumer.builder import Backend
+from ems.exceptions import UnknownGroup
 from ems.producer.partitioner import RoundRobin, partition_for_key
 from ems.testing.bus import LocalBus, LocalNotifier, LocalSubscription
 from ems.testing.memory import Clock, DeadLetter, LogRow, MemoryStore, utc_now
-from ems.types import Record, RecordMetadata, TopicInfo
+from ems.types import GroupInfo, Record, RecordMetadata, TopicInfo
 from ems.validation import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_RETENTION_HOURS,
@@ -120,20 +121,25 @@ class MemoryBroker:
 
     def committed(self, group: str, topic: str) -> dict[int, int]:
         """The group's committed cursors: partition -> next offset to consume."""
-        found = self.store.groups.get(group, self.store.topics.get(topic).id)
-        return {} if found is None else self.store.groups.offsets(found.id)
+        return self.store.groups.offsets(self._group(group, topic).id)
 
     def dead_letters(self, group: str, topic: str) -> list[DeadLetter]:
-        found = self.store.groups.get(group, self.store.topics.get(topic).id)
+        found = self._group(group, topic)
         with self.store.tables.lock:
-            return [d for d in self.store.tables.dead if found and d.group_id == found.id]
+            return [d for d in self.store.tables.dead if d.group_id == found.id]
 
     def log(self, group: str, topic: str) -> dict[tuple[int, int], LogRow]:
         """The group's consumption log: (partition, offset) -> its last delivery."""
-        found = self.store.groups.get(group, self.store.topics.get(topic).id)
+        found = self._group(group, topic)
         with self.store.tables.lock:
             return {
-                (p, o): row
-                for (g, p, o), row in self.store.tables.log.items()
-                if found and g == found.id
+                (p, o): row for (g, p, o), row in self.store.tables.log.items() if g == found.id
             }
+
+    def _group(self, group: str, topic: str) -> GroupInfo:
+        """InvalidName, UnknownTopic, or UnknownGroup when the group never consumed it."""
+        info = self.store.topics.get(check_name(topic, "topic"))
+        found = self.store.groups.get(check_name(group, "group"), info.id)
+        if found is None:
+            raise UnknownGroup(f"unknown group {group!r} on topic {topic!r}")
+        return found

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ems import Consumer
-from ems.exceptions import InvalidName, InvalidPartitionCount, UnknownTopic
+from ems.exceptions import InvalidName, InvalidPartitionCount, UnknownGroup, UnknownTopic
 from ems.testing import ManualClock, MemoryBroker
 from ems.types import Delivery
 
@@ -102,6 +102,11 @@ def test_bad_input_is_refused_as_on_the_servers() -> None:
         broker.create_topic("no spaces")
     with pytest.raises(InvalidPartitionCount):
         broker.create_topic("u", 0)
+    for look in (broker.committed, broker.dead_letters, broker.log):
+        with pytest.raises(UnknownGroup):
+            look("never-joined", "t")
+        with pytest.raises(InvalidName):
+            look("bad name", "t")
 
 
 def test_members_split_the_partitions_and_hand_them_over_without_loss() -> None:
