@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 DURATION ?= 0
 SUITES ?=
 
-.PHONY: setup run test lint bench docs clean
+.PHONY: setup run test lint check pytest bench docs lock clean
 
 setup:
 	@bash scripts/setup.sh
@@ -14,12 +14,19 @@ run: setup
 	$(PY) -m ems.cli demo --duration $(DURATION)
 
 lint: setup
+	@$(MAKE) --no-print-directory check
+
+# The linters run beside the tests: the suite leaves CPU idle while it waits on servers.
+test: setup
+	@$(MAKE) --no-print-directory -j2 check pytest
+
+check:
 	$(VENV)/bin/ruff check ems spark tests benchmarks migrations
 	$(VENV)/bin/ruff format --check ems spark tests benchmarks migrations
-	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
-test: setup lint
+pytest:
 	$(VENV)/bin/pytest -q
 
 bench: setup
@@ -28,6 +35,11 @@ bench: setup
 # Material's notice about its successor is not a build warning; it is switched off.
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
+# requirements.lock: every package's exact version, resolved from the pins in pyproject.toml.
+lock: setup
+	$(VENV)/bin/uv pip compile -q pyproject.toml --extra dev --extra spark --universal \
+		--python-version 3.11 --output-file requirements.lock --custom-compile-command "make lock"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

@@ -172,29 +172,39 @@ def _servers() -> list[str]:
     return [f"servers: MySQL {mysql}, Redis {version}"]
 
 
-#: Folders whose tests share an expensive session fixture (a Spark session, private
-#: servers): under pytest-xdist each runs on one worker, so it is started once.
-_GROUPED = ("spark", "faults")
+#: Session fixtures too costly to start on every worker (a Spark session, private
+#: servers), and the lane their tests run in under pytest-xdist: a lane runs on one
+#: worker, so each such fixture starts once per lane. A test may name a lane of its own
+#: (an xdist_group mark), and then brings its own servers, to run beside the others.
+_SHARED_FIXTURES = {
+    "spark": "spark",
+    "private_mariadb": "faults",
+    "private_redis": "faults",
+    "private_redis_aof": "faults",
+}
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        folder = item.path.parent.name
-        if folder in _GROUPED:
-            item.add_marker(pytest.mark.xdist_group(folder))
+        lanes = {
+            _SHARED_FIXTURES[f] for f in getattr(item, "fixturenames", ()) if f in _SHARED_FIXTURES
+        }
+        if lanes and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(min(lanes)))
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_node_collection_finished(node: Any, ids: Sequence[str]) -> None:
-    """Refuse to run when xdist would scatter a group: its workers would each start the
-    group's fixture, and private servers started side by side trip over each other. (It
-    happens silently when pytest and pytest-xdist disagree on node ids.)"""
+    """Refuse to run when xdist drops the lanes: their workers would each start the
+    lane's fixtures, and a Spark session per worker is more than this machine holds. (It
+    happens silently when pytest and pytest-xdist disagree on node ids: no id carries
+    its group.)"""
     if node.config.getoption("dist") != "loadgroup":
         return
-    loose = [i for i in ids if Path(i.split("::")[0]).parent.name in _GROUPED and "@" not in i]
-    if loose:
+    shared = [i for i in ids if Path(i.split("::")[0]).parent.name in ("spark", "faults")]
+    if shared and not any("@" in i for i in ids):
         raise pytest.UsageError(
-            f"pytest-xdist did not group {loose[0]} (and {len(loose) - 1} more): "
+            f"pytest-xdist put no test in a lane ({shared[0]} among them): "
             "check that the pinned pytest and pytest-xdist work together"
         )

@@ -20,6 +20,7 @@ from ems.config import Settings
 from ems.offsets.reader import Reader
 from ems.store import migrate
 from ems.topics import TopicAdmin
+from tests import forked
 
 UNREACHABLE_DB = "mysql+pymysql://root@127.0.0.1:1/ems"
 UNREACHABLE_REDIS = "redis://127.0.0.1:1/0"
@@ -30,7 +31,8 @@ PROGRESS = re.compile(
 
 
 class Cli:
-    """Runs the CLI in a subprocess with a clean EMS_* environment."""
+    """Runs the CLI in its own process with a clean EMS_* environment: one-shot commands
+    forked from a warm interpreter, long-running ones (popen) in a fresh one."""
 
     def __init__(self, settings: Settings) -> None:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("EMS_")}
@@ -49,11 +51,16 @@ class Cli:
         input: str | None = None,
         timeout: float = 60,
         env: Mapping[str, str] | None = None,
+        fresh: bool = False,
     ) -> subprocess.CompletedProcess[str]:
+        """fresh: in a new interpreter, for a command that starts processes of its own."""
+        environ = {**self.env, **(env or {})}
+        if not fresh:
+            return forked.run("ems.cli", args, env=environ, input=input, timeout=timeout)
         return subprocess.run(
             self.command(*args),
             input=input,
-            env={**self.env, **(env or {})},
+            env=environ,
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -439,6 +446,7 @@ def test_demo_runs_the_pipeline_while_a_handler_joins_and_one_leaves(
         "--batch",
         "20",
         timeout=90,
+        fresh=True,
     )
     assert result.returncode == 0, result.stderr
     assert time.monotonic() - started < 60
@@ -487,6 +495,7 @@ def test_demo_reports_a_failed_producer(cli: Cli) -> None:
         "--producers",
         "2",
         env={"EMS_REDIS_URL": UNREACHABLE_REDIS},
+        fresh=True,
     )
     assert result.returncode == 3, result.stderr
     assert result.stderr.splitlines()[-1].startswith("error: Redis is unreachable")

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -24,9 +22,9 @@ from sqlalchemy import text
 from ems import TopicAdmin
 from ems.config import Settings
 from ems.store import Store
+from tests import forked
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = 8
 TTL, RENEW, BATCH = 3.0, 1.0, 100
 GROUP = "handlers"
@@ -35,23 +33,9 @@ GROUP = "handlers"
 class Member:
     def __init__(self, settings: Settings, out: Path) -> None:
         self.out = out
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.procs.consumer",
-                settings.database_url,
-                GROUP,
-                "conc",
-                str(out),
-                str(TTL),
-                str(RENEW),
-                str(BATCH),
-            ],
-            cwd=ROOT,
-            env=_env(),
-            stdout=subprocess.PIPE,
-            text=True,
+        args = [settings.database_url, GROUP, "conc", str(out), str(TTL), str(RENEW)]
+        self.proc = forked.spawn(
+            "tests.procs.consumer", [*args, str(BATCH)], env=_env(), stdout=forked.PIPE
         )
         assert self.proc.stdout is not None
         self.client_id = self.proc.stdout.readline().strip()
@@ -128,25 +112,9 @@ def settled_among(settings: Settings, live: list[Member]) -> Callable[[], bool]:
     return check
 
 
-def producer(
-    settings: Settings, name: str, count: int, rate: int, acks: Path
-) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.procs.producer",
-            settings.database_url,
-            "produce",
-            name,
-            str(count),
-            str(acks),
-            str(rate),
-        ],
-        cwd=ROOT,
-        env=_env(),
-        text=True,
-    )
+def producer(settings: Settings, name: str, count: int, rate: int, acks: Path) -> forked.Child:
+    args = [settings.database_url, "produce", name, str(count), str(acks), str(rate)]
+    return forked.spawn("tests.procs.producer", args, env=_env())
 
 
 def read_lines(path: Path) -> list[tuple[float, int, int, str]]:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -24,9 +22,9 @@ from ems.ops.reset import OffsetReset
 from ems.store import Store
 from ems.types import GroupInfo
 from ems.wakeups import Publisher
+from tests import forked
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
 TTL, RENEW = 3.0, 1.0
 TOPIC, GROUP = "live", "g"
 
@@ -36,12 +34,11 @@ class Member:
         self.out = out
         env = {k: v for k, v in os.environ.items() if not k.startswith("EMS_")}
         args = [settings.database_url, GROUP, TOPIC, str(out), str(TTL), str(RENEW)]
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.procs.slow_consumer", *args, str(batch), str(delay)],
-            cwd=ROOT,
+        self.proc = forked.spawn(
+            "tests.procs.slow_consumer",
+            [*args, str(batch), str(delay)],
             env=env,
-            stdout=subprocess.PIPE,
-            text=True,
+            stdout=forked.PIPE,
         )
         assert self.proc.stdout is not None
         self.client_id = self.proc.stdout.readline().strip()

@@ -23,6 +23,7 @@ from ems import TopicAdmin
 from ems.config import Settings
 from ems.store import Store
 from ems.values.schedule import JobRunInfo, LeaseInfo
+from tests import forked
 from tests.integration import seed
 
 TTL = 2.0
@@ -38,13 +39,7 @@ def _env(settings: Settings) -> dict[str, str]:
 
 
 def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ems.cli", *args],
-        env=_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return forked.run("ems.cli", args, env=_env(settings))
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,12 +23,12 @@ from sqlalchemy import create_engine, text
 
 from ems import TopicAdmin
 from ems.config import Settings
+from tests import forked
 from tests.conftest import reset_state
 from tests.faults.checks import Place, Recorded, Verdict, judge, read_records
 from tests.faults.servers import PrivateMariaDB, PrivateRedis
 from tests.faults.workload import TOPIC
 
-ROOT = Path(__file__).resolve().parents[2]
 GROUP = "handlers"
 PARTITIONS = 4
 
@@ -37,7 +36,7 @@ PARTITIONS = 4
 @dataclass
 class Proc:
     name: str
-    popen: subprocess.Popen[str]
+    popen: forked.Child
     outfile: Path
     crashed: bool = False
     #: A member's client id, as it printed it at start.
@@ -77,14 +76,7 @@ class Scenario:
         env |= self.env.get(name, {})
         outfile = self.workdir / f"{name}.log"
         err = (self.workdir / f"{name}.err").open("w")
-        popen = subprocess.Popen(
-            [sys.executable, "-m", "tests.faults.workload", *args],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            text=True,
-        )
+        popen = forked.spawn("tests.faults.workload", args, env=env, stdout=forked.PIPE, stderr=err)
         err.close()  # the child holds its own copy
         proc = Proc(name, popen, outfile)
         self.procs.append(proc)

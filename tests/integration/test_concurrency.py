@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -23,25 +21,21 @@ from ems import Reader, TopicAdmin
 from ems.config import Settings
 from ems.maintenance.purge import purge_retention
 from ems.store import Store
+from tests import forked
 from tests.integration import seed
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = 4
 
 
-def _spawn(settings: Settings, *args: str) -> subprocess.Popen[str]:
+def _spawn(settings: Settings, *args: str) -> forked.Child:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMS_")}
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.procs.producer", settings.database_url, *args],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
+    return forked.spawn(
+        "tests.procs.producer", [settings.database_url, *args], env=env, stdout=forked.PIPE
     )
 
 
-def _wait_line(proc: subprocess.Popen[str], expected: str) -> None:
+def _wait_line(proc: forked.Child, expected: str) -> None:
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()
     assert line == expected, line
