@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import Literal
 from urllib.parse import urlsplit
@@ -25,6 +26,16 @@ REDIS_SCHEMES = ("redis", "rediss", "unix")
 #: Longest duration a setting may give, in seconds (about 31 years): beyond any wait, and
 #: far inside what a timedelta, a socket timeout or a SQL INTERVAL can hold.
 MAX_SECONDS = 1e9
+#: The admin console's roles, least to most privileged (ems.values.accounts.ROLES says the
+#: same; a unit test holds them together: config sits beside values, not above it).
+ADMIN_ROLES = ("viewer", "operator", "admin")
+#: An HTTP header name the console may take a role from: letters, digits and dashes
+#: (gunicorn drops headers with underscores, and so do most proxies).
+_HEADER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")
+#: A group value of EMS_ADMIN_TRUSTED_ROLES: what the proxy puts in the header.
+_GROUP_VALUE = re.compile(r"[A-Za-z0-9_.:@/+-]{1,128}")
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("", "0", "false", "no", "off")
 
 
 @dataclass(frozen=True)
@@ -114,20 +125,60 @@ class Settings:
     purge_pause: float = 10.0
     #: The purge-log job deletes done and dead consumption-log rows older than this.
     log_retention_days: float = 7.0
+    #: The admin console signs its session cookies and CSRF tokens with this; it refuses
+    #: to start without one of at least 32 characters. Never shown in a repr.
+    admin_secret_key: str | None = field(default=None, repr=False)
+    #: The console offers no change at all (every mutation is refused, whatever the role).
+    admin_read_only: bool = False
+    #: The console shows no message bodies, keys or headers to any role.
+    admin_hide_bodies: bool = False
+    #: A header set by a trusted reverse proxy that names the caller's group; None: off.
+    admin_trusted_header: str | None = None
+    #: Group value of that header -> role; a value not listed gets no access.
+    admin_trusted_roles: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         """Every numeric setting is checked once, however the Settings were made: a
         value out of its range is refused with the setting's name, never carried into a
         loop bound, a LIMIT or a timedelta."""
-        for field in fields(self):
-            bound = BOUNDS.get(field.name)
+        for item in fields(self):
+            bound = BOUNDS.get(item.name)
             if bound is not None:
-                bound.check(getattr(self, field.name))
+                bound.check(getattr(self, item.name))
         scheme = urlsplit(self.redis_url).scheme if isinstance(self.redis_url, str) else None
         if scheme not in REDIS_SCHEMES:
             raise InvalidSetting(
                 f"EMS_REDIS_URL must be a redis://, rediss:// (TLS) or unix:// URL, "
                 f"not {self.redis_url!r}"
+            )
+        self._check_admin()
+
+    def _check_admin(self) -> None:
+        for name in ("admin_read_only", "admin_hide_bodies"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidSetting(f"EMS_{name.upper()} must be true or false")
+        key = self.admin_secret_key
+        if key is not None and not isinstance(key, str):
+            raise InvalidSetting("EMS_ADMIN_SECRET_KEY must be text")
+        header, roles = self.admin_trusted_header, self.admin_trusted_roles
+        if header is not None and not _HEADER_NAME.fullmatch(header):
+            raise InvalidSetting(
+                "EMS_ADMIN_TRUSTED_HEADER must be a header name (letters, digits and dashes, "
+                f"at most 64), not {header!r}"
+            )
+        groups = [group for group, _ in roles]
+        for group, role in roles:
+            if not _GROUP_VALUE.fullmatch(group) or role not in ADMIN_ROLES:
+                raise InvalidSetting(
+                    f"EMS_ADMIN_TRUSTED_ROLES maps group values to roles "
+                    f"({', '.join(ADMIN_ROLES)}), not {group!r} to {role!r}"
+                )
+        if len(set(groups)) != len(groups):
+            raise InvalidSetting("EMS_ADMIN_TRUSTED_ROLES names a group value twice")
+        if (header is None) != (not roles):
+            raise InvalidSetting(
+                "EMS_ADMIN_TRUSTED_HEADER and EMS_ADMIN_TRUSTED_ROLES go together: set both "
+                "(the header, and which of its values get which role) or neither"
             )
 
     @cached_property
@@ -156,6 +207,11 @@ class Settings:
             jdbc_jar=env.get("EMS_JDBC_JAR") or DEFAULT_JDBC_JAR,
             kubeconfig=env.get("EMS_KUBECONFIG") or None,
             alarm_webhook_url=_url(env, "EMS_ALARM_WEBHOOK_URL"),
+            admin_secret_key=env.get("EMS_ADMIN_SECRET_KEY") or None,
+            admin_read_only=_flag(env, "EMS_ADMIN_READ_ONLY"),
+            admin_hide_bodies=_flag(env, "EMS_ADMIN_HIDE_BODIES"),
+            admin_trusted_header=(env.get("EMS_ADMIN_TRUSTED_HEADER") or "").strip() or None,
+            admin_trusted_roles=trusted_roles(env.get("EMS_ADMIN_TRUSTED_ROLES", "")),
             **values,  # type: ignore[arg-type]
         )
 
@@ -177,3 +233,28 @@ def _url(env: Mapping[str, str], name: str) -> str | None:
     if raw is not None and not raw.startswith(("http://", "https://")):
         raise InvalidSetting(f"{name} must be an http:// or https:// URL, not {raw!r}")
     return raw
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise InvalidSetting(f"{name} must be true or false (1/0, yes/no, on/off), not {raw!r}")
+
+
+def trusted_roles(text: str) -> tuple[tuple[str, str], ...]:
+    """Parse "ops=operator, sre=admin" as (("ops", "operator"), ("sre", "admin")); the values
+    are checked by Settings."""
+    pairs = []
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        group, sep, role = item.partition("=")
+        if not sep:
+            raise InvalidSetting(
+                f"EMS_ADMIN_TRUSTED_ROLES is a list of GROUP=ROLE, not {item.strip()!r}"
+            )
+        pairs.append((group.strip(), role.strip()))
+    return tuple(pairs)

@@ -178,3 +178,13 @@ def parse_when(text: str, now: dt.datetime) -> dt.datetime:
     if parsed.tzinfo is not None:
         parsed = parsed.astimezone(dt.UTC).replace(tzinfo=None)
     return parsed
+
+
+def format_utc(value: dt.datetime | None, *, missing: str = "—") -> str:
+    """A stored time for people, its zone said: '2026-11-22 10:00:00 UTC'. A naive value
+    is UTC (every time ems stores is); an aware one is converted. None gives `missing`."""
+    if value is None:
+        return missing
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.UTC).replace(tzinfo=None)
+    return value.isoformat(sep=" ", timespec="seconds") + " UTC"

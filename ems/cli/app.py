@@ -30,6 +30,7 @@ COMMANDS = {
     "msg": "ems.cli.messages:msg",
     "trace": "ems.cli.trace:trace",
     "dlq": "ems.cli.dead_letters:dlq",
+    "admin": "ems.cli.admin:admin",
 }
 
 

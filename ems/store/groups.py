@@ -96,6 +96,13 @@ class GroupStore:
         )
         return [group_info(r) for r in rows]
 
+    def all(self) -> list[GroupInfo]:
+        """Every group's subscription, by name and topic id."""
+        rows = self.db.select(
+            f"SELECT {_GROUP_COLUMNS} FROM consumer_group ORDER BY name, topic_id", ()
+        )
+        return [group_info(r) for r in rows]
+
     def create(self, spec: GroupInfo, topic: TopicInfo) -> GroupInfo:
         """Create the group with its leader row, and for a cluster group its cursors at the
         start position (as of now) and unowned assignment rows. When another client

@@ -7,6 +7,19 @@ import datetime as dt
 from sqlalchemy import text
 
 from ems.store.database import Database
+from ems.values.rows import GroupLag, LagReportRun
+
+_NEWEST_DONE = (
+    "SELECT id, as_of, window_seconds, partitions, finished_at FROM lag_report_run "
+    "WHERE status = 'done' ORDER BY id DESC LIMIT 1"
+)
+# One report's rows by group: the worst group status any of them says, the lag summed.
+_GROUPS = (
+    "SELECT group_id, topic_id, "
+    "MAX(CASE group_status WHEN 'ERR' THEN 2 WHEN 'WARN' THEN 1 ELSE 0 END), "
+    "SUM(lag), COUNT(*) FROM lag_report WHERE report_id = %s GROUP BY group_id, topic_id"
+)
+_STATUS = ("OK", "WARN", "ERR")
 
 
 class LagReportStore:
@@ -50,3 +63,29 @@ class LagReportStore:
                     text("DELETE FROM lag_report_run WHERE id < :f"), {"f": floor}
                 ).rowcount
             )
+
+    def newest(self) -> tuple[LagReportRun, list[GroupLag]] | None:
+        """The newest published report and its rows summed by group (None: no report was
+        published yet)."""
+        runs = self.db.select(_NEWEST_DONE, ())
+        if not runs:
+            return None
+        rid, as_of, window, partitions, finished_at = runs[0]
+        run = LagReportRun(
+            id=int(rid),
+            as_of=as_of,
+            window_seconds=int(window),
+            partitions=int(partitions),
+            finished_at=finished_at,
+        )
+        groups = [
+            GroupLag(
+                group_id=int(g),
+                topic_id=int(t),
+                status=_STATUS[int(worst)],
+                lag=int(lag),
+                partitions=int(n),
+            )
+            for g, t, worst, lag, n in self.db.select(_GROUPS, (run.id,))
+        ]
+        return run, groups

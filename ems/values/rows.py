@@ -139,3 +139,29 @@ class Orphaned:
     message_gone: bool
     topic_gone: bool
     group_gone: bool
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LagReportRun:
+    """A published lag report: it describes the offset snapshots in
+    (as_of - window_seconds, as_of]."""
+
+    id: int
+    as_of: dt.datetime
+    window_seconds: int
+    #: Rows (group, partition) the report holds.
+    partitions: int
+    finished_at: dt.datetime | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GroupLag:
+    """One group's rows of a lag report, summed: its status and its lag over the
+    partitions the report covers."""
+
+    group_id: int
+    topic_id: int
+    #: OK, WARN or ERR (the worst its rows say).
+    status: str
+    lag: int
+    partitions: int

@@ -53,3 +53,56 @@ def test_alarm_webhook_url() -> None:
     assert Settings.from_env({"EMS_ALARM_WEBHOOK_URL": url}).alarm_webhook_url == url
     with pytest.raises(InvalidSetting):
         Settings.from_env({"EMS_ALARM_WEBHOOK_URL": "hooks.example/ems"})
+
+
+def test_admin_settings_default_to_safe() -> None:
+    s = Settings.from_env({})
+    assert s.admin_secret_key is None
+    assert (s.admin_read_only, s.admin_hide_bodies) == (False, False)
+    assert (s.admin_trusted_header, s.admin_trusted_roles) == (None, ())
+
+
+def test_admin_settings_from_env() -> None:
+    s = Settings.from_env(
+        {
+            "EMS_ADMIN_SECRET_KEY": "k" * 40,
+            "EMS_ADMIN_READ_ONLY": "yes",
+            "EMS_ADMIN_HIDE_BODIES": "1",
+            "EMS_ADMIN_TRUSTED_HEADER": "X-Forwarded-Groups",
+            "EMS_ADMIN_TRUSTED_ROLES": " ops=operator, sre = admin ,",
+        }
+    )
+    assert s.admin_secret_key == "k" * 40
+    assert (s.admin_read_only, s.admin_hide_bodies) == (True, True)
+    assert s.admin_trusted_header == "X-Forwarded-Groups"
+    assert s.admin_trusted_roles == (("ops", "operator"), ("sre", "admin"))
+    assert "k" * 40 not in repr(s)
+    for off in ("", "0", "false", "No", "OFF"):
+        assert Settings.from_env({"EMS_ADMIN_READ_ONLY": off}).admin_read_only is False
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"EMS_ADMIN_READ_ONLY": "maybe"},
+        {"EMS_ADMIN_HIDE_BODIES": "2"},
+        {"EMS_ADMIN_TRUSTED_HEADER": "X_Groups", "EMS_ADMIN_TRUSTED_ROLES": "a=viewer"},
+        {"EMS_ADMIN_TRUSTED_HEADER": "X Groups", "EMS_ADMIN_TRUSTED_ROLES": "a=viewer"},
+        {"EMS_ADMIN_TRUSTED_HEADER": "X-Groups", "EMS_ADMIN_TRUSTED_ROLES": "ops=root"},
+        {"EMS_ADMIN_TRUSTED_HEADER": "X-Groups", "EMS_ADMIN_TRUSTED_ROLES": "ops"},
+        {"EMS_ADMIN_TRUSTED_HEADER": "X-Groups", "EMS_ADMIN_TRUSTED_ROLES": "=admin"},
+        {"EMS_ADMIN_TRUSTED_HEADER": "X-Groups", "EMS_ADMIN_TRUSTED_ROLES": "a=admin,a=viewer"},
+        {"EMS_ADMIN_TRUSTED_HEADER": "X-Groups"},
+        {"EMS_ADMIN_TRUSTED_ROLES": "ops=operator"},
+    ],
+)
+def test_bad_admin_settings(env: dict[str, str]) -> None:
+    with pytest.raises(InvalidSetting):
+        Settings.from_env(env)
+
+
+def test_bad_admin_settings_in_code() -> None:
+    with pytest.raises(InvalidSetting):
+        Settings(admin_read_only="yes")  # type: ignore[arg-type]
+    with pytest.raises(InvalidSetting):
+        Settings(admin_trusted_header="X-G", admin_trusted_roles=(("g", "superuser"),))

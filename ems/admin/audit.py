@@ -1,0 +1,57 @@
+"""The console's entries in the audit trail: who (the principal, or "-"), from where
+(the client address and user agent), did what to what, and how it ended."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from flask import g, request
+
+from ems.admin.principal import NOBODY, Principal
+from ems.admin.services import services
+from ems.values.accounts import AuditEntry
+
+log = logging.getLogger(__name__)
+
+#: Characters of the user agent kept.
+USER_AGENT_CHARS = 256
+
+
+def current_principal() -> Principal | None:
+    found = g.get("principal")
+    return found if isinstance(found, Principal) else None
+
+
+def record(
+    action: str,
+    target: str,
+    outcome: str,
+    *,
+    params: Mapping[str, object] | None = None,
+    detail: str | None = None,
+    actor: str | None = None,
+) -> None:
+    """Append an entry for the current request. A trail that cannot be written is logged
+    and does not turn the request into an error (a refusal stays a refusal)."""
+    principal = current_principal()
+    entry = AuditEntry(
+        actor=actor or (principal.actor if principal else NOBODY),
+        address=request.remote_addr or NOBODY,
+        user_agent=(request.user_agent.string or "")[:USER_AGENT_CHARS],
+        action=action,
+        target=target,
+        params=dict(params or {}),
+        outcome=outcome,
+        detail=detail,
+    )
+    try:
+        services().audit.record(entry)
+    except Exception:
+        log.exception(
+            "the audit trail could not be written: %s %s %s by %s",
+            action,
+            target,
+            outcome,
+            entry.actor,
+        )

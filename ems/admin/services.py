@@ -1,0 +1,39 @@
+"""The operations the console runs on, one set per app (and per server process): the
+overview reader, the accounts and the audit trail, sharing one store."""
+
+from __future__ import annotations
+
+from flask import Flask, current_app
+
+from ems.config import Settings
+from ems.ops.accounts import Accounts, AuditLog
+from ems.ops.overview import OverviewReader
+
+_KEY = "ems"
+
+
+class Services:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.overview = OverviewReader(settings)
+        self.accounts = Accounts(settings, store=self.overview.store)
+        self.audit = AuditLog(settings, store=self.overview.store)
+
+    def close(self) -> None:
+        """Close the shared store (its connections)."""
+        self.overview.close()
+
+
+def attach(app: Flask, services: Services) -> None:
+    app.extensions[_KEY] = services
+
+
+def of(app: Flask) -> Services:
+    found = app.extensions[_KEY]
+    assert isinstance(found, Services)
+    return found
+
+
+def services() -> Services:
+    """The current app's services."""
+    return of(current_app)

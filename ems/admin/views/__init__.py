@@ -1,0 +1,16 @@
+"""The console's blueprints, one per resource; each serves its HTML pages and its part
+of the JSON API (/api/v1/...)."""
+
+from __future__ import annotations
+
+from flask import Blueprint
+
+from ems.admin.views import assets, auth, health, overview, users
+
+BLUEPRINTS: tuple[Blueprint, ...] = (
+    health.bp,
+    assets.bp,
+    auth.bp,
+    overview.bp,
+    users.bp,
+)

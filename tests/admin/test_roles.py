@@ -1,0 +1,141 @@
+"""The role matrix on every route: each principal (viewer, operator, admin; by session,
+API token and trusted proxy header) under every mode (normal, read-only, hidden bodies)
+reaches what its role allows and gets 403 elsewhere."""
+
+from __future__ import annotations
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from ems.admin.capabilities import PUBLIC, READ_BODIES, RESEND
+from ems.admin.guard import required, requires
+from tests.admin.conftest import MakeApp, bearer, csrf_token, login
+
+EVERYONE = {"viewer", "operator", "admin"}
+#: Every private route, with the capability it needs and the roles that reach it in
+#: every mode (nothing here changes state, so read-only and hidden bodies change nothing).
+ROUTES = {
+    "/": ("read", EVERYONE),
+    "/api/v1/overview": ("read", EVERYONE),
+    "/users": ("read_accounts", {"admin"}),
+    "/api/v1/users": ("read_accounts", {"admin"}),
+}
+MODES = {
+    "normal": {},
+    "read-only": {"admin_read_only": True},
+    "hide-bodies": {"admin_hide_bodies": True},
+}
+NAMES = {"viewer": "vera", "operator": "otto", "admin": "ada"}
+
+
+def test_the_table_covers_every_private_route(app: Flask) -> None:
+    private = {}
+    for rule in app.url_map.iter_rules():
+        capability = required(app.view_functions[rule.endpoint])
+        if capability != PUBLIC:
+            assert rule.methods is not None and rule.methods - {"HEAD", "OPTIONS"} == {"GET"}
+            private[rule.rule] = capability
+    assert private == {path: needs for path, (needs, _) in ROUTES.items()}
+
+
+def _check(client: FlaskClient, role: str, headers: dict[str, str] | None = None) -> None:
+    for path, (_, allowed) in ROUTES.items():
+        response = client.get(path, headers=headers or {})
+        expected = 200 if role in allowed else 403
+        assert response.status_code == expected, (role, path, response.status_code)
+        if path.startswith("/api/"):
+            assert response.is_json
+            if expected == 403:
+                assert set(response.get_json()) == {"error"}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_tokens(make_app: MakeApp, tokens: dict[str, str], mode: str) -> None:
+    client = make_app(**MODES[mode]).test_client()
+    for role, secret in tokens.items():
+        _check(client, role, bearer(secret))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_sessions(make_app: MakeApp, users: dict[str, str], mode: str) -> None:
+    app = make_app(**MODES[mode])
+    for role, name in NAMES.items():
+        client = app.test_client()
+        assert login(client, name).status_code == 302
+        _check(client, role)
+        page = client.get("/").get_data(as_text=True)
+        assert ("Read-only mode" in page) == (mode == "read-only")
+        assert (">Users</a>" in page) == (role == "admin")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_trusted_proxy_header(make_app: MakeApp, mode: str) -> None:
+    app = make_app(
+        admin_trusted_header="X-Groups",
+        admin_trusted_roles=(("readers", "viewer"), ("ops", "operator"), ("sre", "admin")),
+        **MODES[mode],
+    )
+    client = app.test_client()
+    for group, role in (("readers", "viewer"), ("ops", "operator"), ("sre", "admin")):
+        _check(client, role, {"X-Groups": group})
+    for value in ("", "dev", "SRE", "sre,ops"):
+        for path in ROUTES:
+            response = client.get(path, headers={"X-Groups": value})
+            assert response.status_code == 403, (value, path)
+
+
+def test_the_trusted_header_is_ignored_when_off(app: Flask, tokens: dict[str, str]) -> None:
+    client = app.test_client()
+    response = client.get("/api/v1/users", headers={"X-Groups": "sre"})
+    assert response.status_code == 401
+
+
+@pytest.fixture
+def probe_app(make_app: MakeApp) -> MakeApp:
+    """An app with two probe views: one needs READ_BODIES, one (POST) RESEND."""
+
+    def make(**changes: object) -> Flask:
+        app = make_app(**changes)
+        app.add_url_rule(
+            "/api/v1/probe/bodies", "bodies", requires(READ_BODIES)(lambda: {"ok": True})
+        )
+        app.add_url_rule(
+            "/api/v1/probe/resend",
+            "resend",
+            requires(RESEND)(lambda: {"ok": True}),
+            methods=["POST"],
+        )
+        return app
+
+    return make
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_read_only_and_hidden_bodies_through_the_guard(
+    probe_app: MakeApp, tokens: dict[str, str], mode: str
+) -> None:
+    client = probe_app(**MODES[mode]).test_client()
+    for role, secret in tokens.items():
+        bodies = client.get("/api/v1/probe/bodies", headers=bearer(secret)).status_code
+        assert bodies == (403 if mode == "hide-bodies" else 200), role
+        resend = client.post("/api/v1/probe/resend", headers=bearer(secret)).status_code
+        may = role in {"operator", "admin"} and mode != "read-only"
+        assert resend == (200 if may else 403), (role, mode)
+
+
+def test_a_session_needs_the_csrf_header_to_change_state(
+    probe_app: MakeApp, users: dict[str, str], tokens: dict[str, str]
+) -> None:
+    client = probe_app().test_client()
+    login(client, "otto")
+    refused = client.post("/api/v1/probe/resend")
+    assert refused.status_code == 400
+    assert "CSRF" in refused.get_json()["error"]
+    wrong = client.post("/api/v1/probe/resend", headers={"X-CSRFToken": "forged"})
+    assert wrong.status_code == 400
+    token = csrf_token(client)
+    assert client.post("/api/v1/probe/resend", headers={"X-CSRFToken": token}).status_code == 200
+    # An API token needs none: a browser never sends one by itself.
+    plain = probe_app().test_client()
+    assert plain.post("/api/v1/probe/resend", headers=bearer(tokens["operator"])).status_code == 200
