@@ -6,6 +6,8 @@ once, at the store and allocator boundary, into these classes.
 
 from __future__ import annotations
 
+import math
+
 
 class EmsError(Exception):
     """An ems operation failed."""
@@ -92,6 +94,19 @@ class InvalidAccount(InvalidInput):
     take no placeholders for accounts."""
 
 
+class InvalidPassword(InvalidInput):
+    """A password has 12 to 1024 characters and is not the account's name."""
+
+
+class InvalidRole(InvalidInput):
+    """A role is viewer, operator or admin."""
+
+
+class LastAdmin(InvalidInput):
+    """The last admin cannot be removed or given another role: nobody could manage the
+    accounts any more. Make another user admin first."""
+
+
 class UnsupportedGroup(InvalidInput):
     """The operation does not apply to this kind of group (broadcast groups keep their
     cursors in memory; ordered groups take no out-of-order redelivery)."""
@@ -136,6 +151,14 @@ class UnknownAccount(NotFound):
     """No MySQL account has this user and host; create it first (CREATE USER)."""
 
 
+class UnknownUser(NotFound):
+    """No admin user has this name (or id)."""
+
+
+class UnknownToken(NotFound):
+    """No API token has this name."""
+
+
 class MessagePurged(UnknownMessage):
     """The dead letter's original message was purged by retention, so it cannot go back
     to its group's retry table; resend it to the topic instead. Nothing was changed."""
@@ -147,6 +170,14 @@ class AlreadyExists(EmsError):
 
 class TopicExists(AlreadyExists):
     """A topic with this name already exists."""
+
+
+class UserExists(AlreadyExists):
+    """An admin user with this name already exists."""
+
+
+class TokenExists(AlreadyExists):
+    """An API token with this name already exists (a revoked token keeps its name)."""
 
 
 # -- servers ---------------------------------------------------------------------------
@@ -244,6 +275,25 @@ class JobInterrupted(EmsError):
 
 class ScaleBackendError(EmsError):
     """The autoscaling backend (e.g. the Kubernetes API) rejected or failed the change."""
+
+
+# -- sign-in ---------------------------------------------------------------------------
+
+
+class LoginRefused(EmsError):
+    """wrong name or password"""
+
+
+class LoginThrottled(EmsError):
+    """Too many failed sign-ins; try again later."""
+
+    def __init__(self, retry_after: float, message: str | None = None) -> None:
+        #: Seconds until a sign-in is allowed again.
+        self.retry_after = float(retry_after)
+        super().__init__(
+            message
+            or f"too many failed sign-ins; try again in {math.ceil(self.retry_after)} seconds"
+        )
 
 
 # -- consumers -------------------------------------------------------------------------

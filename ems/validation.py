@@ -14,10 +14,15 @@ from ems.exceptions import (
     InvalidKey,
     InvalidName,
     InvalidPartitionCount,
+    InvalidPassword,
     InvalidSetting,
 )
 
 NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
+#: Names of admin console users and API tokens (an e-mail address is one).
+ACCOUNT_NAME_RE = re.compile(r"[A-Za-z0-9._@-]{1,64}")
+MIN_PASSWORD = 12
+MAX_PASSWORD = 1024
 MAX_PARTITIONS = 4096
 MAX_KEY_BYTES = 255
 #: A body must fit one row within the server's default max_allowed_packet (16 MiB).
@@ -35,6 +40,34 @@ def check_name(name: object, what: str = "name") -> str:
     if not isinstance(name, str) or NAME_RE.fullmatch(name) is None:
         raise InvalidName(f"{what} {name!r} must match [A-Za-z0-9._-]{{1,128}}")
     return name
+
+
+def check_account_name(name: object, what: str = "user name") -> str:
+    """A user's or token's name: 1 to 64 letters, digits, '.', '_', '-' or '@'."""
+    if not isinstance(name, str) or ACCOUNT_NAME_RE.fullmatch(name) is None:
+        shown = repr(name) if isinstance(name, str) and len(name) <= 80 else "given"
+        raise InvalidName(f"{what} {shown} must match [A-Za-z0-9._@-]{{1,64}}")
+    return name
+
+
+def check_password(password: object, name: str) -> str:
+    """A new password: 12 to 1024 characters of text, not the account's name (nor it in
+    another case). The message never shows the password."""
+    if not isinstance(password, str):
+        raise InvalidPassword(f"a password must be text, not {type(password).__name__}")
+    if not password:
+        raise InvalidPassword("the password is empty")
+    if len(password) < MIN_PASSWORD:
+        raise InvalidPassword(f"a password needs at least {MIN_PASSWORD} characters")
+    if len(password) > MAX_PASSWORD:
+        raise InvalidPassword(f"a password has at most {MAX_PASSWORD} characters")
+    if password.casefold() == name.casefold():
+        raise InvalidPassword("the password must not be the account's name")
+    try:
+        password.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidPassword("the password must be valid Unicode text") from None
+    return password
 
 
 def check_partitions(partitions: object) -> int:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import click
 
@@ -35,16 +36,21 @@ COMMANDS = {
 
 
 class LazyGroup(EmsGroup):
-    """The top-level group: its subcommands load on demand."""
+    """A group whose subcommands load on demand: `lazy` maps their names to
+    "module:attribute" (COMMANDS for the top-level group; `ems admin` has its own)."""
+
+    def __init__(self, *args: Any, lazy: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = COMMANDS if lazy is None else lazy
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *COMMANDS})
+        return sorted({*super().list_commands(ctx), *self.lazy})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         found = super().get_command(ctx, cmd_name)
-        if found is not None or cmd_name not in COMMANDS:
+        if found is not None or cmd_name not in self.lazy:
             return found
-        module, attribute = COMMANDS[cmd_name].split(":")
+        module, attribute = self.lazy[cmd_name].split(":")
         command = getattr(importlib.import_module(module), attribute)
         assert isinstance(command, click.Command)
         return command

@@ -69,7 +69,8 @@ def current() -> None:
 @click.option(
     "--with-tables",
     is_flag=True,
-    help="Also SELECT on every ems table, message bodies, keys and headers included.",
+    help="Also SELECT on the ems tables (all but the admin console's accounts), message "
+    "bodies, keys and headers included.",
 )
 @click.option("--apply", is_flag=True, help="Run the GRANTs instead of printing them.")
 def grant_readonly(user: str, host: str, with_tables: bool, apply: bool) -> None:
@@ -79,7 +80,7 @@ def grant_readonly(user: str, host: str, with_tables: bool, apply: bool) -> None
     in-flight messages, waiting retries, members and leases; see docs/sql.md): it reads
     no message body, key or header and can write nothing. --with-tables adds SELECT on the
     plain tables, for the queries of docs/sql.md that join them; grant it only to whoever
-    may read every message.
+    may read every message. The admin console's account tables are never granted.
 
     Printed, the statements can be piped to `mysql` as an administrator. --apply runs them
     on EMS_DATABASE_URL (whose user needs GRANT OPTION); the account must exist already

@@ -1,5 +1,6 @@
 """Schema only: SQLAlchemy models of every ems table."""
 
+from ems.models.accounts import AdminAudit, AdminLoginFailure, AdminToken, AdminUser
 from ems.models.analytics import (
     CompactionRun,
     LagReport,
@@ -26,6 +27,10 @@ from ems.models.topics import PartitionHead, PartitionLow, Topic
 metadata = Base.metadata
 
 __all__ = [
+    "AdminAudit",
+    "AdminLoginFailure",
+    "AdminToken",
+    "AdminUser",
     "Alarm",
     "AutoscaleDecision",
     "AutoscalePolicy",

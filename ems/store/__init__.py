@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from ems.config import Settings
+from ems.store.accounts import AccountStore
 from ems.store.alarms import AlarmStore
 from ems.store.assignments import AssignmentStore
+from ems.store.audit import AuditStore
 from ems.store.autoscale import AutoscaleStore
 from ems.store.compaction import CompactionStore
 from ems.store.consumption import ConsumptionStore
@@ -55,6 +57,8 @@ class Store:
         self.traces = TraceStore(self.db)
         self.dead_letters = DeadLetterStore(self.db)
         self.readonly = ReadonlyStore(self.db)
+        self.accounts = AccountStore(self.db)
+        self.audit = AuditStore(self.db)
 
     def close(self) -> None:
         self.db.dispose()

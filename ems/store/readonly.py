@@ -64,9 +64,19 @@ def account(user: str, host: str = "%") -> Account:
     return Account(user, host)
 
 
+#: Tables no analyst is granted, even with the tables: the admin console's accounts
+#: (password and token hashes), its sign-in counters and its audit trail.
+ACCOUNT_TABLES: tuple[str, ...] = (
+    "admin_audit",
+    "admin_login_failure",
+    "admin_token",
+    "admin_user",
+)
+
+
 def table_names() -> tuple[str, ...]:
-    """Every ems table, by name."""
-    return tuple(sorted(metadata.tables))
+    """Every ems table an analyst may be granted (all but ACCOUNT_TABLES), by name."""
+    return tuple(sorted(set(metadata.tables) - set(ACCOUNT_TABLES)))
 
 
 def grant_statements(database: str, to: Account, *, with_tables: bool = False) -> list[str]:

@@ -23,6 +23,7 @@ from ems.admin.capabilities import (
     capabilities,
 )
 from ems.config import ADMIN_ROLES
+from ems.values.accounts import ROLES
 
 #: The whole matrix, written out: role -> what it holds with neither setting.
 EXPECTED = {
@@ -91,3 +92,8 @@ def test_read_only_leaves_no_mutation_to_anyone() -> None:
 @pytest.mark.parametrize("role", ["", "Admin", "root", "admin ", "superuser"])
 def test_an_unknown_role_holds_nothing(role: str) -> None:
     assert capabilities(role, read_only=False, hide_bodies=False) == frozenset()
+
+
+def test_the_settings_know_the_roles_the_accounts_have() -> None:
+    assert ROLES == ADMIN_ROLES
+    assert set(EXPECTED) == set(ROLES)

@@ -15,10 +15,10 @@ import urllib.request
 from pathlib import Path
 
 from click.testing import CliRunner, Result
-from ems.ops.accounts import Accounts
 
 from ems.cli.app import cli
 from ems.config import Settings
+from ems.ops.accounts import Accounts
 from tests.admin.conftest import PASSWORD
 
 ROOT = Path(__file__).resolve().parents[2]

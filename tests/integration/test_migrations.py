@@ -1,5 +1,6 @@
 """Migrations on the real server: upgrade, downgrade, upgrade, and no drift from the models;
-the read-only views of 0005 come and go with their migration."""
+the read-only views of 0005 and the account tables of 0006 come and go with their
+migrations."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from sqlalchemy import create_engine, inspect, text
 from ems.config import Settings
 from ems.models import metadata
 from ems.store import migrate
-from ems.store.readonly import VIEW_NAMES
+from ems.store.readonly import ACCOUNT_TABLES, VIEW_NAMES
 from tests.conftest import BASE_URL, run_database_name
 
 #: A scratch database of this run's own (each xdist worker and checkout has one).
@@ -70,9 +71,20 @@ def test_the_views_migration_drops_only_its_views(scratch: Settings) -> None:
     migrate.upgrade(scratch)
     migrate.downgrade(scratch, "0004")
     assert _views(scratch) == set()
-    assert {t.name for t in metadata.sorted_tables} <= _tables(scratch)
+    assert {t.name for t in metadata.sorted_tables} - set(ACCOUNT_TABLES) <= _tables(scratch)
     migrate.upgrade(scratch)
     assert _views(scratch) == set(VIEW_NAMES)
+
+
+def test_the_accounts_migration_drops_only_its_tables(scratch: Settings) -> None:
+    migrate.upgrade(scratch)
+    assert set(ACCOUNT_TABLES) <= _tables(scratch)
+    migrate.downgrade(scratch, "0005")
+    assert _tables(scratch) & set(ACCOUNT_TABLES) == set()
+    assert {t.name for t in metadata.sorted_tables} - set(ACCOUNT_TABLES) <= _tables(scratch)
+    assert _views(scratch) == set(VIEW_NAMES)
+    migrate.upgrade(scratch)
+    assert set(ACCOUNT_TABLES) <= _tables(scratch)
 
 
 def test_the_views_hold_under_only_full_group_by(scratch: Settings) -> None:

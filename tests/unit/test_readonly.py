@@ -11,7 +11,7 @@ import pytest
 from ems.exceptions import InvalidAccount, InvalidSetting, UnknownAccount
 from ems.exit_codes import EXIT_BAD_INPUT, exit_code_for
 from ems.models import metadata
-from ems.store.readonly import VIEW_NAMES, account, grant_statements
+from ems.store.readonly import ACCOUNT_TABLES, VIEW_NAMES, account, grant_statements
 
 SQL_DOC = Path(__file__).resolve().parents[2] / "docs" / "sql.md"
 
@@ -67,8 +67,16 @@ def test_one_select_grant_per_view_and_with_tables_per_table() -> None:
     everything = grant_statements("ems", to, with_tables=True)
     assert everything[: len(views)] == views
     granted = [re.findall(r"`ems`\.`(\w+)`", s)[0] for s in everything[len(views) :]]
-    assert granted == sorted(metadata.tables)
+    assert granted == sorted(set(metadata.tables) - set(ACCOUNT_TABLES))
+    assert "message" in granted
     assert all(s.startswith("GRANT SELECT ON ") for s in everything)
+
+
+def test_the_account_tables_are_never_granted() -> None:
+    """Password and token hashes stay out of an analyst's reach, with the tables too."""
+    assert set(ACCOUNT_TABLES) == {t for t in metadata.tables if t.startswith("admin_")}
+    everything = " ".join(grant_statements("ems", account("analyst"), with_tables=True))
+    assert "admin_" not in everything
 
 
 @pytest.mark.parametrize("database", ["ems-prod", "ems`", "", "a" * 65])

@@ -15,6 +15,7 @@ from ems.exceptions import (
     InvalidKey,
     InvalidName,
     InvalidPartitionCount,
+    InvalidPassword,
 )
 
 
@@ -91,3 +92,43 @@ def test_headers_are_encoded_by_content_not_by_object() -> None:
     assert v.encode_headers({"type": "a", "x": "é"}) == '{"type":"a","x":"é"}'
     with pytest.raises(InvalidHeaders):  # checks run even when equal text was cached
         v.encode_headers({"type": 1})
+
+
+# -- admin accounts ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["a", "alice", "alice@example.com", "ops.team_1-b", "x" * 64])
+def test_valid_account_names(name: str) -> None:
+    assert v.check_account_name(name) == name
+
+
+@pytest.mark.parametrize("name", ["", "x" * 65, "bad name", "a:b", "ü", None, 3, "a/b"])
+def test_invalid_account_names(name: object) -> None:
+    with pytest.raises(InvalidName):
+        v.check_account_name(name)
+
+
+@given(st.text(max_size=80))
+def test_account_name_rule_is_the_documented_regex(name: str) -> None:
+    ok = 1 <= len(name) <= 64 and all(c.isascii() and (c.isalnum() or c in "._-@") for c in name)
+    if ok:
+        assert v.check_account_name(name) == name
+    else:
+        with pytest.raises(InvalidName):
+            v.check_account_name(name)
+
+
+@pytest.mark.parametrize("password", ["x" * 12, "correct horse battery", "é" * 12, "y" * 1024])
+def test_valid_passwords(password: str) -> None:
+    assert v.check_password(password, "alice") == password
+
+
+@pytest.mark.parametrize(
+    "password",
+    ["", "x" * 11, "y" * 1025, "alice.example", "Alice.Example", "bad\udcffsurrogate", None, 12],
+)
+def test_invalid_passwords_never_shown(password: object) -> None:
+    with pytest.raises(InvalidPassword) as raised:
+        v.check_password(password, "alice.example")
+    if isinstance(password, str) and password:
+        assert password not in str(raised.value)

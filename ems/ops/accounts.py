@@ -1,0 +1,246 @@
+"""The admin console's accounts: users with argon2-hashed passwords and a role, sign-in
+with a throttle on guessing, API tokens stored as the hash of their secret, and the
+audit trail.
+
+Passwords are hashed with argon2id (argon2-cffi's PasswordHasher and its defaults); a
+sign-in that finds a hash of weaker parameters writes a new one. Token secrets are
+"ems_" and 32 random bytes (URL-safe base64), shown once: only their SHA-256 is stored,
+a fast hash being enough for a secret nobody can guess. Neither a password nor a secret
+is logged, stored in clear or put in an exception's message.
+
+A failed sign-in counts against the account ("user:<name>") and the client address
+("address:<ip>"); when either has reached its limit in its window (ems.values.login_limits)
+the sign-in is refused with LoginThrottled before the password is looked at. A wrong
+password and an unknown name fail alike (LoginRefused, "wrong name or password"), and an
+unknown name still costs one argon2 verification, so neither the answer nor its time
+tells whether the account exists.
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import re
+import secrets
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+
+from ems.config import Settings
+from ems.exceptions import (
+    InvalidInput,
+    LoginRefused,
+    LoginThrottled,
+    UnknownToken,
+    UnknownUser,
+)
+from ems.ops.query import check_id
+from ems.store import Store
+from ems.store.client import StoreClient
+from ems.validation import ACCOUNT_NAME_RE, MAX_PASSWORD, check_account_name, check_password
+from ems.values.accounts import AuditEntry, AuditFilter, Token, User, check_role
+from ems.values.login_limits import (
+    ACCOUNT_LIMIT,
+    ADDRESS_LIMIT,
+    WINDOW_SECONDS,
+    throttle_seconds,
+)
+
+TOKEN_PREFIX = "ems_"
+#: Random bytes of a token secret.
+TOKEN_BYTES = 32
+_SECRET_RE = re.compile(r"ems_[A-Za-z0-9_-]{43}")
+#: Characters of a client address kept in its throttle scope and in the audit trail.
+ADDRESS_CHARS = 64
+#: Most entries one audit search returns.
+MAX_AUDIT_LIMIT = 500
+
+_hasher = PasswordHasher()
+_dummy_hash: str | None = None
+
+
+def _dummy() -> str:
+    """A hash of the same parameters as real ones, verified against for unknown names."""
+    global _dummy_hash
+    if _dummy_hash is None:
+        _dummy_hash = _hasher.hash(secrets.token_urlsafe(16))
+    return _dummy_hash
+
+
+def token_hash(secret: str) -> str:
+    """The SHA-256 hex digest a token's secret is stored as."""
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def user_scope(name: str) -> str:
+    return f"user:{name}"
+
+
+def address_scope(address: str) -> str:
+    return f"address:{address[:ADDRESS_CHARS]}"
+
+
+def _limit_of(scope: str) -> int:
+    return ACCOUNT_LIMIT if scope.startswith("user:") else ADDRESS_LIMIT
+
+
+def _password_text(password: object) -> str | None:
+    """The password as a verifiable text, or None when it cannot be one."""
+    if not isinstance(password, str) or not password or len(password) > MAX_PASSWORD:
+        return None
+    try:
+        password.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return password
+
+
+class Accounts(StoreClient):
+    """Users, sign-in and API tokens of the admin console (and `ems admin`)."""
+
+    def __init__(self, settings: Settings | None = None, *, store: Store | None = None) -> None:
+        super().__init__(settings, store=store)
+
+    # -- users ---------------------------------------------------------------------------
+
+    def add_user(self, name: str, role: str, password: str) -> User:
+        """A new user; InvalidName, InvalidRole, InvalidPassword, UserExists."""
+        check_account_name(name)
+        checked_role = check_role(role)
+        check_password(password, name)
+        return self.store.accounts.add_user(name, checked_role, _hasher.hash(password))
+
+    def users(self) -> builtins.list[User]:
+        """Every user, by name."""
+        return self.store.accounts.users()
+
+    def user(self, user_id: int) -> User:
+        found = self.store.accounts.user(check_id(user_id, "user"))
+        if found is None:
+            raise UnknownUser(f"no user with id {user_id}")
+        return found
+
+    def user_named(self, name: str) -> User:
+        found = self.store.accounts.user_named(check_account_name(name))
+        if found is None:
+            raise UnknownUser(f"no user {name!r}")
+        return found
+
+    def set_role(self, name: str, role: str) -> User:
+        """Give the user another role; its sessions end (the session epoch grows) unless
+        the role is the one it has. LastAdmin when it is the last admin and the role is
+        not admin."""
+        check_account_name(name)
+        return self.store.accounts.set_role(name, check_role(role))
+
+    def set_password(self, name: str, password: str) -> User:
+        """A new password; the user's sessions end (the session epoch grows)."""
+        check_account_name(name)
+        check_password(password, name)
+        return self.store.accounts.set_password(name, _hasher.hash(password))
+
+    def remove_user(self, name: str) -> None:
+        """Delete the user; UnknownUser, or LastAdmin when it is the last admin."""
+        self.store.accounts.remove_user(check_account_name(name))
+
+    def has_admin(self) -> bool:
+        return self.store.accounts.has_admin()
+
+    # -- sign-in -------------------------------------------------------------------------
+
+    def authenticate(self, name: str, password: str, address: str) -> User:
+        """The user whose name and password these are. LoginThrottled when the account
+        or the address has failed too often lately (before the password is checked),
+        LoginRefused for a wrong name or password, alike."""
+        address = address if isinstance(address, str) else "-"
+        known_form = isinstance(name, str) and ACCOUNT_NAME_RE.fullmatch(name) is not None
+        scopes = [address_scope(address)] + ([user_scope(name)] if known_form else [])
+        self._check_throttle(scopes)
+        found = self.store.accounts.credentials(name) if known_form else None
+        text = _password_text(password)
+        stored = found[1] if found is not None else None
+        if not self._verify(stored, text) or found is None or text is None:
+            self.store.accounts.add_failure(scopes, WINDOW_SECONDS)
+            raise LoginRefused()
+        user, hashed = found
+        self.store.accounts.clear_failures(user_scope(user.name))
+        if _hasher.check_needs_rehash(hashed):
+            self.store.accounts.rehash(user.id, hashed, _hasher.hash(text))
+        return user
+
+    def _check_throttle(self, scopes: builtins.list[str]) -> None:
+        now, counted = self.store.accounts.failures(scopes)
+        if now is None:
+            return
+        waits = [
+            throttle_seconds(failures, first_at, now, limit=_limit_of(scope), window=WINDOW_SECONDS)
+            for scope, (failures, first_at) in counted.items()
+        ]
+        wait = max(waits, default=0.0)
+        if wait > 0:
+            raise LoginThrottled(wait)
+
+    @staticmethod
+    def _verify(stored: str | None, password: str | None) -> bool:
+        """Whether the password matches the stored hash; with no hash (or no usable
+        password) the same work is spent on a dummy hash, and the answer is False."""
+        try:
+            matched = _hasher.verify(stored or _dummy(), password or "-")
+        except (VerificationError, InvalidHashError):
+            return False
+        return matched and stored is not None and password is not None
+
+    # -- tokens --------------------------------------------------------------------------
+
+    def create_token(self, name: str, role: str, created_by: str) -> tuple[Token, str]:
+        """A new token and its secret, which is not stored and cannot be shown again;
+        InvalidName, InvalidRole, TokenExists."""
+        check_account_name(name, "token name")
+        checked_role = check_role(role)
+        if not isinstance(created_by, str) or not created_by:
+            raise InvalidInput("a token is created by someone: name them")
+        secret = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
+        token = self.store.accounts.add_token(
+            name, checked_role, token_hash(secret), created_by[:64]
+        )
+        return token, secret
+
+    def tokens(self) -> builtins.list[Token]:
+        """Every token, revoked ones too, by name."""
+        return self.store.accounts.tokens()
+
+    def revoke_token(self, name: str) -> Token:
+        """Revoke the token for good (revoking it again changes nothing); UnknownToken."""
+        found = self.store.accounts.revoke_token(check_account_name(name, "token name"))
+        if found is None:
+            raise UnknownToken(f"no token {name!r}")
+        return found
+
+    def token_for(self, secret: str) -> Token | None:
+        """The live token whose secret this is; None for anything else (unknown, revoked,
+        malformed). Marks it used, at most once a minute."""
+        if not isinstance(secret, str) or _SECRET_RE.fullmatch(secret) is None:
+            return None
+        return self.store.accounts.use_token(token_hash(secret))
+
+
+class AuditLog(StoreClient):
+    """The append-only audit trail of the admin console and `ems admin`."""
+
+    def __init__(self, settings: Settings | None = None, *, store: Store | None = None) -> None:
+        super().__init__(settings, store=store)
+
+    def record(self, entry: AuditEntry) -> None:
+        """Append the entry; texts too long for their columns are cut, params written as
+        JSON (values JSON cannot hold as their text)."""
+        self.store.audit.insert(entry)
+
+    def search(self, query: AuditFilter) -> builtins.list[AuditEntry]:
+        """Matching entries, newest first, at most query.limit (and never more than
+        MAX_AUDIT_LIMIT)."""
+        limit = query.limit
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidInput(f"limit must be a positive integer, not {limit!r}")
+        if query.before_id is not None:
+            check_id(query.before_id, "audit entry")
+        return self.store.audit.search(query, min(limit, MAX_AUDIT_LIMIT))

@@ -1,0 +1,276 @@
+"""Statements on the admin console's accounts: users and their password hashes, API
+tokens by the hash of their secret, and the failed sign-ins the throttle counts.
+
+Role changes and removals take the admins' rows with locking reads before they check that
+an admin remains, so two operators demoting the last two admins at once cannot both pass
+the check: the second waits for the first and then counts one admin. Every time comes from
+the database clock.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any, cast
+
+from sqlalchemy import Connection, delete, exists, insert, literal_column, select, update
+from sqlalchemy.engine import Row
+from sqlalchemy.sql.expression import ColumnClause
+
+from ems.exceptions import DuplicateKey, LastAdmin, TokenExists, UnknownUser, UserExists
+from ems.models import AdminLoginFailure, AdminToken, AdminUser
+from ems.store.database import Database
+from ems.values.accounts import Role, Token, User
+
+_USER_COLUMNS = (
+    AdminUser.id,
+    AdminUser.name,
+    AdminUser.role,
+    AdminUser.session_epoch,
+    AdminUser.created_at,
+    AdminUser.updated_at,
+)
+_TOKEN_COLUMNS = (
+    AdminToken.id,
+    AdminToken.name,
+    AdminToken.role,
+    AdminToken.created_by,
+    AdminToken.created_at,
+    AdminToken.last_used_at,
+    AdminToken.revoked_at,
+)
+#: A token's last use is written at most this often (a busy script does not write a row
+#: per request).
+TOUCH_EVERY_SECONDS = 60
+_NOW: ColumnClause[Any] = literal_column("NOW(6)")
+_TOUCHED_BEFORE: ColumnClause[Any] = literal_column(
+    f"NOW(6) - INTERVAL {TOUCH_EVERY_SECONDS} SECOND"
+)
+
+# One failure more in the scope's window, or the first of a new window when the old one
+# ended. MySQL and MariaDB assign left to right, each assignment seeing the ones before:
+# failures is computed from the old first_at, then first_at moves.
+_FAILURE = (
+    "INSERT INTO admin_login_failure (scope, failures, first_at, last_at) "
+    "VALUES (%(scope)s, 1, NOW(6), NOW(6)) ON DUPLICATE KEY UPDATE "
+    "failures = IF(first_at <= NOW(6) - INTERVAL %(window)s MICROSECOND, 1, failures + 1), "
+    "first_at = IF(first_at <= NOW(6) - INTERVAL %(window)s MICROSECOND, NOW(6), first_at), "
+    "last_at = NOW(6)"
+)
+
+
+def _user(row: Row[Any]) -> User:
+    return User(
+        id=int(row.id),
+        name=row.name,
+        role=cast(Role, row.role),
+        session_epoch=int(row.session_epoch),
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def _token(row: Row[Any]) -> Token:
+    return Token(
+        id=int(row.id),
+        name=row.name,
+        role=cast(Role, row.role),
+        created_by=row.created_by,
+        created_at=row.created_at,
+        last_used_at=row.last_used_at,
+        revoked_at=row.revoked_at,
+    )
+
+
+class AccountStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # -- users ---------------------------------------------------------------------------
+
+    def add_user(self, name: str, role: Role, password_hash: str) -> User:
+        values = {"name": name, "role": role, "password_hash": password_hash}
+        try:
+            with self.db.connect() as conn:
+                conn.execute(insert(AdminUser).values(**values))
+                return self._user_named(conn, name)
+        except DuplicateKey:
+            raise UserExists(f"user {name!r} already exists") from None
+
+    def users(self) -> list[User]:
+        with self.db.connect() as conn:
+            rows = conn.execute(select(*_USER_COLUMNS).order_by(AdminUser.name))
+            return [_user(r) for r in rows]
+
+    def user(self, user_id: int) -> User | None:
+        with self.db.connect() as conn:
+            row = conn.execute(select(*_USER_COLUMNS).where(AdminUser.id == user_id)).first()
+        return None if row is None else _user(row)
+
+    def user_named(self, name: str) -> User | None:
+        with self.db.connect() as conn:
+            row = conn.execute(select(*_USER_COLUMNS).where(AdminUser.name == name)).first()
+        return None if row is None else _user(row)
+
+    def credentials(self, name: str) -> tuple[User, str] | None:
+        """The user and the password hash, for a sign-in."""
+        query = select(*_USER_COLUMNS, AdminUser.password_hash).where(AdminUser.name == name)
+        with self.db.connect() as conn:
+            row = conn.execute(query).first()
+        return None if row is None else (_user(row), str(row.password_hash))
+
+    def has_admin(self) -> bool:
+        query = select(exists().where(AdminUser.role == "admin"))
+        with self.db.connect() as conn:
+            return bool(conn.execute(query).scalar())
+
+    def set_role(self, name: str, role: Role) -> User:
+        """Give the user another role and a new session epoch (nothing changes when the
+        role is the same); LastAdmin when that would leave no admin."""
+        with self.db.connect() as conn:
+            found = self._lock_for_change(conn, name, leaves_admin=role != "admin")
+            if found.role != role:
+                conn.execute(
+                    update(AdminUser)
+                    .where(AdminUser.id == found.id)
+                    .values(role=role, session_epoch=AdminUser.session_epoch + 1, updated_at=_NOW)
+                )
+            return self._user_named(conn, name)
+
+    def set_password(self, name: str, password_hash: str) -> User:
+        """A new password hash and a new session epoch; UnknownUser when there is none."""
+        with self.db.connect() as conn:
+            changed = conn.execute(
+                update(AdminUser)
+                .where(AdminUser.name == name)
+                .values(
+                    password_hash=password_hash,
+                    session_epoch=AdminUser.session_epoch + 1,
+                    updated_at=_NOW,
+                )
+            ).rowcount
+            if not changed:
+                raise UnknownUser(f"no user {name!r}")
+            return self._user_named(conn, name)
+
+    def rehash(self, user_id: int, old_hash: str, new_hash: str) -> bool:
+        """Replace the hash with one of stronger parameters, unless the password changed
+        meanwhile. Sessions stay: the password is the same."""
+        with self.db.connect() as conn:
+            result = conn.execute(
+                update(AdminUser)
+                .where(AdminUser.id == user_id, AdminUser.password_hash == old_hash)
+                .values(password_hash=new_hash)
+            )
+            return bool(result.rowcount)
+
+    def remove_user(self, name: str) -> None:
+        """Delete the user; UnknownUser, or LastAdmin when it is the last admin."""
+        with self.db.connect() as conn:
+            found = self._lock_for_change(conn, name, leaves_admin=True)
+            conn.execute(delete(AdminUser).where(AdminUser.id == found.id))
+
+    def _lock_for_change(self, conn: Connection, name: str, *, leaves_admin: bool) -> User:
+        """Lock the admins' rows, then the user's; LastAdmin when the user is the only
+        admin and the change would leave it without the role."""
+        admins = conn.execute(
+            select(AdminUser.id)
+            .where(AdminUser.role == "admin")
+            .order_by(AdminUser.id)
+            .with_for_update()
+        ).all()
+        row = conn.execute(
+            select(*_USER_COLUMNS).where(AdminUser.name == name).with_for_update()
+        ).first()
+        if row is None:
+            raise UnknownUser(f"no user {name!r}")
+        user = _user(row)
+        if leaves_admin and user.role == "admin" and len(admins) <= 1:
+            raise LastAdmin(
+                f"{name!r} is the last admin: make another user admin first, so someone can "
+                "still manage the accounts"
+            )
+        return user
+
+    @staticmethod
+    def _user_named(conn: Connection, name: str) -> User:
+        row = conn.execute(select(*_USER_COLUMNS).where(AdminUser.name == name)).first()
+        if row is None:
+            raise UnknownUser(f"no user {name!r}")
+        return _user(row)
+
+    # -- tokens --------------------------------------------------------------------------
+
+    def add_token(self, name: str, role: Role, token_hash: str, created_by: str) -> Token:
+        values = {"name": name, "role": role, "token_hash": token_hash, "created_by": created_by}
+        try:
+            with self.db.connect() as conn:
+                conn.execute(insert(AdminToken).values(**values))
+                row = conn.execute(select(*_TOKEN_COLUMNS).where(AdminToken.name == name)).one()
+                return _token(row)
+        except DuplicateKey:
+            raise TokenExists(
+                f"a token named {name!r} exists already (revoked tokens keep their names)"
+            ) from None
+
+    def tokens(self) -> list[Token]:
+        with self.db.connect() as conn:
+            rows = conn.execute(select(*_TOKEN_COLUMNS).order_by(AdminToken.name))
+            return [_token(r) for r in rows]
+
+    def revoke_token(self, name: str) -> Token | None:
+        """Revoke the token (a revoked one stays as it was); None when there is none."""
+        with self.db.connect() as conn:
+            conn.execute(
+                update(AdminToken)
+                .where(AdminToken.name == name, AdminToken.revoked_at.is_(None))
+                .values(revoked_at=_NOW)
+            )
+            row = conn.execute(select(*_TOKEN_COLUMNS).where(AdminToken.name == name)).first()
+        return None if row is None else _token(row)
+
+    def use_token(self, token_hash: str) -> Token | None:
+        """The live (unrevoked) token with this hash, its last use moved to now when the
+        one written is a minute old or more; None when there is none."""
+        t = AdminToken
+        live = select(*_TOKEN_COLUMNS).where(t.token_hash == token_hash, t.revoked_at.is_(None))
+        with self.db.connect() as conn:
+            row = conn.execute(live).first()
+            if row is None:
+                return None
+            stale = t.last_used_at.is_(None) | (t.last_used_at <= _TOUCHED_BEFORE)
+            touched = conn.execute(
+                update(t)
+                .where(t.id == row.id, t.revoked_at.is_(None), stale)
+                .values(last_used_at=_NOW)
+            ).rowcount
+            if touched:
+                row = conn.execute(live).first()
+        return None if row is None else _token(row)
+
+    # -- failed sign-ins ---------------------------------------------------------------
+
+    def failures(
+        self, scopes: Sequence[str]
+    ) -> tuple[dt.datetime | None, dict[str, tuple[int, dt.datetime]]]:
+        """(the database clock, {scope: (failures, first_at)}) of the scopes that have
+        failures counted; the clock is None when none has."""
+        f = AdminLoginFailure
+        query = select(f.scope, f.failures, f.first_at, _NOW.label("now")).where(
+            f.scope.in_(list(scopes))
+        )
+        with self.db.connect() as conn:
+            rows = conn.execute(query).all()
+        now = rows[0].now if rows else None
+        return now, {r.scope: (int(r.failures), r.first_at) for r in rows}
+
+    def add_failure(self, scopes: Sequence[str], window: float) -> None:
+        """Count one failed sign-in in each scope (a window that ended starts again)."""
+        micros = int(window * 1_000_000)
+        with self.db.transaction() as cursor:
+            for scope in sorted(scopes):  # one lock order for concurrent sign-ins
+                cursor.execute(_FAILURE, {"scope": scope, "window": micros})
+
+    def clear_failures(self, scope: str) -> None:
+        with self.db.connect() as conn:
+            conn.execute(delete(AdminLoginFailure).where(AdminLoginFailure.scope == scope))
