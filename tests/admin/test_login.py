@@ -3,14 +3,16 @@ that follows the account, and the audit trail."""
 
 from __future__ import annotations
 
-from ems.ops.accounts import Accounts, AuditLog
-from ems.values.accounts import AuditFilter
 from flask import Flask
 from flask.testing import FlaskClient
 
 from ems.admin.views.auth import REFUSED
 from ems.config import Settings
+from ems.ops.accounts import Accounts, AuditLog
+from ems.store import Store
+from ems.values.accounts import AuditFilter
 from tests.admin.conftest import PASSWORD, csrf_token, login
+from tests.integration import seed
 
 
 def _audit(settings: Settings, action: str) -> list[tuple[str, str, str]]:
@@ -116,3 +118,18 @@ def test_a_password_change_ends_the_session(
     login(client, "vera")
     accounts.set_password("vera", "another long password")
     assert client.get("/").status_code == 302
+
+
+def test_the_role_is_read_again_on_every_request(
+    app: Flask, users: dict[str, str], store: Store
+) -> None:
+    """The session holds no role: a role written by anything else (here, SQL that leaves
+    the session epoch alone) applies at once, in both directions."""
+    client = app.test_client()
+    login(client, "vera")
+    assert client.get("/api/v1/users").status_code == 403
+    seed.sql(store, "UPDATE admin_user SET role = 'admin' WHERE name = 'vera'")
+    assert client.get("/api/v1/users").status_code == 200
+    seed.sql(store, "UPDATE admin_user SET role = 'viewer' WHERE name = 'vera'")
+    assert client.get("/api/v1/users").status_code == 403
+    assert client.get("/api/v1/overview").status_code == 200
