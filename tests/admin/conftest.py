@@ -8,7 +8,6 @@ import secrets
 from collections.abc import Callable, Iterator
 
 import pytest
-from ems.ops.accounts import Accounts
 from flask import Flask
 from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
@@ -16,6 +15,7 @@ from werkzeug.test import TestResponse
 from ems.admin.app import create_app
 from ems.admin.services import of
 from ems.config import Settings
+from ems.ops.accounts import Accounts
 
 PASSWORD = "correct horse battery staple"
 #: One user of each role, by name.

@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ems.ops.accounts import Accounts
 from flask import Flask
 from flask.testing import FlaskClient
 
 from ems.admin.capabilities import READ
 from ems.admin.guard import requires
 from ems.exceptions import DatabaseUnavailable, InvalidOffset, UnknownGroup
+from ems.ops.accounts import Accounts
 from ems.store import Store
 from tests.admin.conftest import MakeApp, bearer
 

@@ -7,8 +7,6 @@ import logging
 from typing import Any
 
 import pytest
-from ems.ops.accounts import AuditLog
-from ems.values.accounts import AuditFilter
 from flask import Blueprint, Flask, url_for
 from flask.testing import FlaskClient
 
@@ -18,6 +16,8 @@ from ems.admin.guard import required, requires, route_problems
 from ems.admin.views import BLUEPRINTS
 from ems.config import Settings
 from ems.exceptions import InvalidSetting
+from ems.ops.accounts import AuditLog
+from ems.values.accounts import AuditFilter
 from tests.admin.conftest import MakeApp, bearer
 
 #: The views anyone may reach; any other view needs a principal.
