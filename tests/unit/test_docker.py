@@ -130,6 +130,23 @@ def test_demo_waits_for_servers_and_migration(services: dict[str, dict[str, Any]
     assert depends["migrate"]["condition"] == "service_completed_successfully"
 
 
+def test_admin_console_serves_on_the_host_loopback_with_a_health_check(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    admin = services["admin"]
+    assert admin["command"][:2] == ["admin", "serve"]
+    port = admin["command"][admin["command"].index("--port") + 1]
+    # Published on the host's loopback only: the console is not exposed to the network.
+    assert admin["ports"] == [f"127.0.0.1:{port}:{port}"]
+    probe = " ".join(admin["healthcheck"]["test"])
+    assert f"127.0.0.1:{port}/healthz" in probe
+    assert "EMS_ADMIN_SECRET_KEY" in _environment(admin)
+    assert admin["profiles"] == ["admin"], "started only when asked for"
+    depends = admin["depends_on"]
+    assert depends["migrate"]["condition"] == "service_completed_successfully"
+    assert depends["mysql"]["condition"] == depends["redis"]["condition"] == "service_healthy"
+
+
 def test_build_paths_exist(ems_services: dict[str, dict[str, Any]]) -> None:
     for name, service in ems_services.items():
         context = (DOCKER / service["build"]["context"]).resolve()
