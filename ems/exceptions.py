@@ -107,6 +107,10 @@ class LastAdmin(InvalidInput):
     accounts any more. Make another user admin first."""
 
 
+class InvalidCursor(InvalidInput):
+    """A page cursor must be the next_after of an earlier page (or a name to list after)."""
+
+
 class UnsupportedGroup(InvalidInput):
     """The operation does not apply to this kind of group (broadcast groups keep their
     cursors in memory; ordered groups take no out-of-order redelivery)."""

@@ -105,12 +105,17 @@ class GroupAdmin(StoreClient):
         check_name(name, "group")
         groups = self.store.groups.by_name(name)
         topics = self.store.topics.by_ids(g.topic_id for g in groups)
-        found = [self._describe(g, topics[g.topic_id]) for g in groups if g.topic_id in topics]
+        found = [
+            self.describe_subscription(g, topics[g.topic_id])
+            for g in groups
+            if g.topic_id in topics
+        ]
         if not found:
             raise UnknownGroup(f"unknown group {name!r}")
         return sorted(found, key=lambda d: d.topic)
 
-    def _describe(self, group: GroupInfo, topic: TopicInfo) -> GroupDescription:
+    def describe_subscription(self, group: GroupInfo, topic: TopicInfo) -> GroupDescription:
+        """The description of one group row (one name on one topic), already looked up."""
         s = self.store
         # Cursors are read before the watermarks: watermarks only grow, so a cursor that
         # moves in between cannot show up as a negative lag.

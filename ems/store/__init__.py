@@ -8,6 +8,7 @@ from ems.store.alarms import AlarmStore
 from ems.store.assignments import AssignmentStore
 from ems.store.audit import AuditStore
 from ems.store.autoscale import AutoscaleStore
+from ems.store.browse import BrowseStore
 from ems.store.compaction import CompactionStore
 from ems.store.consumption import ConsumptionStore
 from ems.store.database import Database, translate, wrap_errors
@@ -59,6 +60,7 @@ class Store:
         self.readonly = ReadonlyStore(self.db)
         self.accounts = AccountStore(self.db)
         self.audit = AuditStore(self.db)
+        self.browse = BrowseStore(self.db)
 
     def close(self) -> None:
         self.db.dispose()

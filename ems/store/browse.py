@@ -1,0 +1,380 @@
+"""Statements of the admin console's read models (ems.ops.browse): pages of topics and
+groups, a group's per-partition extras, its newest lag report, lag and volume series.
+
+Every statement reads index entries, never counts a message or log table: a watermark is
+one dive into message's unique key (topic_id, partition_no, offset_no), a snapshot or a
+watermark capture one dive into its (owner, partition_no, captured_at) key. A page runs
+a fixed number of statements whatever its size, each over the ids of the page (IN lists).
+Series are sampled, not scanned: one dive per partition and bucket of the window, so
+their cost does not grow with the capture rate or the rows stored.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection
+
+from ems.store.database import Database
+from ems.values.browse import (
+    GroupFacts,
+    MemberLoad,
+    PartitionFacts,
+    ReportRows,
+    TopicRow,
+    WatermarkTotals,
+)
+
+_US = 1_000_000
+
+# Pages are read in the order of the name's unique index: forced, so that a small table's
+# plan (a scan and a sort) is not kept as the table grows.
+_TOPICS = (
+    "SELECT id, name, partitions, retention_hours, delete_consumed, max_body_bytes, created_at "
+    "FROM topic FORCE INDEX (uq_topic_name) WHERE {where} ORDER BY name LIMIT %s"
+)
+# The derived table is grouped, so it is materialized: each dive runs once per partition.
+_TOPIC_TOTALS = (
+    "SELECT p.topic_id, "
+    "SUM(COALESCE(p.first_offset, p.purged_below, 0)), "
+    "SUM(COALESCE(p.last_offset + 1, p.purged_below, 0)), "
+    "SUM(COALESCE(p.last_offset + 1 - p.first_offset, 0)) "
+    "FROM (SELECT h.topic_id, h.partition_no, MAX(pl.low_offset) AS purged_below, "
+    " (SELECT m.offset_no FROM message m WHERE m.topic_id = h.topic_id "
+    "  AND m.partition_no = h.partition_no ORDER BY m.offset_no LIMIT 1) AS first_offset, "
+    " (SELECT m.offset_no FROM message m WHERE m.topic_id = h.topic_id "
+    "  AND m.partition_no = h.partition_no ORDER BY m.offset_no DESC LIMIT 1) AS last_offset "
+    " FROM partition_head h LEFT JOIN partition_low pl "
+    " ON pl.topic_id = h.topic_id AND pl.partition_no = h.partition_no "
+    " WHERE h.topic_id IN ({ids}) GROUP BY h.topic_id, h.partition_no) p "
+    "GROUP BY p.topic_id"
+)
+
+_GROUPS = (
+    "SELECT g.id, g.name, g.topic_id, t.name, g.mode, g.start_position FROM ("
+    " SELECT id, name, topic_id, mode, start_position FROM consumer_group g {index} "
+    " WHERE {where} ORDER BY name, topic_id LIMIT %s) g "
+    "JOIN topic t ON t.id = g.topic_id ORDER BY g.name, g.topic_id"
+)
+_BY_NAME = "FORCE INDEX (uq_consumer_group_name_topic_id)"
+_MEMBERS = (
+    "SELECT group_id, COUNT(*), COUNT(CASE WHEN lease_expires_at > NOW(6) THEN 1 END) "
+    "FROM consumer_client WHERE group_id IN ({ids}) GROUP BY group_id"
+)
+# Per partition of each cluster group (partition_head lists every partition, so one whose
+# cursor row is missing still counts): the high watermark as GroupAdmin reads it (one past
+# the highest stored offset, 0 when empty), the lowest stored offset for a partition
+# without a cursor, and the two newest snapshots' cursors. Grouped, so it is materialized
+# and each dive runs once.
+_PARTITIONS = (
+    "SELECT g.id AS group_id, h.partition_no, o.committed_offset AS committed, "
+    " (SELECT m.offset_no + 1 FROM message m WHERE m.topic_id = g.topic_id "
+    "  AND m.partition_no = h.partition_no ORDER BY m.offset_no DESC LIMIT 1) AS high, "
+    " CASE WHEN o.committed_offset IS NULL THEN "
+    " (SELECT m.offset_no FROM message m WHERE m.topic_id = g.topic_id "
+    "  AND m.partition_no = h.partition_no ORDER BY m.offset_no LIMIT 1) END AS first_offset, "
+    " (SELECT s.committed_offset FROM offset_snapshot s WHERE s.group_id = g.id "
+    "  AND s.partition_no = h.partition_no ORDER BY s.captured_at DESC LIMIT 1) AS last_snap, "
+    " (SELECT s.committed_offset FROM offset_snapshot s WHERE s.group_id = g.id "
+    "  AND s.partition_no = h.partition_no ORDER BY s.captured_at DESC LIMIT 1, 1) AS prev_snap "
+    "FROM consumer_group g JOIN partition_head h ON h.topic_id = g.topic_id "
+    "LEFT JOIN group_offset o ON o.group_id = g.id AND o.partition_no = h.partition_no "
+    "WHERE g.id IN ({ids}) AND g.mode = 'cluster' "
+    "GROUP BY g.id, g.topic_id, h.partition_no, o.committed_offset"
+)
+_LAGS = (
+    "SELECT p.group_id, "
+    "SUM(GREATEST(COALESCE(p.high, 0) - COALESCE(p.committed, p.first_offset, 0), 0)), "
+    "COUNT(CASE WHEN p.committed IS NULL THEN 1 END), "
+    "COUNT(CASE WHEN p.last_snap < p.prev_snap THEN 1 END) "
+    f"FROM ({_PARTITIONS}) p GROUP BY p.group_id"
+)
+# The newest report of each group whose run is done: the (group_id, report_id) index read
+# backwards, stopping at the first finished run (a running one is at most the newest).
+_LATEST_REPORT = (
+    "SELECT STRAIGHT_JOIN r.report_id FROM lag_report r JOIN lag_report_run u "
+    "ON u.id = r.report_id "
+    "WHERE r.group_id = {group} AND u.status = 'done' ORDER BY r.report_id DESC LIMIT 1"
+)
+_REPORTS = (
+    "SELECT x.group_id, x.report_id, u.as_of, "
+    " (SELECT r.group_status FROM lag_report r WHERE r.report_id = x.report_id "
+    "  AND r.group_id = x.group_id LIMIT 1) "
+    "FROM (SELECT g.id AS group_id, ({latest}) AS report_id FROM consumer_group g "
+    " WHERE g.id IN ({ids}) GROUP BY g.id) x "
+    "JOIN lag_report_run u ON u.id = x.report_id"
+)
+_REPORT_ROWS = (
+    "SELECT r.report_id, u.as_of, r.group_status, r.partition_no, r.status "
+    "FROM lag_report r JOIN lag_report_run u ON u.id = r.report_id "
+    "WHERE r.group_id = %s AND r.report_id = ({latest}) ORDER BY r.partition_no"
+)
+# The oldest unconsumed message is the first stored at or after the cursor (a hole or a
+# purge may leave no row at the cursor itself).
+_PARTITION_FACTS = (
+    "SELECT p.partition_no, p.first_offset, TIMESTAMPDIFF(MICROSECOND, p.oldest_at, NOW(6)), "
+    "p.last_snap < p.prev_snap "
+    "FROM (SELECT h.partition_no, "
+    " (SELECT m.offset_no FROM message m WHERE m.topic_id = h.topic_id "
+    "  AND m.partition_no = h.partition_no ORDER BY m.offset_no LIMIT 1) AS first_offset, "
+    " (SELECT m.created_at FROM message m WHERE m.topic_id = h.topic_id "
+    "  AND m.partition_no = h.partition_no AND m.offset_no >= COALESCE(o.committed_offset, 0) "
+    "  ORDER BY m.offset_no LIMIT 1) AS oldest_at, "
+    " (SELECT s.committed_offset FROM offset_snapshot s WHERE s.group_id = %s "
+    "  AND s.partition_no = h.partition_no ORDER BY s.captured_at DESC LIMIT 1) AS last_snap, "
+    " (SELECT s.committed_offset FROM offset_snapshot s WHERE s.group_id = %s "
+    "  AND s.partition_no = h.partition_no ORDER BY s.captured_at DESC LIMIT 1, 1) AS prev_snap "
+    " FROM partition_head h LEFT JOIN group_offset o "
+    " ON o.group_id = %s AND o.partition_no = h.partition_no "
+    " WHERE h.topic_id = %s GROUP BY h.topic_id, h.partition_no, o.committed_offset) p"
+)
+_MEMBER_LOADS = (
+    "SELECT client_id, created_at, cpu_percent, load_rate, reported_at "
+    "FROM consumer_client WHERE group_id = %s"
+)
+_DELETE_CONSUMED = "SELECT delete_consumed FROM topic WHERE id = %s"
+
+# A series samples its window: per bucket, the last capture in it (one dive into the
+# captured_at index, which MIN/MAX answers while the statement is optimized: every capture
+# writes one captured_at for all its rows), then per partition that capture's row (one
+# lookup of the unique key). Each bucket is its own SELECT with constant bounds, so no plan
+# depends on the optimizer's estimates.
+_CAPTURE_IN = (
+    "SELECT {n} AS n, (SELECT MAX(captured_at) FROM {table} WHERE {lower}captured_at <= %s) AS at"
+)
+_SAMPLED = (
+    "SELECT x.n, x.at, SUM(x.value), COUNT(x.value) FROM (SELECT c.n, c.at, "
+    "(SELECT {value} FROM {table} s WHERE s.{owner} = %s AND s.partition_no = h.partition_no "
+    "AND s.captured_at = c.at) AS value FROM ({captures}) c "
+    "JOIN partition_head h ON h.topic_id = %s WHERE c.at IS NOT NULL) x "
+    "GROUP BY x.n, x.at ORDER BY x.n"
+)
+_LAG = "GREATEST(s.high_watermark - s.committed_offset, 0)"
+
+#: A series bucket: (start, end]; no start: everything up to the end.
+Bucket = tuple[dt.datetime | None, dt.datetime]
+#: Per bucket whose last capture holds rows of the group or topic: the bucket's number,
+#: that capture's time, the summed value and the partitions it has rows for.
+SeriesRow = tuple[int, dt.datetime, int, int]
+
+
+def like_prefix(prefix: str) -> str:
+    """A LIKE pattern (ESCAPE '!') matching what starts with `prefix`, its % and _ taken
+    literally."""
+    return prefix.replace("!", "!!").replace("%", "!%").replace("_", "!_") + "%"
+
+
+def _marks(ids: Sequence[int]) -> str:
+    return ", ".join(str(int(i)) for i in ids)
+
+
+def _seconds(us: Any) -> float | None:
+    return None if us is None else int(us) / _US
+
+
+class BrowseStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # -- topics --------------------------------------------------------------------------
+
+    def topics(
+        self, prefix: str, after: str | None, limit: int
+    ) -> tuple[list[TopicRow], dict[int, WatermarkTotals], bool]:
+        """Up to `limit` topics by name whose name starts with `prefix` and comes after
+        `after`, their watermark totals, and whether more follow: two statements, one
+        connection, whatever the limit."""
+        where, params = _name_filter("name", prefix, after)
+        with self.db.connect() as conn:
+            rows = conn.exec_driver_sql(_TOPICS.format(where=where), (*params, limit + 1)).all()
+            topics = [
+                TopicRow(
+                    id=int(r[0]),
+                    name=r[1],
+                    partitions=int(r[2]),
+                    retention_hours=int(r[3]),
+                    delete_consumed=bool(r[4]),
+                    max_body_bytes=int(r[5]),
+                    created_at=r[6],
+                )
+                for r in rows[:limit]
+            ]
+            return topics, _totals(conn, [t.id for t in topics]), len(rows) > limit
+
+    def delete_consumed(self, topic_id: int) -> bool:
+        with self.db.connect() as conn:
+            return bool(conn.exec_driver_sql(_DELETE_CONSUMED, (topic_id,)).scalar())
+
+    # -- groups --------------------------------------------------------------------------
+
+    def groups(
+        self, prefix: str, after: tuple[str, int | None] | None, limit: int
+    ) -> tuple[list[GroupFacts], bool]:
+        """Up to `limit` groups (one per name and topic) by name then topic id, whose name
+        starts with `prefix` and which come after `after`: a name and a topic id, or a
+        name alone (None) to skip every topic of that name. Also whether more follow.
+        Four statements on one connection, whatever the limit."""
+        name, topic_id = after if after is not None else (None, None)
+        where, params = _name_filter("g.name", prefix, name if topic_id is None else None)
+        if name is not None and topic_id is not None:
+            where += " AND g.name >= %s AND (g.name > %s OR g.topic_id > %s)"
+            params += [name, name, topic_id]
+        with self.db.connect() as conn:
+            sql = _GROUPS.format(index=_BY_NAME, where=where)
+            rows = conn.exec_driver_sql(sql, (*params, limit + 1)).all()
+            return _group_facts(conn, rows[:limit]), len(rows) > limit
+
+    def groups_of_topic(self, topic_id: int, limit: int) -> tuple[list[GroupFacts], bool]:
+        """Up to `limit` groups consuming the topic, by name, and whether more do."""
+        with self.db.connect() as conn:
+            sql = _GROUPS.format(index="", where="g.topic_id = %s")
+            rows = conn.exec_driver_sql(sql, (topic_id, limit + 1)).all()
+            return _group_facts(conn, rows[:limit]), len(rows) > limit
+
+    def partition_facts(self, group_id: int, topic_id: int) -> dict[int, PartitionFacts]:
+        """Per partition of the topic: its lowest stored offset, the age of the group's
+        oldest unconsumed message, and whether its cursor went back between the two
+        newest snapshots (a few dives per partition)."""
+        params = (group_id, group_id, group_id, topic_id)
+        with self.db.connect() as conn:
+            rows = conn.exec_driver_sql(_PARTITION_FACTS, params).all()
+        return {
+            int(r[0]): PartitionFacts(
+                first_offset=None if r[1] is None else int(r[1]),
+                lag_age_seconds=_seconds(r[2]),
+                rewound=bool(r[3]),
+            )
+            for r in rows
+        }
+
+    def member_loads(self, group_id: int) -> dict[str, MemberLoad]:
+        """Per client of the group: when it joined and its last load report."""
+        with self.db.connect() as conn:
+            rows = conn.exec_driver_sql(_MEMBER_LOADS, (group_id,)).all()
+        return {
+            str(r[0]): MemberLoad(
+                joined_at=r[1],
+                cpu_percent=None if r[2] is None else float(r[2]),
+                load_rate=None if r[3] is None else float(r[3]),
+                reported_at=r[4],
+            )
+            for r in rows
+        }
+
+    def latest_report(self, group_id: int) -> ReportRows | None:
+        """The group's rows in the newest finished lag report that covered it."""
+        sql = _REPORT_ROWS.format(latest=_LATEST_REPORT.format(group="%s"))
+        with self.db.connect() as conn:
+            rows = conn.exec_driver_sql(sql, (group_id, group_id)).all()
+        if not rows:
+            return None
+        return ReportRows(
+            report_id=int(rows[0][0]),
+            as_of=rows[0][1],
+            group_status=str(rows[0][2]),
+            partitions={int(r[3]): str(r[4]) for r in rows},
+        )
+
+    # -- series --------------------------------------------------------------------------
+
+    def lag_series(
+        self, group_id: int, topic_id: int, buckets: Sequence[Bucket]
+    ) -> list[SeriesRow]:
+        """The group's summed lag (never negative per partition) at the last offset
+        snapshot of each bucket."""
+        return self._series("offset_snapshot", "group_id", _LAG, group_id, topic_id, buckets)
+
+    def volume_series(self, topic_id: int, buckets: Sequence[Bucket]) -> list[SeriesRow]:
+        """The topic's summed high watermark at the last watermark capture of each bucket."""
+        value = "s.high_watermark"
+        return self._series("topic_watermark", "topic_id", value, topic_id, topic_id, buckets)
+
+    def _series(
+        self,
+        table: str,
+        owner: str,
+        value: str,
+        owner_id: int,
+        topic_id: int,
+        buckets: Sequence[Bucket],
+    ) -> list[SeriesRow]:
+        if not buckets:
+            return []
+        captures, params = [], []
+        for n, (start, end) in enumerate(buckets):
+            lower = "" if start is None else "captured_at > %s AND "
+            captures.append(_CAPTURE_IN.format(n=n, table=table, lower=lower))
+            params += [end] if start is None else [start, end]
+        sql = _SAMPLED.format(
+            value=value, table=table, owner=owner, captures=" UNION ALL ".join(captures)
+        )
+        with self.db.connect() as conn:
+            rows = conn.exec_driver_sql(sql, (owner_id, *params, topic_id)).all()
+        return [(int(r[0]), r[1], int(r[2]), int(r[3])) for r in rows if r[3]]
+
+
+def _name_filter(column: str, prefix: str, after: str | None) -> tuple[str, list[object]]:
+    where: list[str] = ["1 = 1"]
+    params: list[object] = []
+    if prefix:
+        where.append(f"{column} LIKE %s ESCAPE '!'")
+        params.append(like_prefix(prefix))
+    if after is not None:
+        where.append(f"{column} > %s")
+        params.append(after)
+    return " AND ".join(where), params
+
+
+def _totals(conn: Connection, topic_ids: Sequence[int]) -> dict[int, WatermarkTotals]:
+    if not topic_ids:
+        return {}
+    rows = conn.exec_driver_sql(_TOPIC_TOTALS.format(ids=_marks(topic_ids))).all()
+    return {
+        int(r[0]): WatermarkTotals(low=int(r[1]), high=int(r[2]), stored=int(r[3])) for r in rows
+    }
+
+
+def _group_facts(conn: Connection, rows: Sequence[Any]) -> list[GroupFacts]:
+    """The page's groups with their members, lag and newest report: three statements
+    over the page's ids."""
+    if not rows:
+        return []
+    ids = _marks([int(r[0]) for r in rows])
+    members = {
+        int(g): (int(n), int(live)) for g, n, live in conn.exec_driver_sql(_MEMBERS.format(ids=ids))
+    }
+    lags = {
+        int(g): (int(lag), int(cursorless), int(rewound))
+        for g, lag, cursorless, rewound in conn.exec_driver_sql(_LAGS.format(ids=ids))
+    }
+    latest = _LATEST_REPORT.format(group="g.id")
+    reports = {
+        int(g): (at, status)
+        for g, _, at, status in conn.exec_driver_sql(_REPORTS.format(latest=latest, ids=ids))
+    }
+    out = []
+    for r in rows:
+        gid = int(r[0])
+        n, live = members.get(gid, (0, 0))
+        lag = lags.get(gid)
+        at, status = reports.get(gid, (None, None))
+        out.append(
+            GroupFacts(
+                id=gid,
+                name=r[1],
+                topic_id=int(r[2]),
+                topic=r[3],
+                mode=r[4],
+                start_position=r[5],
+                members=n,
+                live_members=live,
+                total_lag=None if r[4] != "cluster" else (lag[0] if lag else 0),
+                partitions_without_cursor=lag[1] if lag else 0,
+                rewound_partitions=lag[2] if lag else 0,
+                report_status=None if status is None else str(status),
+                report_as_of=at,
+            )
+        )
+    return out
