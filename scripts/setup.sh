@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent set-up: virtualenv with the pinned dependencies, a reachable MariaDB/MySQL
 # and Redis (installed and started from Debian packages when running as root), the
-# database, and the schema at Alembic head.
+# database, and the schema at Alembic head; with the dev extra, faketime and Chromium for
+# the tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +13,7 @@ DB_PORT=3306
 REDIS_PORT=6379
 EXTRAS="${EMS_SETUP_EXTRAS:-dev,spark}"
 JDBC_JAR=/usr/share/java/mariadb-java-client.jar
+CHROMIUM=/usr/bin/chromium
 
 say() { printf '[setup] %s\n' "$*"; }
 is_root() { [ "$(id -u)" = 0 ]; }
@@ -129,6 +131,18 @@ ensure_faketime() {
     apt_install faketime
 }
 
+# The browser tests (tests/browser) drive Debian's Chromium with Playwright; without it
+# they skip, saying so.
+ensure_chromium() {
+    [ -x "$CHROMIUM" ] && return 0
+    if ! is_root; then
+        say "no $CHROMIUM: the browser tests (tests/browser) will skip. As root run: apt-get install chromium"
+        return 0
+    fi
+    say "installing Chromium (for the browser tests)"
+    apt_install chromium
+}
+
 ensure_database() {
     "$VENV/bin/python" -m ems.cli db create --quiet
     "$VENV/bin/python" -m ems.cli db upgrade --quiet
@@ -138,6 +152,6 @@ ensure_python
 case ",$EXTRAS," in *,spark,*) ensure_java; ensure_jdbc_driver ;; esac
 ensure_mariadb
 ensure_redis
-case ",$EXTRAS," in *,dev,*) ensure_faketime ;; esac
+case ",$EXTRAS," in *,dev,*) ensure_faketime; ensure_chromium ;; esac
 if [ "${EMS_SETUP_SKIP_DB:-}" != 1 ]; then ensure_database; fi
 say "ready"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -150,10 +151,20 @@ def store(settings: Settings) -> Iterator[Store]:
     s.close()
 
 
+#: When this run started: screenshots the browser tests saved since are this run's.
+_STARTED = time.time()
+#: Where the browser tests save their screenshots (ignored by git).
+BROWSER_ARTIFACTS = Path(__file__).resolve().parents[1] / "var" / "browser"
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """The servers this run met, so a CI log says what the suite ran against."""
+    """The servers this run met, so a CI log says what the suite ran against, and where
+    the browser tests' screenshots of this run are."""
     for line in _servers():
         terminalreporter.write_line(line)
+    shots = [p for p in BROWSER_ARTIFACTS.glob("*.png") if p.stat().st_mtime >= _STARTED]
+    if shots:
+        terminalreporter.write_line(f"browser screenshots ({len(shots)}): {BROWSER_ARTIFACTS}")
 
 
 def _servers() -> list[str]:
@@ -173,11 +184,12 @@ def _servers() -> list[str]:
 
 
 #: Session fixtures too costly to start on every worker (a Spark session, private
-#: servers), and the lane their tests run in under pytest-xdist: a lane runs on one
-#: worker, so each such fixture starts once per lane. A test may name a lane of its own
-#: (an xdist_group mark), and then brings its own servers, to run beside the others.
+#: servers, Chromium), and the lane their tests run in under pytest-xdist: a lane runs on
+#: one worker, so each such fixture starts once per lane. A test may name a lane of its
+#: own (an xdist_group mark), and then brings its own servers, to run beside the others.
 _SHARED_FIXTURES = {
     "spark": "spark",
+    "browser": "browser",
     "private_mariadb": "faults",
     "private_redis": "faults",
     "private_redis_aof": "faults",
