@@ -1,8 +1,8 @@
 """What each role may do in the console (pure).
 
 Every view names one capability; a request reaches the view only when its principal holds
-it. Roles grow by inclusion: a viewer reads everything (message bodies too unless they are
-hidden), an operator also acknowledges alarms, resends dead letters, replays and resets
+it. Roles grow by inclusion: a viewer reads everything (message bodies too, unless
+EMS_ADMIN_HIDE_BODIES hides them from viewers), an operator also acknowledges alarms, resends dead letters, replays and resets
 offsets, an admin also purges, sees the console's accounts and manages them. Read-only
 mode takes every mutation away from everyone, admins included (an admin still sees the
 accounts). An unknown role holds nothing.
@@ -14,7 +14,8 @@ from typing import Final
 
 #: Pages and API reads.
 READ: Final = "read"
-#: Message bodies, keys and headers (off for everyone when bodies are hidden).
+#: Message bodies, keys and headers (off for viewers when bodies are hidden: operators and
+#: admins resend and replay messages, so they see what they act on).
 READ_BODIES: Final = "read_bodies"
 ACK_ALARMS: Final = "ack_alarms"
 RESEND: Final = "resend"
@@ -44,7 +45,7 @@ def capabilities(role: str, *, read_only: bool, hide_bodies: bool) -> frozenset[
     held = _BY_ROLE.get(role, frozenset())
     if read_only:
         held -= MUTATIONS
-    if hide_bodies:
+    if hide_bodies and role == "viewer":
         held -= {READ_BODIES}
     return held
 
