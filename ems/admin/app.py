@@ -21,6 +21,7 @@ from ems.admin.audit import current_principal
 from ems.admin.services import Services, attach, services
 from ems.admin.startup import secret_key_problem
 from ems.admin.views import BLUEPRINTS
+from ems.admin.views.listing import detail_url
 from ems.config import Settings
 from ems.display import format_utc
 from ems.exceptions import InvalidSetting
@@ -54,6 +55,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     )
     app.jinja_options = {**app.jinja_options, "autoescape": True, "undefined": StrictUndefined}
     app.jinja_env.filters["utc"] = format_utc
+    app.jinja_env.globals["detail_url"] = detail_url
     app.context_processor(_template_context)
     attach(app, Services(settings))
     CSRFProtect(app)

@@ -2,10 +2,11 @@
 
 Every view names one capability; a request reaches the view only when its principal holds
 it. Roles grow by inclusion: a viewer reads everything (message bodies too, unless
-EMS_ADMIN_HIDE_BODIES hides them from viewers), an operator also acknowledges alarms, resends dead letters, replays and resets
-offsets, an admin also purges, sees the console's accounts and manages them. Read-only
-mode takes every mutation away from everyone, admins included (an admin still sees the
-accounts). An unknown role holds nothing.
+EMS_ADMIN_HIDE_BODIES hides them from viewers), an operator also acknowledges alarms,
+resends dead letters, replays and resets offsets, an admin also purges, sees the
+console's accounts and manages them. Read-only mode takes every mutation away from
+everyone, admins included (an admin still sees the accounts). An unknown role holds
+nothing.
 """
 
 from __future__ import annotations

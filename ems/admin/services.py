@@ -1,5 +1,6 @@
 """The operations the console runs on, one set per app (and per server process): the
-overview reader, the accounts and the audit trail, sharing one store."""
+overview reader, the browser of topics and groups, the accounts and the audit trail,
+sharing one store."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from flask import Flask, current_app
 
 from ems.config import Settings
 from ems.ops.accounts import Accounts, AuditLog
+from ems.ops.browse import Browser
 from ems.ops.overview import OverviewReader
 
 _KEY = "ems"
@@ -16,6 +18,7 @@ class Services:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.overview = OverviewReader(settings)
+        self.browser = Browser(settings, store=self.overview.store)
         self.accounts = Accounts(settings, store=self.overview.store)
         self.audit = AuditLog(settings, store=self.overview.store)
 

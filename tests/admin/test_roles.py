@@ -10,7 +10,10 @@ from flask.testing import FlaskClient
 
 from ems.admin.capabilities import PUBLIC, READ_BODIES, RESEND
 from ems.admin.guard import required, requires
+from ems.consumer.groups import ensure_group
+from ems.store import Store
 from tests.admin.conftest import MakeApp, bearer, csrf_token, login
+from tests.integration import seed
 
 EVERYONE = {"viewer", "operator", "admin"}
 #: Every private route, with the capability it needs and the roles that reach it in
@@ -20,7 +23,22 @@ ROUTES = {
     "/api/v1/overview": ("read", EVERYONE),
     "/users": ("read_accounts", {"admin"}),
     "/api/v1/users": ("read_accounts", {"admin"}),
+    "/topics": ("read", EVERYONE),
+    "/api/v1/topics": ("read", EVERYONE),
+    "/topics/<name>": ("read", EVERYONE),
+    "/api/v1/topics/<name>": ("read", EVERYONE),
+    "/groups": ("read", EVERYONE),
+    "/api/v1/groups": ("read", EVERYONE),
+    "/groups/<name>": ("read", EVERYONE),
+    "/api/v1/groups/<name>": ("read", EVERYONE),
+    "/topic": ("read", EVERYONE),
+    "/api/v1/topic": ("read", EVERYONE),
+    "/group": ("read", EVERYONE),
+    "/api/v1/group": ("read", EVERYONE),
 }
+#: What the rules' variables are filled with when the matrix visits them (the fixtures
+#: seed a topic and a group of these names).
+ARGUMENTS = {"<name>": "matrix"}
 MODES = {
     "normal": {},
     "read-only": {"admin_read_only": True},
@@ -39,8 +57,25 @@ def test_the_table_covers_every_private_route(app: Flask) -> None:
     assert private == {path: needs for path, (needs, _) in ROUTES.items()}
 
 
+@pytest.fixture(autouse=True)
+def _matrix_objects(store: Store) -> None:
+    """A topic and a group named "matrix", for the rules that name one."""
+    topic = store.topics.create("matrix", 1, 24, 1024)
+    ensure_group(store, "matrix", topic, seed.options())
+
+
+def _filled(rule: str) -> str:
+    """The path the matrix visits for a rule (the ?name= forms get the name there)."""
+    if rule in {"/topic", "/api/v1/topic", "/group", "/api/v1/group"}:
+        return f"{rule}?name={ARGUMENTS['<name>']}"
+    for variable, value in ARGUMENTS.items():
+        rule = rule.replace(variable, value)
+    return rule
+
+
 def _check(client: FlaskClient, role: str, headers: dict[str, str] | None = None) -> None:
-    for path, (_, allowed) in ROUTES.items():
+    for rule, (_, allowed) in ROUTES.items():
+        path = _filled(rule)
         response = client.get(path, headers=headers or {})
         expected = 200 if role in allowed else 403
         assert response.status_code == expected, (role, path, response.status_code)
@@ -80,9 +115,9 @@ def test_a_trusted_proxy_header(make_app: MakeApp, mode: str) -> None:
     for group, role in (("readers", "viewer"), ("ops", "operator"), ("sre", "admin")):
         _check(client, role, {"X-Groups": group})
     for value in ("", "dev", "SRE", "sre,ops"):
-        for path in ROUTES:
-            response = client.get(path, headers={"X-Groups": value})
-            assert response.status_code == 403, (value, path)
+        for rule in ROUTES:
+            response = client.get(_filled(rule), headers={"X-Groups": value})
+            assert response.status_code == 403, (value, rule)
 
 
 def test_the_trusted_header_is_ignored_when_off(app: Flask, tokens: dict[str, str]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from flask import Blueprint
 
-from ems.admin.views import assets, auth, health, overview, users
+from ems.admin.views import assets, auth, groups, health, overview, topics, users
 
 BLUEPRINTS: tuple[Blueprint, ...] = (
     health.bp,
@@ -13,4 +13,6 @@ BLUEPRINTS: tuple[Blueprint, ...] = (
     auth.bp,
     overview.bp,
     users.bp,
+    topics.bp,
+    groups.bp,
 )

@@ -1,0 +1,71 @@
+"""What the listing pages share (topics, groups): the query parameters of a page (a
+literal name prefix, a keyset cursor, a page size), checked before anything is read.
+Bad input raises the operations layer's typed errors, which the console answers with a
+400."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from flask import request, url_for
+
+from ems.exceptions import InvalidName, InvalidSetting
+from ems.ops.browse import DEFAULT_PAGE, MAX_PAGE
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Listing:
+    """A listing's parameters: `prefix` ("" lists everything), `after` (None: from the
+    start) and `limit` (1 to MAX_PAGE)."""
+
+    prefix: str
+    after: str | None
+    limit: int
+
+    def link_args(self, after: str | None) -> dict[str, str | int | None]:
+        """The query of the page after `after` with the same prefix and size (None values
+        are left out of the URL)."""
+        return {
+            "prefix": self.prefix or None,
+            "after": after,
+            "limit": None if self.limit == DEFAULT_PAGE else self.limit,
+        }
+
+
+def listing() -> Listing:
+    """The listing parameters of the current request (?prefix=&after=&limit=)."""
+    args = request.args
+    return Listing(
+        prefix=args.get("prefix", ""),
+        after=args.get("after"),
+        limit=_limit(args.get("limit")),
+    )
+
+
+def _limit(text: str | None) -> int:
+    if text is None:
+        return DEFAULT_PAGE
+    if not (text.isascii() and text.isdigit() and len(text) <= 4) or not (
+        1 <= int(text) <= MAX_PAGE
+    ):
+        shown = repr(text) if len(text) <= 20 else "given"
+        raise InvalidSetting(f"limit must be an integer from 1 to {MAX_PAGE}, not {shown}")
+    return int(text)
+
+
+def named(name: str | None) -> str:
+    """The name of a detail page: from its path, or from ?name= (the form for names of
+    dots only). InvalidName (a 400) when neither has one."""
+    found = name if name is not None else request.args.get("name")
+    if found is None:
+        raise InvalidName("name the topic or group: /topic?name=... or /group?name=...")
+    return found
+
+
+def detail_url(endpoint: str, name: str, **args: Any) -> str:
+    """The link to a topic's or group's detail page. A name of dots only ("." or "..")
+    would be resolved as a path segment by the browser, so it goes in the query."""
+    if name.strip("."):
+        return url_for(endpoint, name=name, **args)
+    return url_for(f"{endpoint}_by_query", name=name, **args)
