@@ -79,7 +79,12 @@ def test_every_page_fits_a_phone(page: Page, live_console: LiveConsole, artifact
     page.goto("/login")
     pages = {"login": scroll_widths(page)}
     signed_in(page, "ada")
-    for name, path in (("users", "/users"), ("not-found", "/no-such-page")):
+    for name, path in (
+        ("users", "/users"),
+        ("topics", "/topics"),
+        ("groups", "/groups"),
+        ("not-found", "/no-such-page"),
+    ):
         page.goto(path)
         pages[name] = scroll_widths(page)
     page.goto("/users")
