@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from argon2 import PasswordHasher
 from flask import Flask
 from playwright.sync_api import (
     Browser,
@@ -40,9 +39,8 @@ from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 from ems.admin.app import create_app
 from ems.admin.services import of
 from ems.config import Settings
-from ems.ops import accounts as accounts_module
 from ems.ops.accounts import Accounts
-from tests.admin.conftest import PASSWORD, USERS
+from tests.admin.conftest import PASSWORD, USERS, cheap_password_hashing
 from tests.conftest import BROWSER_ARTIFACTS
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -63,7 +61,6 @@ NO_CHROMIUM = (
     f"no Chromium at {CHROMIUM}: the browser tests drive Debian's chromium package "
     "(as root, scripts/setup.sh installs it; or run: apt-get install chromium)"
 )
-CHEAP_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
 LAPTOP: ViewportSize = {"width": 1280, "height": 800}
 PHONE: ViewportSize = {"width": 390, "height": 844}
 
@@ -114,8 +111,7 @@ def live_console(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterato
     The passwords are hashed with argon2id at its cheapest: these tests are about the
     pages, and the default parameters cost a tenth of a second per account and sign-in
     (the console's own tests keep them)."""
-    monkeypatch.setattr(accounts_module, "_hasher", CHEAP_HASHER)
-    monkeypatch.setattr(accounts_module, "_dummy_hash", None)
+    cheap_password_hashing(monkeypatch)
     console_settings = settings.with_(admin_secret_key=secrets.token_urlsafe(48))
     with Accounts(console_settings) as accounts:
         for name, role in USERS.items():
