@@ -10,6 +10,7 @@ from functools import partial
 from ems.config import Settings
 from ems.maintenance.checkpoint import checkpoint
 from ems.store import Store
+from ems.values.login_limits import WINDOW_SECONDS
 from ems.wakeups import Publisher
 
 #: Rows one statement of these jobs touches at most.
@@ -49,7 +50,8 @@ def purge_log(store: Store, settings: Settings) -> dict[str, int]:
     """Delete done and dead consumption-log rows older than log_retention_days, in chunks
     (for deployments without the Spark compaction); also prunes the histories that would
     otherwise only grow: job runs, autoscale decisions (never one the group's cooldown or
-    scale-down window still reads) and cleared alarms, older than HISTORY_SECONDS."""
+    scale-down window still reads) and cleared alarms, older than HISTORY_SECONDS, and the
+    admin console's sign-in failure counters whose window has ended."""
     chunk = min(settings.purge_chunk_rows, CHUNK)
     age = settings.log_retention_days * 86400
     maintenance = store.maintenance
@@ -65,6 +67,9 @@ def purge_log(store: Store, settings: Settings) -> dict[str, int]:
         partial(maintenance.prune_decisions, HISTORY_SECONDS, chunk), chunk
     )
     counts["alarms"] = _drain(partial(maintenance.prune_alarms, HISTORY_SECONDS, chunk), chunk)
+    counts["login_failures"] = _drain(
+        partial(store.accounts.prune_failures, WINDOW_SECONDS, chunk), chunk
+    )
     return counts
 
 

@@ -59,6 +59,11 @@ _FAILURE = (
 )
 
 
+_OLD_FAILURES = (
+    "DELETE FROM admin_login_failure WHERE last_at < NOW(6) - INTERVAL %s MICROSECOND LIMIT %s"
+)
+
+
 def _user(row: Row[Any]) -> User:
     return User(
         id=int(row.id),
@@ -270,6 +275,12 @@ class AccountStore:
         with self.db.transaction() as cursor:
             for scope in sorted(scopes):  # one lock order for concurrent sign-ins
                 cursor.execute(_FAILURE, {"scope": scope, "window": micros})
+
+    def prune_failures(self, older_than: float, chunk: int) -> int:
+        """Delete up to `chunk` failure counters whose last failure is more than older_than
+        seconds old (their window has ended: they throttle nobody); the rows deleted."""
+        with self.db.single() as cursor:
+            return int(cursor.execute(_OLD_FAILURES, (int(older_than * 1_000_000), chunk)))
 
     def clear_failures(self, scope: str) -> None:
         with self.db.connect() as conn:

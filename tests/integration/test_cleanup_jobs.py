@@ -18,6 +18,7 @@ from ems.maintenance.scheduler import Scheduler, SchedulerConfig
 from ems.metrics import REGISTRY
 from ems.store import Store
 from ems.types import GroupInfo, TopicInfo
+from ems.values.login_limits import WINDOW_SECONDS
 from ems.values.schedule import Hold
 from ems.wakeups import group_channel
 from tests.integration import seed
@@ -53,7 +54,14 @@ def test_purge_log_deletes_old_finished_rows_only(
 
     counts = purge_log(store, settings.with_(purge_chunk_rows=2, log_retention_days=7))
 
-    assert counts == {"done": 6, "dead": 1, "job_runs": 0, "autoscale_decisions": 0, "alarms": 0}
+    assert counts == {
+        "done": 6,
+        "dead": 1,
+        "job_runs": 0,
+        "autoscale_decisions": 0,
+        "alarms": 0,
+        "login_failures": 0,
+    }
     assert _log_states(store) == {(0, 3): "done", (0, 4): "start", (0, 5): "retry"}
     assert purge_log(store, settings) == dict.fromkeys(counts, 0)
 
@@ -118,6 +126,31 @@ def test_purge_log_prunes_old_decisions_and_cleared_alarms_but_what_policy_reads
     # Idempotent.
     again = purge_log(store, settings)
     assert (again["autoscale_decisions"], again["alarms"]) == (0, 0)
+
+
+def test_purge_log_prunes_sign_in_failures_whose_window_ended(
+    settings: Settings, store: Store
+) -> None:
+    window = int(WINDOW_SECONDS)
+    for scope, last_seconds_ago in (
+        ("user:old", window + 60),
+        ("address:10.0.0.1", window + 1),
+        ("user:recent", window - 60),
+        ("address:10.0.0.2", 5),
+    ):
+        seed.sql(
+            store,
+            "INSERT INTO admin_login_failure (scope, failures, first_at, last_at) VALUES "
+            "(%s, 3, NOW(6) - INTERVAL %s SECOND, NOW(6) - INTERVAL %s SECOND)",
+            (scope, last_seconds_ago + 30, last_seconds_ago),
+        )
+
+    counts = purge_log(store, settings.with_(purge_chunk_rows=1))
+
+    assert counts["login_failures"] == 2
+    kept = seed.sql(store, "SELECT scope FROM admin_login_failure ORDER BY scope")
+    assert [k[0] for k in kept] == ["address:10.0.0.2", "user:recent"]
+    assert purge_log(store, settings)["login_failures"] == 0
 
 
 def test_reclaim_requeues_or_hands_back_in_flight_rows_of_dead_clients(
