@@ -42,10 +42,8 @@ _CONTEXT.set_forkserver_preload(
             for m in pkgutil.iter_modules(ems.cli.__path__)
             if m.name != "__main__"  # run afresh in each child, as `python -m` does
         ),
-        "tests.faults.workload",
-        "tests.procs.consumer",
-        "tests.procs.producer",
-        "tests.procs.slow_consumer",
+        # What the worker programs import (not the programs: each runs afresh as __main__).
+        "ems",
     ]
 )
 

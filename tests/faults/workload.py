@@ -35,15 +35,16 @@ TOPIC = "faults"
 HEARTBEAT = b"heartbeat"
 
 
-class _Stop(Exception):
-    pass
+def _stop_on_term() -> threading.Event:
+    """An event SIGTERM sets. (A handler that raised instead could land inside a __del__,
+    where Python prints the exception and drops it: the producer would never stop.)"""
+    stopping = threading.Event()
 
-
-def _stop_on_term() -> None:
     def handler(signum: int, frame: FrameType | None) -> None:
-        raise _Stop
+        stopping.set()
 
     signal.signal(signal.SIGTERM, handler)
+    return stopping
 
 
 def _writer(path: str) -> int:
@@ -55,11 +56,11 @@ def produce(name: str, outfile: str, rate: float, identical: bool) -> None:
     out = _writer(outfile)
     started, sent, attempted = time.monotonic(), 0, 0
     settings = Settings.from_env()
-    _stop_on_term()
+    stopping = _stop_on_term()
     try:
         with Producer(settings) as producer:
             print("ready", flush=True)
-            while True:
+            while not stopping.is_set():
                 n = rng.choice([1, 1, 1, 5, 20])
                 if identical:
                     records = [Record(HEARTBEAT, key="gw-1", headers={"v": "1"})] * n
@@ -78,7 +79,7 @@ def produce(name: str, outfile: str, rate: float, identical: bool) -> None:
                 except EmsError as exc:
                     line = f"fail {time.time():.6f} {n} {type(exc).__name__}\n"
                     os.write(out, line.encode())
-                    time.sleep(0.05)
+                    stopping.wait(0.05)
                     continue
                 now = time.time()
                 os.write(
@@ -89,9 +90,7 @@ def produce(name: str, outfile: str, rate: float, identical: bool) -> None:
                     ).encode(),
                 )
                 sent += n
-                time.sleep(max(0.0, started + sent / rate - time.monotonic()))
-    except _Stop:
-        pass
+                stopping.wait(max(0.0, started + sent / rate - time.monotonic()))
     finally:
         os.close(out)
 
