@@ -25,11 +25,6 @@ pytestmark = pytest.mark.faults
 RECOVERY_SECONDS = 15.0
 
 
-# The two scenarios on slow links wait more than they work: they run in a lane of their
-# own, on private servers of their own, beside the other scenarios.
-SLOW_LINKS = pytest.mark.xdist_group("faults-slow-links")
-
-
 @pytest.fixture
 def scenario(fault_settings: Settings, tmp_path: Path) -> Iterator[Scenario]:
     with running(Scenario(fault_settings, tmp_path)) as s:
@@ -181,7 +176,6 @@ def test_a_member_cut_off_from_mariadb_loses_its_partitions_and_rejoins(
             proxy.close()
 
 
-@SLOW_LINKS
 def test_200_ms_on_every_database_link(
     fault_settings: Settings, private_mariadb: PrivateMariaDB, tmp_path: Path
 ) -> None:
@@ -321,7 +315,6 @@ def test_the_leader_cut_off_in_the_middle_of_a_rebalance(
             proxy.close()
 
 
-@SLOW_LINKS
 def test_a_member_killed_while_its_acks_lag_behind(
     fault_settings: Settings, private_mariadb: PrivateMariaDB, tmp_path: Path
 ) -> None:
