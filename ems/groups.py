@@ -26,19 +26,7 @@ from ems.types import (
     TopicInfo,
 )
 from ems.validation import check_name
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class LeaderDescription:
-    """The group's leader row. `live` is False once the lease ran out (or was resigned):
-    the next member to renew takes the row over with epoch + 1."""
-
-    client_id: str
-    epoch: int
-    lease_expires_at: dt.datetime
-    #: Seconds until the lease expires, by the database clock (negative once expired).
-    seconds_left: float
-    live: bool
+from ems.values.groups import LeaderDescription as LeaderDescription  # re-exported
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -46,7 +46,6 @@ from ems.validation import NAME_RE, check_name
 from ems.values.browse import (
     GroupDetail,
     GroupFacts,
-    GroupLeader,
     GroupMember,
     GroupPartition,
     GroupSummary,
@@ -264,15 +263,7 @@ def group_detail(
         max_attempts=d.max_attempts,
         ack_timeout_seconds=d.ack_timeout_seconds,
         generation=d.generation,
-        leader=None
-        if leader is None
-        else GroupLeader(
-            client_id=leader.client_id,
-            epoch=leader.epoch,
-            lease_expires_at=leader.lease_expires_at,
-            seconds_left=leader.seconds_left,
-            live=leader.live,
-        ),
+        leader=leader,
         members=members,
         partitions=partitions,
         total_lag=sum(p.lag or 0 for p in partitions) if cluster else None,

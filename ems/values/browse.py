@@ -14,6 +14,8 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
+from ems.values.groups import LeaderDescription
+
 T = TypeVar("T")
 
 UNKNOWN = "unknown"
@@ -191,15 +193,6 @@ class ReportRows:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class GroupLeader:
-    client_id: str
-    epoch: int
-    lease_expires_at: dt.datetime
-    seconds_left: float
-    live: bool
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
 class GroupMember:
     client_id: str
     host: str
@@ -250,7 +243,7 @@ class GroupDetail:
     max_attempts: int
     ack_timeout_seconds: int
     generation: int
-    leader: GroupLeader | None
+    leader: LeaderDescription | None
     members: tuple[GroupMember, ...]
     partitions: tuple[GroupPartition, ...]
     total_lag: int | None
