@@ -8,6 +8,8 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
+from ems.groups import utc
+
 
 def to_json(value: Any) -> Any:
     """A JSON-ready copy: dataclasses and mappings as dicts, sequences as lists, naive
@@ -15,8 +17,7 @@ def to_json(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dt.datetime):
-        aware = value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value
-        return aware.astimezone(dt.UTC).isoformat()
+        return utc(value).isoformat()
     if isinstance(value, Mapping):
         return {str(k): to_json(v) for k, v in value.items()}
     if isinstance(value, list | tuple | frozenset | set):
