@@ -2,11 +2,11 @@
 
 Every view names one capability; a request reaches the view only when its principal holds
 it. Roles grow by inclusion: a viewer reads everything (message bodies too, unless
-EMS_ADMIN_HIDE_BODIES hides them from viewers), an operator also acknowledges alarms,
-resends dead letters, replays and resets offsets, an admin also purges, sees the
-console's accounts and manages them. Read-only mode takes every mutation away from
-everyone, admins included (an admin still sees the accounts). An unknown role holds
-nothing.
+EMS_ADMIN_HIDE_BODIES hides them from viewers), an operator also downloads raw message
+bodies, acknowledges alarms, resends dead letters, replays and resets offsets, an admin
+also purges, sees the console's accounts and manages them. Read-only mode takes every
+mutation away from everyone, admins included (an admin still sees the accounts). An
+unknown role holds nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ READ: Final = "read"
 #: Message bodies, keys and headers (off for viewers when bodies are hidden: operators and
 #: admins resend and replay messages, so they see what they act on).
 READ_BODIES: Final = "read_bodies"
+#: A message body as raw bytes (a file download): operators and admins, not a change.
+DOWNLOAD_BODIES: Final = "download_bodies"
 ACK_ALARMS: Final = "ack_alarms"
 RESEND: Final = "resend"
 REPLAY: Final = "replay"
@@ -33,10 +35,10 @@ PUBLIC: Final = "public"
 #: What changes state; read-only mode removes them all.
 MUTATIONS: Final = frozenset({ACK_ALARMS, RESEND, REPLAY, RESET_OFFSETS, PURGE, MANAGE_ACCOUNTS})
 #: Every capability a view may require, PUBLIC aside.
-CAPABILITIES: Final = frozenset({READ, READ_BODIES, READ_ACCOUNTS, *MUTATIONS})
+CAPABILITIES: Final = frozenset({READ, READ_BODIES, DOWNLOAD_BODIES, READ_ACCOUNTS, *MUTATIONS})
 
 _VIEWER = frozenset({READ, READ_BODIES})
-_OPERATOR = _VIEWER | {ACK_ALARMS, RESEND, REPLAY, RESET_OFFSETS}
+_OPERATOR = _VIEWER | {DOWNLOAD_BODIES, ACK_ALARMS, RESEND, REPLAY, RESET_OFFSETS}
 _ADMIN = _OPERATOR | {PURGE, MANAGE_ACCOUNTS, READ_ACCOUNTS}
 _BY_ROLE: Final = {"viewer": _VIEWER, "operator": _OPERATOR, "admin": _ADMIN}
 

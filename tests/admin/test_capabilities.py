@@ -10,6 +10,7 @@ import pytest
 from ems.admin.capabilities import (
     ACK_ALARMS,
     CAPABILITIES,
+    DOWNLOAD_BODIES,
     MANAGE_ACCOUNTS,
     MUTATIONS,
     PUBLIC,
@@ -28,10 +29,11 @@ from ems.values.accounts import ROLES
 #: The whole matrix, written out: role -> what it holds with neither setting.
 EXPECTED = {
     "viewer": {READ, READ_BODIES},
-    "operator": {READ, READ_BODIES, ACK_ALARMS, RESEND, REPLAY, RESET_OFFSETS},
+    "operator": {READ, READ_BODIES, DOWNLOAD_BODIES, ACK_ALARMS, RESEND, REPLAY, RESET_OFFSETS},
     "admin": {
         READ,
         READ_BODIES,
+        DOWNLOAD_BODIES,
         ACK_ALARMS,
         RESEND,
         REPLAY,
@@ -47,6 +49,7 @@ def test_the_names() -> None:
     assert {
         "read",
         "read_bodies",
+        "download_bodies",
         "ack_alarms",
         "resend",
         "replay",

@@ -36,6 +36,11 @@ ROUTES = {
     "/group": ("read", EVERYONE),
     "/api/v1/group": ("read", EVERYONE),
 }
+#: Every private route that changes state (POST only), with the capability it needs and
+#: the roles that reach it outside read-only mode (in read-only mode: nobody). The matrix
+#: posts an empty form: a role that may reach the route gets anything but 401/403 (an
+#: empty form is a 400), the others a 403, and nothing changes.
+CHANGES: dict[str, tuple[str, set[str]]] = {}
 #: What the rules' variables are filled with when the matrix visits them (the fixtures
 #: seed a topic and a group of these names).
 ARGUMENTS = {"<name>": "matrix"}
@@ -48,13 +53,20 @@ NAMES = {"viewer": "vera", "operator": "otto", "admin": "ada"}
 
 
 def test_the_table_covers_every_private_route(app: Flask) -> None:
-    private = {}
+    private, changing = {}, {}
     for rule in app.url_map.iter_rules():
         capability = required(app.view_functions[rule.endpoint])
-        if capability != PUBLIC:
-            assert rule.methods is not None and rule.methods - {"HEAD", "OPTIONS"} == {"GET"}
+        if capability == PUBLIC:
+            continue
+        assert rule.methods is not None
+        methods = rule.methods - {"HEAD", "OPTIONS"}
+        if methods == {"GET"}:
             private[rule.rule] = capability
+        else:
+            assert methods == {"POST"}, rule.rule
+            changing[rule.rule] = capability
     assert private == {path: needs for path, (needs, _) in ROUTES.items()}
+    assert changing == {path: needs for path, (needs, _) in CHANGES.items()}
 
 
 @pytest.fixture(autouse=True)
@@ -73,7 +85,21 @@ def _filled(rule: str) -> str:
     return rule
 
 
-def _check(client: FlaskClient, role: str, headers: dict[str, str] | None = None) -> None:
+def _check(
+    client: FlaskClient,
+    role: str,
+    headers: dict[str, str] | None = None,
+    *,
+    read_only: bool = False,
+) -> None:
+    for rule, (_, allowed) in CHANGES.items():
+        path = _filled(rule)
+        response = client.post(path, headers=headers or {}, data={})
+        may = role in allowed and not read_only
+        if may:
+            assert response.status_code not in {401, 403}, (role, path, response.status_code)
+        else:
+            assert response.status_code == 403, (role, path, response.status_code)
     for rule, (_, allowed) in ROUTES.items():
         path = _filled(rule)
         response = client.get(path, headers=headers or {})
@@ -89,7 +115,7 @@ def _check(client: FlaskClient, role: str, headers: dict[str, str] | None = None
 def test_tokens(make_app: MakeApp, tokens: dict[str, str], mode: str) -> None:
     client = make_app(**MODES[mode]).test_client()
     for role, secret in tokens.items():
-        _check(client, role, bearer(secret))
+        _check(client, role, bearer(secret), read_only=mode == "read-only")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -98,7 +124,7 @@ def test_sessions(make_app: MakeApp, users: dict[str, str], mode: str) -> None:
     for role, name in NAMES.items():
         client = app.test_client()
         assert login(client, name).status_code == 302
-        _check(client, role)
+        _check(client, role, {"X-CSRFToken": csrf_token(client)}, read_only=mode == "read-only")
         page = client.get("/").get_data(as_text=True)
         assert ("Read-only mode" in page) == (mode == "read-only")
         assert (">Users</a>" in page) == (role == "admin")
@@ -113,10 +139,14 @@ def test_a_trusted_proxy_header(make_app: MakeApp, mode: str) -> None:
     )
     client = app.test_client()
     for group, role in (("readers", "viewer"), ("ops", "operator"), ("sre", "admin")):
-        _check(client, role, {"X-Groups": group})
+        headers = {"X-Groups": group, "X-CSRFToken": csrf_token(client)}
+        _check(client, role, headers, read_only=mode == "read-only")
     for value in ("", "dev", "SRE", "sre,ops"):
         for rule in ROUTES:
             response = client.get(_filled(rule), headers={"X-Groups": value})
+            assert response.status_code == 403, (value, rule)
+        for rule in CHANGES:
+            response = client.post(_filled(rule), headers={"X-Groups": value})
             assert response.status_code == 403, (value, rule)
 
 
