@@ -184,6 +184,20 @@ class TokenExists(AlreadyExists):
     """An API token with this name already exists (a revoked token keeps its name)."""
 
 
+class PlanRefused(EmsError):
+    """A previewed change was not applied: its preview expired, was applied already, was
+    issued to someone else, or the state it was computed from changed. Nothing was changed;
+    preview again."""
+
+
+class PlanExpired(PlanRefused):
+    """The preview is unknown, expired, or was applied already."""
+
+
+class PlanChanged(PlanRefused):
+    """The state the preview was computed from changed before the apply."""
+
+
 # -- servers ---------------------------------------------------------------------------
 
 

@@ -1,7 +1,8 @@
 """Errors as answers: JSON `{"error": "..."}` under /api/ (and for /healthz), an HTML page
 elsewhere, each with its status. Bad input is a 400, a missing object a 404, an object
-that exists already a 409, an unreachable server a 503; only a bug is a 500, and its
-answer says nothing of it (the log has the traceback)."""
+that exists already, a busy group or a preview that no longer holds a 409, an
+unreachable server a 503; only a bug is a 500, and its answer says nothing of it (the
+log has the traceback)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,14 @@ from collections.abc import Mapping
 from flask import Flask, Response, jsonify, render_template, request
 from werkzeug.exceptions import HTTPException
 
-from ems.exceptions import AlreadyExists, InvalidInput, NotFound, ServerUnavailable
+from ems.exceptions import (
+    AlreadyExists,
+    GroupBusy,
+    InvalidInput,
+    NotFound,
+    PlanRefused,
+    ServerUnavailable,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +54,10 @@ def _exists(exc: AlreadyExists) -> Response:
     return problem(409, str(exc))
 
 
+def _conflict(exc: GroupBusy | PlanRefused) -> Response:
+    return problem(409, str(exc))
+
+
 def _unavailable(exc: ServerUnavailable) -> Response:
     log.warning("%s %s: %s", request.method, request.path, exc)
     return problem(503, UNAVAILABLE, {"Retry-After": "5"})
@@ -69,6 +81,8 @@ def install(app: Flask) -> None:
     app.register_error_handler(InvalidInput, _invalid)
     app.register_error_handler(NotFound, _not_found)
     app.register_error_handler(AlreadyExists, _exists)
+    app.register_error_handler(GroupBusy, _conflict)
+    app.register_error_handler(PlanRefused, _conflict)
     app.register_error_handler(ServerUnavailable, _unavailable)
     app.register_error_handler(HTTPException, _http)
     app.register_error_handler(Exception, _bug)

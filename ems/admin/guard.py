@@ -33,6 +33,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 MARK = "_ems_requires"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: The methods a link or an image uses (OPTIONS, which Flask adds to every rule, answers
+#: from the rule alone and never runs the view).
+READ_METHODS = frozenset({"GET", "HEAD"})
 LOGIN_REQUIRED = "sign in first: a session, or an API token (Authorization: Bearer ...)"
 
 
@@ -66,7 +69,7 @@ def route_problems(app: Flask) -> list[str]:
         capability = required(app.view_functions.get(rule.endpoint))
         if capability is None:
             problems.append(f"{rule.rule} ({rule.endpoint}) has no capability mark")
-        elif is_mutation(capability) and rule.methods and rule.methods & SAFE_METHODS:
+        elif is_mutation(capability) and rule.methods and rule.methods & READ_METHODS:
             problems.append(f"{rule.rule} ({rule.endpoint}) changes state but answers GET")
     return problems
 

@@ -10,6 +10,8 @@ from ems.config import Settings
 from ems.ops.accounts import Accounts, AuditLog
 from ems.ops.browse import Browser
 from ems.ops.overview import OverviewReader
+from ems.ops.plans import Plans
+from ems.ops.reset import OffsetReset
 
 _KEY = "ems"
 
@@ -21,9 +23,20 @@ class Services:
         self.browser = Browser(settings, store=self.overview.store)
         self.accounts = Accounts(settings, store=self.overview.store)
         self.audit = AuditLog(settings, store=self.overview.store)
+        self.plans = Plans(settings, store=self.overview.store)
+        self._resets: OffsetReset | None = None
+
+    @property
+    def resets(self) -> OffsetReset:
+        """Offset resets (made on first use: they publish wake-ups through Redis)."""
+        if self._resets is None:
+            self._resets = OffsetReset(self.settings, store=self.overview.store)
+        return self._resets
 
     def close(self) -> None:
-        """Close the shared store (its connections)."""
+        """Close the shared store (its connections) and the Redis clients."""
+        if self._resets is not None:
+            self._resets.close()
         self.overview.close()
 
 

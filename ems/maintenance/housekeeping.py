@@ -50,8 +50,9 @@ def purge_log(store: Store, settings: Settings) -> dict[str, int]:
     """Delete done and dead consumption-log rows older than log_retention_days, in chunks
     (for deployments without the Spark compaction); also prunes the histories that would
     otherwise only grow: job runs, autoscale decisions (never one the group's cooldown or
-    scale-down window still reads) and cleared alarms, older than HISTORY_SECONDS, and the
-    admin console's sign-in failure counters whose window has ended."""
+    scale-down window still reads) and cleared alarms, older than HISTORY_SECONDS, the
+    admin console's sign-in failure counters whose window has ended, and its expired
+    previews (the audit trail names the ones applied)."""
     chunk = min(settings.purge_chunk_rows, CHUNK)
     age = settings.log_retention_days * 86400
     maintenance = store.maintenance
@@ -70,6 +71,7 @@ def purge_log(store: Store, settings: Settings) -> dict[str, int]:
     counts["login_failures"] = _drain(
         partial(store.accounts.prune_failures, WINDOW_SECONDS, chunk), chunk
     )
+    counts["admin_plans"] = _drain(partial(store.plans.prune, 0.0, chunk), chunk)
     return counts
 
 

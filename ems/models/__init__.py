@@ -1,6 +1,6 @@
 """Schema only: SQLAlchemy models of every ems table."""
 
-from ems.models.accounts import AdminAudit, AdminLoginFailure, AdminToken, AdminUser
+from ems.models.accounts import AdminAudit, AdminLoginFailure, AdminPlan, AdminToken, AdminUser
 from ems.models.analytics import (
     CompactionRun,
     LagReport,
@@ -29,6 +29,7 @@ metadata = Base.metadata
 __all__ = [
     "AdminAudit",
     "AdminLoginFailure",
+    "AdminPlan",
     "AdminToken",
     "AdminUser",
     "Alarm",

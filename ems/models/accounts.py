@@ -87,3 +87,29 @@ class AdminLoginFailure(Base):
     failures: Mapped[int] = mapped_column(Integer, nullable=False)
     first_at: Mapped[timestamp]
     last_at: Mapped[timestamp]
+
+
+class AdminPlan(Base):
+    """A preview of a console change (an offset reset, a dead-letter resend, replay or
+    purge) as issued to one actor: what it will do and the state it was computed from.
+    The actor gets a token; the apply names it, and runs once, before expires_at, and only
+    while the state still matches. Only the SHA-256 of the token is kept."""
+
+    __tablename__ = "admin_plan"
+    __table_args__ = (
+        UniqueConstraint("token_hash"),
+        Index(None, "expires_at"),
+        TABLE_ARGS,
+    )
+
+    id: Mapped[bigint_pk]
+    token_hash: Mapped[str] = mapped_column(CHAR(64), nullable=False)
+    actor: Mapped[str] = mapped_column(String(64), nullable=False)
+    #: reset_offsets, resend, replay or purge.
+    action: Mapped[str] = mapped_column(String(32), nullable=False)
+    target: Mapped[str] = mapped_column(String(255), nullable=False)
+    #: The change and the state it was computed from (JSON).
+    body: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    created_at: Mapped[created_ts]
+    expires_at: Mapped[timestamp]
+    used_at: Mapped[optional_ts]

@@ -29,6 +29,7 @@ from ems.exceptions import (
     InvalidSetting,
     LockConflict,
     OffsetOutOfRange,
+    PlanChanged,
 )
 from ems.ops.scope import Span, chosen_partitions, partition_spans, resolve_group
 from ems.store import Store
@@ -113,6 +114,8 @@ class ResetPlan:
     topic: str
     target: ResetTarget
     changes: tuple[PartitionChange, ...]
+    #: The members holding partitions now: a reset pauses them until it lands.
+    members: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -165,12 +168,51 @@ def target_offsets(
     return out
 
 
+def drift(planned: Mapping[int, int], current: Mapping[int, int]) -> list[str]:
+    """Why the committed cursors found at apply no longer match those of the preview
+    (`planned`): a partition without a cursor, or a cursor behind the one previewed (another
+    reset moved it back). A cursor ahead of the preview is what the members consumed
+    since: the reset still writes the previewed new offsets, so it skips nothing the
+    preview did not show, and replays what was consumed since as well."""
+    problems = []
+    for p, was in sorted(planned.items()):
+        now = current.get(p)
+        if now is None:
+            problems.append(f"partition {p} has no committed offset any more")
+        elif now < was:
+            problems.append(
+                f"partition {p}: the committed offset went back from {was} to {now} since "
+                "the preview"
+            )
+    return problems
+
+
+def out_of_range(new: Mapping[int, int], spans: Mapping[int, Span]) -> list[str]:
+    """The previewed new offsets that no longer lie in their partition's [earliest, high]
+    (retention purged below one, or the partition is gone)."""
+    problems = []
+    for p, o in sorted(new.items()):
+        span = spans.get(p)
+        if span is None:
+            problems.append(f"partition {p} no longer exists")
+        elif o not in span:
+            problems.append(
+                f"partition {p}: offset {o} now lies outside [{span.earliest}, {span.high}]"
+            )
+    return problems
+
+
 def changes(current: Mapping[int, int], new: Mapping[int, int]) -> tuple[PartitionChange, ...]:
     return tuple(
         PartitionChange(partition=p, current=current[p], new=o, change=o - current[p])
         for p, o in sorted(new.items())
         if p in current
     )
+
+
+def _check_timeout(timeout: object) -> None:
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+        raise InvalidSetting(f"timeout must be a positive number of seconds, not {timeout!r}")
 
 
 # -- I/O -------------------------------------------------------------------------------
@@ -213,7 +255,7 @@ class OffsetReset(StoreClient):
         target: ResetTarget,
         *,
         topic: str | None = None,
-        partition: int | None = None,
+        partition: int | Sequence[int] | None = None,
     ) -> ResetPlan:
         """The per-partition change a reset would make now; reads only."""
         info, topic_info = resolve_group(self.store, group, topic)
@@ -224,6 +266,7 @@ class OffsetReset(StoreClient):
             topic=topic_info.name,
             target=target,
             changes=changes(self.store.groups.offsets(info.id), new),
+            members=tuple(sorted(set(self.store.assignments.held(info.id).values()))),
         )
 
     def reset(
@@ -239,20 +282,60 @@ class OffsetReset(StoreClient):
         partitions, and land the new cursors (see the module docstring). Bad input raises
         before the pause; GroupBusy when the members did not release in time, or another
         reset holds the group."""
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-            raise InvalidSetting(f"timeout must be a positive number of seconds, not {timeout!r}")
+        _check_timeout(timeout)
         info, topic_info = resolve_group(self.store, group, topic)
         parts = chosen_partitions(topic_info, partition)
         if target.kind == "offset":  # the one target that can be out of range
             self._targets(topic_info, target, parts)  # bad input fails before the pause
+
+        def targets() -> dict[int, int]:
+            # Computed at landing, not at the dry run: "latest" means latest as of the reset.
+            return self._targets(topic_info, target, parts)
+
+        return self._run(info, topic_info, target, targets, None, timeout)
+
+    def apply(
+        self,
+        group: str,
+        topic: str,
+        target: ResetTarget,
+        new: Mapping[int, int],
+        planned: Mapping[int, int],
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> ResetResult:
+        """Land a previewed reset exactly: the cursors `new`, provided the state still
+        matches the preview whose cursors were `planned` (see drift() and out_of_range());
+        PlanChanged otherwise, with nothing changed. Otherwise as reset()."""
+        _check_timeout(timeout)
+        info, topic_info = resolve_group(self.store, group, topic)
+        exact = dict(new)
+        problems = out_of_range(exact, partition_spans(self.store, topic_info, sorted(exact)))
+        if problems:
+            raise PlanChanged("; ".join(problems))
+
+        def check(current: Mapping[int, int]) -> list[str]:
+            return drift(planned, current)
+
+        return self._run(info, topic_info, target, lambda: exact, check, timeout)
+
+    def _run(
+        self,
+        info: GroupInfo,
+        topic_info: TopicInfo,
+        target: ResetTarget,
+        targets: Callable[[], dict[int, int]],
+        check: Callable[[Mapping[int, int]], Sequence[str]] | None,
+        timeout: float,
+    ) -> ResetResult:
         paused_members = tuple(sorted(set(self.store.assignments.held(info.id).values())))
         started = time.monotonic()
         until = self.store.groups.pause(info.id, timeout + PAUSE_MARGIN)
         if until is None:
-            raise GroupBusy(f"group {group!r} is paused by another reset; nothing was changed")
+            raise GroupBusy(f"group {info.name!r} is paused by another reset; nothing was changed")
         self.publisher.group(info.id)
         try:
-            landed, new = self._land(info, topic_info, target, parts, until, timeout)
+            landed, new = self._land(info, targets, check, until, timeout)
         finally:
             self.store.groups.resume(info.id, until)  # a no-op once the reset landed
             self.publisher.group(info.id)
@@ -271,9 +354,8 @@ class OffsetReset(StoreClient):
     def _land(
         self,
         group: GroupInfo,
-        topic: TopicInfo,
-        target: ResetTarget,
-        partitions: Sequence[int],
+        targets: Callable[[], dict[int, int]],
+        check: Callable[[Mapping[int, int]], Sequence[str]] | None,
         until: dt.datetime,
         timeout: float,
     ) -> tuple[Landed, dict[int, int]]:
@@ -287,10 +369,9 @@ class OffsetReset(StoreClient):
                     "changed and the group was resumed"
                 )
             if not held:
-                # Computed now, not at the dry run: "latest" means latest as of the reset.
-                new = self._targets(topic, target, partitions)
+                new = targets()
                 try:
-                    landed = self.store.resets.land(group.id, until, new)
+                    landed = self.store.resets.land(group.id, until, new, check)
                 except LockConflict:
                     landed = None  # a member's last commit crossed the lock; look again
                 if landed is not None:

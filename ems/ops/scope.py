@@ -54,15 +54,21 @@ def resolve_group(store: Store, name: str, topic: str | None) -> tuple[GroupInfo
     return group, info
 
 
-def chosen_partitions(topic: TopicInfo, partition: int | None) -> list[int]:
-    """[partition] when it exists in the topic, every partition when None."""
+def chosen_partitions(topic: TopicInfo, partition: int | Sequence[int] | None) -> list[int]:
+    """[partition] (or the partitions given, sorted, without repeats) when each exists in
+    the topic, every partition when None. UnknownPartition otherwise, an empty choice
+    included."""
     if partition is None:
         return list(range(topic.partitions))
-    if isinstance(partition, bool) or not isinstance(partition, int):
-        raise UnknownPartition(f"topic {topic.name!r} has no partition {partition!r}")
-    if not 0 <= partition < topic.partitions:
-        raise UnknownPartition(f"topic {topic.name!r} has no partition {partition}")
-    return [partition]
+    chosen = [partition] if isinstance(partition, int) else list(partition)
+    if not chosen:
+        raise UnknownPartition(f"choose at least one partition of topic {topic.name!r}")
+    for p in chosen:
+        if isinstance(p, bool) or not isinstance(p, int):
+            raise UnknownPartition(f"topic {topic.name!r} has no partition {p!r}")
+        if not 0 <= p < topic.partitions:
+            raise UnknownPartition(f"topic {topic.name!r} has no partition {p}")
+    return sorted(set(chosen))
 
 
 def partition_spans(store: Store, topic: TopicInfo, partitions: Sequence[int]) -> dict[int, Span]:

@@ -19,6 +19,7 @@ from ems.store.lag_reports import LagReportStore
 from ems.store.leases import LeaseStore
 from ems.store.maintenance import MaintenanceStore
 from ems.store.messages import MessageStore
+from ems.store.plans import PlanStore
 from ems.store.purge import PurgeStore
 from ems.store.queries import QueryStore
 from ems.store.readonly import ReadonlyStore
@@ -61,6 +62,7 @@ class Store:
         self.accounts = AccountStore(self.db)
         self.audit = AuditStore(self.db)
         self.browse = BrowseStore(self.db)
+        self.plans = PlanStore(self.db)
 
     def close(self) -> None:
         self.db.dispose()

@@ -65,10 +65,11 @@ def account(user: str, host: str = "%") -> Account:
 
 
 #: Tables no analyst is granted, even with the tables: the admin console's accounts
-#: (password and token hashes), its sign-in counters and its audit trail.
+#: (password and token hashes), its sign-in counters, its audit trail and its previews.
 ACCOUNT_TABLES: tuple[str, ...] = (
     "admin_audit",
     "admin_login_failure",
+    "admin_plan",
     "admin_token",
     "admin_user",
 )

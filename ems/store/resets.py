@@ -4,12 +4,12 @@ in time, and the one transaction that lands new cursors on a paused group."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
-from ems.exceptions import GroupBusy
+from ems.exceptions import GroupBusy, PlanChanged
 from ems.store.database import Database
 
 _BOUNDS = (
@@ -115,11 +115,18 @@ class ResetStore:
         found = rows[0][0] if rows else None
         return candidate if found is None else int(found)
 
-    def land(self, group_id: int, until: dt.datetime, cursors: Mapping[int, int]) -> Landed | None:
+    def land(
+        self,
+        group_id: int,
+        until: dt.datetime,
+        cursors: Mapping[int, int],
+        check: Callable[[Mapping[int, int]], Sequence[str]] | None = None,
+    ) -> Landed | None:
         """In one transaction on the group paused until `until`: unless a live member
         still holds a partition (then None, nothing written), release the partitions of
         dead clients, set the cursors, bump the generation and end the pause. GroupBusy
-        when that pause no longer holds."""
+        when that pause no longer holds. `check` sees the committed cursors as locked: when
+        it names problems, PlanChanged is raised and nothing is written."""
         with self.db.connect() as conn:
             if not conn.exec_driver_sql(_LOCK_GROUP, (group_id, until)).first():
                 raise GroupBusy(f"the pause of group {group_id} ended before the reset landed")
@@ -127,6 +134,9 @@ class ResetStore:
                 return None  # nothing written; the commit only ends the locks
             released = int(conn.exec_driver_sql(_RELEASE_DEAD, (group_id,)).rowcount)
             current = {int(p): int(o) for p, o in conn.exec_driver_sql(_LOCK_CURSORS, (group_id,))}
+            problems = check(current) if check is not None else ()
+            if problems:
+                raise PlanChanged("; ".join(problems))  # rolls the release back
             conn.exec_driver_sql(_BUMP_AND_RESUME, (group_id,))
             generation = int(
                 conn.exec_driver_sql(

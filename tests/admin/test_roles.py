@@ -35,12 +35,19 @@ ROUTES = {
     "/api/v1/topic": ("read", EVERYONE),
     "/group": ("read", EVERYONE),
     "/api/v1/group": ("read", EVERYONE),
+    "/reset": ("read", EVERYONE),
 }
 #: Every private route that changes state (POST only), with the capability it needs and
 #: the roles that reach it outside read-only mode (in read-only mode: nobody). The matrix
 #: posts an empty form: a role that may reach the route gets anything but 401/403 (an
 #: empty form is a 400), the others a 403, and nothing changes.
-CHANGES: dict[str, tuple[str, set[str]]] = {}
+OPERATORS = {"operator", "admin"}
+CHANGES: dict[str, tuple[str, set[str]]] = {
+    "/reset/preview": ("reset_offsets", OPERATORS),
+    "/api/v1/reset/preview": ("reset_offsets", OPERATORS),
+    "/reset/apply": ("reset_offsets", OPERATORS),
+    "/api/v1/reset/apply": ("reset_offsets", OPERATORS),
+}
 #: What the rules' variables are filled with when the matrix visits them (the fixtures
 #: seed a topic and a group of these names).
 ARGUMENTS = {"<name>": "matrix"}
@@ -80,6 +87,8 @@ def _filled(rule: str) -> str:
     """The path the matrix visits for a rule (the ?name= forms get the name there)."""
     if rule in {"/topic", "/api/v1/topic", "/group", "/api/v1/group"}:
         return f"{rule}?name={ARGUMENTS['<name>']}"
+    if rule == "/reset":
+        return f"{rule}?group={ARGUMENTS['<name>']}"
     for variable, value in ARGUMENTS.items():
         rule = rule.replace(variable, value)
     return rule

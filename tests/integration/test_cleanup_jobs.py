@@ -16,6 +16,7 @@ from ems.maintenance.checkpoint import checkpoint
 from ems.maintenance.housekeeping import purge_log, reclaim_inflight, retry_due, snapshots
 from ems.maintenance.scheduler import Scheduler, SchedulerConfig
 from ems.metrics import REGISTRY
+from ems.ops.plans import Plans
 from ems.store import Store
 from ems.types import GroupInfo, TopicInfo
 from ems.values.login_limits import WINDOW_SECONDS
@@ -61,6 +62,7 @@ def test_purge_log_deletes_old_finished_rows_only(
         "autoscale_decisions": 0,
         "alarms": 0,
         "login_failures": 0,
+        "admin_plans": 0,
     }
     assert _log_states(store) == {(0, 3): "done", (0, 4): "start", (0, 5): "retry"}
     assert purge_log(store, settings) == dict.fromkeys(counts, 0)
@@ -151,6 +153,15 @@ def test_purge_log_prunes_sign_in_failures_whose_window_ended(
     kept = seed.sql(store, "SELECT scope FROM admin_login_failure ORDER BY scope")
     assert [k[0] for k in kept] == ["address:10.0.0.2", "user:recent"]
     assert purge_log(store, settings)["login_failures"] == 0
+
+
+def test_purge_log_prunes_expired_previews(settings: Settings, store: Store) -> None:
+    plans = Plans(settings, store=store)
+    for lifetime in (-60.0, -1.0, 60.0):
+        plans.issue("otto", "purge", "dead letters", {"ids": [1]}, lifetime=lifetime)
+    assert purge_log(store, settings.with_(purge_chunk_rows=1))["admin_plans"] == 2
+    assert seed.sql(store, "SELECT COUNT(*) FROM admin_plan WHERE expires_at > NOW(6)") == [(1,)]
+    assert seed.sql(store, "SELECT COUNT(*) FROM admin_plan") == [(1,)]
 
 
 def test_reclaim_requeues_or_hands_back_in_flight_rows_of_dead_clients(
