@@ -9,6 +9,8 @@ from flask import Flask, current_app
 from ems.config import Settings
 from ems.ops.accounts import Accounts, AuditLog
 from ems.ops.browse import Browser
+from ems.ops.dead_letter_plans import DeadLetterChanges
+from ems.ops.dead_letters import DeadLetters
 from ems.ops.overview import OverviewReader
 from ems.ops.plans import Plans
 from ems.ops.reset import OffsetReset
@@ -24,6 +26,8 @@ class Services:
         self.accounts = Accounts(settings, store=self.overview.store)
         self.audit = AuditLog(settings, store=self.overview.store)
         self.plans = Plans(settings, store=self.overview.store)
+        self.dead_letters = DeadLetters(settings, store=self.overview.store)
+        self.dead_letter_changes = DeadLetterChanges(self.dead_letters)
         self._resets: OffsetReset | None = None
 
     @property
@@ -37,6 +41,7 @@ class Services:
         """Close the shared store (its connections) and the Redis clients."""
         if self._resets is not None:
             self._resets.close()
+        self.dead_letters.close()  # its producer, if it made one
         self.overview.close()
 
 

@@ -46,7 +46,16 @@ ORIGIN_HEADERS = (
     "ems-origin-dead-id",
 )
 
-Action = Literal["published", "requeued", "skipped", "would publish", "would requeue"]
+Action = Literal[
+    "published",
+    "requeued",
+    "purged",
+    "skipped",
+    "failed",
+    "would publish",
+    "would requeue",
+    "would purge",
+]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -58,7 +67,7 @@ class ResendOutcome:
     #: Where the new message landed (published only).
     partition: int | None = None
     offset: int | None = None
-    #: Why it was skipped.
+    #: Why it was skipped or failed.
     reason: str | None = None
 
 

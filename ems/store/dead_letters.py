@@ -47,6 +47,7 @@ _ORPHANED = (
     "WHERE d.id IN ({ids}) AND (m.id IS NULL OR m.tombstone = 1 OR t.id IS NULL OR g.id IS NULL) "
     "ORDER BY d.id"
 )
+_DELETE_IDS = "DELETE FROM dead_message WHERE id IN ({ids})"
 _MARK = "UPDATE dead_message SET resent_at = NOW(6) WHERE id IN ({ids})"
 # Back into the group's retry table, due now, attempts counted afresh; only while the
 # original message row exists (the retry path reads the body from it).
@@ -145,6 +146,12 @@ class LockedDeadLetters:
     def mark(self, ids: Sequence[int]) -> None:
         """Mark these resent when the transaction commits."""
         self.marked += ids
+
+    def delete(self, ids: Sequence[int]) -> int:
+        """Delete these (locked) dead letters when the transaction commits; the rows."""
+        if not ids:
+            return 0
+        return int(self.cursor.execute(_DELETE_IDS.format(ids=_marks(ids)), tuple(ids)))
 
 
 class DeadLetterStore:

@@ -36,6 +36,10 @@ ROUTES = {
     "/group": ("read", EVERYONE),
     "/api/v1/group": ("read", EVERYONE),
     "/reset": ("read", EVERYONE),
+    "/dead-letters": ("read", EVERYONE),
+    "/api/v1/dead-letters": ("read", EVERYONE),
+    "/dead-letters/<int:dead_id>": ("read", EVERYONE),
+    "/api/v1/dead-letters/<int:dead_id>": ("read", EVERYONE),
 }
 #: Every private route that changes state (POST only), with the capability it needs and
 #: the roles that reach it outside read-only mode (in read-only mode: nobody). The matrix
@@ -47,10 +51,20 @@ CHANGES: dict[str, tuple[str, set[str]]] = {
     "/api/v1/reset/preview": ("reset_offsets", OPERATORS),
     "/reset/apply": ("reset_offsets", OPERATORS),
     "/api/v1/reset/apply": ("reset_offsets", OPERATORS),
+    **{
+        f"{api}/dead-letters/{action}/{step}": (capability, allowed)
+        for action, capability, allowed in (
+            ("resend", "resend", OPERATORS),
+            ("replay", "replay", OPERATORS),
+            ("purge", "purge", {"admin"}),
+        )
+        for api in ("", "/api/v1")
+        for step in ("preview", "apply")
+    },
 }
 #: What the rules' variables are filled with when the matrix visits them (the fixtures
 #: seed a topic and a group of these names).
-ARGUMENTS = {"<name>": "matrix"}
+ARGUMENTS = {"<name>": "matrix", "<int:dead_id>": "4343"}
 MODES = {
     "normal": {},
     "read-only": {"admin_read_only": True},
@@ -80,7 +94,13 @@ def test_the_table_covers_every_private_route(app: Flask) -> None:
 def _matrix_objects(store: Store) -> None:
     """A topic and a group named "matrix", for the rules that name one."""
     topic = store.topics.create("matrix", 1, 24, 1024)
-    ensure_group(store, "matrix", topic, seed.options())
+    group = ensure_group(store, "matrix", topic, seed.options())
+    seed.sql(
+        store,
+        "INSERT INTO dead_message (id, group_id, topic_id, partition_no, offset_no, message_id, "
+        "body, attempts) VALUES (4343, %s, %s, 0, 0, 1, 'x', 1)",
+        (group.id, topic.id),
+    )
 
 
 def _filled(rule: str) -> str:

@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from flask import Blueprint
 
-from ems.admin.views import assets, auth, groups, health, overview, resets, topics, users
+from ems.admin.views import (
+    assets,
+    auth,
+    dead_letters,
+    groups,
+    health,
+    overview,
+    resets,
+    topics,
+    users,
+)
 
 BLUEPRINTS: tuple[Blueprint, ...] = (
     health.bp,
@@ -16,4 +26,5 @@ BLUEPRINTS: tuple[Blueprint, ...] = (
     topics.bp,
     groups.bp,
     resets.bp,
+    dead_letters.bp,
 )
