@@ -11,7 +11,16 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from benchmarks import assignor, consumer, docs_figures, faults, producer, purge, purge_drop
+from benchmarks import (
+    admin,
+    assignor,
+    consumer,
+    docs_figures,
+    faults,
+    producer,
+    purge,
+    purge_drop,
+)
 from benchmarks import spark as spark_suite
 from benchmarks.harness import BenchConfig, bench_config
 from ems.config import Settings
@@ -28,6 +37,7 @@ SUITES: dict[str, Callable[[BenchConfig, argparse.Namespace], int]] = {
     "purge": purge.run,
     "purge-drop": purge_drop.run,
     "faults": faults.run,
+    "admin": admin.run,
 }
 
 
@@ -129,6 +139,12 @@ def main(argv: list[str] | None = None) -> int:
         "--scenarios",
         default="",
         help="faults suite: the scenarios to run, by letter (e.g. 'ace'; default all)",
+    )
+    parser.add_argument(
+        "--admin-requests",
+        type=positive_int,
+        default=30,
+        help="admin suite: requests timed per page (default 30)",
     )
     args = parser.parse_args(argv)
     unknown = [name for name in args.suites if name not in SUITES]

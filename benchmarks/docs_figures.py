@@ -50,6 +50,7 @@ SOURCES: Mapping[str, Source] = {
     "purge": Source("Purge while publishing"),
     "purge-drop": Source("Dropping partitions instead of purging"),
     "faults": Source("Fault scenarios"),
+    "admin": Source("Admin console"),
 }
 
 _BLOCK = re.compile(

@@ -16,7 +16,7 @@ from flask import Flask
 from flask_wtf.csrf import CSRFProtect
 from jinja2 import StrictUndefined
 
-from ems.admin import errors, guard, security
+from ems.admin import errors, guard, security, timing
 from ems.admin.audit import current_principal
 from ems.admin.services import Services, attach, services
 from ems.admin.startup import secret_key_problem
@@ -58,6 +58,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.jinja_env.globals["detail_url"] = detail_url
     app.context_processor(_template_context)
     attach(app, Services(settings))
+    timing.install(app)  # first: its pair of hooks encloses the others
     CSRFProtect(app)
     for blueprint in BLUEPRINTS:
         app.register_blueprint(blueprint)

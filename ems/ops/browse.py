@@ -70,6 +70,10 @@ MAX_PAGE = 100
 MAX_PREFIX = 128
 #: Groups a topic's detail lists (more_groups says when there are more).
 MAX_TOPIC_GROUPS = 200
+#: A group's detail shows its partitions by pages of at most GROUP_PARTITIONS, and at most
+#: MAX_GROUP_MEMBERS members: at most 100 rows together.
+GROUP_PARTITIONS = 50
+MAX_GROUP_MEMBERS = 50
 DEFAULT_POINTS = 500
 MAX_POINTS = 1000
 MAX_SERIES = dt.timedelta(days=31)
@@ -125,6 +129,23 @@ def group_cursor(after: object) -> tuple[str, int | None] | None:
         f"{_shown(after)} is not a groups page cursor (a group name, or the next_after of a "
         "groups page)"
     )
+
+
+def partition_cursor(after: object) -> int | None:
+    """A group detail's page cursor: None, or the number of the last partition seen."""
+    if after is None:
+        return None
+    if isinstance(after, str) and after.isascii() and after.isdigit() and len(after) <= 9:
+        return int(after)
+    raise InvalidCursor(f"{_shown(after)} is not a partitions page cursor (a partition number)")
+
+
+def check_partitions_limit(limit: object) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= GROUP_PARTITIONS:
+        raise InvalidSetting(
+            f"limit must be an integer from 1 to {GROUP_PARTITIONS}, not {limit!r}"
+        )
+    return limit
 
 
 def check_points(max_points: object) -> int:
@@ -241,9 +262,13 @@ def group_detail(
     facts: dict[int, PartitionFacts],
     loads: dict[str, MemberLoad],
     report: ReportRows | None,
+    after: int | None = None,
+    limit: int = GROUP_PARTITIONS,
 ) -> GroupDetail:
     """GroupAdmin's description with what the console adds: the lag of partitions without
-    a cursor, lag ages, the lag report's statuses, rewinds, and the members' load."""
+    a cursor, lag ages, the lag report's statuses, rewinds, and the members' load; the
+    partitions after `after`, `limit` of them, and the first MAX_GROUP_MEMBERS members.
+    The totals (lag, status, rewound) cover every partition."""
     cluster = d.mode == "cluster"
     partitions = tuple(
         _partition(p, facts.get(p.partition), report, cluster=cluster) for p in d.partitions
@@ -253,6 +278,7 @@ def group_detail(
     members = tuple(_member(m, loads.get(m.client_id), m.client_id == leading) for m in d.members)
     rewound = any(p.rewound for p in partitions)
     report_status = report.group_status if report else None
+    page = [p for p in partitions if after is None or p.partition > after][: limit + 1]
     return GroupDetail(
         name=d.group,
         topic=d.topic,
@@ -264,8 +290,11 @@ def group_detail(
         ack_timeout_seconds=d.ack_timeout_seconds,
         generation=d.generation,
         leader=leader,
-        members=members,
-        partitions=partitions,
+        members=members[:MAX_GROUP_MEMBERS],
+        member_count=len(members),
+        partitions=tuple(page[:limit]),
+        partition_count=len(partitions),
+        next_after=page[limit - 1].partition if len(page) > limit else None,
         total_lag=sum(p.lag or 0 for p in partitions) if cluster else None,
         status=status(report_status, rewound),
         report_status=report_status,
@@ -406,20 +435,29 @@ class Browser(StoreClient):
             next_after=f"{last.name}/{last.topic_id}" if more and last else None,
         )
 
-    def group_detail(self, name: str, topic: str | None = None) -> GroupDetail:
+    def group_detail(
+        self,
+        name: str,
+        topic: str | None = None,
+        after: str | None = None,
+        limit: int = GROUP_PARTITIONS,
+    ) -> GroupDetail:
         """One group on one topic (`topic` may be left out when it consumes one only):
-        GroupAdmin.describe's view plus lag ages, statuses and the members' load.
-        InvalidName, UnknownTopic, UnknownGroup, ConflictingOptions."""
+        GroupAdmin.describe's view plus lag ages, statuses and the members' load, its
+        partitions after the partition `after` (a cursor), `limit` of them. InvalidName,
+        InvalidCursor, InvalidSetting, UnknownTopic, UnknownGroup, ConflictingOptions."""
         if topic is not None:
             check_name(topic, "topic")
+        cursor = partition_cursor(after)
+        check_partitions_limit(limit)
         group, info = find_group(self.store, name, topic)
         described = self._groups.describe_subscription(group, info)
         loads = self.store.browse.member_loads(group.id)
         if group.mode != "cluster":
-            return group_detail(described, {}, loads, None)
+            return group_detail(described, {}, loads, None, cursor, limit)
         facts = self.store.browse.partition_facts(group.id, info.id)
         report = self.store.browse.latest_report(group.id)
-        return group_detail(described, facts, loads, report)
+        return group_detail(described, facts, loads, report, cursor, limit)
 
     def lag_series(
         self,

@@ -1,6 +1,7 @@
-"""What the admin console's overview shows: topics, consumer groups with their status and
-lag from the newest lag report, the total lag, and the open alarms; and the database's
-answer to a health check.
+"""What the admin console's overview shows: the number of topics, consumer groups and open
+alarms, the most urgent groups (at most MAX_GROUPS) with their status and lag from the
+newest lag report, and the total lag; and the database's answer to a health check. It
+costs the same few statements however many topics and groups there are.
 
 A value the database cannot give yet is None with the reason beside it, never 0: a group
 the newest lag report does not cover has no status, and there is no total lag before the
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from ems.config import Settings
 from ems.store import Store
 from ems.store.client import StoreClient
-from ems.types import GroupInfo, GroupMode, TopicInfo
+from ems.types import GroupInfo, GroupMode
 from ems.values.rows import GroupLag, LagReportRun
 
 NO_REPORT = "no lag report yet: run `ems spark lag-report` (over `ems offsets snapshot` captures)"
@@ -37,11 +38,19 @@ class GroupOverview:
     reason: str | None
 
 
+#: Groups the overview lists, the most urgent first (the groups page lists them all).
+MAX_GROUPS = 100
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Overview:
     #: The database clock when this was read (UTC).
     read_at: dt.datetime
     topics: int
+    #: Consumer groups, one per name and topic: all of them.
+    group_count: int
+    #: At most MAX_GROUPS of them: the worst status in the newest report first (ERR,
+    #: WARN, OK, then those it does not cover), then by name and topic.
     groups: tuple[GroupOverview, ...]
     open_alarms: int
     #: The newest published lag report (None: none yet).
@@ -54,30 +63,30 @@ class Overview:
 def summarize(
     *,
     read_at: dt.datetime,
-    topics: Sequence[TopicInfo],
-    groups: Sequence[GroupInfo],
-    report: tuple[LagReportRun, Sequence[GroupLag]] | None,
+    topics: int,
+    group_count: int,
+    groups: Sequence[tuple[GroupInfo, str, GroupLag | None]],
+    report: LagReportRun | None,
+    total_lag: int | None,
     open_alarms: int,
 ) -> Overview:
-    """Join what was read into the overview (pure)."""
-    names = {t.id: t.name for t in topics}
-    run, lags = report if report is not None else (None, ())
-    by_group = {lag.group_id: lag for lag in lags}
-    shown = tuple(
-        _group(g, names.get(g.topic_id, f"#{g.topic_id}"), run, by_group.get(g.id)) for g in groups
-    )
-    if run is None:
+    """Join what was read into the overview (pure): `groups` are the groups shown, each
+    with its topic's name and its rows of the report summed; `total_lag` is the report's
+    total, None when it holds no rows."""
+    shown = tuple(_group(g, topic, report, lag) for g, topic, lag in groups)
+    if report is None:
         total, reason = None, NO_REPORT
-    elif not lags:
+    elif total_lag is None:
         total, reason = None, EMPTY_REPORT
     else:
-        total, reason = sum(lag.lag for lag in lags), None
+        total, reason = total_lag, None
     return Overview(
         read_at=read_at,
-        topics=len(topics),
+        topics=topics,
+        group_count=group_count,
         groups=shown,
         open_alarms=open_alarms,
-        lag_report=run,
+        lag_report=report,
         total_lag=total,
         total_lag_reason=reason,
     )
@@ -111,11 +120,18 @@ class OverviewReader(StoreClient):
         return self.store.maintenance.now()
 
     def read(self) -> Overview:
+        """Five statements whatever the number of topics and groups: the clock, the
+        counts, the newest report, its total and its most urgent groups."""
         s = self.store
+        read_at = s.maintenance.now()
+        topics, groups, open_alarms = s.browse.overview_counts()
+        run = s.lag_reports.newest_run()
         return summarize(
-            read_at=s.maintenance.now(),
-            topics=s.topics.all(),
-            groups=s.groups.all(),
-            report=s.lag_reports.newest(),
-            open_alarms=len(s.alarms.open_alarms()),
+            read_at=read_at,
+            topics=topics,
+            group_count=groups,
+            groups=s.browse.urgent_groups(run.id if run else None, MAX_GROUPS),
+            report=run,
+            total_lag=s.browse.report_total(run.id) if run else None,
+            open_alarms=open_alarms,
         )

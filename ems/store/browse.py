@@ -18,6 +18,8 @@ from typing import Any
 from sqlalchemy import Connection
 
 from ems.store.database import Database
+from ems.store.groups import group_info
+from ems.types import GroupInfo
 from ems.values.browse import (
     GroupFacts,
     MemberLoad,
@@ -26,6 +28,7 @@ from ems.values.browse import (
     TopicRow,
     WatermarkTotals,
 )
+from ems.values.rows import GroupLag
 
 _US = 1_000_000
 
@@ -134,6 +137,26 @@ _MEMBER_LOADS = (
     "SELECT client_id, created_at, cpu_percent, load_rate, reported_at "
     "FROM consumer_client WHERE group_id = %s"
 )
+# The overview: counts of the small tables (never of the message or log tables), the
+# newest report's total, and its most urgent groups: worst status first (ERR, WARN, OK,
+# then groups the report does not cover), then by name. The report's rows are read by its
+# primary key (report_id, group_id, partition_no), once per group.
+_OVERVIEW_COUNTS = (
+    "SELECT (SELECT COUNT(*) FROM topic), (SELECT COUNT(*) FROM consumer_group), "
+    "(SELECT COUNT(*) FROM alarm WHERE status = 'open')"
+)
+_REPORT_TOTAL = "SELECT SUM(lag), COUNT(*) FROM lag_report WHERE report_id = %s"
+_URGENT_GROUPS = (
+    "SELECT g.id, g.name, g.topic_id, g.mode, g.start_position, g.ordered, g.retry_ladder, "
+    "g.max_attempts, g.ack_timeout_seconds, g.generation, t.name, r.worst, r.lag, r.n "
+    "FROM consumer_group g JOIN topic t ON t.id = g.topic_id LEFT JOIN ("
+    " SELECT group_id, MAX(CASE group_status WHEN 'ERR' THEN 2 WHEN 'WARN' THEN 1 ELSE 0 END) "
+    " AS worst, SUM(lag) AS lag, COUNT(*) AS n FROM lag_report WHERE report_id = %s "
+    " GROUP BY group_id) r ON r.group_id = g.id "
+    "ORDER BY COALESCE(r.worst, -1) DESC, g.name, g.topic_id LIMIT %s"
+)
+_WORST = ("OK", "WARN", "ERR")
+
 _DELETE_CONSUMED = "SELECT delete_consumed FROM topic WHERE id = %s"
 
 # A series samples its window: per bucket, the last capture in it (one dive into the
@@ -276,6 +299,43 @@ class BrowseStore:
             group_status=str(rows[0][2]),
             partitions={int(r[3]): str(r[4]) for r in rows},
         )
+
+    # -- overview ------------------------------------------------------------------------
+
+    def overview_counts(self) -> tuple[int, int, int]:
+        """The topics, the consumer groups (one per name and topic) and the open alarms."""
+        with self.db.connect() as conn:
+            row = conn.exec_driver_sql(_OVERVIEW_COUNTS).one()
+        return int(row[0]), int(row[1]), int(row[2])
+
+    def report_total(self, report_id: int) -> int | None:
+        """A lag report's lag summed over all its rows; None when it holds none."""
+        with self.db.connect() as conn:
+            total, rows = conn.exec_driver_sql(_REPORT_TOTAL, (report_id,)).one()
+        return int(total) if rows else None
+
+    def urgent_groups(
+        self, report_id: int | None, limit: int
+    ) -> list[tuple[GroupInfo, str, GroupLag | None]]:
+        """Up to `limit` groups, worst status in the report first, then by name: each with
+        its topic's name and its rows of the report summed (None: the report does not
+        cover it, or there is no report)."""
+        with self.db.connect() as conn:
+            rows = conn.exec_driver_sql(_URGENT_GROUPS, (report_id, limit)).all()
+        out = []
+        for r in rows:
+            info = group_info(r[:10])
+            lag = None
+            if r[11] is not None:
+                lag = GroupLag(
+                    group_id=info.id,
+                    topic_id=info.topic_id,
+                    status=_WORST[int(r[11])],
+                    lag=int(r[12]),
+                    partitions=int(r[13]),
+                )
+            out.append((info, str(r[10]), lag))
+        return out
 
     # -- series --------------------------------------------------------------------------
 

@@ -64,20 +64,26 @@ class LagReportStore:
                 ).rowcount
             )
 
-    def newest(self) -> tuple[LagReportRun, list[GroupLag]] | None:
-        """The newest published report and its rows summed by group (None: no report was
-        published yet)."""
+    def newest_run(self) -> LagReportRun | None:
+        """The newest published report (None: no report was published yet)."""
         runs = self.db.select(_NEWEST_DONE, ())
         if not runs:
             return None
         rid, as_of, window, partitions, finished_at = runs[0]
-        run = LagReportRun(
+        return LagReportRun(
             id=int(rid),
             as_of=as_of,
             window_seconds=int(window),
             partitions=int(partitions),
             finished_at=finished_at,
         )
+
+    def newest(self) -> tuple[LagReportRun, list[GroupLag]] | None:
+        """The newest published report and its rows summed by group (None: no report was
+        published yet)."""
+        run = self.newest_run()
+        if run is None:
+            return None
         groups = [
             GroupLag(
                 group_id=int(g),

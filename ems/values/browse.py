@@ -244,8 +244,15 @@ class GroupDetail:
     ack_timeout_seconds: int
     generation: int
     leader: LeaderDescription | None
+    #: At most MAX_GROUP_MEMBERS of the member_count members, by client id.
     members: tuple[GroupMember, ...]
+    member_count: int
+    #: One page of the partition_count partitions; next_after is the cursor of the next
+    #: page (the last partition shown), None on the last page.
     partitions: tuple[GroupPartition, ...]
+    partition_count: int
+    next_after: int | None
+    #: Over every partition, not only the page's.
     total_lag: int | None
     status: str
     report_status: str | None

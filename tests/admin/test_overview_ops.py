@@ -13,23 +13,19 @@ from ems.exceptions import DatabaseUnavailable
 from ems.ops.overview import (
     BROADCAST,
     EMPTY_REPORT,
+    MAX_GROUPS,
     NO_REPORT,
     NOT_COVERED,
+    Overview,
     OverviewReader,
     summarize,
 )
 from ems.store import Store
-from ems.types import GroupInfo, TopicInfo
+from ems.types import GroupInfo
 from ems.values.rows import GroupLag, LagReportRun
 from tests.integration import seed
 
 NOW = dt.datetime(2026, 11, 22, 10, 0)
-
-
-def _topic(tid: int, name: str) -> TopicInfo:
-    return TopicInfo(
-        id=tid, name=name, partitions=2, retention_hours=1, max_body_bytes=10, created_at=NOW
-    )
 
 
 def _group(gid: int, name: str, topic_id: int, mode: str = "cluster") -> GroupInfo:
@@ -51,13 +47,28 @@ def _run(partitions: int) -> LagReportRun:
     return LagReportRun(id=7, as_of=NOW, window_seconds=900, partitions=partitions, finished_at=NOW)
 
 
-TOPICS = [_topic(1, "orders"), _topic(2, "events")]
+NAMES = {1: "orders", 2: "events"}
 GROUPS = [_group(10, "billing", 1), _group(11, "audit", 2), _group(12, "screens", 2, "broadcast")]
 
 
+def _summarize(
+    run: LagReportRun | None, lags: list[GroupLag], total: int | None, open_alarms: int = 0
+) -> Overview:
+    by_group = {lag.group_id: lag for lag in lags}
+    return summarize(
+        read_at=NOW,
+        topics=2,
+        group_count=len(GROUPS),
+        groups=[(g, NAMES[g.topic_id], by_group.get(g.id)) for g in GROUPS],
+        report=run,
+        total_lag=total,
+        open_alarms=open_alarms,
+    )
+
+
 def test_before_any_lag_report_nothing_is_made_up() -> None:
-    o = summarize(read_at=NOW, topics=TOPICS, groups=GROUPS, report=None, open_alarms=0)
-    assert (o.topics, o.open_alarms, o.lag_report) == (2, 0, None)
+    o = _summarize(None, [], None)
+    assert (o.topics, o.group_count, o.open_alarms, o.lag_report) == (2, 3, 0, None)
     assert (o.total_lag, o.total_lag_reason) == (None, NO_REPORT)
     assert [(g.group, g.status, g.lag) for g in o.groups] == [
         ("billing", None, None),
@@ -69,7 +80,7 @@ def test_before_any_lag_report_nothing_is_made_up() -> None:
 
 def test_groups_take_their_status_and_lag_from_the_report() -> None:
     lags = [GroupLag(group_id=10, topic_id=1, status="WARN", lag=40, partitions=2)]
-    o = summarize(read_at=NOW, topics=TOPICS, groups=GROUPS, report=(_run(2), lags), open_alarms=3)
+    o = _summarize(_run(2), lags, 40, open_alarms=3)
     billing, audit, screens = o.groups
     assert (billing.topic, billing.status, billing.lag, billing.reason) == (
         "orders",
@@ -83,14 +94,14 @@ def test_groups_take_their_status_and_lag_from_the_report() -> None:
 
 
 def test_a_report_without_rows_gives_no_total() -> None:
-    o = summarize(read_at=NOW, topics=TOPICS, groups=GROUPS, report=(_run(0), []), open_alarms=0)
+    o = _summarize(_run(0), [], None)
     assert (o.total_lag, o.total_lag_reason) == (None, EMPTY_REPORT)
     assert o.groups[0].reason == NOT_COVERED
 
 
 def test_a_zero_lag_is_shown_as_zero() -> None:
     lags = [GroupLag(group_id=10, topic_id=1, status="OK", lag=0, partitions=2)]
-    o = summarize(read_at=NOW, topics=TOPICS, groups=GROUPS, report=(_run(2), lags), open_alarms=0)
+    o = _summarize(_run(2), lags, 0)
     assert (o.total_lag, o.groups[0].lag, o.groups[0].status) == (0, 0, "OK")
 
 
@@ -151,6 +162,23 @@ def test_the_reader_reads_the_newest_published_report(settings: Settings, store:
         ("newer", "events"): ("cluster", None, None, NOT_COVERED),
         ("screens", "events"): ("broadcast", None, None, BROADCAST),
     }
+    # The worst first, then OK, then those the report does not cover, each by name.
+    assert [g.group for g in o.groups] == ["billing", "audit", "newer", "screens"]
+    assert o.group_count == 4
+
+
+def test_the_overview_lists_the_most_urgent_groups_only(settings: Settings, store: Store) -> None:
+    orders = store.topics.create("orders", 1, 24, 1024)
+    groups = [seed.group(store, f"g{i:03d}", orders) for i in range(MAX_GROUPS + 5)]
+    run = store.lag_reports.start(NOW, 900)
+    _report_row(store, run, groups[-1], 0, 9, "STALL", "ERR")
+    _report_row(store, run, groups[-2], 0, 3, "WARN", "WARN")
+    _report_row(store, run, groups[0], 0, 1, "OK", "OK")
+    store.lag_reports.finish(run, 3)
+    with OverviewReader(settings) as reader:
+        o = reader.read()
+    assert (o.group_count, len(o.groups), o.total_lag) == (MAX_GROUPS + 5, MAX_GROUPS, 13)
+    assert [g.group for g in o.groups[:4]] == ["g104", "g103", "g000", "g001"]
 
 
 def test_ping_fails_when_the_database_does_not_answer() -> None:

@@ -12,7 +12,7 @@ from ems.admin.capabilities import READ
 from ems.admin.guard import requires
 from ems.admin.serialize import to_json
 from ems.admin.services import services
-from ems.admin.views.listing import listing, named
+from ems.admin.views.listing import listing, named, partition_page
 from ems.values.browse import GroupDetail
 
 bp = Blueprint("groups", __name__)
@@ -51,4 +51,5 @@ bp.add_url_rule("/api/v1/group", "api_detail_by_query", api_detail)
 
 
 def _detail(name: str | None) -> GroupDetail:
-    return services().browser.group_detail(named(name), request.args.get("topic"))
+    after, limit = partition_page()
+    return services().browser.group_detail(named(name), request.args.get("topic"), after, limit)

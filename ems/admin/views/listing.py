@@ -11,7 +11,7 @@ from typing import Any
 from flask import request, url_for
 
 from ems.exceptions import InvalidName, InvalidSetting
-from ems.ops.browse import DEFAULT_PAGE, MAX_PAGE
+from ems.ops.browse import DEFAULT_PAGE, GROUP_PARTITIONS, MAX_PAGE
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -43,14 +43,21 @@ def listing() -> Listing:
     )
 
 
-def _limit(text: str | None) -> int:
+def partition_page() -> tuple[str | None, int]:
+    """A group detail's page of partitions: ?after= (checked by the browser) and ?limit=
+    (1 to GROUP_PARTITIONS, the default)."""
+    args = request.args
+    return args.get("after"), _limit(args.get("limit"), GROUP_PARTITIONS, GROUP_PARTITIONS)
+
+
+def _limit(text: str | None, default: int = DEFAULT_PAGE, maximum: int = MAX_PAGE) -> int:
     if text is None:
-        return DEFAULT_PAGE
+        return default
     if not (text.isascii() and text.isdigit() and len(text) <= 4) or not (
-        1 <= int(text) <= MAX_PAGE
+        1 <= int(text) <= maximum
     ):
         shown = repr(text) if len(text) <= 20 else "given"
-        raise InvalidSetting(f"limit must be an integer from 1 to {MAX_PAGE}, not {shown}")
+        raise InvalidSetting(f"limit must be an integer from 1 to {maximum}, not {shown}")
     return int(text)
 
 
