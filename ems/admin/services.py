@@ -10,6 +10,8 @@ from ems.config import Settings
 from ems.ops.accounts import Accounts, AuditLog
 from ems.ops.browse import Browser
 from ems.ops.overview import OverviewReader
+from ems.ops.query import MessageQuery
+from ems.ops.trace import MessageTracer
 
 _KEY = "ems"
 
@@ -21,6 +23,8 @@ class Services:
         self.browser = Browser(settings, store=self.overview.store)
         self.accounts = Accounts(settings, store=self.overview.store)
         self.audit = AuditLog(settings, store=self.overview.store)
+        self.messages = MessageQuery(settings, store=self.overview.store)
+        self.tracer = MessageTracer(settings, store=self.overview.store)
 
     def close(self) -> None:
         """Close the shared store (its connections)."""
