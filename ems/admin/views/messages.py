@@ -78,9 +78,9 @@ def api() -> Response:
 
 
 def _search() -> tuple[Search, MessagePage | None]:
+    if request.args.get("key") and not _reveal():
+        _refuse(HIDDEN_KEYS)  # before anything else: the answer would tell of the key
     search = parse_search(request.args)
-    if search.key is not None and not _reveal():
-        _refuse(HIDDEN_KEYS)
     return search, _run(search)
 
 
