@@ -13,7 +13,9 @@ from ems.ops.dead_letter_plans import DeadLetterChanges
 from ems.ops.dead_letters import DeadLetters
 from ems.ops.overview import OverviewReader
 from ems.ops.plans import Plans
+from ems.ops.query import MessageQuery
 from ems.ops.reset import OffsetReset
+from ems.ops.trace import MessageTracer
 
 _KEY = "ems"
 
@@ -28,6 +30,8 @@ class Services:
         self.plans = Plans(settings, store=self.overview.store)
         self.dead_letters = DeadLetters(settings, store=self.overview.store)
         self.dead_letter_changes = DeadLetterChanges(self.dead_letters)
+        self.messages = MessageQuery(settings, store=self.overview.store)
+        self.tracer = MessageTracer(settings, store=self.overview.store)
         self._resets: OffsetReset | None = None
 
     @property

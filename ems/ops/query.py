@@ -1,5 +1,6 @@
 """Message queries: one message by (topic, partition, offset) or by id, messages by key
-within a time range, messages of a time range.
+within a time range, messages of a time range; and, for the console, keyset pages of
+message summaries (no bodies) by time or by offset.
 
 Time ranges are half-open, [since, until), in the database's UTC; either end may be open.
 Results come oldest first by created_at (then id), at most `limit` of them, and say
@@ -17,9 +18,11 @@ from ems.config import Settings
 from ems.display import parse_when
 from ems.exceptions import (
     ConflictingOptions,
+    InvalidCursor,
     InvalidInput,
     InvalidOffset,
     InvalidSetting,
+    InvalidWindow,
     UnknownMessage,
     UnknownPartition,
 )
@@ -28,9 +31,16 @@ from ems.store import Store
 from ems.store.client import StoreClient
 from ems.types import StoredMessage, TopicInfo
 from ems.validation import check_name, encode_key
+from ems.values.messages import MessageSummary
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 10_000
+
+#: Rows of a console page.
+DEFAULT_PAGE = 50
+MAX_PAGE = 100
+#: Longest cursor text accepted.
+MAX_CURSOR = 64
 
 When = str | dt.datetime | None
 
@@ -52,6 +62,59 @@ class FindResult:
     more: bool
     #: For a key query: the partition the producer's partitioner puts this key on.
     key_partition: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MessagePage:
+    """A page of message summaries, oldest first (by created_at then id, or by offset for
+    a partition's page). `since` and `until` are the window as resolved (an age such as
+    "15m" becomes a time), so that the next page covers the same window."""
+
+    topic: str
+    since: dt.datetime | None
+    until: dt.datetime | None
+    items: tuple[MessageSummary, ...]
+    #: The cursor of the next page (None: this is the last one).
+    next_after: str | None
+    key_partition: int | None = None
+
+
+def time_cursor(after: object) -> tuple[dt.datetime, int] | None:
+    """A time-ordered page's cursor: None, or "<created_at ISO 8601>/<id>" of the last
+    message seen (a next_after). InvalidCursor for anything else."""
+    if after is None:
+        return None
+    if isinstance(after, str) and len(after) <= MAX_CURSOR:
+        at, slash, last_id = after.partition("/")
+        if slash and last_id.isascii() and last_id.isdigit() and len(last_id) <= 19:
+            try:
+                return dt.datetime.fromisoformat(at).replace(tzinfo=None), int(last_id)
+            except ValueError:
+                pass
+    raise InvalidCursor(f"{_shown(after)} is not a message page cursor (<created_at>/<id>)")
+
+
+def format_time_cursor(m: MessageSummary) -> str:
+    return f"{m.created_at.isoformat(timespec='microseconds')}/{m.id}"
+
+
+def offset_cursor(after: object) -> int | None:
+    """A partition page's cursor: None, or the last offset seen (a next_after)."""
+    if after is None:
+        return None
+    if isinstance(after, str) and after.isascii() and after.isdigit() and len(after) <= 19:
+        return int(after)
+    raise InvalidCursor(f"{_shown(after)} is not a partition page cursor (an offset)")
+
+
+def check_page_size(limit: object) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise InvalidSetting(f"limit must be an integer from 1 to {MAX_PAGE}, not {limit!r}")
+    return limit
+
+
+def _shown(value: object) -> str:
+    return repr(value) if isinstance(value, str) and len(value) <= MAX_CURSOR else "the value given"
 
 
 def resolve_when(value: When, now: dt.datetime) -> dt.datetime | None:
@@ -183,4 +246,63 @@ class MessageQuery(StoreClient):
             messages=tuple(rows[:limit]),
             more=len(rows) > limit,
             key_partition=None if encoded is None else partition_for_key(encoded, info.partitions),
+        )
+
+    def search(
+        self,
+        topic: str,
+        *,
+        since: When,
+        until: When = None,
+        key: str | bytes | None = None,
+        partition: int | None = None,
+        after: str | None = None,
+        limit: int = DEFAULT_PAGE,
+    ) -> MessagePage:
+        """A page of the messages of a topic created in [since, until) (with `key`: that
+        key's; with `partition`: that partition's), oldest first, after the cursor
+        `after`. `since` is required (InvalidWindow): a page costs the same whatever the
+        window holds, but a search without one would be a scan of a topic's history.
+        Every argument is checked before anything is read."""
+        if since is None:
+            raise InvalidWindow("a key or time search needs a time range: give since")
+        info = self.topic(topic)
+        check_page_size(limit)
+        encoded = encode_key(key)
+        if partition is not None:
+            check_partition(info, partition)
+        cursor = time_cursor(after)
+        start, end = window(since, until, self.store.messages.now())
+        q = self.store.queries
+        if encoded is not None:
+            rows = q.key_page(info.id, encoded, start, end, cursor, limit + 1, partition)
+        else:
+            partitions = list(range(info.partitions)) if partition is None else [partition]
+            rows = q.range_page(info.id, partitions, start, end, cursor, limit + 1)
+        more = len(rows) > limit
+        return MessagePage(
+            topic=info.name,
+            since=start,
+            until=end,
+            items=tuple(rows[:limit]),
+            next_after=format_time_cursor(rows[limit - 1]) if more else None,
+            key_partition=None if encoded is None else partition_for_key(encoded, info.partitions),
+        )
+
+    def partition_page(
+        self, topic: str, partition: int, *, after: str | None = None, limit: int = DEFAULT_PAGE
+    ) -> MessagePage:
+        """A page of a partition's messages in offset order, after the offset `after`."""
+        info = self.topic(topic)
+        check_partition(info, partition)
+        check_page_size(limit)
+        cursor = offset_cursor(after)
+        rows = self.store.queries.offset_page(info.id, partition, cursor, limit + 1)
+        more = len(rows) > limit
+        return MessagePage(
+            topic=info.name,
+            since=None,
+            until=None,
+            items=tuple(rows[:limit]),
+            next_after=str(rows[limit - 1].offset) if more else None,
         )

@@ -15,6 +15,7 @@ from typing import Any
 
 from ems.store.database import Database
 from ems.types import StoredMessage
+from ems.values.messages import MessageSummary
 from ems.values.rows import PartitionSpan
 
 #: Stand-ins for an open end of a time range (DATETIME's own bounds), so that each query
@@ -41,6 +42,27 @@ _KEYS_IN_RANGE = (
     "AND created_at >= %s AND created_at < %s AND tombstone = 0 "
     "ORDER BY created_at, id LIMIT %s)"
 )
+# Keyset pages of summaries (no body). A page goes on after (created_at, id) of the last
+# row seen: the lower bound is raised to that created_at, so the index range starts there,
+# and the rows of that same instant up to the last id are skipped.
+_SUMMARY = "id, topic_id, partition_no, offset_no, msg_key, LENGTH(body), created_at"
+_AFTER = "AND (created_at > %s OR id > %s)"
+_KEY_PAGE = (
+    f"SELECT {_SUMMARY} FROM message WHERE topic_id = %s AND msg_key = %s "
+    f"AND created_at >= %s AND created_at < %s {{partition}} {_AFTER} "
+    "ORDER BY created_at, id LIMIT %s"
+)
+_RANGE_PAGE_KEYS = (
+    "(SELECT created_at, id FROM message WHERE topic_id = %s AND partition_no = %s "
+    f"AND created_at >= %s AND created_at < %s AND tombstone = 0 {_AFTER} "
+    "ORDER BY created_at, id LIMIT %s)"
+)
+_SUMMARIES_BY_IDS = f"SELECT {_SUMMARY} FROM message WHERE id IN ({{ids}})"
+# A partition by offset: a range read of the unique key (topic_id, partition_no, offset_no).
+_OFFSET_PAGE = (
+    f"SELECT {_SUMMARY} FROM message WHERE topic_id = %s AND partition_no = %s "
+    "AND offset_no > %s AND tombstone = 0 ORDER BY offset_no LIMIT %s"
+)
 _SPAN = (
     "SELECT MIN(offset_no), MAX(offset_no) FROM message WHERE topic_id = %s AND partition_no = %s"
 )
@@ -59,6 +81,32 @@ def stored_message(row: Sequence[Any]) -> StoredMessage:
         created_at=row[7],
         tombstone=bool(row[8]),
     )
+
+
+def message_summary(row: Sequence[Any]) -> MessageSummary:
+    return MessageSummary(
+        id=int(row[0]),
+        topic_id=int(row[1]),
+        partition=int(row[2]),
+        offset=int(row[3]),
+        key=None if row[4] is None else bytes(row[4]),
+        size=int(row[5]),
+        created_at=row[6],
+    )
+
+
+#: Where a time-ordered page starts: after this (created_at, id); None: from the start.
+After = tuple[dt.datetime, int] | None
+
+
+def _bounds(
+    since: dt.datetime | None, until: dt.datetime | None, after: After
+) -> tuple[dt.datetime, dt.datetime, dt.datetime, int]:
+    """(lower, upper, after_at, after_id) of a keyset page's statement."""
+    lower = since or EARLIEST
+    if after is None:
+        return lower, until or LATEST, lower, 0  # every id is above 0
+    return max(lower, after[0]), until or LATEST, after[0], after[1]
 
 
 class QueryStore:
@@ -128,3 +176,59 @@ class QueryStore:
             last=None if last is None else int(last),
             purged_below=int(low[0][0]) if low else None,
         )
+
+    def key_page(
+        self,
+        topic_id: int,
+        key: bytes,
+        since: dt.datetime | None,
+        until: dt.datetime | None,
+        after: After,
+        limit: int,
+        partition: int | None = None,
+    ) -> list[MessageSummary]:
+        """Summaries of the messages with this key created in [since, until), after the
+        cursor, in (created_at, id) order, at most limit: one range read of the key index."""
+        sql = _KEY_PAGE.format(partition="" if partition is None else _IN_PARTITION)
+        lower, upper, at, last_id = _bounds(since, until, after)
+        where = (topic_id, key, lower, upper, *(() if partition is None else (partition,)))
+        rows = self.db.select(sql, (*where, at, last_id, limit))
+        return [message_summary(r) for r in rows]
+
+    def range_page(
+        self,
+        topic_id: int,
+        partitions: Sequence[int],
+        since: dt.datetime | None,
+        until: dt.datetime | None,
+        after: After,
+        limit: int,
+    ) -> list[MessageSummary]:
+        """Summaries of the messages (no tombstones) of these partitions created in
+        [since, until), after the cursor, merged in (created_at, id) order, at most limit.
+        Each partition contributes at most `limit` index entries."""
+        lower, upper, at, last_id = _bounds(since, until, after)
+        keys: list[tuple[dt.datetime, int]] = []
+        for i in range(0, len(partitions), PARTITIONS_PER_STATEMENT):
+            chunk = partitions[i : i + PARTITIONS_PER_STATEMENT]
+            sql = " UNION ALL ".join([_RANGE_PAGE_KEYS] * len(chunk))
+            params = [v for p in chunk for v in (topic_id, p, lower, upper, at, last_id, limit)]
+            keys += [(r[0], int(r[1])) for r in self.db.select(sql, tuple(params))]
+        return self.summaries([message_id for _, message_id in sorted(keys)[:limit]])
+
+    def offset_page(
+        self, topic_id: int, partition: int, after: int | None, limit: int
+    ) -> list[MessageSummary]:
+        """Summaries of a partition's messages (no tombstones) above offset `after`
+        (None: from the first), in offset order, at most limit."""
+        params = (topic_id, partition, -1 if after is None else after, limit)
+        return [message_summary(r) for r in self.db.select(_OFFSET_PAGE, params)]
+
+    def summaries(self, ids: Sequence[int]) -> list[MessageSummary]:
+        """The summaries of these ids, in the order given (ids not found are left out)."""
+        if not ids:
+            return []
+        sql = _SUMMARIES_BY_IDS.format(ids=", ".join(["%s"] * len(ids)))
+        rows = self.db.select(sql, tuple(ids))
+        found = {m.id: m for m in map(message_summary, rows)}
+        return [found[i] for i in ids if i in found]

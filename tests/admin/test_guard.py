@@ -31,7 +31,8 @@ PUBLIC_ENDPOINTS = {
 
 
 def _url(app: Flask, endpoint: str, arguments: set[str]) -> str:
-    values: dict[str, Any] = dict.fromkeys(arguments, "x")
+    # "7" fits every converter (text and int) and names nothing that exists.
+    values: dict[str, Any] = dict.fromkeys(arguments, "7")
     with app.test_request_context():
         return url_for(endpoint, **values)
 

@@ -40,6 +40,17 @@ ROUTES = {
     "/api/v1/dead-letters": ("read", EVERYONE),
     "/dead-letters/<int:dead_id>": ("read", EVERYONE),
     "/api/v1/dead-letters/<int:dead_id>": ("read", EVERYONE),
+    "/messages": ("read", EVERYONE),
+    "/api/v1/messages": ("read", EVERYONE),
+    "/messages/<topic>/<partition>/<offset>": ("read", EVERYONE),
+    "/api/v1/messages/<topic>/<partition>/<offset>": ("read", EVERYONE),
+    "/messages/id/<message_id>": ("read", EVERYONE),
+    "/api/v1/messages/id/<message_id>": ("read", EVERYONE),
+    "/message": ("read", EVERYONE),
+    "/api/v1/message": ("read", EVERYONE),
+    "/messages/<topic>/<partition>/<offset>/raw": ("download_bodies", {"operator", "admin"}),
+    "/messages/id/<message_id>/raw": ("download_bodies", {"operator", "admin"}),
+    "/message/raw": ("download_bodies", {"operator", "admin"}),
 }
 #: Every private route that changes state (POST only), with the capability it needs and
 #: the roles that reach it outside read-only mode (in read-only mode: nobody). The matrix
@@ -64,7 +75,16 @@ CHANGES: dict[str, tuple[str, set[str]]] = {
 }
 #: What the rules' variables are filled with when the matrix visits them (the fixtures
 #: seed a topic and a group of these names).
-ARGUMENTS = {"<name>": "matrix", "<int:dead_id>": "4343"}
+ARGUMENTS = {
+    "<name>": "matrix",
+    "<int:dead_id>": "4343",
+    "<topic>": "matrix",
+    "<partition>": "0",
+    "<offset>": "0",
+    "<message_id>": "4242",
+}
+#: The rules that take their message by query.
+MESSAGE_QUERY = {"/message", "/api/v1/message", "/message/raw"}
 MODES = {
     "normal": {},
     "read-only": {"admin_read_only": True},
@@ -92,7 +112,8 @@ def test_the_table_covers_every_private_route(app: Flask) -> None:
 
 @pytest.fixture(autouse=True)
 def _matrix_objects(store: Store) -> None:
-    """A topic and a group named "matrix", for the rules that name one."""
+    """A topic and a group named "matrix", for the rules that name one, a message at
+    offset 0 of its partition 0 (id 4242) and a dead letter (id 4343)."""
     topic = store.topics.create("matrix", 1, 24, 1024)
     group = ensure_group(store, "matrix", topic, seed.options())
     seed.sql(
@@ -100,6 +121,12 @@ def _matrix_objects(store: Store) -> None:
         "INSERT INTO dead_message (id, group_id, topic_id, partition_no, offset_no, message_id, "
         "body, attempts) VALUES (4343, %s, %s, 0, 0, 1, 'x', 1)",
         (group.id, topic.id),
+    )
+    seed.sql(
+        store,
+        "INSERT INTO message (id, topic_id, partition_no, offset_no, body) "
+        "VALUES (%s, %s, 0, 0, 'm')",
+        (ARGUMENTS["<message_id>"], topic.id),
     )
 
 
@@ -109,6 +136,8 @@ def _filled(rule: str) -> str:
         return f"{rule}?name={ARGUMENTS['<name>']}"
     if rule == "/reset":
         return f"{rule}?group={ARGUMENTS['<name>']}"
+    if rule in MESSAGE_QUERY:
+        return f"{rule}?topic={ARGUMENTS['<topic>']}&partition=0&offset=0"
     for variable, value in ARGUMENTS.items():
         rule = rule.replace(variable, value)
     return rule

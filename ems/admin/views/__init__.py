@@ -11,6 +11,7 @@ from ems.admin.views import (
     dead_letters,
     groups,
     health,
+    messages,
     overview,
     resets,
     topics,
@@ -27,4 +28,5 @@ BLUEPRINTS: tuple[Blueprint, ...] = (
     groups.bp,
     resets.bp,
     dead_letters.bp,
+    messages.bp,
 )

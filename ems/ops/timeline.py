@@ -1,0 +1,126 @@
+"""A message's trace as a timeline (pure): when it was produced, then per consumer group
+what the database remembers of it in time order (deliveries, failed attempts with their
+errors, retries due, dead letters and their resends, the end of processing), and last the
+state the group's message is in now, with why.
+
+The consumption log keeps the last attempt only (see ems.ops.trace), so a timeline shows
+the deliveries the database still holds, not every one that happened.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from ems.ops.trace import (
+    ARCHIVED,
+    CONSUMED,
+    DEAD,
+    DONE,
+    IN_FLIGHT,
+    NOT_DELIVERED,
+    NOT_TRACKED,
+    PENDING,
+    PURGED_UNDELIVERED,
+    RETRYING,
+    GroupTrace,
+    MessageTrace,
+)
+from ems.values.rows import LogRow, RetryRow
+
+#: A short word for each state, for the current-state line of a group.
+STATE_KINDS = {
+    PENDING: "pending",
+    IN_FLIGHT: "in-flight",
+    DONE: "done",
+    RETRYING: "retrying",
+    DEAD: "dead",
+    ARCHIVED: "archived",
+    CONSUMED: "consumed",
+    NOT_DELIVERED: "not-delivered",
+    PURGED_UNDELIVERED: "purged",
+    NOT_TRACKED: "not-tracked",
+}
+NO_ERROR_TEXT = "no error text"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Event:
+    """One line of a timeline. `group` is None for the message's own events; `at` is None
+    for what has no time (a group's current state, a purged message's production)."""
+
+    at: dt.datetime | None
+    group: str | None
+    #: produced, purged, delivered, error, retry, dead, resent, done; for the current
+    #: state line, a STATE_KINDS word.
+    kind: str
+    text: str
+    #: The line that says where the message stands now in the group.
+    current: bool = False
+
+
+def timeline(trace: MessageTrace) -> tuple[Event, ...]:
+    """The message's production, then each group's events oldest first, each group
+    ending with its current state."""
+    events = [_produced(trace)]
+    for group in trace.groups:
+        events += _group_events(group)
+    return tuple(events)
+
+
+def _produced(trace: MessageTrace) -> Event:
+    place = f"partition {trace.partition}, offset {trace.offset}"
+    if trace.message is None:
+        text = f"{place}: purged by retention since (its time is not kept)"
+        return Event(at=None, group=None, kind="purged", text=text)
+    return Event(at=trace.message.created_at, group=None, kind="produced", text=f"to {place}")
+
+
+def _group_events(g: GroupTrace) -> list[Event]:
+    timed: list[Event] = []
+    if g.log is not None:
+        timed += _log_events(g.group, g.log, dead_letters=bool(g.dead))
+    if g.retry is not None:
+        timed += _retry_events(g.group, g.retry, g.log)
+    for d in g.dead:
+        error = d.last_error or NO_ERROR_TEXT
+        text = f"dead letter {d.id} after {d.attempts} attempt(s): {error}"
+        timed.append(Event(at=d.created_at, group=g.group, kind="dead", text=text))
+        if d.resent_at is not None:
+            text = f"dead letter {d.id} resent"
+            timed.append(Event(at=d.resent_at, group=g.group, kind="resent", text=text))
+    timed.sort(key=lambda e: e.at or dt.datetime.min)
+    kind = STATE_KINDS.get(g.state, "state")
+    now = Event(at=None, group=g.group, kind=kind, text=f"{g.state}: {g.note}", current=True)
+    return [*timed, now]
+
+
+def _log_events(group: str, log: LogRow, *, dead_letters: bool) -> list[Event]:
+    text = f"delivered to {log.client_id} (attempt {log.attempts})"
+    events = [Event(at=log.started_at, group=group, kind="delivered", text=text)]
+    end = log.finished_at or log.updated_at
+    error = log.error or NO_ERROR_TEXT
+    if log.state == "done":
+        events.append(Event(at=end, group=group, kind="done", text=f"handled by {log.client_id}"))
+    elif log.state == "retry":
+        text = f"attempt {log.attempts} failed: {error}"
+        events.append(Event(at=end, group=group, kind="error", text=text))
+    elif log.state == "dead" and not dead_letters:  # a dead letter says it with its id
+        text = f"gave up after {log.attempts} attempt(s): {error}"
+        events.append(Event(at=end, group=group, kind="dead", text=text))
+    return events
+
+
+def _retry_events(group: str, r: RetryRow, log: LogRow | None) -> list[Event]:
+    events = []
+    if r.last_error is not None and r.attempts > 0 and (log is None or log.state != "retry"):
+        text = f"attempt {r.attempts} failed: {r.last_error}"
+        events.append(Event(at=r.created_at, group=group, kind="error", text=text))
+    if r.last_error is None:
+        why = "queued by a replay"
+    elif r.attempts == 0:
+        why = "queued again by a resend"
+    else:
+        why = f"attempt {r.attempts + 1}"
+    events.append(Event(at=r.due_at, group=group, kind="retry", text=f"next delivery due ({why})"))
+    return events
