@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from flask import Blueprint
 
-from ems.admin.views import assets, auth, groups, health, overview, topics, users
+from ems.admin.views import assets, auth, charts, groups, health, overview, topics, users
 
 BLUEPRINTS: tuple[Blueprint, ...] = (
     health.bp,
@@ -15,4 +15,5 @@ BLUEPRINTS: tuple[Blueprint, ...] = (
     users.bp,
     topics.bp,
     groups.bp,
+    charts.bp,
 )
