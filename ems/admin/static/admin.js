@@ -107,7 +107,7 @@
   }
 
   function mayRefresh() {
-    if (document.visibilityState !== "visible" || live.edited || live.busy) {
+    if (document.visibilityState !== "visible" || live.edited) {
       return false;
     }
     var focused = document.activeElement;
@@ -115,7 +115,7 @@
   }
 
   function refresh() {
-    if (!mayRefresh()) {
+    if (live.busy || !mayRefresh()) {
       return;
     }
     live.busy = true;
