@@ -20,6 +20,7 @@ from ems.admin import errors, guard, security, timing
 from ems.admin.audit import current_principal
 from ems.admin.services import Services, attach, services
 from ems.admin.startup import secret_key_problem
+from ems.admin.times import utc_time
 from ems.admin.views import BLUEPRINTS
 from ems.admin.views.listing import detail_url
 from ems.config import Settings
@@ -54,7 +55,8 @@ def create_app(settings: Settings | None = None) -> Flask:
         WTF_CSRF_TIME_LIMIT=None,
     )
     app.jinja_options = {**app.jinja_options, "autoescape": True, "undefined": StrictUndefined}
-    app.jinja_env.filters["utc"] = format_utc
+    app.jinja_env.filters["utc"] = utc_time
+    app.jinja_env.filters["utc_text"] = format_utc
     app.jinja_env.globals["detail_url"] = detail_url
     app.context_processor(_template_context)
     attach(app, Services(settings))

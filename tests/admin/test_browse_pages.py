@@ -178,7 +178,11 @@ def test_group_detail_with_leader_members_and_partitions(
     page = _text(client, "/groups/billing?topic=orders", viewer)
     assert "epoch 4" in page
     assert "host-a" in page and "150 %" in page and "12.5 msg/s" in page
-    assert re.search(r'<span title="\d+ s left">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</span>', page)
+    assert re.search(
+        r'<span title="\d+ s left"><time datetime="\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ">'
+        r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</time></span>",
+        page,
+    )
     assert '<span class="status status-err">ERR</span>' in page
     assert '<span class="status status-stop">STOP</span>' in page
     assert "not reported" in page  # c-dead sent no load

@@ -103,7 +103,7 @@ def test_a_search_by_place_and_by_id(
     page = client.get(f"/messages?id={message_id}", headers=viewer).get_data(as_text=True)
     assert _DETAIL.findall(page) == ["/messages/orders/1/3"]
     assert 'data-label="created"' in page
-    assert " UTC</td>" in page
+    assert " UTC</time></td>" in page
 
 
 def test_a_search_by_key_within_a_time_range(

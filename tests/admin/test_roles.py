@@ -51,6 +51,14 @@ ROUTES = {
     "/messages/<topic>/<partition>/<offset>/raw": ("download_bodies", {"operator", "admin"}),
     "/messages/id/<message_id>/raw": ("download_bodies", {"operator", "admin"}),
     "/message/raw": ("download_bodies", {"operator", "admin"}),
+    "/groups/<name>/lag": ("read", EVERYONE),
+    "/api/v1/groups/<name>/lag": ("read", EVERYONE),
+    "/group/lag": ("read", EVERYONE),
+    "/api/v1/group/lag": ("read", EVERYONE),
+    "/topics/<name>/volume": ("read", EVERYONE),
+    "/api/v1/topics/<name>/volume": ("read", EVERYONE),
+    "/topic/volume": ("read", EVERYONE),
+    "/api/v1/topic/volume": ("read", EVERYONE),
 }
 #: Every private route that changes state (POST only), with the capability it needs and
 #: the roles that reach it outside read-only mode (in read-only mode: nobody). The matrix
@@ -90,6 +98,8 @@ MODES = {
     "read-only": {"admin_read_only": True},
     "hide-bodies": {"admin_hide_bodies": True},
 }
+#: The chart rules that take the name from ?name=.
+BY_QUERY = {"/group/lag", "/api/v1/group/lag", "/topic/volume", "/api/v1/topic/volume"}
 NAMES = {"viewer": "vera", "operator": "otto", "admin": "ada"}
 
 
@@ -132,7 +142,7 @@ def _matrix_objects(store: Store) -> None:
 
 def _filled(rule: str) -> str:
     """The path the matrix visits for a rule (the ?name= forms get the name there)."""
-    if rule in {"/topic", "/api/v1/topic", "/group", "/api/v1/group"}:
+    if rule in {"/topic", "/api/v1/topic", "/group", "/api/v1/group"} | BY_QUERY:
         return f"{rule}?name={ARGUMENTS['<name>']}"
     if rule == "/reset":
         return f"{rule}?group={ARGUMENTS['<name>']}"

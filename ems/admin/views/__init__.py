@@ -8,6 +8,7 @@ from flask import Blueprint
 from ems.admin.views import (
     assets,
     auth,
+    charts,
     dead_letters,
     groups,
     health,
@@ -29,4 +30,5 @@ BLUEPRINTS: tuple[Blueprint, ...] = (
     resets.bp,
     dead_letters.bp,
     messages.bp,
+    charts.bp,
 )
