@@ -31,6 +31,8 @@ def record(
     params: Mapping[str, object] | None = None,
     detail: str | None = None,
     actor: str | None = None,
+    before: str | None = None,
+    after: str | None = None,
 ) -> None:
     """Append an entry for the current request. A trail that cannot be written is logged
     and does not turn the request into an error (a refusal stays a refusal)."""
@@ -43,6 +45,8 @@ def record(
         target=target,
         params=dict(params or {}),
         outcome=outcome,
+        before=before,
+        after=after,
         detail=detail,
     )
     try:

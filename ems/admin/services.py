@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from flask import Flask, current_app
 
+from ems.alarms.desk import AlarmDesk
 from ems.config import Settings
 from ems.ops.accounts import Accounts, AuditLog
+from ems.ops.audit_search import AuditSearch
+from ems.ops.autoscale import AutoscaleReader
 from ems.ops.browse import Browser
 from ems.ops.overview import OverviewReader
 
@@ -21,6 +24,9 @@ class Services:
         self.browser = Browser(settings, store=self.overview.store)
         self.accounts = Accounts(settings, store=self.overview.store)
         self.audit = AuditLog(settings, store=self.overview.store)
+        self.alarms = AlarmDesk(settings, store=self.overview.store)
+        self.autoscale = AutoscaleReader(settings, store=self.overview.store)
+        self.audit_search = AuditSearch(settings, store=self.overview.store)
 
     def close(self) -> None:
         """Close the shared store (its connections)."""

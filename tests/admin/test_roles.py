@@ -35,12 +35,21 @@ ROUTES = {
     "/api/v1/topic": ("read", EVERYONE),
     "/group": ("read", EVERYONE),
     "/api/v1/group": ("read", EVERYONE),
+    "/alarms": ("read", EVERYONE),
+    "/api/v1/alarms": ("read", EVERYONE),
+    "/autoscale": ("read", EVERYONE),
+    "/api/v1/autoscale": ("read", EVERYONE),
+    "/audit": ("read_accounts", {"admin"}),
+    "/api/v1/audit": ("read_accounts", {"admin"}),
 }
 #: Every private route that changes state (POST only), with the capability it needs and
 #: the roles that reach it outside read-only mode (in read-only mode: nobody). The matrix
 #: posts an empty form: a role that may reach the route gets anything but 401/403 (an
 #: empty form is a 400), the others a 403, and nothing changes.
-CHANGES: dict[str, tuple[str, set[str]]] = {}
+CHANGES: dict[str, tuple[str, set[str]]] = {
+    "/alarms/ack": ("ack_alarms", {"operator", "admin"}),
+    "/api/v1/alarms/ack": ("ack_alarms", {"operator", "admin"}),
+}
 #: What the rules' variables are filled with when the matrix visits them (the fixtures
 #: seed a topic and a group of these names).
 ARGUMENTS = {"<name>": "matrix"}

@@ -5,7 +5,18 @@ from __future__ import annotations
 
 from flask import Blueprint
 
-from ems.admin.views import assets, auth, groups, health, overview, topics, users
+from ems.admin.views import (
+    alarms,
+    assets,
+    audit_log,
+    auth,
+    autoscale,
+    groups,
+    health,
+    overview,
+    topics,
+    users,
+)
 
 BLUEPRINTS: tuple[Blueprint, ...] = (
     health.bp,
@@ -15,4 +26,7 @@ BLUEPRINTS: tuple[Blueprint, ...] = (
     users.bp,
     topics.bp,
     groups.bp,
+    alarms.bp,
+    autoscale.bp,
+    audit_log.bp,
 )
