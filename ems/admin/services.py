@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from flask import Flask, current_app
 
+from ems.alarms.desk import AlarmDesk
 from ems.config import Settings
 from ems.ops.accounts import Accounts, AuditLog
+from ems.ops.audit_search import AuditSearch
+from ems.ops.autoscale import AutoscaleReader
 from ems.ops.browse import Browser
 from ems.ops.dead_letter_plans import DeadLetterChanges
 from ems.ops.dead_letters import DeadLetters
@@ -32,6 +35,9 @@ class Services:
         self.dead_letter_changes = DeadLetterChanges(self.dead_letters)
         self.messages = MessageQuery(settings, store=self.overview.store)
         self.tracer = MessageTracer(settings, store=self.overview.store)
+        self.alarms = AlarmDesk(settings, store=self.overview.store)
+        self.autoscale = AutoscaleReader(settings, store=self.overview.store)
+        self.audit_search = AuditSearch(settings, store=self.overview.store)
         self._resets: OffsetReset | None = None
 
     @property

@@ -128,19 +128,31 @@ def list_alarms(
     )
 
 
-def acknowledge(store: Store, alarm_id: int) -> AlarmRecord:
-    """Clear an open alarm by hand; returns it as stored now. A dead-letter alarm then
-    stays clear until new dead letters arrive; a measured condition (lag, stall, ...) that
-    still holds opens a new alarm at the next scan. UnknownAlarm if there is no such alarm;
-    an alarm already cleared is returned unchanged."""
+def acknowledge(store: Store, alarm_id: int, by: str | None = None) -> AlarmRecord:
+    """Clear an open alarm by hand, recording who did (`by`: "cli:alice", a console user);
+    returns it as stored now. A dead-letter alarm then stays clear until new dead letters
+    arrive; a measured condition (lag, stall, ...) that still holds opens a new alarm at
+    the next scan. UnknownAlarm if there is no such alarm; an alarm already cleared is
+    returned unchanged."""
+    return acknowledge_one(store, alarm_id, by)[2]
+
+
+def acknowledge_one(
+    store: Store, alarm_id: int, by: str | None = None
+) -> tuple[AlarmRecord, bool, AlarmRecord]:
+    """acknowledge(), returning the alarm before, whether this call cleared it (False: it
+    was closed already, by the scan or by another acknowledgement) and the alarm after."""
     alarm = store.alarms.get(alarm_id)
     if alarm is None:
         raise UnknownAlarm(f"no alarm {alarm_id}")
-    if store.alarms.clear(alarm_id, acknowledged=True):
-        log.info("alarm %d acknowledged: %s %s", alarm_id, alarm.kind, alarm.condition_key)
+    cleared = store.alarms.clear(alarm_id, acknowledged=True, by=by)
+    if cleared:
+        log.info(
+            "alarm %d acknowledged by %s: %s %s", alarm_id, by, alarm.kind, alarm.condition_key
+        )
     found = store.alarms.get(alarm_id)
     assert found is not None, "alarms are never deleted"
-    return found
+    return alarm, cleared, found
 
 
 class Keep(enum.Enum):

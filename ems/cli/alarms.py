@@ -114,8 +114,11 @@ def ack(alarm_id: int, as_json: bool) -> None:
     """Acknowledge (clear) open alarm ID. A dead-letter alarm stays clear until new dead
     letters arrive; a lag, stall or timeout that still holds opens a new alarm at the
     next scan."""
+    # The audit trail's name for who runs the CLI (imported here: `ems admin` loads argon2).
+    from ems.cli.admin import actor
+
     with closing(Store(settings())) as store:
-        alarm = acknowledge(store, alarm_id)
+        alarm = acknowledge(store, alarm_id, by=actor())
     if as_json:
         echo_json(asdict(alarm))
     else:

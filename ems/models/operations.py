@@ -86,6 +86,10 @@ class Alarm(Base):
     notified_at: Mapped[optional_ts]
     notify_attempts: Mapped[int] = mapped_column(Integer, nullable=False, server_default="0")
     notify_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: Who cleared the alarm by hand (a console user, "token:<name>", ...) and when;
+    #: NULL for an alarm cleared by the scan, or acknowledged before these were kept.
+    acknowledged_by: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    acknowledged_at: Mapped[optional_ts]
 
 
 class SchedulerLease(Base):

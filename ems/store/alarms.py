@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from ems.exceptions import DuplicateKey
+from ems.store.browse import like_prefix
 from ems.store.database import Database
 from ems.store.messages import all_high_watermarks
 from ems.values.alarms import (
@@ -69,7 +70,8 @@ _DEAD_LETTERS = (
 _ALARM_COLUMNS = (
     "a.id, a.kind, a.condition_key, a.status, a.group_id, g.name, a.topic_id, t.name, "
     "a.partition_no, a.value, a.threshold, a.message, a.opened_at, a.last_seen_at, "
-    "a.cleared_at, a.notified_at, a.notify_attempts, a.notify_error"
+    "a.cleared_at, a.notified_at, a.notify_attempts, a.notify_error, a.acknowledged_by, "
+    "a.acknowledged_at"
 )
 _SELECT_ALARMS = (
     f"SELECT {_ALARM_COLUMNS} FROM alarm a LEFT JOIN consumer_group g ON g.id = a.group_id "
@@ -89,7 +91,12 @@ _CLEAR = (
     "notified_at = NULL, notify_attempts = 0, notify_error = NULL{extra} "
     "WHERE id = %s AND status = 'open'"
 )
-_ACKNOWLEDGED = ", last_seen_at = NOW(6), message = CONCAT(message, ' [acknowledged]')"
+_ACKNOWLEDGED = (
+    ", last_seen_at = NOW(6), message = CONCAT(message, ' [acknowledged]'), "
+    "acknowledged_by = %s, acknowledged_at = NOW(6)"
+)
+#: Alarm states as the console names them: "closed" is the table's "cleared".
+_STATES = {"open": "a.status = 'open'", "closed": "a.status = 'cleared'", "all": "1 = 1"}
 # Open alarms are always due; a cleared one only for a day, so a webhook configured later
 # hears of what is open now, not of years of history.
 _PENDING = (
@@ -217,12 +224,14 @@ class AlarmStore:
                     missing.append(c)
         return missing
 
-    def clear(self, alarm_id: int, *, acknowledged: bool = False) -> bool:
+    def clear(self, alarm_id: int, *, acknowledged: bool = False, by: str | None = None) -> bool:
         """Clear an open alarm; False when it was not open. An acknowledgement also moves
-        last_seen_at to now, the point dead letters count as new from."""
+        last_seen_at to now, the point dead letters count as new from, and records who
+        made it (`by`, cut to 64 characters) and when."""
         sql = _CLEAR.format(extra=_ACKNOWLEDGED if acknowledged else "")
+        params = (None if by is None else by[:64], alarm_id) if acknowledged else (alarm_id,)
         with self.db.single() as cursor:
-            return bool(cursor.execute(sql, (alarm_id,)))
+            return bool(cursor.execute(sql, params))
 
     def get(self, alarm_id: int) -> AlarmRecord | None:
         rows = self.db.select(f"{_SELECT_ALARMS} WHERE a.id = %s", (alarm_id,))
@@ -251,6 +260,33 @@ class AlarmStore:
         if group_ids is not None:
             where.append(f"a.group_id IN ({', '.join(['%s'] * len(group_ids)) or 'NULL'})")
             params.extend(group_ids)
+        sql = f"{_SELECT_ALARMS} WHERE {' AND '.join(where)} ORDER BY a.id DESC LIMIT %s"
+        return [_record(r) for r in self.db.select(sql, (*params, limit))]
+
+    def page(
+        self,
+        *,
+        state: str,
+        group: str | None = None,
+        group_prefix: str = "",
+        before_id: int | None = None,
+        limit: int,
+    ) -> list[AlarmRecord]:
+        """Alarms newest (highest id) first, at most `limit`: those in `state` (open,
+        closed, all), of the group named `group` or of the groups whose name starts with
+        `group_prefix` (literally), with an id below `before_id`. A keyset page: the
+        primary key orders and bounds it."""
+        where = [_STATES[state]]
+        params: list[object] = []
+        if group is not None:
+            where.append("g.name = %s")
+            params.append(group)
+        if group_prefix:
+            where.append("g.name LIKE %s ESCAPE '!'")
+            params.append(like_prefix(group_prefix))
+        if before_id is not None:
+            where.append("a.id < %s")
+            params.append(before_id)
         sql = f"{_SELECT_ALARMS} WHERE {' AND '.join(where)} ORDER BY a.id DESC LIMIT %s"
         return [_record(r) for r in self.db.select(sql, (*params, limit))]
 
@@ -303,4 +339,6 @@ def _record(r: Sequence[Any]) -> AlarmRecord:
         notified_at=r[15],
         notify_attempts=int(r[16]),
         notify_error=r[17],
+        acknowledged_by=r[18],
+        acknowledged_at=r[19],
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ems.store.browse import like_prefix
 from ems.store.database import Database
 from ems.store.leases import fence, hold
 from ems.values.autoscale import (
@@ -37,6 +38,11 @@ _POLICY = f"SELECT {_POLICY_COLUMNS} FROM autoscale_policy WHERE group_id = %s"
 _POLICY_GROUPS = (
     "SELECT g.name, t.name FROM autoscale_policy p JOIN consumer_group g ON g.id = p.group_id "
     "JOIN topic t ON t.id = g.topic_id ORDER BY g.name, t.name"
+)
+# A keyset page of them by (group, topic) name; `{where}` adds the prefix and the cursor.
+_POLICY_GROUPS_PAGE = (
+    "SELECT g.name, t.name FROM autoscale_policy p JOIN consumer_group g ON g.id = p.group_id "
+    "JOIN topic t ON t.id = g.topic_id WHERE {where} ORDER BY g.name, t.name LIMIT %s"
 )
 _UPSERT = (
     f"INSERT INTO autoscale_policy (group_id, {_POLICY_COLUMNS}, updated_at) "
@@ -142,6 +148,21 @@ class AutoscaleStore:
     def policy_groups(self) -> list[tuple[str, str]]:
         """(group name, topic name) of every group with a policy."""
         return [(r[0], r[1]) for r in self.db.select(_POLICY_GROUPS, ())]
+
+    def policy_groups_page(
+        self, prefix: str, after: tuple[str, str] | None, limit: int
+    ) -> list[tuple[str, str]]:
+        """(group name, topic name) of the groups with a policy whose name starts with
+        `prefix` (literally), after the pair `after`, in name order, at most `limit`."""
+        where, params = ["1 = 1"], []
+        if prefix:
+            where.append("g.name LIKE %s ESCAPE '!'")
+            params.append(like_prefix(prefix))
+        if after is not None:
+            where.append("(g.name > %s OR (g.name = %s AND t.name > %s))")
+            params += [after[0], after[0], after[1]]
+        sql = _POLICY_GROUPS_PAGE.format(where=" AND ".join(where))
+        return [(r[0], r[1]) for r in self.db.select(sql, (*params, limit))]
 
     def set_policy(self, group_id: int, policy: ScalePolicy) -> None:
         """Insert or replace the group's policy (validated by the caller)."""

@@ -107,3 +107,12 @@ class AuditFilter:
     limit: int = 100
     #: Only entries with a smaller id.
     before_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditPage:
+    """Audit entries newest first; pass next_before as before_id for the next page (None:
+    the last page)."""
+
+    items: tuple[AuditEntry, ...]
+    next_before: int | None

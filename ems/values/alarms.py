@@ -114,6 +114,10 @@ class AlarmRecord:
     notified_at: dt.datetime | None
     notify_attempts: int
     notify_error: str | None
+    #: Who acknowledged it ("alice", "token:ci", ...) and when; None when it was not
+    #: acknowledged, or (acknowledged_by) when the acknowledgement named nobody.
+    acknowledged_by: str | None = None
+    acknowledged_at: dt.datetime | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -124,3 +128,40 @@ class Plan:
     open: tuple[Condition, ...]
     refresh: tuple[Condition, ...]
     clear: tuple[AlarmRecord, ...]
+
+
+# -- the console's alarm desk -----------------------------------------------------------
+
+AlarmState = Literal["open", "closed", "all"]
+#: The states a listing filters by ("closed": cleared by the scan or acknowledged).
+ALARM_STATES: tuple[AlarmState, ...] = ("open", "closed", "all")
+#: Alarms one acknowledgement names at most.
+MAX_ACK_IDS = 100
+
+AckOutcome = Literal["acknowledged", "already_acknowledged", "already_closed", "unknown"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AlarmPage:
+    """Alarms newest first; pass next_before as `before` for the next page (None: the
+    last page)."""
+
+    items: tuple[AlarmRecord, ...]
+    next_before: int | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AckResult:
+    """What acknowledging one alarm did: its outcome, said for people in `message`
+    ("acknowledged", "already acknowledged by alice at ...", "unknown alarm id 42"),
+    and the alarm before and after (None for an unknown id)."""
+
+    id: int
+    outcome: AckOutcome
+    message: str
+    before: AlarmRecord | None
+    after: AlarmRecord | None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "acknowledged"

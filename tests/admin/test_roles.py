@@ -59,6 +59,12 @@ ROUTES = {
     "/api/v1/topics/<name>/volume": ("read", EVERYONE),
     "/topic/volume": ("read", EVERYONE),
     "/api/v1/topic/volume": ("read", EVERYONE),
+    "/alarms": ("read", EVERYONE),
+    "/api/v1/alarms": ("read", EVERYONE),
+    "/autoscale": ("read", EVERYONE),
+    "/api/v1/autoscale": ("read", EVERYONE),
+    "/audit": ("read_accounts", {"admin"}),
+    "/api/v1/audit": ("read_accounts", {"admin"}),
 }
 #: Every private route that changes state (POST only), with the capability it needs and
 #: the roles that reach it outside read-only mode (in read-only mode: nobody). The matrix
@@ -80,6 +86,8 @@ CHANGES: dict[str, tuple[str, set[str]]] = {
         for api in ("", "/api/v1")
         for step in ("preview", "apply")
     },
+    "/alarms/ack": ("ack_alarms", OPERATORS),
+    "/api/v1/alarms/ack": ("ack_alarms", OPERATORS),
 }
 #: What the rules' variables are filled with when the matrix visits them (the fixtures
 #: seed a topic and a group of these names).

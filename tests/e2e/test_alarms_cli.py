@@ -62,7 +62,10 @@ def test_thresholds_scan_list_and_ack(settings: Settings, store: Store, group: G
     result = run(settings, "ack", str(alarm_id))
     assert result.exit_code == 0 and "is cleared" in result.output
     assert run(settings).output.strip() == "no open alarms"
-    assert json.loads(run(settings, "--all", "--json").output)[0]["status"] == "cleared"
+    acknowledged = json.loads(run(settings, "--all", "--json").output)[0]
+    assert acknowledged["status"] == "cleared"
+    assert acknowledged["acknowledged_by"].startswith("cli:")
+    assert acknowledged["acknowledged_at"] is not None
     # The lag still holds: the next scan opens a new alarm.
     assert json.loads(run(settings, "scan", "--json").output)["opened"] == 1
     assert rows(store, "SELECT status FROM alarm ORDER BY id") == [("cleared",), ("open",)]

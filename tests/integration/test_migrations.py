@@ -1,6 +1,6 @@
 """Migrations on the real server: upgrade, downgrade, upgrade, and no drift from the models;
-the read-only views of 0005 and the account tables of 0006 come and go with their
-migrations."""
+the read-only views of 0005, the account tables of 0006, the previews of 0007 and the
+alarm columns of 0008 come and go with their migrations."""
 
 from __future__ import annotations
 
@@ -85,6 +85,27 @@ def test_the_accounts_migration_drops_only_its_tables(scratch: Settings) -> None
     assert _views(scratch) == set(VIEW_NAMES)
     migrate.upgrade(scratch)
     assert set(ACCOUNT_TABLES) <= _tables(scratch)
+
+
+def _columns(settings: Settings, table: str) -> set[str]:
+    engine = create_engine(settings.database_url)
+    try:
+        return {c["name"] for c in inspect(engine).get_columns(table)}
+    finally:
+        engine.dispose()
+
+
+def test_the_alarm_acknowledgement_migration_adds_and_drops_its_columns(
+    scratch: Settings,
+) -> None:
+    added = {"acknowledged_by", "acknowledged_at"}
+    migrate.upgrade(scratch)
+    assert added <= _columns(scratch, "alarm")
+    migrate.downgrade(scratch, "0007")
+    assert _columns(scratch, "alarm") & added == set()
+    assert set(ACCOUNT_TABLES) <= _tables(scratch)
+    migrate.upgrade(scratch)
+    assert added <= _columns(scratch, "alarm")
 
 
 def test_the_views_hold_under_only_full_group_by(scratch: Settings) -> None:

@@ -6,8 +6,11 @@ from __future__ import annotations
 from flask import Blueprint
 
 from ems.admin.views import (
+    alarms,
     assets,
+    audit_log,
     auth,
+    autoscale,
     charts,
     dead_letters,
     groups,
@@ -31,4 +34,7 @@ BLUEPRINTS: tuple[Blueprint, ...] = (
     dead_letters.bp,
     messages.bp,
     charts.bp,
+    alarms.bp,
+    autoscale.bp,
+    audit_log.bp,
 )
