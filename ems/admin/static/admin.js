@@ -107,7 +107,9 @@
   }
 
   function mayRefresh() {
-    if (document.visibilityState !== "visible" || live.edited) {
+    var main = document.querySelector("main");
+    if (document.visibilityState !== "visible" || live.edited ||
+        (main && main.hasAttribute("data-static"))) {
       return false;
     }
     var focused = document.activeElement;
