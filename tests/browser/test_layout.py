@@ -13,7 +13,7 @@ from ems.consumer.groups import ensure_group
 from ems.store import Store
 from ems.types import GroupInfo
 from tests.browser.conftest import LAPTOP, PHONE, LiveConsole, scroll_widths, signed_in
-from tests.integration import seed
+from tests.integration import seed, seed_browse, sql_seed
 
 AS_OF = dt.datetime(2026, 11, 22, 10, 0)
 
@@ -91,3 +91,23 @@ def test_every_page_fits_a_phone(page: Page, live_console: LiveConsole, artifact
     page.screenshot(path=artifacts / "users-phone.png", full_page=True)
     wide = {name: w for name, (w, inner) in pages.items() if w > inner}
     assert not wide, f"pages that scroll sideways on a {PHONE['width']} px phone: {wide}"
+
+
+def test_the_group_page_as_the_readme_shows_it(
+    page: Page, live_console: LiveConsole, store: Store, artifacts: Path
+) -> None:
+    """The group page of a group with a live leader, a dead member still holding a
+    partition, lag and a lag report: var/browser/group-page.png is the README's picture
+    (copied to docs/images/console-group.png)."""
+    seeded = sql_seed.seed_all(store)
+    seed_browse.report(
+        store, seeded.billing, {0: "STALL", 1: "WARN", 2: "OK", 3: "OK"}, "ERR", age_seconds=90
+    )
+    signed_in(page, "otto")
+    page.goto("/groups/billing")
+    expect(page.locator("#status")).to_contain_text("ERR")
+    expect(page.locator("table.members tbody tr")).to_have_count(2)
+    expect(page.locator("table.partitions tbody tr")).to_have_count(4)
+    expect(page.locator("#partition-0 .lag")).to_have_text("3")
+    assert scroll_widths(page)[0] <= LAPTOP["width"]
+    page.screenshot(path=artifacts / "group-page.png", full_page=True)
