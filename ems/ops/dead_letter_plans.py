@@ -26,10 +26,9 @@ from ems.ops.dead_letters import (
     Action,
     DeadLetters,
     ResendOutcome,
-    origin_headers,
+    by_topic,
 )
 from ems.store.dead_letters import LockedDeadLetters
-from ems.types import Record
 from ems.values.rows import DeadLetter, DeadLetterFilter, Orphaned
 
 How = Literal["publish", "requeue", "purge"]
@@ -261,28 +260,13 @@ class DeadLetterChanges:
     def _publish(
         self, batch: LockedDeadLetters, todo: Sequence[DeadLetter]
     ) -> builtins.list[ResendOutcome]:
-        by_topic: dict[str, builtins.list[DeadLetter]] = {}
-        for d in todo:
-            assert d.topic is not None  # a deleted topic is a blocker
-            by_topic.setdefault(d.topic, []).append(d)
         outcomes = []
-        for topic, letters in by_topic.items():
-            records = [Record(d.body, d.key, origin_headers(d)) for d in letters]
+        for topic, letters in by_topic(todo).items():  # a deleted topic is a blocker
             try:
-                placed = self.letters.producer.send_batch(topic, records)
+                published = self.letters.publish_to(topic, letters)
             except EmsError as exc:
                 outcomes += [_outcome(d, "failed", f"not published: {exc}") for d in letters]
                 continue
             batch.mark([d.id for d in letters])
-            outcomes += [
-                ResendOutcome(
-                    dead_id=d.id,
-                    action="published",
-                    topic=topic,
-                    group=d.group,
-                    partition=meta.partition,
-                    offset=meta.offset,
-                )
-                for d, meta in zip(letters, placed, strict=True)
-            ]
+            outcomes += published
         return outcomes

@@ -101,6 +101,17 @@ def split_resent(
     return todo, skipped
 
 
+def by_topic(letters: Sequence[DeadLetter]) -> dict[str, list[DeadLetter]]:
+    """The dead letters by the topic they came from; UnknownTopic when one's topic was
+    deleted."""
+    found: dict[str, list[DeadLetter]] = {}
+    for d in letters:
+        if d.topic is None:
+            raise UnknownTopic(f"the topic of dead letter {d.id} was deleted")
+        found.setdefault(d.topic, []).append(d)
+    return found
+
+
 def _ids(ids: Sequence[int]) -> str:
     return ", ".join(map(str, ids[:20])) + (" ..." if len(ids) > 20 else "")
 
@@ -309,27 +320,27 @@ class DeadLetters(StoreClient):
         ]
 
     def _publish(self, todo: Sequence[DeadLetter]) -> builtins.list[ResendOutcome]:
-        by_topic: dict[str, builtins.list[DeadLetter]] = {}
-        for d in todo:
-            if d.topic is None:
-                raise UnknownTopic(f"the topic of dead letter {d.id} was deleted")
-            by_topic.setdefault(d.topic, []).append(d)
         outcomes = []
-        for topic, letters in by_topic.items():
-            records = [Record(d.body, d.key, origin_headers(d)) for d in letters]
-            placed = self.producer.send_batch(topic, records)
-            outcomes += [
-                ResendOutcome(
-                    dead_id=d.id,
-                    action="published",
-                    topic=topic,
-                    group=d.group,
-                    partition=meta.partition,
-                    offset=meta.offset,
-                )
-                for d, meta in zip(letters, placed, strict=True)
-            ]
+        for topic, letters in by_topic(todo).items():
+            outcomes += self.publish_to(topic, letters)
         return outcomes
+
+    def publish_to(self, topic: str, letters: Sequence[DeadLetter]) -> builtins.list[ResendOutcome]:
+        """Publish these dead letters of `topic` again, in one batch, with their origin
+        headers; an outcome each, saying where each landed."""
+        records = [Record(d.body, d.key, origin_headers(d)) for d in letters]
+        placed = self.producer.send_batch(topic, records)
+        return [
+            ResendOutcome(
+                dead_id=d.id,
+                action="published",
+                topic=topic,
+                group=d.group,
+                partition=meta.partition,
+                offset=meta.offset,
+            )
+            for d, meta in zip(letters, placed, strict=True)
+        ]
 
     @property
     def producer(self) -> Producer:
