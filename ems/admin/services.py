@@ -17,6 +17,7 @@ from ems.ops.dead_letters import DeadLetters
 from ems.ops.overview import OverviewReader
 from ems.ops.plans import Plans
 from ems.ops.query import MessageQuery
+from ems.ops.ranking import Ranker
 from ems.ops.reset import OffsetReset
 from ems.ops.trace import MessageTracer
 
@@ -35,6 +36,7 @@ class Services:
         self.dead_letter_changes = DeadLetterChanges(self.dead_letters)
         self.messages = MessageQuery(settings, store=self.overview.store)
         self.tracer = MessageTracer(settings, store=self.overview.store)
+        self.ranker = Ranker(settings, store=self.overview.store)
         self.alarms = AlarmDesk(settings, store=self.overview.store)
         self.autoscale = AutoscaleReader(settings, store=self.overview.store)
         self.audit_search = AuditSearch(settings, store=self.overview.store)

@@ -13,8 +13,11 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
+from ems.exceptions import InvalidInput
 from ems.store import Store
+from ems.store.client import StoreClient
 
 HOUR = 3600.0
 DAY = 86400.0
@@ -121,3 +124,39 @@ def topic_ranking(store: Store, windows: Sequence[float] = (HOUR, DAY)) -> Ranki
         capture_age_seconds=(now - newest_at).total_seconds(),
         topics=rank(names, newest, hour, day),
     )
+
+
+Window = Literal["hour", "day"]
+#: Topics a ranking page shows at most.
+MAX_RANKED = 100
+
+
+def busiest(ranking: Ranking, window: Window, limit: int) -> list[TopicRank]:
+    """The `limit` busiest topics by the window's volume (then the other window's, then
+    name); topics without a volume for it (too few captures) come last."""
+
+    def key(r: TopicRank) -> tuple[int, int, str]:
+        by_hour = window == "hour"
+        first, second = (r.last_hour, r.last_day) if by_hour else (r.last_day, r.last_hour)
+        return (-(first.messages if first else -1), -(second.messages if second else -1), r.topic)
+
+    return sorted(ranking.topics, key=key)[:limit]
+
+
+class Ranker(StoreClient):
+    """The topic ranking for the admin console."""
+
+    def top(self, window: object, limit: object = MAX_RANKED) -> tuple[Ranking, list[TopicRank]]:
+        """The ranking's captures and its busiest topics for the window ("hour" or "day").
+        InvalidInput for another window or a limit outside 1 to MAX_RANKED."""
+        if window not in ("hour", "day"):
+            raise InvalidInput(f"window must be hour or day, not {_shown(window)}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RANKED:
+            raise InvalidInput(f"limit must be an integer from 1 to {MAX_RANKED}")
+        found = topic_ranking(self.store)
+        return found, busiest(found, window, limit)
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 32 else "the one given"

@@ -59,6 +59,8 @@ ROUTES = {
     "/api/v1/topics/<name>/volume": ("read", EVERYONE),
     "/topic/volume": ("read", EVERYONE),
     "/api/v1/topic/volume": ("read", EVERYONE),
+    "/ranking": ("read", EVERYONE),
+    "/api/v1/ranking": ("read", EVERYONE),
     "/alarms": ("read", EVERYONE),
     "/api/v1/alarms": ("read", EVERYONE),
     "/autoscale": ("read", EVERYONE),
