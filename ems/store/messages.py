@@ -280,6 +280,8 @@ class MessageStore:
             return all_high_watermarks(conn)
 
     def high_watermarks(self, topic: TopicInfo) -> dict[int, int]:
-        """The next offset of every partition of the topic (0 where it is empty)."""
-        found = self.next_offsets(topic.id)
+        """The next offset of every partition of the topic: past its highest stored offset
+        and never below its low watermark (a purge may have emptied it); 0 for one never
+        written."""
+        found = self.seed_offsets(topic.id)
         return {p: found.get(p, 0) for p in range(topic.partitions)}

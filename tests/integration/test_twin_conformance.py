@@ -28,6 +28,8 @@ class Twin:
     put: Callable[[TopicInfo, int, int, bytes], None]
     log_state: Callable[[GroupInfo, int, int], tuple[str, int] | None]
     dead: Callable[[GroupInfo], list[tuple[int, int, bytes]]]
+    #: A purge that emptied a partition below a low watermark.
+    empty: Callable[[TopicInfo, int, int], None]
 
 
 def _mysql(store: Store) -> Twin:
@@ -52,12 +54,22 @@ def _mysql(store: Store) -> Twin:
         )
         return [(int(p), int(o), bytes(b)) for p, o, b in rows]
 
+    def empty(topic: TopicInfo, partition: int, low: int) -> None:
+        where = (topic.id, partition)
+        seed.sql(store, "DELETE FROM message WHERE topic_id = %s AND partition_no = %s", where)
+        seed.sql(
+            store,
+            "INSERT INTO partition_low (topic_id, partition_no, low_offset) VALUES (%s, %s, %s)",
+            (*where, low),
+        )
+
     return Twin(
         store=store,
         create_topic=lambda name, n: store.topics.create(name, n, 24, 1 << 20),
         put=put,
         log_state=log_state,
         dead=dead,
+        empty=empty,
     )
 
 
@@ -68,8 +80,14 @@ def _memory() -> Twin:
         row = store.tables.log.get((group.id, partition, offset))
         return None if row is None else (row.state, row.attempts)
 
+    def empty(topic: TopicInfo, partition: int, low: int) -> None:
+        with store.tables.lock:
+            store.tables.partitions.pop((topic.id, partition), None)
+            store.tables.lows[(topic.id, partition)] = low
+
     return Twin(
         store=store,
+        empty=empty,
         create_topic=lambda name, n: store.topics.create(name, n, 24, 1 << 20),
         put=lambda topic, p, o, body: store.messages.put(topic, p, o, body) and None,
         log_state=log_state,
@@ -296,3 +314,12 @@ def test_partition_stats_count_from_the_low_watermark(twin: Twin, topic: TopicIn
     assert (stats[0].low_watermark, stats[0].high_watermark, stats[0].messages) == (None, 0, 0)
     exact = {s.partition: s for s in twin.store.topics.partition_stats(topic, exact=True)}
     assert (exact[1].messages, exact[1].tombstones) == (3, 1)
+
+
+def test_an_emptied_partition_keeps_its_high_watermark_at_the_low_watermark(
+    twin: Twin, topic: TopicInfo
+) -> None:
+    for offset in range(5):
+        twin.put(topic, 2, offset, b"x")
+    twin.empty(topic, 2, 5)
+    assert twin.store.messages.high_watermarks(topic) == {0: 0, 1: 0, 2: 5, 3: 0}
