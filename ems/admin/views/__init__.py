@@ -6,6 +6,7 @@ from __future__ import annotations
 from flask import Blueprint
 
 from ems.admin.views import (
+    account_changes,
     alarms,
     assets,
     audit_log,
@@ -28,6 +29,7 @@ BLUEPRINTS: tuple[Blueprint, ...] = (
     auth.bp,
     overview.bp,
     users.bp,
+    account_changes.bp,
     topics.bp,
     groups.bp,
     resets.bp,
