@@ -47,7 +47,6 @@ AUDIT_ACTIONS: dict[PlanAction, str] = {
     "token_create": "token.create",
     "token_revoke": "token.revoke",
 }
-ACCOUNT_ACTIONS: tuple[PlanAction, ...] = tuple(AUDIT_ACTIONS)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -233,7 +232,9 @@ class AccountChanges:
             return remove_user(a.user_named(name), a.admin_count(), me)
         if action == "token_create":
             return create_token(name, role or "", self._token(name))
-        return revoke_token(a.token_named(name))
+        if action == "token_revoke":
+            return revoke_token(a.token_named(name))
+        raise ValueError(f"{action} is not an account change")
 
     def again(self, action: PlanAction, body: Mapping[str, Any], me: int | None) -> AccountPreview:
         """A new preview of the change a refused plan held; PlanChanged saying why when
@@ -261,7 +262,9 @@ class AccountChanges:
             return self._remove_user(name, bound_user(body))
         if action == "token_create":
             return self._create_token(name, body["role"], actor)
-        return self._revoke_token(name, int(body["token"]["id"]))
+        if action == "token_revoke":
+            return self._revoke_token(name, int(body["token"]["id"]))
+        raise ValueError(f"{action} is not an account change")
 
     def _add_user(self, name: str, role: str, password: str | None) -> AccountResult:
         if password is None:

@@ -334,9 +334,9 @@ def test_bad_input_changes_nothing(
 
 
 def test_a_bad_plan_or_confirm_changes_nothing(ada: FlaskClient, accounts: Accounts) -> None:
-    for plan in ("", "forged", "x" * 43):
-        status, _ = _apply(ada, "/users/remove", plan, "otto")
-        assert status in {400, 409}, plan
+    for forged in ("", "forged", "x" * 43):
+        status, _ = _apply(ada, "/users/remove", forged, "otto")
+        assert status in {400, 409}, forged
     _, _, plan = _preview(ada, "/users/remove", name="otto")
     assert plan is not None
     # A plan is for its own kind of change.
