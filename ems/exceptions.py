@@ -107,6 +107,11 @@ class LastAdmin(InvalidInput):
     accounts any more. Make another user admin first."""
 
 
+class NoChange(InvalidInput):
+    """The change asked for is the state already (the role the user has, a token revoked
+    before): there is nothing to do."""
+
+
 class InvalidCursor(InvalidInput):
     """A page cursor must be the next_after of an earlier page (or a name to list after)."""
 

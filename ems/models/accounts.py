@@ -105,7 +105,7 @@ class AdminPlan(Base):
     id: Mapped[bigint_pk]
     token_hash: Mapped[str] = mapped_column(CHAR(64), nullable=False)
     actor: Mapped[str] = mapped_column(String(64), nullable=False)
-    #: reset_offsets, resend, replay or purge.
+    #: One of ems.values.plans.PLAN_ACTIONS (reset_offsets, resend, ..., token_revoke).
     action: Mapped[str] = mapped_column(String(32), nullable=False)
     target: Mapped[str] = mapped_column(String(255), nullable=False)
     #: The change and the state it was computed from (JSON).

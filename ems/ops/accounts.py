@@ -31,6 +31,7 @@ from ems.exceptions import (
     InvalidInput,
     LoginRefused,
     LoginThrottled,
+    PlanChanged,
     UnknownToken,
     UnknownUser,
 )
@@ -38,7 +39,8 @@ from ems.ops.query import check_id
 from ems.store import Store
 from ems.store.client import StoreClient
 from ems.validation import ACCOUNT_NAME_RE, MAX_PASSWORD, check_account_name, check_password
-from ems.values.accounts import AuditEntry, AuditFilter, Token, User, check_role
+from ems.values.accounts import AuditEntry, AuditFilter, Token, User, UserState, check_role
+from ems.values.browse import Page
 from ems.values.login_limits import (
     ACCOUNT_LIMIT,
     ADDRESS_LIMIT,
@@ -52,6 +54,8 @@ TOKEN_BYTES = 32
 _SECRET_RE = re.compile(r"ems_[A-Za-z0-9_-]{43}")
 #: Characters of a client address kept in its throttle scope and in the audit trail.
 ADDRESS_CHARS = 64
+#: Users or tokens one page lists, at most.
+MAX_ACCOUNT_PAGE = 100
 #: Most entries one audit search returns.
 MAX_AUDIT_LIMIT = 500
 
@@ -114,6 +118,19 @@ class Accounts(StoreClient):
         """Every user, by name."""
         return self.store.accounts.users()
 
+    def users_page(self, after: str | None = None, limit: int = MAX_ACCOUNT_PAGE) -> Page[User]:
+        """Users by name after `after` (a name; InvalidName otherwise), at most `limit`
+        (1 to MAX_ACCOUNT_PAGE)."""
+        limit = _page_limit(limit)
+        if after is not None:
+            check_account_name(after, "cursor")
+        found = self.store.accounts.users(after, limit + 1)
+        return Page(items=tuple(found[:limit]), next_after=_next(found, limit))
+
+    def admin_count(self) -> int:
+        """How many users are admins now."""
+        return self.store.accounts.admin_count()
+
     def user(self, user_id: int) -> User:
         found = self.store.accounts.user(check_id(user_id, "user"))
         if found is None:
@@ -126,12 +143,13 @@ class Accounts(StoreClient):
             raise UnknownUser(f"no user {name!r}")
         return found
 
-    def set_role(self, name: str, role: str) -> User:
+    def set_role(self, name: str, role: str, expect: UserState | None = None) -> User:
         """Give the user another role; its sessions end (the session epoch grows) unless
         the role is the one it has. LastAdmin when it is the last admin and the role is
-        not admin."""
+        not admin; PlanChanged when `expect` is given and the user is not in that state
+        (checked under the same locks as the change)."""
         check_account_name(name)
-        return self.store.accounts.set_role(name, check_role(role))
+        return self.store.accounts.set_role(name, check_role(role), expect)
 
     def set_password(self, name: str, password: str) -> User:
         """A new password; the user's sessions end (the session epoch grows)."""
@@ -139,9 +157,10 @@ class Accounts(StoreClient):
         check_password(password, name)
         return self.store.accounts.set_password(name, _hasher.hash(password))
 
-    def remove_user(self, name: str) -> None:
-        """Delete the user; UnknownUser, or LastAdmin when it is the last admin."""
-        self.store.accounts.remove_user(check_account_name(name))
+    def remove_user(self, name: str, expect: UserState | None = None) -> User:
+        """Delete the user and return it as it was; UnknownUser, or LastAdmin when it is
+        the last admin, or PlanChanged when `expect` is given and does not hold."""
+        return self.store.accounts.remove_user(check_account_name(name), expect)
 
     def has_admin(self) -> bool:
         return self.store.accounts.has_admin()
@@ -209,6 +228,31 @@ class Accounts(StoreClient):
         """Every token, revoked ones too, by name."""
         return self.store.accounts.tokens()
 
+    def tokens_page(self, after: str | None = None, limit: int = MAX_ACCOUNT_PAGE) -> Page[Token]:
+        """Tokens by name after `after`, revoked ones too, at most `limit`."""
+        limit = _page_limit(limit)
+        if after is not None:
+            check_account_name(after, "cursor")
+        found = self.store.accounts.tokens(after, limit + 1)
+        return Page(items=tuple(found[:limit]), next_after=_next(found, limit))
+
+    def token_named(self, name: str) -> Token:
+        found = self.store.accounts.token_named(check_account_name(name, "token name"))
+        if found is None:
+            raise UnknownToken(f"no token {name!r}")
+        return found
+
+    def revoke_token_id(self, name: str, token_id: int) -> Token:
+        """Revoke token `name` provided it is still the live token of this id;
+        PlanChanged (nothing revoked) when it is gone, revoked, or another token."""
+        check_account_name(name, "token name")
+        found = self.store.accounts.token_named(name)
+        if found is None or found.id != token_id:
+            raise PlanChanged(f"token {name!r} is not the one previewed any more")
+        if not self.store.accounts.revoke_token_id(token_id):
+            raise PlanChanged(f"token {name!r} was revoked since the preview")
+        return self.token_named(name)
+
     def revoke_token(self, name: str) -> Token:
         """Revoke the token for good (revoking it again changes nothing); UnknownToken."""
         found = self.store.accounts.revoke_token(check_account_name(name, "token name"))
@@ -222,6 +266,16 @@ class Accounts(StoreClient):
         if not isinstance(secret, str) or _SECRET_RE.fullmatch(secret) is None:
             return None
         return self.store.accounts.use_token(token_hash(secret))
+
+
+def _page_limit(limit: object) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_ACCOUNT_PAGE:
+        raise InvalidInput(f"limit must be an integer from 1 to {MAX_ACCOUNT_PAGE}")
+    return limit
+
+
+def _next(found: builtins.list[User] | builtins.list[Token], limit: int) -> str | None:
+    return found[limit - 1].name if len(found) > limit else None
 
 
 class AuditLog(StoreClient):

@@ -13,14 +13,21 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any, cast
 
-from sqlalchemy import Connection, delete, exists, insert, literal_column, select, update
+from sqlalchemy import Connection, delete, exists, func, insert, literal_column, select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.sql.expression import ColumnClause
 
-from ems.exceptions import DuplicateKey, LastAdmin, TokenExists, UnknownUser, UserExists
+from ems.exceptions import (
+    DuplicateKey,
+    LastAdmin,
+    PlanChanged,
+    TokenExists,
+    UnknownUser,
+    UserExists,
+)
 from ems.models import AdminLoginFailure, AdminToken, AdminUser
 from ems.store.database import Database
-from ems.values.accounts import Role, Token, User
+from ems.values.accounts import Role, Token, User, UserState
 
 _USER_COLUMNS = (
     AdminUser.id,
@@ -102,10 +109,18 @@ class AccountStore:
         except DuplicateKey:
             raise UserExists(f"user {name!r} already exists") from None
 
-    def users(self) -> list[User]:
+    def users(self, after: str | None = None, limit: int | None = None) -> list[User]:
+        """Users by name: those after `after`, at most `limit` (None: all)."""
+        query = select(*_USER_COLUMNS).order_by(AdminUser.name).limit(limit)
+        if after is not None:
+            query = query.where(AdminUser.name > after)
         with self.db.connect() as conn:
-            rows = conn.execute(select(*_USER_COLUMNS).order_by(AdminUser.name))
-            return [_user(r) for r in rows]
+            return [_user(r) for r in conn.execute(query)]
+
+    def admin_count(self) -> int:
+        query = select(func.count()).select_from(AdminUser).where(AdminUser.role == "admin")
+        with self.db.connect() as conn:
+            return int(conn.execute(query).scalar_one())
 
     def user(self, user_id: int) -> User | None:
         with self.db.connect() as conn:
@@ -129,11 +144,12 @@ class AccountStore:
         with self.db.connect() as conn:
             return bool(conn.execute(query).scalar())
 
-    def set_role(self, name: str, role: Role) -> User:
+    def set_role(self, name: str, role: Role, expect: UserState | None = None) -> User:
         """Give the user another role and a new session epoch (nothing changes when the
-        role is the same); LastAdmin when that would leave no admin."""
+        role is the same); LastAdmin when that would leave no admin, PlanChanged when
+        `expect` is given and the user is not (or no longer) in that state."""
         with self.db.connect() as conn:
-            found = self._lock_for_change(conn, name, leaves_admin=role != "admin")
+            found = self._lock_for_change(conn, name, leaves_admin=role != "admin", expect=expect)
             if found.role != role:
                 conn.execute(
                     update(AdminUser)
@@ -169,15 +185,21 @@ class AccountStore:
             )
             return bool(result.rowcount)
 
-    def remove_user(self, name: str) -> None:
-        """Delete the user; UnknownUser, or LastAdmin when it is the last admin."""
+    def remove_user(self, name: str, expect: UserState | None = None) -> User:
+        """Delete the user and return it as it was; UnknownUser, LastAdmin when it is the
+        last admin, PlanChanged when `expect` is given and does not hold."""
         with self.db.connect() as conn:
-            found = self._lock_for_change(conn, name, leaves_admin=True)
+            found = self._lock_for_change(conn, name, leaves_admin=True, expect=expect)
             conn.execute(delete(AdminUser).where(AdminUser.id == found.id))
+            return found
 
-    def _lock_for_change(self, conn: Connection, name: str, *, leaves_admin: bool) -> User:
+    def _lock_for_change(
+        self, conn: Connection, name: str, *, leaves_admin: bool, expect: UserState | None = None
+    ) -> User:
         """Lock the admins' rows, then the user's; LastAdmin when the user is the only
-        admin and the change would leave it without the role."""
+        admin and the change would leave it without the role, PlanChanged when `expect`
+        is given and the user is gone or not in that state (checked under the lock, so
+        nothing slips in between the check and the change)."""
         admins = conn.execute(
             select(AdminUser.id)
             .where(AdminUser.role == "admin")
@@ -187,9 +209,16 @@ class AccountStore:
         row = conn.execute(
             select(*_USER_COLUMNS).where(AdminUser.name == name).with_for_update()
         ).first()
+        if row is None and expect is not None:
+            raise PlanChanged(f"user {name!r} was removed since the preview")
         if row is None:
             raise UnknownUser(f"no user {name!r}")
         user = _user(row)
+        if expect is not None and UserState.of(user) != expect:
+            raise PlanChanged(
+                f"user {name!r} changed since the preview (role {user.role} now, session "
+                f"epoch {user.session_epoch})"
+            )
         if leaves_admin and user.role == "admin" and len(admins) <= 1:
             raise LastAdmin(
                 f"{name!r} is the last admin: make another user admin first, so someone can "
@@ -218,10 +247,29 @@ class AccountStore:
                 f"a token named {name!r} exists already (revoked tokens keep their names)"
             ) from None
 
-    def tokens(self) -> list[Token]:
+    def tokens(self, after: str | None = None, limit: int | None = None) -> list[Token]:
+        """Tokens by name, revoked ones too: those after `after`, at most `limit`."""
+        query = select(*_TOKEN_COLUMNS).order_by(AdminToken.name).limit(limit)
+        if after is not None:
+            query = query.where(AdminToken.name > after)
         with self.db.connect() as conn:
-            rows = conn.execute(select(*_TOKEN_COLUMNS).order_by(AdminToken.name))
-            return [_token(r) for r in rows]
+            return [_token(r) for r in conn.execute(query)]
+
+    def token_named(self, name: str) -> Token | None:
+        with self.db.connect() as conn:
+            row = conn.execute(select(*_TOKEN_COLUMNS).where(AdminToken.name == name)).first()
+        return None if row is None else _token(row)
+
+    def revoke_token_id(self, token_id: int) -> bool:
+        """Revoke the token of this id if it is live; False when there is no such live
+        token (gone, or revoked already)."""
+        statement = (
+            update(AdminToken)
+            .where(AdminToken.id == token_id, AdminToken.revoked_at.is_(None))
+            .values(revoked_at=_NOW)
+        )
+        with self.db.connect() as conn:
+            return int(conn.execute(statement).rowcount) == 1
 
     def revoke_token(self, name: str) -> Token | None:
         """Revoke the token (a revoked one stays as it was); None when there is none."""

@@ -51,6 +51,20 @@ class User:
 
 
 @dataclass(frozen=True, slots=True)
+class UserState:
+    """What a preview of a change to a user binds: the change applies only while the user
+    is still this one (same id), with this role and this session epoch."""
+
+    id: int
+    role: str
+    session_epoch: int
+
+    @classmethod
+    def of(cls, user: User) -> UserState:
+        return cls(id=user.id, role=user.role, session_epoch=user.session_epoch)
+
+
+@dataclass(frozen=True, slots=True)
 class Token:
     """An API token (never with its secret or hash)."""
 

@@ -6,8 +6,28 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Literal
 
-PlanAction = Literal["reset_offsets", "resend", "replay", "purge"]
-PLAN_ACTIONS: tuple[PlanAction, ...] = ("reset_offsets", "resend", "replay", "purge")
+PlanAction = Literal[
+    "reset_offsets",
+    "resend",
+    "replay",
+    "purge",
+    "user_add",
+    "user_role",
+    "user_remove",
+    "token_create",
+    "token_revoke",
+]
+PLAN_ACTIONS: tuple[PlanAction, ...] = (
+    "reset_offsets",
+    "resend",
+    "replay",
+    "purge",
+    "user_add",
+    "user_role",
+    "user_remove",
+    "token_create",
+    "token_revoke",
+)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

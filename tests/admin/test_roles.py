@@ -23,6 +23,7 @@ ROUTES = {
     "/api/v1/overview": ("read", EVERYONE),
     "/users": ("read_accounts", {"admin"}),
     "/api/v1/users": ("read_accounts", {"admin"}),
+    "/api/v1/tokens": ("read_accounts", {"admin"}),
     "/topics": ("read", EVERYONE),
     "/api/v1/topics": ("read", EVERYONE),
     "/topics/<name>": ("read", EVERYONE),
@@ -85,6 +86,12 @@ CHANGES: dict[str, tuple[str, set[str]]] = {
             ("replay", "replay", OPERATORS),
             ("purge", "purge", {"admin"}),
         )
+        for api in ("", "/api/v1")
+        for step in ("preview", "apply")
+    },
+    **{
+        f"{api}/{path}/{step}": ("manage_accounts", {"admin"})
+        for path in ("users/add", "users/role", "users/remove", "tokens/create", "tokens/revoke")
         for api in ("", "/api/v1")
         for step in ("preview", "apply")
     },

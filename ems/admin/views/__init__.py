@@ -6,6 +6,7 @@ from __future__ import annotations
 from flask import Blueprint
 
 from ems.admin.views import (
+    account_changes,
     alarms,
     assets,
     audit_log,
@@ -29,6 +30,7 @@ BLUEPRINTS: tuple[Blueprint, ...] = (
     auth.bp,
     overview.bp,
     users.bp,
+    account_changes.bp,
     topics.bp,
     ranking.bp,
     groups.bp,
