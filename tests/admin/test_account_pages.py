@@ -181,7 +181,7 @@ def test_adding_a_user_keeps_no_password(
             ada, "/users/add", plan, "nina", password=password, password_again=again
         )
         assert status == 400 and said in page, page
-        assert _PLAN.search(page) is not None and password not in page.split("<main>")[1]
+        assert _PLAN.search(page) is not None and password not in page.split("<main")[1]
     status, page = _apply(ada, "/users/add", plan, "nina", password=NEW_PASSWORD)
     assert status == 400 and "type the password twice" in page
     assert [u.name for u in accounts.users()] == ["ada", "otto", "vera"]
