@@ -174,17 +174,19 @@ _DELETE_CONSUMED = "SELECT delete_consumed FROM topic WHERE id = %s"
 # A series samples its window: per bucket, the last capture in it (one dive into the
 # captured_at index, which MIN/MAX answers while the statement is optimized: every capture
 # writes one captured_at for all its rows), then per partition that capture's row (one
-# lookup of the unique key). Each bucket is its own SELECT with constant bounds, so no plan
-# depends on the optimizer's estimates.
+# lookup of the (owner, partition_no, captured_at) unique key, a join in that order: a
+# join's lookup costs a third of a correlated subquery's, and the captured_at index, which
+# holds every owner's rows of a capture, is never the one read). Each bucket is its own
+# SELECT with constant bounds, so no plan depends on the optimizer's estimates.
 _CAPTURE_IN = (
     "SELECT {n} AS n, (SELECT MAX(captured_at) FROM {table} WHERE {lower}captured_at <= %s) AS at"
 )
 _SAMPLED = (
-    "SELECT x.n, x.at, SUM(x.value), COUNT(x.value) FROM (SELECT c.n, c.at, "
-    "(SELECT {value} FROM {table} s WHERE s.{owner} = %s AND s.partition_no = h.partition_no "
-    "AND s.captured_at = c.at) AS value FROM ({captures}) c "
-    "JOIN partition_head h ON h.topic_id = %s WHERE c.at IS NOT NULL) x "
-    "GROUP BY x.n, x.at ORDER BY x.n"
+    "SELECT STRAIGHT_JOIN c.n, c.at, SUM({value}), COUNT(*) FROM ({captures}) c "
+    "JOIN partition_head h ON h.topic_id = %s "
+    "JOIN {table} s FORCE INDEX ({key}) ON s.{owner} = %s "
+    "AND s.partition_no = h.partition_no AND s.captured_at = c.at "
+    "WHERE c.at IS NOT NULL GROUP BY c.n, c.at ORDER BY c.n"
 )
 _LAG = "GREATEST(s.high_watermark - s.committed_offset, 0)"
 
@@ -392,10 +394,14 @@ class BrowseStore:
             captures.append(_CAPTURE_IN.format(n=n, table=table, lower=lower))
             params += [end] if start is None else [start, end]
         sql = _SAMPLED.format(
-            value=value, table=table, owner=owner, captures=" UNION ALL ".join(captures)
+            value=value,
+            table=table,
+            key=f"uq_{table}_{owner}_partition_no_captured_at",
+            owner=owner,
+            captures=" UNION ALL ".join(captures),
         )
         with self.db.connect() as conn:
-            rows = conn.exec_driver_sql(sql, (owner_id, *params, topic_id)).all()
+            rows = conn.exec_driver_sql(sql, (*params, topic_id, owner_id)).all()
         return [(int(r[0]), r[1], int(r[2]), int(r[3])) for r in rows if r[3]]
 
 

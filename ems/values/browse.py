@@ -236,6 +236,15 @@ class GroupPartition:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class GroupHeading:
+    """Which group on which topic, and its mode: what a page about a group names."""
+
+    name: str
+    topic: str
+    mode: Literal["cluster", "broadcast"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class GroupDetail:
     name: str
     topic: str

@@ -15,7 +15,21 @@ from ems.config import Settings
 from tests.admin.conftest import bearer
 from tests.conftest import connect
 
-SCALE = Scale(topics=1, partitions=1, groups=1, big_partitions=120, big_members=60, messages=3)
+SCALE = Scale(
+    topics=1,
+    partitions=1,
+    groups=1,
+    big_partitions=120,
+    big_members=60,
+    messages=3,
+    # The other pages' data, which this test does not read: a row or two each.
+    deep_messages=1,
+    dead_letters=1,
+    alarms=1,
+    decisions=1,
+    audit_rows=1,
+    chart_hours=1,
+)
 _NEXT = re.compile(r'<a class="next" rel="next" href="([^"]+)"')
 _PARTITION = re.compile(r'<tr id="partition-(\d+)">')
 
