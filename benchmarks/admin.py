@@ -3,14 +3,16 @@ serves them.
 
 One run, in its own database (ems_bench_admin, recreated): seed 5,000 topics of 8
 partitions, 2,000 consumer groups and a group of 1,000 partitions (members, assignments,
-committed offsets, offset snapshots, a finished lag report, some messages; see
-benchmarks/admin_seed.py), start `ems admin serve --workers 2` on a free port, and time
-every page of benchmarks.admin_seed.PAGES and its JSON twin: the server time each answer
-reports in its Server-Timing header (p50, p95, max over --admin-requests requests, after
-one warm-up request) and the table rows the HTML renders (`<tr` inside `<tbody>`; the
-JSON's: the items of its lists). Then 20 clients, each a thread with a keep-alive
-connection, request the big group's detail API, and then the groups list API, for
---seconds each: requests per second.
+committed offsets, offset snapshots, finished lag reports, some messages), a topic of
+20,000 messages with its consumption log, 20,000 dead letters, 5,000 alarms, autoscaling
+policies and decisions, 100,000 audit rows, and a day of snapshots and watermark captures
+for the charts (see benchmarks/admin_seed.py); start `ems admin serve --workers 2` on a
+free port, and time every page of benchmarks.admin_seed.PAGES and its JSON twin (when it
+has one): the server time each answer reports in its Server-Timing header (p50, p95, max
+over --admin-requests requests, after one warm-up request) and the table rows the HTML
+renders (`<tr` inside `<tbody>`; the JSON's: the items of its lists). Then 20 clients,
+each a thread with a keep-alive connection, request the big group's detail API, and then
+the groups list API, for --seconds each: requests per second.
 
 Targets: every page served in under 300 ms of server time (p95; reported, not asserted),
 at most 100 table rows per page (the suite fails when a page renders more).
@@ -31,7 +33,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.admin_seed import BIG_GROUP, PAGES, Scale, paths, rows_of, seed
+from benchmarks.admin_seed import BIG_GROUP, Scale, paths, rows_of, seed
 from benchmarks.harness import BenchConfig, BenchError, mysql_connect, on_database
 from benchmarks.purge import percentile
 from benchmarks.report import environment
@@ -244,7 +246,13 @@ def render(
         f"`python -m benchmarks admin`: {scale.topics:,} topics of {scale.partitions} "
         f"partitions, {scale.groups:,} consumer groups ({scale.members} members each) and "
         f"one group of {scale.big_partitions:,} partitions ({scale.big_members} members), "
-        "with cursors, offset snapshots and a finished lag report, seeded in "
+        f"with cursors, offset snapshots and {scale.reports} finished lag reports; a topic "
+        f"of {scale.deep_messages:,} messages with its consumption log, "
+        f"{scale.dead_letters:,} dead letters, {scale.alarms:,} alarms, autoscaling "
+        f"policies on every {scale.autoscale_every}th group with {scale.decisions} "
+        f"decisions each, {scale.audit_rows:,} audit rows, and offset snapshots and "
+        f"watermark captures every 15 minutes over {scale.chart_hours} h for the charts; "
+        "seeded in "
         f"{seeded:.0f} s; the console served by gunicorn with {WORKERS} sync workers. "
         "Server time is what each answer's Server-Timing header says (the app's work: "
         f"sign-in check, statements, rendering); {len(pages[0].server_ms)} requests per "
@@ -290,7 +298,7 @@ def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
     token = admin_token(own)
     env = environment(own)
     with Server(own, free_port()) as server:
-        log(f"serving on port {server.port}; timing {len(PAGES) * 2} pages")
+        log(f"serving on port {server.port}; timing {len(paths(scale))} pages")
         pages = time_pages(server.port, token, scale, args.admin_requests)
         load = []
         for path in (f"/api/v1/groups/{BIG_GROUP}", "/api/v1/groups"):

@@ -156,7 +156,7 @@ def describe_group(
         max_attempts=group.max_attempts,
         ack_timeout_seconds=group.ack_timeout_seconds,
         generation=group.generation,
-        leader=_leader(leader),
+        leader=describe_leader(leader),
         members=tuple(_member(m, partitions) for m in members),
         partitions=partitions,
         total_lag=sum(lags) if group.mode == "cluster" else None,
@@ -184,6 +184,11 @@ def _partition(
 
 
 def _member(m: MemberInfo, partitions: Sequence[PartitionDescription]) -> MemberDescription:
+    return describe_member(m, tuple(p.partition for p in partitions if p.owner == m.client_id))
+
+
+def describe_member(m: MemberInfo, partitions: tuple[int, ...]) -> MemberDescription:
+    """A member row with the partitions it holds."""
     return MemberDescription(
         client_id=m.client_id,
         host=m.host,
@@ -191,13 +196,15 @@ def _member(m: MemberInfo, partitions: Sequence[PartitionDescription]) -> Member
         lease_expires_at=utc(m.lease_expires_at),
         seconds_left=round(m.expires_in, 3),
         live=m.expires_in > 0,
-        partitions=tuple(p.partition for p in partitions if p.owner == m.client_id),
+        partitions=partitions,
     )
 
 
-def _leader(info: LeaderInfo | None) -> LeaderDescription | None:
+def describe_leader(info: LeaderInfo | None) -> LeaderDescription | None:
+    """The leader row as shown; None when nobody ever led (a new group, or a broadcast
+    group)."""
     if info is None or info.client_id is None:
-        return None  # nobody ever led: a new group, or a broadcast group
+        return None
     return LeaderDescription(
         client_id=info.client_id,
         epoch=info.epoch,

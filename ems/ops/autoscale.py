@@ -1,21 +1,24 @@
 """Autoscaling for the admin console: a page of the groups that have a policy, by group
-then topic name (a literal prefix, a keyset cursor "<group>/<topic>", at most 100), each
-with its policy, the replica range it allows, its members and its latest decisions
-(ems.autoscale.admin.status)."""
+then topic name (a literal prefix, a keyset cursor "<group>/<topic>", at most 20 groups
+with at most 5 decisions each: at most 100 table rows), each with its policy, the
+replica range it allows, its members and its latest decisions (ems.autoscale.admin
+.status's view, read for the whole page in three statements)."""
 
 from __future__ import annotations
 
-from ems.autoscale.admin import AutoscaleStatus, status
+from ems.autoscale.admin import AutoscaleStatus
+from ems.autoscale.policy import bounds
 from ems.config import Settings
-from ems.exceptions import InvalidCursor, NotFound
-from ems.ops.browse import DEFAULT_PAGE, check_page_limit, check_prefix
+from ems.exceptions import InvalidCursor, InvalidSetting
+from ems.ops.browse import check_prefix
 from ems.store import Store
 from ems.store.client import StoreClient
 from ems.validation import NAME_RE
 from ems.values.browse import Page
 
-#: Decisions shown per group.
+#: Decisions shown per group, and groups a page: at most 100 table rows.
 DEFAULT_DECISIONS = 5
+MAX_GROUPS = 20
 
 
 def scale_cursor(after: object) -> tuple[str, str] | None:
@@ -35,6 +38,12 @@ def live_members(found: AutoscaleStatus) -> int:
     return sum(1 for m in found.members if m.live)
 
 
+def check_groups_limit(limit: object) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_GROUPS:
+        raise InvalidSetting(f"limit must be an integer from 1 to {MAX_GROUPS}, not {limit!r}")
+    return limit
+
+
 class AutoscaleReader(StoreClient):
     """Where autoscaling stands, a page of groups at a time."""
 
@@ -45,7 +54,7 @@ class AutoscaleReader(StoreClient):
         self,
         prefix: str = "",
         after: str | None = None,
-        limit: int = DEFAULT_PAGE,
+        limit: int = MAX_GROUPS,
         *,
         decisions: int = DEFAULT_DECISIONS,
     ) -> Page[AutoscaleStatus]:
@@ -53,20 +62,25 @@ class AutoscaleReader(StoreClient):
         `after`, at most `limit`, each with its `decisions` latest decisions."""
         checked_prefix = check_prefix(prefix)
         cursor = scale_cursor(after)
-        size = check_page_limit(limit)
-        pairs = self.store.autoscale.policy_groups_page(checked_prefix, cursor, size + 1)
+        size = check_groups_limit(limit)
+        rows = self.store.autoscale.policy_page(checked_prefix, cursor, size + 1)
+        shown = rows[:size]
+        ids = [r.group_id for r in shown]
+        members = self.store.autoscale.reports_of(ids)
+        latest = self.store.autoscale.latest_decisions(ids, decisions)
         items = tuple(
-            found
-            for group, topic in pairs[:size]
-            for found in self._status(group, topic, decisions)
+            AutoscaleStatus(
+                group=r.group,
+                topic=r.topic,
+                partitions=r.partitions,
+                policy=r.policy,
+                replica_range=bounds(r.policy, r.partitions),
+                members=tuple(members[r.group_id]),
+                decisions=tuple(latest[r.group_id]),
+            )
+            for r in shown
         )
-        more = len(pairs) > size
+        more = len(rows) > size
         return Page[AutoscaleStatus](
-            items=items, next_after=f"{pairs[size - 1][0]}/{pairs[size - 1][1]}" if more else None
+            items=items, next_after=f"{shown[-1].group}/{shown[-1].topic}" if more else None
         )
-
-    def _status(self, group: str, topic: str, decisions: int) -> list[AutoscaleStatus]:
-        try:
-            return status(self.store, group, topic, decisions=decisions)
-        except NotFound:  # the group or topic was deleted since the page was read
-            return []

@@ -24,28 +24,23 @@ from __future__ import annotations
 import builtins
 import datetime as dt
 import itertools
+from collections.abc import Mapping, Sequence
 
 from ems.config import Settings
 from ems.display import parse_when
 from ems.exceptions import InvalidCursor, InvalidName, InvalidSetting, InvalidWindow
-from ems.groups import (
-    GroupAdmin,
-    GroupDescription,
-    MemberDescription,
-    PartitionDescription,
-    lag,
-    utc,
-)
+from ems.groups import MemberDescription, describe_leader, describe_member, lag, utc
 from ems.ops.query import When
 from ems.store import Store
 from ems.store.browse import Bucket
 from ems.store.client import StoreClient
 from ems.store.lookup import find_group
-from ems.types import PartitionStats
+from ems.types import AssignmentRow, GroupInfo, LeaderInfo, MemberInfo, PartitionStats, TopicInfo
 from ems.validation import NAME_RE, check_name
 from ems.values.browse import (
     GroupDetail,
     GroupFacts,
+    GroupHeading,
     GroupMember,
     GroupPartition,
     GroupSummary,
@@ -53,8 +48,7 @@ from ems.values.browse import (
     LagPoint,
     MemberLoad,
     Page,
-    PartitionFacts,
-    ReportRows,
+    PartitionRow,
     TopicDetail,
     TopicPartition,
     TopicRow,
@@ -77,8 +71,10 @@ MAX_GROUP_MEMBERS = 50
 DEFAULT_POINTS = 500
 MAX_POINTS = 1000
 MAX_SERIES = dt.timedelta(days=31)
-#: Partition lookups one series may cost (points x partitions).
-MAX_SERIES_CELLS = 200_000
+#: Partition lookups one series may cost (points x partitions): about 90 ms on an idle
+#: server (a lookup costs some 3.5 us), twice that on a busy one, so a topic of 250
+#: partitions or fewer gets a chart's 100 points and one of 1,000 gets 25.
+MAX_SERIES_CELLS = 25_000
 
 _US = dt.timedelta(microseconds=1)
 
@@ -258,47 +254,69 @@ def group_summary(f: GroupFacts) -> GroupSummary:
 
 
 def group_detail(
-    d: GroupDescription,
-    facts: dict[int, PartitionFacts],
-    loads: dict[str, MemberLoad],
-    report: ReportRows | None,
-    after: int | None = None,
+    group: GroupInfo,
+    topic: TopicInfo,
+    *,
+    leader: LeaderInfo | None,
+    members: Sequence[MemberInfo],
+    assignments: Sequence[AssignmentRow],
+    loads: Mapping[str, MemberLoad],
+    rows: Sequence[PartitionRow],
+    totals: GroupFacts | None,
+    statuses: Mapping[int, str],
     limit: int = GROUP_PARTITIONS,
 ) -> GroupDetail:
-    """GroupAdmin's description with what the console adds: the lag of partitions without
-    a cursor, lag ages, the lag report's statuses, rewinds, and the members' load; the
-    partitions after `after`, `limit` of them, and the first MAX_GROUP_MEMBERS members.
-    The totals (lag, status, rewound) cover every partition."""
-    cluster = d.mode == "cluster"
-    partitions = tuple(
-        _partition(p, facts.get(p.partition), report, cluster=cluster) for p in d.partitions
-    )
-    leader = d.leader
-    leading = leader.client_id if leader is not None and leader.live else None
-    members = tuple(_member(m, loads.get(m.client_id), m.client_id == leading) for m in d.members)
-    rewound = any(p.rewound for p in partitions)
-    report_status = report.group_status if report else None
-    page = [p for p in partitions if after is None or p.partition > after][: limit + 1]
+    """A group's detail from what the store read: its members (the first
+    MAX_GROUP_MEMBERS, with their load and the partitions they hold), one page of its
+    partitions (`rows`: up to limit + 1 of them, the last only saying that more follow)
+    with the lag of partitions without a cursor, lag ages, report statuses
+    (`statuses`, the page's) and rewinds, and the totals over every partition
+    (`totals`, as the groups page reads them; None for a broadcast group)."""
+    cluster = group.mode == "cluster"
+    live = {m.client_id for m in members if m.expires_in > 0}
+    owners = {a.partition: a for a in assignments}
+    held: dict[str, list[int]] = {}
+    for a in assignments:
+        if a.client_id is not None and a.state != "released" and a.partition < topic.partitions:
+            held.setdefault(a.client_id, []).append(a.partition)
+    shown_leader = describe_leader(leader)
+    leading = shown_leader.client_id if shown_leader is not None and shown_leader.live else None
+    shown = [
+        _member(
+            describe_member(m, tuple(sorted(held.get(m.client_id, ())))),
+            loads.get(m.client_id),
+            m.client_id == leading,
+        )
+        for m in members[:MAX_GROUP_MEMBERS]
+    ]
+    page = [
+        _partition(r, owners.get(r.partition), live, statuses.get(r.partition), cluster=cluster)
+        for r in rows[:limit]
+    ]
+    rewound = bool(totals and totals.rewound_partitions)
+    report_status = totals.report_status if totals else None
+    as_of = totals.report_as_of if totals else None
     return GroupDetail(
-        name=d.group,
-        topic=d.topic,
-        mode=d.mode,
-        start_position=d.start_position,
-        ordered=d.ordered,
-        retry_ladder=d.retry_ladder,
-        max_attempts=d.max_attempts,
-        ack_timeout_seconds=d.ack_timeout_seconds,
-        generation=d.generation,
-        leader=leader,
-        members=members[:MAX_GROUP_MEMBERS],
+        name=group.name,
+        topic=topic.name,
+        mode=group.mode,
+        start_position=group.start_position,
+        ordered=group.ordered,
+        retry_ladder=group.retry_ladder,
+        max_attempts=group.max_attempts,
+        ack_timeout_seconds=group.ack_timeout_seconds,
+        generation=group.generation,
+        leader=shown_leader,
+        members=tuple(shown),
         member_count=len(members),
-        partitions=tuple(page[:limit]),
-        partition_count=len(partitions),
-        next_after=page[limit - 1].partition if len(page) > limit else None,
-        total_lag=sum(p.lag or 0 for p in partitions) if cluster else None,
+        partitions=tuple(page),
+        partition_count=topic.partitions,
+        next_after=page[-1].partition if len(rows) > limit and page else None,
+        total_lag=(totals.total_lag if totals else 0) if cluster else None,
+        partitions_without_cursor=totals.partitions_without_cursor if totals else 0,
         status=status(report_status, rewound),
         report_status=report_status,
-        report_as_of=utc(report.as_of) if report else None,
+        report_as_of=None if as_of is None else utc(as_of),
         rewound=rewound,
     )
 
@@ -321,35 +339,42 @@ def _member(m: MemberDescription, load: MemberLoad | None, leads: bool) -> Group
 
 
 def _partition(
-    p: PartitionDescription, f: PartitionFacts | None, report: ReportRows | None, *, cluster: bool
+    r: PartitionRow,
+    a: AssignmentRow | None,
+    live: set[str],
+    report_status: str | None,
+    *,
+    cluster: bool,
 ) -> GroupPartition:
     partition_lag: int | None
     lag_from: LagFrom | None
     if not cluster:
         partition_lag, lag_from = None, None
-    elif p.committed_offset is not None:
-        partition_lag, lag_from = lag(p.high_watermark, p.committed_offset), "committed"
+    elif r.committed_offset is not None:
+        partition_lag, lag_from = lag(r.high_watermark, r.committed_offset), "committed"
     else:
         # No cursor row: nothing is known to be consumed, so all that is stored counts.
-        first = f.first_offset if f else None
-        partition_lag = 0 if first is None else lag(p.high_watermark, first)
+        first = r.facts.first_offset
+        partition_lag = 0 if first is None else lag(r.high_watermark, first)
         lag_from = "low_watermark"
-    rewound = bool(f and f.rewound)
-    report_status = report.partitions.get(p.partition) if report else None
+    # A broadcast group keeps no cursor: no age, no rewind, no report.
+    rewound = cluster and r.facts.rewound
+    shown_status = report_status if cluster else None
+    owner = a.client_id if a is not None and a.state != "released" else None
     return GroupPartition(
-        partition=p.partition,
-        owner=p.owner,
-        owner_live=p.owner_live,
-        state=p.state,
-        generation=p.generation,
-        committed_offset=p.committed_offset,
-        high_watermark=p.high_watermark,
+        partition=r.partition,
+        owner=owner,
+        owner_live=owner in live,
+        state=None if a is None else a.state,
+        generation=None if a is None else a.generation,
+        committed_offset=r.committed_offset,
+        high_watermark=r.high_watermark,
         lag=partition_lag,
         lag_from=lag_from,
-        lag_age_seconds=f.lag_age_seconds if f and partition_lag else None,
-        report_status=report_status,
+        lag_age_seconds=r.facts.lag_age_seconds if cluster and partition_lag else None,
+        report_status=shown_status,
         rewound=rewound,
-        status=status(report_status, rewound),
+        status=status(shown_status, rewound),
     )
 
 
@@ -383,7 +408,6 @@ class Browser(StoreClient):
 
     def __init__(self, settings: Settings | None = None, *, store: Store | None = None) -> None:
         super().__init__(settings, store=store)
-        self._groups = GroupAdmin(self.settings, store=self.store)
 
     def topics_page(
         self, prefix: str = "", after: str | None = None, limit: int = DEFAULT_PAGE
@@ -451,13 +475,39 @@ class Browser(StoreClient):
         cursor = partition_cursor(after)
         check_partitions_limit(limit)
         group, info = find_group(self.store, name, topic)
-        described = self._groups.describe_subscription(group, info)
-        loads = self.store.browse.member_loads(group.id)
-        if group.mode != "cluster":
-            return group_detail(described, {}, loads, None, cursor, limit)
-        facts = self.store.browse.partition_facts(group.id, info.id)
-        report = self.store.browse.latest_report(group.id)
-        return group_detail(described, facts, loads, report, cursor, limit)
+        s = self.store
+        # The page's cursors and watermarks come from one statement (one read view), so a
+        # cursor moving in between cannot show up as a negative lag.
+        rows = s.browse.partition_page(group.id, info, cursor, limit + 1)
+        shown = rows[:limit]
+        cluster = group.mode == "cluster"
+        totals = s.browse.group_totals(group, info.name) if cluster else None
+        report = totals.report_id if totals else None
+        statuses = (
+            s.browse.report_statuses(report, group.id, shown[0].partition, shown[-1].partition)
+            if report is not None and shown
+            else {}
+        )
+        return group_detail(
+            group,
+            info,
+            leader=s.leases.leader(group.id),
+            members=s.leases.members(group.id),
+            assignments=s.assignments.rows(group.id),
+            loads=s.browse.member_loads(group.id),
+            rows=rows,
+            totals=totals,
+            statuses=statuses,
+            limit=limit,
+        )
+
+    def group_heading(self, name: str, topic: str | None = None) -> GroupHeading:
+        """The group's name, topic and mode, without its detail. InvalidName,
+        UnknownTopic, UnknownGroup, ConflictingOptions."""
+        if topic is not None:
+            check_name(topic, "topic")
+        group, info = find_group(self.store, name, topic)
+        return GroupHeading(name=group.name, topic=info.name, mode=group.mode)
 
     def lag_series(
         self,

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ems.store.browse import like_prefix
@@ -12,6 +12,7 @@ from ems.store.leases import fence, hold
 from ems.values.autoscale import (
     DecisionRecord,
     MemberReport,
+    PolicyRow,
     Recommendation,
     ScaleDecision,
     ScalePolicy,
@@ -39,9 +40,12 @@ _POLICY_GROUPS = (
     "SELECT g.name, t.name FROM autoscale_policy p JOIN consumer_group g ON g.id = p.group_id "
     "JOIN topic t ON t.id = g.topic_id ORDER BY g.name, t.name"
 )
-# A keyset page of them by (group, topic) name; `{where}` adds the prefix and the cursor.
-_POLICY_GROUPS_PAGE = (
-    "SELECT g.name, t.name FROM autoscale_policy p JOIN consumer_group g ON g.id = p.group_id "
+# A keyset page of them by (group, topic) name, with the group's id, the topic's partitions
+# and the policy; `{where}` adds the prefix and the cursor.
+_POLICY_PAGE = (
+    "SELECT g.id, g.name, t.name, t.partitions, "
+    + ", ".join(f"p.{f}" for f in _POLICY_FIELDS)
+    + " FROM autoscale_policy p JOIN consumer_group g ON g.id = p.group_id "
     "JOIN topic t ON t.id = g.topic_id WHERE {where} ORDER BY g.name, t.name LIMIT %s"
 )
 _UPSERT = (
@@ -54,6 +58,11 @@ _REPORTS = (
     "SELECT client_id, host, pid, cpu_percent, load_rate, reported_at, "
     "TIMESTAMPDIFF(MICROSECOND, NOW(6), lease_expires_at) "
     "FROM consumer_client WHERE group_id = %s ORDER BY client_id"
+)
+_REPORTS_OF = (
+    "SELECT group_id, client_id, host, pid, cpu_percent, load_rate, reported_at, "
+    "TIMESTAMPDIFF(MICROSECOND, NOW(6), lease_expires_at) "
+    "FROM consumer_client WHERE group_id IN ({ids}) ORDER BY group_id, client_id"
 )
 # Walks the (group_id, decided_at) index backwards to the newest applied change.
 _SINCE_CHANGE = (
@@ -72,6 +81,12 @@ _DECISION_COLUMNS = (
 _DECISIONS = (
     f"SELECT {_DECISION_COLUMNS} FROM autoscale_decision WHERE group_id = %s "
     "ORDER BY decided_at DESC, id DESC LIMIT %s"
+)
+# The latest decisions of each group of a page: one backward walk of the (group_id,
+# decided_at) index per group, however many decisions a group has kept.
+_LATEST_OF = (
+    f"(SELECT {_DECISION_COLUMNS} FROM autoscale_decision WHERE group_id = {{id}} "
+    "ORDER BY decided_at DESC, id DESC LIMIT {limit})"
 )
 _RECORD = (
     "INSERT INTO autoscale_decision (group_id, leader_epoch, current_replicas, "
@@ -149,11 +164,11 @@ class AutoscaleStore:
         """(group name, topic name) of every group with a policy."""
         return [(r[0], r[1]) for r in self.db.select(_POLICY_GROUPS, ())]
 
-    def policy_groups_page(
+    def policy_page(
         self, prefix: str, after: tuple[str, str] | None, limit: int
-    ) -> list[tuple[str, str]]:
-        """(group name, topic name) of the groups with a policy whose name starts with
-        `prefix` (literally), after the pair `after`, in name order, at most `limit`."""
+    ) -> list[PolicyRow]:
+        """The groups with a policy whose name starts with `prefix` (literally), after
+        the (group, topic) pair `after`, in name order, at most `limit`."""
         where, params = ["1 = 1"], []
         if prefix:
             where.append("g.name LIKE %s ESCAPE '!'")
@@ -161,8 +176,39 @@ class AutoscaleStore:
         if after is not None:
             where.append("(g.name > %s OR (g.name = %s AND t.name > %s))")
             params += [after[0], after[0], after[1]]
-        sql = _POLICY_GROUPS_PAGE.format(where=" AND ".join(where))
-        return [(r[0], r[1]) for r in self.db.select(sql, (*params, limit))]
+        sql = _POLICY_PAGE.format(where=" AND ".join(where))
+        return [
+            PolicyRow(
+                group_id=int(r[0]),
+                group=r[1],
+                topic=r[2],
+                partitions=int(r[3]),
+                policy=_policy(r[4:]),
+            )
+            for r in self.db.select(sql, (*params, limit))
+        ]
+
+    def reports_of(self, group_ids: Sequence[int]) -> dict[int, list[MemberReport]]:
+        """Per group, every client row, live or expired, with its last report."""
+        out: dict[int, list[MemberReport]] = {g: [] for g in group_ids}
+        if group_ids:
+            sql = _REPORTS_OF.format(ids=", ".join(str(int(g)) for g in group_ids))
+            for r in self.db.select(sql, ()):
+                out[int(r[0])].append(_report(r[1:]))
+        return out
+
+    def latest_decisions(
+        self, group_ids: Sequence[int], limit: int
+    ) -> dict[int, list[DecisionRecord]]:
+        """Per group, its `limit` latest decisions, newest first (one statement)."""
+        out: dict[int, list[DecisionRecord]] = {g: [] for g in group_ids}
+        if group_ids:
+            sql = " UNION ALL ".join(
+                _LATEST_OF.format(id=int(g), limit=int(limit)) for g in group_ids
+            )
+            for r in self.db.select(sql, ()):
+                out[int(r[1])].append(_decision(r))
+        return out
 
     def set_policy(self, group_id: int, policy: ScalePolicy) -> None:
         """Insert or replace the group's policy (validated by the caller)."""

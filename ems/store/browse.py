@@ -19,12 +19,12 @@ from sqlalchemy import Connection
 
 from ems.store.database import Database
 from ems.store.groups import group_info
-from ems.types import GroupInfo
+from ems.types import GroupInfo, TopicInfo
 from ems.values.browse import (
     GroupFacts,
     MemberLoad,
     PartitionFacts,
-    ReportRows,
+    PartitionRow,
     TopicRow,
     WatermarkTotals,
 )
@@ -95,11 +95,15 @@ _LAGS = (
     f"FROM ({_PARTITIONS}) p GROUP BY p.group_id"
 )
 # The newest report of each group whose run is done: the (group_id, report_id) index read
-# backwards, stopping at the first finished run (a running one is at most the newest).
+# backwards, stopping at the first row of a finished run. Only the newest run can still be
+# running, so at most its rows are skipped (the run's status is looked up once per run, by
+# the subquery cache), however many reports are kept. (A join with lag_report_run let the
+# optimizer buffer the join and sort every report row of the group.)
 _LATEST_REPORT = (
-    "SELECT STRAIGHT_JOIN r.report_id FROM lag_report r JOIN lag_report_run u "
-    "ON u.id = r.report_id "
-    "WHERE r.group_id = {group} AND u.status = 'done' ORDER BY r.report_id DESC LIMIT 1"
+    "SELECT r.report_id FROM lag_report r FORCE INDEX (ix_lag_report_group_id_report_id) "
+    "WHERE r.group_id = {group} "
+    "AND (SELECT u.status FROM lag_report_run u WHERE u.id = r.report_id) = 'done' "
+    "ORDER BY r.report_id DESC LIMIT 1"
 )
 _REPORTS = (
     "SELECT x.group_id, x.report_id, u.as_of, "
@@ -109,17 +113,24 @@ _REPORTS = (
     " WHERE g.id IN ({ids}) GROUP BY g.id) x "
     "JOIN lag_report_run u ON u.id = x.report_id"
 )
-_REPORT_ROWS = (
-    "SELECT r.report_id, u.as_of, r.group_status, r.partition_no, r.status "
-    "FROM lag_report r JOIN lag_report_run u ON u.id = r.report_id "
-    "WHERE r.group_id = %s AND r.report_id = ({latest}) ORDER BY r.partition_no"
+# A group's statuses in one report for the partitions of one page: a range of the
+# (report_id, group_id, partition_no) primary key.
+_REPORT_STATUSES = (
+    "SELECT partition_no, status FROM lag_report "
+    "WHERE report_id = %s AND group_id = %s AND partition_no BETWEEN %s AND %s"
 )
-# The oldest unconsumed message is the first stored at or after the cursor (a hole or a
-# purge may leave no row at the cursor itself).
-_PARTITION_FACTS = (
-    "SELECT p.partition_no, p.first_offset, TIMESTAMPDIFF(MICROSECOND, p.oldest_at, NOW(6)), "
-    "p.last_snap < p.prev_snap "
-    "FROM (SELECT h.partition_no, "
+# One page of a group's partitions, after a partition number (keyset on partition_head's
+# primary key, LIMIT inside the derived table so that only the page's partitions are
+# dived into): the cursor, the high watermark as GroupAdmin reads it (one past the
+# highest stored offset), the lowest stored offset, the age of the oldest unconsumed
+# message (the first stored at or after the cursor: a hole or a purge may leave no row at
+# the cursor itself) and the two newest snapshots' cursors.
+_PARTITION_PAGE = (
+    "SELECT p.partition_no, p.committed, p.high, p.first_offset, "
+    "TIMESTAMPDIFF(MICROSECOND, p.oldest_at, NOW(6)), p.last_snap < p.prev_snap "
+    "FROM (SELECT h.partition_no, o.committed_offset AS committed, "
+    " (SELECT m.offset_no + 1 FROM message m WHERE m.topic_id = h.topic_id "
+    "  AND m.partition_no = h.partition_no ORDER BY m.offset_no DESC LIMIT 1) AS high, "
     " (SELECT m.offset_no FROM message m WHERE m.topic_id = h.topic_id "
     "  AND m.partition_no = h.partition_no ORDER BY m.offset_no LIMIT 1) AS first_offset, "
     " (SELECT m.created_at FROM message m WHERE m.topic_id = h.topic_id "
@@ -131,7 +142,8 @@ _PARTITION_FACTS = (
     "  AND s.partition_no = h.partition_no ORDER BY s.captured_at DESC LIMIT 1, 1) AS prev_snap "
     " FROM partition_head h LEFT JOIN group_offset o "
     " ON o.group_id = %s AND o.partition_no = h.partition_no "
-    " WHERE h.topic_id = %s GROUP BY h.topic_id, h.partition_no, o.committed_offset) p"
+    " WHERE h.topic_id = %s AND h.partition_no > %s AND h.partition_no < %s "
+    " ORDER BY h.partition_no LIMIT %s) p ORDER BY p.partition_no"
 )
 _MEMBER_LOADS = (
     "SELECT client_id, created_at, cpu_percent, load_rate, reported_at "
@@ -162,17 +174,19 @@ _DELETE_CONSUMED = "SELECT delete_consumed FROM topic WHERE id = %s"
 # A series samples its window: per bucket, the last capture in it (one dive into the
 # captured_at index, which MIN/MAX answers while the statement is optimized: every capture
 # writes one captured_at for all its rows), then per partition that capture's row (one
-# lookup of the unique key). Each bucket is its own SELECT with constant bounds, so no plan
-# depends on the optimizer's estimates.
+# lookup of the (owner, partition_no, captured_at) unique key, a join in that order: a
+# join's lookup costs a third of a correlated subquery's, and the captured_at index, which
+# holds every owner's rows of a capture, is never the one read). Each bucket is its own
+# SELECT with constant bounds, so no plan depends on the optimizer's estimates.
 _CAPTURE_IN = (
     "SELECT {n} AS n, (SELECT MAX(captured_at) FROM {table} WHERE {lower}captured_at <= %s) AS at"
 )
 _SAMPLED = (
-    "SELECT x.n, x.at, SUM(x.value), COUNT(x.value) FROM (SELECT c.n, c.at, "
-    "(SELECT {value} FROM {table} s WHERE s.{owner} = %s AND s.partition_no = h.partition_no "
-    "AND s.captured_at = c.at) AS value FROM ({captures}) c "
-    "JOIN partition_head h ON h.topic_id = %s WHERE c.at IS NOT NULL) x "
-    "GROUP BY x.n, x.at ORDER BY x.n"
+    "SELECT STRAIGHT_JOIN c.n, c.at, SUM({value}), COUNT(*) FROM ({captures}) c "
+    "JOIN partition_head h ON h.topic_id = %s "
+    "JOIN {table} s FORCE INDEX ({key}) ON s.{owner} = %s "
+    "AND s.partition_no = h.partition_no AND s.captured_at = c.at "
+    "WHERE c.at IS NOT NULL GROUP BY c.n, c.at ORDER BY c.n"
 )
 _LAG = "GREATEST(s.high_watermark - s.committed_offset, 0)"
 
@@ -256,21 +270,38 @@ class BrowseStore:
             rows = conn.exec_driver_sql(sql, (topic_id, limit + 1)).all()
             return _group_facts(conn, rows[:limit]), len(rows) > limit
 
-    def partition_facts(self, group_id: int, topic_id: int) -> dict[int, PartitionFacts]:
-        """Per partition of the topic: its lowest stored offset, the age of the group's
-        oldest unconsumed message, and whether its cursor went back between the two
-        newest snapshots (a few dives per partition)."""
-        params = (group_id, group_id, group_id, topic_id)
+    def partition_page(
+        self, group_id: int, topic: TopicInfo, after: int | None, limit: int
+    ) -> list[PartitionRow]:
+        """Up to `limit` partitions of the topic numbered above `after`, in order, with
+        the group's cursor, the high watermark and the facts GroupAdmin does not read (a
+        few index dives per partition of the page, none for the others)."""
+        start = -1 if after is None else after
+        params = (group_id, group_id, group_id, topic.id, start, topic.partitions, limit)
         with self.db.connect() as conn:
-            rows = conn.exec_driver_sql(_PARTITION_FACTS, params).all()
-        return {
-            int(r[0]): PartitionFacts(
-                first_offset=None if r[1] is None else int(r[1]),
-                lag_age_seconds=_seconds(r[2]),
-                rewound=bool(r[3]),
+            rows = conn.exec_driver_sql(_PARTITION_PAGE, params).all()
+        return [
+            PartitionRow(
+                partition=int(r[0]),
+                committed_offset=None if r[1] is None else int(r[1]),
+                high_watermark=0 if r[2] is None else int(r[2]),
+                facts=PartitionFacts(
+                    first_offset=None if r[3] is None else int(r[3]),
+                    lag_age_seconds=_seconds(r[4]),
+                    rewound=bool(r[5]),
+                ),
             )
             for r in rows
-        }
+        ]
+
+    def group_totals(self, group: GroupInfo, topic: str) -> GroupFacts:
+        """The group's totals over every partition, as the groups page reads them: its
+        members, lag, partitions without a cursor, rewinds and newest report (three
+        aggregate statements, no row per partition leaves the server)."""
+        row = (group.id, group.name, group.topic_id, topic, group.mode, group.start_position)
+        with self.db.connect() as conn:
+            (facts,) = _group_facts(conn, [row])
+        return facts
 
     def member_loads(self, group_id: int) -> dict[str, MemberLoad]:
         """Per client of the group: when it joined and its last load report."""
@@ -286,19 +317,14 @@ class BrowseStore:
             for r in rows
         }
 
-    def latest_report(self, group_id: int) -> ReportRows | None:
-        """The group's rows in the newest finished lag report that covered it."""
-        sql = _REPORT_ROWS.format(latest=_LATEST_REPORT.format(group="%s"))
+    def report_statuses(
+        self, report_id: int, group_id: int, first: int, last: int
+    ) -> dict[int, str]:
+        """Partition -> its status in the report, for the group's partitions numbered
+        `first` to `last`."""
         with self.db.connect() as conn:
-            rows = conn.exec_driver_sql(sql, (group_id, group_id)).all()
-        if not rows:
-            return None
-        return ReportRows(
-            report_id=int(rows[0][0]),
-            as_of=rows[0][1],
-            group_status=str(rows[0][2]),
-            partitions={int(r[3]): str(r[4]) for r in rows},
-        )
+            rows = conn.exec_driver_sql(_REPORT_STATUSES, (report_id, group_id, first, last)).all()
+        return {int(p): str(status) for p, status in rows}
 
     # -- overview ------------------------------------------------------------------------
 
@@ -368,10 +394,14 @@ class BrowseStore:
             captures.append(_CAPTURE_IN.format(n=n, table=table, lower=lower))
             params += [end] if start is None else [start, end]
         sql = _SAMPLED.format(
-            value=value, table=table, owner=owner, captures=" UNION ALL ".join(captures)
+            value=value,
+            table=table,
+            key=f"uq_{table}_{owner}_partition_no_captured_at",
+            owner=owner,
+            captures=" UNION ALL ".join(captures),
         )
         with self.db.connect() as conn:
-            rows = conn.exec_driver_sql(sql, (owner_id, *params, topic_id)).all()
+            rows = conn.exec_driver_sql(sql, (*params, topic_id, owner_id)).all()
         return [(int(r[0]), r[1], int(r[2]), int(r[3])) for r in rows if r[3]]
 
 
@@ -411,15 +441,15 @@ def _group_facts(conn: Connection, rows: Sequence[Any]) -> list[GroupFacts]:
     }
     latest = _LATEST_REPORT.format(group="g.id")
     reports = {
-        int(g): (at, status)
-        for g, _, at, status in conn.exec_driver_sql(_REPORTS.format(latest=latest, ids=ids))
+        int(g): (int(report), at, status)
+        for g, report, at, status in conn.exec_driver_sql(_REPORTS.format(latest=latest, ids=ids))
     }
     out = []
     for r in rows:
         gid = int(r[0])
         n, live = members.get(gid, (0, 0))
         lag = lags.get(gid)
-        at, status = reports.get(gid, (None, None))
+        report, at, status = reports.get(gid, (None, None, None))
         out.append(
             GroupFacts(
                 id=gid,
@@ -433,6 +463,7 @@ def _group_facts(conn: Connection, rows: Sequence[Any]) -> list[GroupFacts]:
                 total_lag=None if r[4] != "cluster" else (lag[0] if lag else 0),
                 partitions_without_cursor=lag[1] if lag else 0,
                 rewound_partitions=lag[2] if lag else 0,
+                report_id=report,
                 report_status=None if status is None else str(status),
                 report_as_of=at,
             )

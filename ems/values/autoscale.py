@@ -173,3 +173,15 @@ class DecisionRecord:
     backend: ScaleBackendName
     reason: str
     error: str | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PolicyRow:
+    """A group with a policy, as a page of them is read: its id, names, the topic's
+    partition count and the policy."""
+
+    group_id: int
+    group: str
+    topic: str
+    partitions: int
+    policy: ScalePolicy

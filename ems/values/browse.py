@@ -137,6 +137,8 @@ class GroupFacts:
     partitions_without_cursor: int
     #: Partitions whose committed offset in the latest snapshot is below the one before.
     rewound_partitions: int
+    #: The newest finished lag report that covered the group, its status and time.
+    report_id: int | None
     report_status: str | None
     report_as_of: dt.datetime | None
 
@@ -174,22 +176,23 @@ class PartitionFacts:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class PartitionRow:
+    """One partition of a group's detail page, as the store reads it."""
+
+    partition: int
+    #: The group's cursor; None without a cursor row.
+    committed_offset: int | None
+    #: One past the highest stored offset; 0 when the partition holds nothing.
+    high_watermark: int
+    facts: PartitionFacts
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class MemberLoad:
     joined_at: dt.datetime
     cpu_percent: float | None
     load_rate: float | None
     reported_at: dt.datetime | None
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ReportRows:
-    """A group's rows in the newest finished lag report that covered it."""
-
-    report_id: int
-    as_of: dt.datetime
-    group_status: str
-    #: Partition -> its status in the report (OK, WARN, STALL, STOP).
-    partitions: dict[int, str]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -233,6 +236,15 @@ class GroupPartition:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class GroupHeading:
+    """Which group on which topic, and its mode: what a page about a group names."""
+
+    name: str
+    topic: str
+    mode: Literal["cluster", "broadcast"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class GroupDetail:
     name: str
     topic: str
@@ -252,8 +264,11 @@ class GroupDetail:
     partitions: tuple[GroupPartition, ...]
     partition_count: int
     next_after: int | None
-    #: Over every partition, not only the page's.
+    #: Over every partition, not only the page's (as the groups page reads them).
     total_lag: int | None
+    #: Partitions of a cluster group without a cursor row (their lag is counted from
+    #: the low watermark).
+    partitions_without_cursor: int
     status: str
     report_status: str | None
     report_as_of: dt.datetime | None

@@ -137,6 +137,7 @@ def test_pages_by_group_then_topic(
         "after=a/b/c",
         "after=%20/x",
         "limit=0",
+        "limit=21",  # 20 groups of 5 decisions: at most 100 rows
         "limit=101",
         "limit=x",
         "prefix=" + "p" * 129,

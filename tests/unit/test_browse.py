@@ -1,5 +1,5 @@
 """The read models' pure parts: statuses, cursors, LIKE prefixes, series buckets and the
-shaping of a group's detail from GroupAdmin's description."""
+shaping of a group's detail from the rows of one page and the group's totals."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import itertools
 
 import pytest
 
-from ems.groups import describe_group
 from ems.ops.browse import (
     MAX_SERIES_CELLS,
     buckets,
@@ -20,7 +19,7 @@ from ems.ops.browse import (
 )
 from ems.store.browse import like_prefix
 from ems.types import AssignmentRow, GroupInfo, LeaderInfo, MemberInfo, TopicInfo
-from ems.values.browse import MemberLoad, PartitionFacts, ReportRows, status
+from ems.values.browse import GroupFacts, MemberLoad, PartitionFacts, PartitionRow, status
 
 NOW = dt.datetime(2026, 11, 22, 1, 0, 0)
 TOPIC = TopicInfo(
@@ -107,39 +106,115 @@ def test_volume_points_count_from_the_point_before_and_never_go_negative() -> No
     assert volume_points(rows[1:])[0].messages is None
 
 
+def facts(**changes: object) -> GroupFacts:
+    fields: dict[str, object] = {
+        "id": 3,
+        "name": "svc",
+        "topic_id": 7,
+        "topic": "readings",
+        "mode": "cluster",
+        "start_position": "latest",
+        "members": 0,
+        "live_members": 0,
+        "total_lag": 0,
+        "partitions_without_cursor": 0,
+        "rewound_partitions": 0,
+        "report_id": None,
+        "report_status": None,
+        "report_as_of": None,
+    }
+    return GroupFacts(**(fields | changes))  # type: ignore[arg-type]
+
+
+def row(
+    partition: int, committed: int | None, high: int, first: int | None, **f: object
+) -> PartitionRow:
+    return PartitionRow(
+        partition=partition,
+        committed_offset=committed,
+        high_watermark=high,
+        facts=PartitionFacts(
+            first_offset=first,
+            lag_age_seconds=f.get("age"),  # type: ignore[arg-type]
+            rewound=bool(f.get("rewound")),
+        ),
+    )
+
+
 def test_group_detail_counts_a_partition_without_cursor_from_its_low_watermark() -> None:
-    d = describe_group(
-        group=group(),
-        topic=TOPIC,
+    rows = [
+        row(0, None, 10, 3, age=60.0),
+        row(1, 4, 9, 0, age=5.0, rewound=True),
+        row(2, None, 0, None),
+    ]
+    totals = facts(
+        total_lag=12,
+        partitions_without_cursor=2,
+        rewound_partitions=1,
+        report_id=1,
+        report_status="WARN",
+        report_as_of=NOW,
+    )
+    detail = group_detail(
+        group(),
+        TOPIC,
         leader=None,
         members=[],
         assignments=[
             AssignmentRow(partition=p, client_id=None, generation=0, state="released")
             for p in range(3)
         ],
-        committed={1: 4},
-        high_watermarks={0: 10, 1: 9, 2: 0},
+        loads={},
+        rows=rows,
+        totals=totals,
+        statuses={1: "WARN"},
     )
-    assert [p.lag for p in d.partitions] == [None, 5, None]  # GroupAdmin leaves it out
-    facts = {
-        0: PartitionFacts(first_offset=3, lag_age_seconds=60.0, rewound=False),
-        1: PartitionFacts(first_offset=0, lag_age_seconds=5.0, rewound=True),
-        2: PartitionFacts(first_offset=None, lag_age_seconds=None, rewound=False),
-    }
-    report = ReportRows(report_id=1, as_of=NOW, group_status="WARN", partitions={1: "WARN"})
-    detail = group_detail(d, facts, {}, report)
     assert [(p.lag, p.lag_from, p.lag_age_seconds) for p in detail.partitions] == [
         (7, "low_watermark", 60.0),
         (5, "committed", 5.0),
         (0, "low_watermark", None),
     ]
-    assert detail.total_lag == 12
+    assert (detail.total_lag, detail.partitions_without_cursor) == (12, 2)
     assert [p.status for p in detail.partitions] == ["unknown", "REWIND", "unknown"]
     assert (detail.status, detail.rewound, detail.report_as_of) == (
         "REWIND",
         True,
         NOW.replace(tzinfo=dt.UTC),
     )
+    assert (detail.partition_count, detail.next_after) == (3, None)
+
+
+def test_group_detail_shows_one_page_and_says_where_the_next_starts() -> None:
+    members = [
+        MemberInfo(client_id=f"c{i:02d}", host="h", pid=i, lease_expires_at=NOW, expires_in=5.0)
+        for i in range(60)
+    ]
+    topic = TopicInfo(
+        id=7, name="readings", partitions=120, retention_hours=1, max_body_bytes=10, created_at=NOW
+    )
+    assignments = [
+        AssignmentRow(partition=p, client_id=f"c{p % 60:02d}", generation=1, state="assigned")
+        for p in range(120)
+    ]
+    rows = [row(p, 1, 3, 0) for p in range(10, 16)]
+    detail = group_detail(
+        group(),
+        topic,
+        leader=None,
+        members=members,
+        assignments=assignments,
+        loads={},
+        rows=rows,
+        totals=facts(total_lag=240),
+        statuses={},
+        limit=5,
+    )
+    assert [p.partition for p in detail.partitions] == [10, 11, 12, 13, 14]
+    assert (detail.next_after, detail.partition_count, detail.total_lag) == (14, 120, 240)
+    assert (len(detail.members), detail.member_count) == (50, 60)
+    # Members hold partitions off the page too.
+    assert detail.members[1].partitions == (1, 61)
+    assert detail.partitions[0].owner == "c10"
 
 
 def test_a_broadcast_group_has_no_lag_and_members_keep_their_load() -> None:
@@ -149,19 +224,23 @@ def test_a_broadcast_group_has_no_lag_and_members_keep_their_load() -> None:
             client_id=client_id, host="h", pid=1, lease_expires_at=lease, expires_in=left
         )
 
-    d = describe_group(
-        group=group("broadcast"),
-        topic=TOPIC,
+    load = MemberLoad(joined_at=NOW, cpu_percent=80.0, load_rate=None, reported_at=NOW)
+    detail = group_detail(
+        group("broadcast"),
+        TOPIC,
         leader=LeaderInfo(client_id="x", epoch=3, lease_expires_at=NOW, expires_in=5.0),
         members=[member("x", 5.0), member("y", -1.0)],
         assignments=[],
-        committed={},
-        high_watermarks={0: 10, 1: 0, 2: 0},
+        loads={"x": load},
+        rows=[row(0, None, 10, 0, age=3.0, rewound=True), row(1, None, 0, None)],
+        totals=None,
+        statuses={0: "ERR"},
     )
-    load = MemberLoad(joined_at=NOW, cpu_percent=80.0, load_rate=None, reported_at=NOW)
-    detail = group_detail(d, {}, {"x": load}, None)
     assert detail.total_lag is None
-    assert {(p.lag, p.lag_from, p.status) for p in detail.partitions} == {(None, None, "unknown")}
+    assert {(p.lag, p.lag_from, p.status, p.lag_age_seconds) for p in detail.partitions} == {
+        (None, None, "unknown", None)
+    }
+    assert detail.status == "unknown"
     x, y = detail.members
     assert (x.leader, x.live, x.cpu_percent, x.joined_at) == (
         True,

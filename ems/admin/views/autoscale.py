@@ -1,5 +1,5 @@
 """Autoscaling: a page of the groups that have a policy, by group then topic name (a
-literal prefix, a keyset cursor to the next page, at most 100), each with its policy, the
+literal prefix, a keyset cursor to the next page, at most 20), each with its policy, the
 replica range it allows, its live members and its latest decisions (time, from and to,
 reason). With its JSON twin. The page changes nothing (`ems autoscale set` does)."""
 
@@ -15,7 +15,7 @@ from ems.admin.serialize import to_json
 from ems.admin.services import services
 from ems.admin.views.listing import Listing, listing
 from ems.autoscale.admin import AutoscaleStatus
-from ems.ops.autoscale import live_members
+from ems.ops.autoscale import MAX_GROUPS, live_members
 from ems.values.browse import Page
 
 bp = Blueprint("autoscale", __name__)
@@ -28,7 +28,7 @@ def _page(query: Listing) -> Page[AutoscaleStatus]:
 @bp.get("/autoscale")
 @requires(READ)
 def page() -> str:
-    query = listing()
+    query = listing(MAX_GROUPS, MAX_GROUPS)
     return render_template(
         "autoscale.html", page=_page(query), query=query, live_members=live_members
     )
@@ -37,7 +37,7 @@ def page() -> str:
 @bp.get("/api/v1/autoscale")
 @requires(READ)
 def api() -> Response:
-    found = _page(listing())
+    found = _page(listing(MAX_GROUPS, MAX_GROUPS))
     return jsonify({"items": [_status(s) for s in found.items], "next_after": found.next_after})
 
 

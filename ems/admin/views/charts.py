@@ -113,11 +113,11 @@ def _window() -> tuple[ChartRange, dt.datetime, dt.datetime]:
 def _lag(name: str | None) -> LagSeries:
     chosen, since, until = _window()
     browser = services().browser
-    # The detail says which topic (when ?topic= is left out) and the mode; UnknownGroup.
+    # The heading says which topic (when ?topic= is left out) and the mode; UnknownGroup.
     # The series is asked for by what the caller named: a topic name as stored is shown,
     # never sent back as input.
     asked, topic = named(name), request.args.get("topic")
-    group = browser.group_detail(asked, topic)
+    group = browser.group_heading(asked, topic)
     points = browser.lag_series(asked, since, until, CHART_POINTS, topic=topic)
     return LagSeries(
         group=group.name,

@@ -33,13 +33,13 @@ class Listing:
         }
 
 
-def listing() -> Listing:
+def listing(default: int = DEFAULT_PAGE, maximum: int = MAX_PAGE) -> Listing:
     """The listing parameters of the current request (?prefix=&after=&limit=)."""
     args = request.args
     return Listing(
         prefix=args.get("prefix", ""),
         after=args.get("after"),
-        limit=_limit(args.get("limit")),
+        limit=_limit(args.get("limit"), default, maximum),
     )
 
 
