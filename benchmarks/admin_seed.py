@@ -33,6 +33,7 @@ PAGES: tuple[tuple[str, str, str | None], ...] = (
     ("topics, first page", "/topics", "/api/v1/topics"),
     ("topics by prefix", "/topics?prefix={prefix}", "/api/v1/topics?prefix={prefix}"),
     ("topic detail", "/topics/{topic}", "/api/v1/topics/{topic}"),
+    ("busiest topics of the day", "/ranking?window=day", "/api/v1/ranking?window=day"),
     ("groups, first page", "/groups", "/api/v1/groups"),
     ("groups, a middle page", "/groups?after={after}", "/api/v1/groups?after={after}"),
     ("group detail", "/groups/{group}", "/api/v1/groups/{group}"),

@@ -97,10 +97,7 @@ def rank(
 
 
 def _baseline(store: Store, now: dt.datetime, window: float) -> Baseline | None:
-    at = store.maintenance.capture_at_or_before(now - dt.timedelta(seconds=window))
-    complete = at is not None
-    if at is None:
-        at = store.maintenance.earliest_capture()
+    at, complete = store.maintenance.baseline_capture(now - dt.timedelta(seconds=window))
     if at is None:
         return None
     return Baseline(

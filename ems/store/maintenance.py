@@ -115,8 +115,13 @@ _PRUNE_WATERMARKS = (
     "DELETE FROM topic_watermark WHERE captured_at < NOW(6) - INTERVAL %s SECOND LIMIT %s"
 )
 _NEWEST = "SELECT MAX(captured_at) FROM topic_watermark"
-_AT_OR_BEFORE = "SELECT MAX(captured_at) FROM topic_watermark WHERE captured_at <= %s"
-_EARLIEST = "SELECT MIN(captured_at) FROM topic_watermark"
+# The window's baseline in one statement: the newest capture at or before its start, else
+# the earliest capture (and whether it was the former).
+_BASELINE = (
+    "SELECT COALESCE(b.at, e.at), b.at IS NOT NULL FROM "
+    "(SELECT MAX(captured_at) AS at FROM topic_watermark WHERE captured_at <= %s) AS b, "
+    "(SELECT MIN(captured_at) AS at FROM topic_watermark) AS e"
+)
 _TOTALS = (
     "SELECT topic_id, SUM(high_watermark) FROM topic_watermark "
     "WHERE captured_at = %s GROUP BY topic_id"
@@ -219,11 +224,11 @@ class MaintenanceStore:
     def newest_capture(self) -> dt.datetime | None:
         return self.db.select(_NEWEST, ())[0][0]  # type: ignore[no-any-return]
 
-    def capture_at_or_before(self, at: dt.datetime) -> dt.datetime | None:
-        return self.db.select(_AT_OR_BEFORE, (at,))[0][0]  # type: ignore[no-any-return]
-
-    def earliest_capture(self) -> dt.datetime | None:
-        return self.db.select(_EARLIEST, ())[0][0]  # type: ignore[no-any-return]
+    def baseline_capture(self, start: dt.datetime) -> tuple[dt.datetime | None, bool]:
+        """The newest capture at or before `start` and True; else the earliest capture
+        (None: none at all) and False."""
+        at, complete = self.db.select(_BASELINE, (start,))[0]
+        return at, bool(complete)
 
     def totals(self, captured_at: dt.datetime) -> dict[int, int]:
         """Sum of the partitions' high watermarks per topic in one capture."""
