@@ -68,13 +68,16 @@ _MEMBERS = (
 )
 # Per partition of each cluster group (partition_head lists every partition, so one whose
 # cursor row is missing still counts): the high watermark as GroupAdmin reads it (one past
-# the highest stored offset, 0 when empty), the lowest stored offset for a partition
+# the highest stored offset; the low watermark of a partition a purge emptied; 0 when
+# never written), the lowest stored offset for a partition
 # without a cursor, and the two newest snapshots' cursors. Grouped, so it is materialized
 # and each dive runs once.
 _PARTITIONS = (
     "SELECT g.id AS group_id, h.partition_no, o.committed_offset AS committed, "
-    " (SELECT m.offset_no + 1 FROM message m WHERE m.topic_id = g.topic_id "
-    "  AND m.partition_no = h.partition_no ORDER BY m.offset_no DESC LIMIT 1) AS high, "
+    " COALESCE((SELECT m.offset_no + 1 FROM message m WHERE m.topic_id = g.topic_id "
+    "  AND m.partition_no = h.partition_no ORDER BY m.offset_no DESC LIMIT 1), "
+    " (SELECT pl.low_offset FROM partition_low pl WHERE pl.topic_id = g.topic_id "
+    "  AND pl.partition_no = h.partition_no)) AS high, "
     " CASE WHEN o.committed_offset IS NULL THEN "
     " (SELECT m.offset_no FROM message m WHERE m.topic_id = g.topic_id "
     "  AND m.partition_no = h.partition_no ORDER BY m.offset_no LIMIT 1) END AS first_offset, "
@@ -122,15 +125,18 @@ _REPORT_STATUSES = (
 # One page of a group's partitions, after a partition number (keyset on partition_head's
 # primary key, LIMIT inside the derived table so that only the page's partitions are
 # dived into): the cursor, the high watermark as GroupAdmin reads it (one past the
-# highest stored offset), the lowest stored offset, the age of the oldest unconsumed
-# message (the first stored at or after the cursor: a hole or a purge may leave no row at
-# the cursor itself) and the two newest snapshots' cursors.
+# highest stored offset, or the low watermark of a partition a purge emptied), the
+# lowest stored offset, the age of the oldest unconsumed message (the first stored at or
+# after the cursor: a hole or a purge may leave no row at the cursor itself) and the two
+# newest snapshots' cursors.
 _PARTITION_PAGE = (
     "SELECT p.partition_no, p.committed, p.high, p.first_offset, "
     "TIMESTAMPDIFF(MICROSECOND, p.oldest_at, NOW(6)), p.last_snap < p.prev_snap "
     "FROM (SELECT h.partition_no, o.committed_offset AS committed, "
-    " (SELECT m.offset_no + 1 FROM message m WHERE m.topic_id = h.topic_id "
-    "  AND m.partition_no = h.partition_no ORDER BY m.offset_no DESC LIMIT 1) AS high, "
+    " COALESCE((SELECT m.offset_no + 1 FROM message m WHERE m.topic_id = h.topic_id "
+    "  AND m.partition_no = h.partition_no ORDER BY m.offset_no DESC LIMIT 1), "
+    " (SELECT pl.low_offset FROM partition_low pl WHERE pl.topic_id = h.topic_id "
+    "  AND pl.partition_no = h.partition_no)) AS high, "
     " (SELECT m.offset_no FROM message m WHERE m.topic_id = h.topic_id "
     "  AND m.partition_no = h.partition_no ORDER BY m.offset_no LIMIT 1) AS first_offset, "
     " (SELECT m.created_at FROM message m WHERE m.topic_id = h.topic_id "

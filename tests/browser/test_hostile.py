@@ -98,7 +98,9 @@ def test_hostile_names_in_the_database_are_shown_literally(
     _nothing_ran(page)
 
     page.locator("header nav").get_by_role("link", name="Users").click()
-    expect(page.locator("table.users tbody td").get_by_text(user_name, exact=True)).to_have_count(1)
+    expect(
+        page.locator("table.users tbody td").get_by_text(f"{user_name} (you)", exact=True)
+    ).to_have_count(1)
     expect(page.locator(".who .principal")).to_have_text(user_name)
     _nothing_ran(page)
     assert page.title() == "Users · ems admin"

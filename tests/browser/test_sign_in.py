@@ -51,7 +51,7 @@ def test_an_admin_reaches_the_users_page_from_the_menu(
     names = [rows.nth(i).locator("td").nth(0).inner_text() for i in range(3)]
     roles = [rows.nth(i).locator("td").nth(1).inner_text() for i in range(3)]
     assert dict(zip(names, roles, strict=True)) == {
-        "ada": "admin",
+        "ada (you)": "admin",
         "otto": "operator",
         "vera": "viewer",
     }

@@ -306,8 +306,11 @@ def test_pages_read_the_index_entries_of_their_rows_not_the_table(
         assert len(page.items) == 10
         for statement, parameters in sent.sent:
             reads = handler_reads(conn, statement, parameters)
-            # A scan would read 1,500 rows; the page's rows cost a few reads each.
-            assert reads < 300, (reads, statement)
+            # A scan would read 1,500 rows or more; a page of 10 topics or groups (20
+            # partitions) costs at most 20 index reads per partition: the cursor, the first
+            # and last stored offsets, the low watermark of an emptied partition, and the
+            # two newest snapshots are each a dive.
+            assert reads < 400, (reads, statement)
 
 
 # -- topics --------------------------------------------------------------------------------
