@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from benchmarks import (
     admin,
+    aio,
     aio_drivers,
     assignor,
     consumer,
@@ -39,6 +40,7 @@ SUITES: dict[str, Callable[[BenchConfig, argparse.Namespace], int]] = {
     "purge-drop": purge_drop.run,
     "faults": faults.run,
     "admin": admin.run,
+    "aio": aio.run,
     "aio-drivers": aio_drivers.run,
 }
 
