@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 from benchmarks import (
     admin,
+    aio,
+    aio_drivers,
     assignor,
     consumer,
     docs_figures,
@@ -38,6 +40,8 @@ SUITES: dict[str, Callable[[BenchConfig, argparse.Namespace], int]] = {
     "purge-drop": purge_drop.run,
     "faults": faults.run,
     "admin": admin.run,
+    "aio": aio.run,
+    "aio-drivers": aio_drivers.run,
 }
 
 

@@ -43,6 +43,21 @@ def parse_messages(payload: str) -> dict[int, int]:
     return found
 
 
+def messages_payload(last_offsets: Mapping[int, int]) -> str:
+    """{partition: last offset written} -> `p:last,...` (parse_messages reads it)."""
+    if len(last_offsets) == 1:  # a single send: no generator, no join
+        ((p, o),) = last_offsets.items()
+        return f"{p}:{o}"
+    return ",".join(f"{p}:{o}" for p, o in last_offsets.items())
+
+
+def publish_command(channel: str, payload: str) -> bytes:
+    """PUBLISH packed directly: cheaper than the generic encoder on a path taken once per
+    insert."""
+    c, d = channel.encode(), payload.encode()
+    return b"*3\r\n$7\r\nPUBLISH\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n" % (len(c), c, len(d), d)
+
+
 class Publisher:
     """PUBLISH without waiting for replies: the connection is switched to CLIENT REPLY
     OFF, so a wake-up costs one socket write and no round trip on the publish path."""
@@ -67,20 +82,13 @@ class Publisher:
         channel = self._channels.get(topic_id)
         if channel is None:
             channel = self._channels[topic_id] = topic_channel(self.settings, topic_id)
-        if len(last_offsets) == 1:  # a single send: no generator, no join
-            ((p, o),) = last_offsets.items()
-            self.publish(channel, f"{p}:{o}")
-        else:
-            self.publish(channel, ",".join(f"{p}:{o}" for p, o in last_offsets.items()))
+        self.publish(channel, messages_payload(last_offsets))
 
     def group(self, group_id: int) -> None:
         self.publish(group_channel(self.settings, group_id), "changed")
 
     def publish(self, channel: str, payload: str) -> None:
-        c, d = channel.encode(), payload.encode()
-        # The one command this connection sends, packed directly: cheaper than the
-        # generic encoder on a path taken once per insert.
-        packed = b"*3\r\n$7\r\nPUBLISH\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n" % (len(c), c, len(d), d)
+        packed = publish_command(channel, payload)
         if self._plain is not None:
             try:
                 self._plain.send_only(packed)

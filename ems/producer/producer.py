@@ -12,9 +12,7 @@ from ems.exceptions import (
     BelowLowWatermark,
     DatabaseUnavailable,
     DuplicateKey,
-    InvalidInput,
     LockConflict,
-    OffsetConflict,
     RedisOutcomeUnknown,
 )
 from ems.metrics import published
@@ -27,37 +25,29 @@ from ems.offsets.allocators import (
 )
 from ems.offsets.resp import RespConnection
 from ems.producer.group_commit import GroupCommit
-from ems.producer.partitioner import RoundRobin, partition_for_key
+from ems.producer.partitioner import RoundRobin
+from ems.producer.planning import (
+    AMBIGUOUS_ATTEMPTS,
+    CONFLICT_ATTEMPTS,
+    GROUP_MAX,
+    MAX_BATCH,
+    Outgoing,
+    Prepared,
+    RangeEnds,
+    offset_conflict,
+    partition_counts,
+    place,
+    prepare,
+    prepare_batch,
+    went_back,
+)
 from ems.store import Store
 from ems.store.client import StoreClient
 from ems.types import NewMessage, Record, RecordMetadata, TopicInfo
-from ems.validation import check_name, encode_body, encode_headers, encode_key
+from ems.validation import check_name
 from ems.wakeups import Publisher
 
-MAX_BATCH = 10_000
-#: Most messages concurrent callers share in one group commit (one INSERT).
-GROUP_MAX = 1_000
-#: Fresh ranges to try when offsets collide (Redis lost its counters, a hole was filled).
-_CONFLICT_ATTEMPTS = 8
-#: Re-sends of the same rows when the database dropped the connection mid-insert.
-_AMBIGUOUS_ATTEMPTS = 3
-
-Outgoing = Record | bytes | str | Mapping[str, object]
-#: (partition, key, headers JSON, body) of a validated message.
-Prepared = tuple[int, bytes | None, str | None, bytes]
-
-
-def _as_record(item: Outgoing) -> Record:
-    if isinstance(item, Record):
-        return item
-    if isinstance(item, bytes | str):
-        return Record(item)
-    if isinstance(item, Mapping):
-        unknown = set(item) - {"body", "key", "headers"}
-        if "body" not in item or unknown:
-            raise InvalidInput("a message mapping has 'body' and optional 'key' and 'headers'")
-        return Record(item["body"], item.get("key"), item.get("headers"))  # type: ignore[arg-type]
-    raise InvalidInput(f"cannot publish a {type(item).__name__}; use ems.Record, bytes or str")
+__all__ = ["GROUP_MAX", "MAX_BATCH", "Outgoing", "Producer", "went_back"]
 
 
 class Producer(StoreClient):
@@ -85,7 +75,7 @@ class Producer(StoreClient):
         self._committers_lock = threading.Lock()
         self._wakeups = Publisher(self.settings)
         #: Per topic id and partition, the end of the last range its counter handed out.
-        self._ends: dict[int, dict[int, int]] = {}
+        self._ends = RangeEnds()
         self._allocating = threading.Lock()
 
     @property
@@ -122,7 +112,7 @@ class Producer(StoreClient):
     ) -> RecordMetadata:
         """Publish one message; returns its partition and offset once committed."""
         info = self._topic(topic)
-        prepared = self._prepare(info, Record(body, key, headers), {})
+        prepared = prepare(info, Record(body, key, headers), {}, self._round_robin)
         (placed,) = self._committer(info).submit((prepared,))
         return RecordMetadata(info.name, placed.partition, placed.offset)
 
@@ -130,13 +120,9 @@ class Producer(StoreClient):
         """Publish messages with one allocation per partition and one multi-row INSERT.
         All or none are committed. Results are in input order."""
         info = self._topic(topic)
-        items = list(messages)
-        if len(items) > MAX_BATCH:
-            raise InvalidInput(f"a batch holds at most {MAX_BATCH} messages, not {len(items)}")
-        if not items:
+        prepared = prepare_batch(info, messages, self._round_robin)
+        if not prepared:
             return []
-        headers_json: dict[int, str | None] = {}  # messages often share one headers object
-        prepared = [self._prepare(info, _as_record(item), headers_json) for item in items]
         placed = self._committer(info).submit(prepared)
         name = info.name
         return [RecordMetadata(name, m.partition, m.offset) for m in placed]
@@ -169,41 +155,18 @@ class Producer(StoreClient):
                     self._committers[info.id] = committer
         return committer
 
-    def _prepare(
-        self, info: TopicInfo, record: Record, headers_json: dict[int, str | None]
-    ) -> Prepared:
-        body = encode_body(record.body, info.max_body_bytes)
-        key = encode_key(record.key)
-        if record.headers is None:
-            headers = None
-        else:
-            ident = id(record.headers)
-            if ident not in headers_json:
-                headers_json[ident] = encode_headers(record.headers)
-            headers = headers_json[ident]
-        if key is None:
-            partition = self._round_robin.next(info.id, info.partitions)
-        else:
-            partition = partition_for_key(key, info.partitions)
-        return partition, key, headers, body
-
     def _insert(self, info: TopicInfo, prepared: Sequence[Prepared]) -> list[NewMessage]:
-        counts: dict[int, int] = {}
-        for item in prepared:  # no starred unpacking: it builds a list per message
-            counts[item[0]] = counts.get(item[0], 0) + 1
-        for _ in range(_CONFLICT_ATTEMPTS):
+        counts = partition_counts(prepared)
+        for _ in range(CONFLICT_ATTEMPTS):
             firsts = self._allocate(info, counts)
             if firsts is not None:
-                rows = _place(info.id, prepared, firsts)
+                rows = place(info.id, prepared, firsts)
                 if self._commit(rows):
                     self._wakeups.messages(info.id, {r.partition: r.offset for r in rows})
                     published(info.name).inc(len(rows))  # once per group commit
                     return rows
             self._reseed(info)
-        raise OffsetConflict(
-            f"could not place {len(prepared)} messages on {info.name!r} after "
-            f"{_CONFLICT_ATTEMPTS} fresh offset ranges"
-        )
+        raise offset_conflict(info, len(prepared))
 
     def _allocate(self, info: TopicInfo, counts: Mapping[int, int]) -> dict[int, int] | None:
         """The first offset of a fresh range per partition; None when a counter handed out
@@ -218,11 +181,8 @@ class Producer(StoreClient):
                 # Not sent again: it may have run. A lost connection may also mean a
                 # Redis restarted empty, so the counters are re-seeded first.
                 return None
-            ends = self._ends.setdefault(info.id, {})
-            if went_back(ends, firsts, counts):
+            if not self._ends.accept(info.id, firsts, counts):
                 return None
-            for p, first in firsts.items():
-                ends[p] = first + counts[p]
         return firsts
 
     def _reseed(self, info: TopicInfo) -> None:
@@ -231,8 +191,7 @@ class Producer(StoreClient):
         handed (whose offsets may be in flight or holes), so no range repeats one."""
         seeds = self.store.messages.seed_offsets(info.id)
         with self._allocating:
-            for p, end in self._ends.get(info.id, {}).items():
-                seeds[p] = max(end, seeds.get(p, 0))
+            seeds = self._ends.floors(info.id, seeds)
         self.allocator.reseed(info.id, seeds)
 
     def _commit(self, rows: list[NewMessage]) -> bool:
@@ -245,7 +204,7 @@ class Producer(StoreClient):
         again."""
         token = secrets.randbits(63)
         delay = 0.1
-        for attempt in range(_AMBIGUOUS_ATTEMPTS + 1):
+        for attempt in range(AMBIGUOUS_ATTEMPTS + 1):
             try:
                 self.store.messages.insert(rows, token)
                 return True
@@ -260,31 +219,8 @@ class Producer(StoreClient):
             except BelowLowWatermark:
                 return False
             except (DatabaseUnavailable, LockConflict):
-                if attempt == _AMBIGUOUS_ATTEMPTS:
+                if attempt == AMBIGUOUS_ATTEMPTS:
                     raise
                 time.sleep(delay)
                 delay *= 2
         return False  # pragma: no cover
-
-
-def _place(
-    topic_id: int,
-    prepared: Sequence[Prepared],
-    firsts: Mapping[int, int],
-) -> list[NewMessage]:
-    """Give each message the next offset of its partition's range, in input order."""
-    cursor = dict(firsts)
-    rows = []
-    for partition, key, headers, body in prepared:
-        offset = cursor[partition]
-        cursor[partition] = offset + 1
-        rows.append(NewMessage(topic_id, partition, offset, key, headers, body))
-    return rows
-
-
-def went_back(
-    ends: Mapping[int, int], firsts: Mapping[int, int], counts: Mapping[int, int]
-) -> bool:
-    """Whether a counter handed out a range ending at or below the end of one it handed
-    out before (counters only grow, unless Redis lost writes)."""
-    return any(first + counts[p] <= ends.get(p, -1) for p, first in firsts.items())

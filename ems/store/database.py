@@ -59,15 +59,20 @@ def translate(exc: SQLAlchemyError | pymysql.err.Error) -> EmsError:
         orig, invalidated = exc.orig, exc.connection_invalidated
     else:
         return StoreError(str(exc))
-    code = _errno(orig)
-    detail = str(orig)
+    lost = invalidated or isinstance(orig, pymysql.err.InterfaceError)
+    return translate_code(_errno(orig), str(orig), lost=lost)
+
+
+def translate_code(code: int | None, detail: str, *, lost: bool) -> EmsError:
+    """The ems exception for a MySQL error number, whichever driver reported it; lost:
+    the driver says the connection is gone."""
     if code in _DUPLICATE:
         return DuplicateKey(detail)
     if code in _LOCK:
         return LockConflict(detail)
     if code in _READ_ONLY:
         return DatabaseReadOnly(f"MySQL takes no writes: {detail}")
-    if code in _UNREACHABLE or invalidated or isinstance(orig, pymysql.err.InterfaceError):
+    if code in _UNREACHABLE or lost:
         return DatabaseUnavailable(f"MySQL is unreachable: {detail}")
     if code in _NO_SCHEMA:
         return StoreError(f"{detail}; run `ems db upgrade` to create the schema")

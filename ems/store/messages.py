@@ -35,6 +35,12 @@ _TOKEN_AT = (
     "SELECT write_token FROM message WHERE topic_id = %s AND partition_no = %s AND offset_no = %s"
 )
 
+#: One less than the next offset of every partition of a topic that has rows (the text of
+#: next_offsets_query, for the asyncio producer's driver).
+NEXT_OFFSETS = (
+    "SELECT partition_no, MAX(offset_no) FROM message WHERE topic_id = %s "
+    "GROUP BY topic_id, partition_no"
+)
 _LOW = "SELECT low_offset FROM partition_low WHERE topic_id = %s AND partition_no = %s"
 _LOWS = "SELECT partition_no, low_offset FROM partition_low WHERE topic_id = %s"
 #: The next offset of every non-empty partition of every topic: a loose index scan of the

@@ -1,0 +1,215 @@
+"""The asyncio producer: the thread-safe Producer's steps (ems.producer.planning), awaited,
+with the sends of concurrent tasks committed together (ems.aio.group)."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Self
+
+from ems.aio.group import AsyncGroupCommit
+from ems.aio.wakeups import AsyncPublisher
+from ems.config import Settings
+from ems.exceptions import (
+    BelowLowWatermark,
+    DatabaseUnavailable,
+    DuplicateKey,
+    LockConflict,
+    RedisOutcomeUnknown,
+)
+from ems.metrics import published
+from ems.offsets.aio import AsyncMySQLAllocator, AsyncOffsetAllocator, AsyncRedisAllocator
+from ems.offsets.allocators import redis_errors
+from ems.producer.partitioner import RoundRobin
+from ems.producer.planning import (
+    AMBIGUOUS_ATTEMPTS,
+    CONFLICT_ATTEMPTS,
+    GROUP_MAX,
+    Outgoing,
+    Prepared,
+    RangeEnds,
+    offset_conflict,
+    partition_counts,
+    place,
+    prepare,
+    prepare_batch,
+)
+from ems.store.aio import AsyncMessageStore
+from ems.types import NewMessage, Record, RecordMetadata, TopicInfo
+from ems.validation import check_name
+
+
+class Producer:
+    """Publishes messages to topics from asyncio code. Share one per process: every task
+    of its event loop may use it at once.
+
+    `await send(...)` and `await send_batch(...)` return only after the rows are committed
+    in MySQL. Sends awaited at the same time by several tasks are committed together (one
+    offset range per partition, one INSERT); linger (seconds, default 0) makes a group
+    wait that long for more. A send cancelled before its group is taken writes nothing;
+    once taken, the group is committed for the others, and the cancelled send raises
+    CancelledError either way: it never reports a message it did not see committed.
+    """
+
+    def __init__(self, settings: Settings | None = None, *, linger: float = 0.0) -> None:
+        self.settings = settings or Settings.from_env()
+        self.linger = linger
+        self.store = AsyncMessageStore(self.settings)
+        self._allocator: AsyncOffsetAllocator | None = None
+        self._topics: dict[str, TopicInfo] = {}
+        self._loading: dict[str, asyncio.Future[TopicInfo]] = {}
+        self._round_robin = RoundRobin()
+        self._committers: dict[int, AsyncGroupCommit[Prepared, NewMessage]] = {}
+        self._wakeups = AsyncPublisher(self.settings)
+        self._ends = RangeEnds()
+        self._allocating = asyncio.Lock()
+
+    @property
+    def allocator(self) -> AsyncOffsetAllocator:
+        """Created on first use (no connection is opened before the first command)."""
+        if self._allocator is None:
+            if self.settings.allocator == "mysql":
+                self._allocator = AsyncMySQLAllocator(self.store)
+            else:
+                with redis_errors():
+                    self._allocator = AsyncRedisAllocator.for_settings(self.settings)
+        return self._allocator
+
+    # -- public API ------------------------------------------------------------------
+
+    async def send(
+        self,
+        topic: str,
+        body: bytes | str,
+        key: str | bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> RecordMetadata:
+        """Publish one message; returns its partition and offset once committed."""
+        info = self._topics.get(topic) or await self._topic(topic)
+        prepared = prepare(info, Record(body, key, headers), {}, self._round_robin)
+        (placed,) = await self._committer(info).submit((prepared,))
+        return RecordMetadata(info.name, placed.partition, placed.offset)
+
+    async def send_batch(self, topic: str, records: Iterable[Outgoing]) -> list[RecordMetadata]:
+        """Publish messages with one allocation per partition and one multi-row INSERT
+        (shared with concurrent sends). All or none are committed; results in input order."""
+        info = self._topics.get(topic) or await self._topic(topic)
+        prepared = prepare_batch(info, records, self._round_robin)
+        if not prepared:
+            return []
+        placed = await self._committer(info).submit(prepared)
+        name = info.name
+        return [RecordMetadata(name, m.partition, m.offset) for m in placed]
+
+    async def close(self) -> None:
+        """Let the groups under way finish, then close the connections."""
+        for committer in list(self._committers.values()):
+            await committer.wait_idle()
+        await self._wakeups.close()
+        if self._allocator is not None:
+            await self._allocator.close()
+        await self.store.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- steps -----------------------------------------------------------------------
+
+    async def _topic(self, name: str) -> TopicInfo:
+        """The topic, looked up once however many tasks ask at the same time. The lookup
+        is shielded: a caller cancelled meanwhile does not cancel it for the others."""
+        check_name(name, "topic")
+        loading = self._loading.get(name)
+        if loading is None:
+            loading = asyncio.ensure_future(self._load(name))
+            self._loading[name] = loading
+            loading.add_done_callback(lambda _: self._loading.pop(name, None))
+        return await asyncio.shield(loading)
+
+    async def _load(self, name: str) -> TopicInfo:
+        info = await self.store.topic(name)
+        # Redis is not trusted to remember: seed the counters from MySQL first.
+        await self._reseed(info)
+        self._topics[name] = info
+        return info
+
+    def _committer(self, info: TopicInfo) -> AsyncGroupCommit[Prepared, NewMessage]:
+        committer = self._committers.get(info.id)
+        if committer is None:
+
+            async def flush(items: list[Prepared]) -> list[NewMessage]:
+                return await self._insert(info, items)
+
+            committer = AsyncGroupCommit(flush, GROUP_MAX, linger=self.linger)
+            self._committers[info.id] = committer
+        return committer
+
+    async def _insert(self, info: TopicInfo, prepared: Sequence[Prepared]) -> list[NewMessage]:
+        counts = partition_counts(prepared)
+        for _ in range(CONFLICT_ATTEMPTS):
+            firsts = await self._allocate(info, counts)
+            if firsts is not None:
+                rows = place(info.id, prepared, firsts)
+                if await self._commit(rows):
+                    await self._wakeups.messages(info.id, {r.partition: r.offset for r in rows})
+                    published(info.name).inc(len(rows))  # once per group commit
+                    return rows
+            await self._reseed(info)
+        raise offset_conflict(info, len(prepared))
+
+    async def _allocate(self, info: TopicInfo, counts: Mapping[int, int]) -> dict[int, int] | None:
+        """As Producer._allocate: None when the counter went back or the outcome of the
+        allocation is unknown. Under a lock, so the ends of a partition are seen in the
+        order Redis handed them out (two flushes may allocate at once)."""
+        async with self._allocating:
+            try:
+                firsts = await self.allocator.allocate(info.id, counts)
+            except RedisOutcomeUnknown:
+                return None
+            if not self._ends.accept(info.id, firsts, counts):
+                return None
+        return firsts
+
+    async def _reseed(self, info: TopicInfo) -> None:
+        seeds = await self.store.seed_offsets(info.id)
+        async with self._allocating:
+            seeds = self._ends.floors(info.id, seeds)
+            await self.allocator.reseed(info.id, seeds)
+
+    async def _commit(self, rows: list[NewMessage]) -> bool:
+        """As Producer._commit: False if an offset was taken or lies below its partition's
+        low watermark; a lost connection sends the same rows again with the same write
+        token, whose presence at the first row's place then tells whether the first
+        attempt committed."""
+        token = secrets.randbits(63)
+        delay = 0.1
+        for attempt in range(AMBIGUOUS_ATTEMPTS + 1):
+            try:
+                await self.store.insert(rows, token)
+                return True
+            except DuplicateKey:
+                if attempt == 0:
+                    return False
+                first = rows[0]
+                stored = await self.store.write_token_at(
+                    first.topic_id, first.partition, first.offset
+                )
+                return stored == token
+            except BelowLowWatermark:
+                return False
+            except (DatabaseUnavailable, LockConflict):
+                if attempt == AMBIGUOUS_ATTEMPTS:
+                    raise
+                await asyncio.sleep(delay)
+                delay *= 2
+        return False  # pragma: no cover

@@ -1,0 +1,138 @@
+"""The pure steps of a publish, shared by the thread-safe Producer and ems.aio's: turn
+input into validated rows with partitions, count them per partition, give them the offsets
+of the ranges allocated, and keep the ends of the ranges a counter handed out (to notice
+a Redis that lost writes). No I/O here: both producers await or block around these."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from ems.exceptions import InvalidInput, OffsetConflict
+from ems.producer.partitioner import RoundRobin, partition_for_key
+from ems.types import NewMessage, Record, TopicInfo
+from ems.validation import encode_body, encode_headers, encode_key
+
+MAX_BATCH = 10_000
+#: Most messages concurrent callers share in one group commit (one INSERT).
+GROUP_MAX = 1_000
+#: Fresh ranges to try when offsets collide (Redis lost its counters, a hole was filled).
+CONFLICT_ATTEMPTS = 8
+#: Re-sends of the same rows when the database dropped the connection mid-insert.
+AMBIGUOUS_ATTEMPTS = 3
+
+Outgoing = Record | bytes | str | Mapping[str, object]
+#: (partition, key, headers JSON, body) of a validated message.
+Prepared = tuple[int, bytes | None, str | None, bytes]
+
+
+def as_record(item: Outgoing) -> Record:
+    if isinstance(item, Record):
+        return item
+    if isinstance(item, bytes | str):
+        return Record(item)
+    if isinstance(item, Mapping):
+        unknown = set(item) - {"body", "key", "headers"}
+        if "body" not in item or unknown:
+            raise InvalidInput("a message mapping has 'body' and optional 'key' and 'headers'")
+        return Record(item["body"], item.get("key"), item.get("headers"))  # type: ignore[arg-type]
+    raise InvalidInput(f"cannot publish a {type(item).__name__}; use ems.Record, bytes or str")
+
+
+def prepare(
+    info: TopicInfo,
+    record: Record,
+    headers_json: dict[int, str | None],
+    round_robin: RoundRobin,
+) -> Prepared:
+    """Validate and encode one message and choose its partition. headers_json caches the
+    JSON of header mappings by identity: the messages of a batch often share one."""
+    body = encode_body(record.body, info.max_body_bytes)
+    key = encode_key(record.key)
+    if record.headers is None:
+        headers = None
+    else:
+        ident = id(record.headers)
+        if ident not in headers_json:
+            headers_json[ident] = encode_headers(record.headers)
+        headers = headers_json[ident]
+    if key is None:
+        partition = round_robin.next(info.id, info.partitions)
+    else:
+        partition = partition_for_key(key, info.partitions)
+    return partition, key, headers, body
+
+
+def prepare_batch(
+    info: TopicInfo, messages: Iterable[Outgoing], round_robin: RoundRobin
+) -> list[Prepared]:
+    """A send_batch's messages, all validated before any is sent (one bad message
+    rejects the batch)."""
+    items = list(messages)
+    if len(items) > MAX_BATCH:
+        raise InvalidInput(f"a batch holds at most {MAX_BATCH} messages, not {len(items)}")
+    headers_json: dict[int, str | None] = {}
+    return [prepare(info, as_record(item), headers_json, round_robin) for item in items]
+
+
+def partition_counts(prepared: Sequence[Prepared]) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for item in prepared:  # no starred unpacking: it builds a list per message
+        counts[item[0]] = counts.get(item[0], 0) + 1
+    return counts
+
+
+def place(
+    topic_id: int,
+    prepared: Sequence[Prepared],
+    firsts: Mapping[int, int],
+) -> list[NewMessage]:
+    """Give each message the next offset of its partition's range, in input order."""
+    cursor = dict(firsts)
+    rows = []
+    for partition, key, headers, body in prepared:
+        offset = cursor[partition]
+        cursor[partition] = offset + 1
+        rows.append(NewMessage(topic_id, partition, offset, key, headers, body))
+    return rows
+
+
+def went_back(
+    ends: Mapping[int, int], firsts: Mapping[int, int], counts: Mapping[int, int]
+) -> bool:
+    """Whether a counter handed out a range ending at or below the end of one it handed
+    out before (counters only grow, unless Redis lost writes)."""
+    return any(first + counts[p] <= ends.get(p, -1) for p, first in firsts.items())
+
+
+class RangeEnds:
+    """Per topic id and partition, the end of the last range its counter handed out.
+    Not locked: each producer calls it under the lock that orders its allocations."""
+
+    def __init__(self) -> None:
+        self._ends: dict[int, dict[int, int]] = {}
+
+    def accept(self, topic_id: int, firsts: Mapping[int, int], counts: Mapping[int, int]) -> bool:
+        """Record the ranges; False (nothing recorded) if a counter went back: Redis lost
+        writes, and the range may lie among stored or purged offsets."""
+        ends = self._ends.setdefault(topic_id, {})
+        if went_back(ends, firsts, counts):
+            return False
+        for p, first in firsts.items():
+            ends[p] = first + counts[p]
+        return True
+
+    def floors(self, topic_id: int, seeds: Mapping[int, int]) -> dict[int, int]:
+        """The re-seed of a topic's counters: past each partition's stored offsets
+        (seeds) and past every range handed out here (in flight, or holes by now), so no
+        range repeats one."""
+        found = dict(seeds)
+        for p, end in self._ends.get(topic_id, {}).items():
+            found[p] = max(end, found.get(p, 0))
+        return found
+
+
+def offset_conflict(info: TopicInfo, count: int) -> OffsetConflict:
+    return OffsetConflict(
+        f"could not place {count} messages on {info.name!r} after "
+        f"{CONFLICT_ATTEMPTS} fresh offset ranges"
+    )

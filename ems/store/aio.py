@@ -1,0 +1,254 @@
+"""The asyncio producer's MySQL statements, over asyncmy connections.
+
+The same statements as the thread-safe producer's path (ems.store.messages builds the
+INSERTs; the topic, seed and write-token reads are the same SQL), on autocommit asyncmy
+connections kept in a list, as DirectConnections keeps PyMySQL's: one INSERT alone is its
+own transaction, several share one. asyncmy reports MySQL's error numbers as PyMySQL does,
+so they are translated by the same table (translate_code).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import suppress
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+import asyncmy
+import asyncmy.errors
+from sqlalchemy.engine import make_url
+
+from ems.config import Settings
+from ems.exceptions import BelowLowWatermark, DatabaseUnavailable, EmsError, UnknownTopic
+from ems.store.database import RECYCLE, _errno, translate_code
+from ems.store.messages import (
+    _INSERT,
+    _LOCK_LOWS,
+    _LOWS,
+    _TOKEN_AT,
+    NEXT_OFFSETS,
+    below_low,
+    insert_statements,
+)
+from ems.types import NewMessage, TopicInfo
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+_TOPIC = (
+    "SELECT id, name, partitions, retention_hours, max_body_bytes, created_at "
+    "FROM topic WHERE name = %s"
+)
+_ALLOCATE = (
+    "UPDATE partition_head SET next_offset = LAST_INSERT_ID(next_offset + %s) "
+    "WHERE topic_id = %s AND partition_no = %s"
+)
+_RAISE_HEAD = (
+    "UPDATE partition_head SET next_offset = GREATEST(next_offset, %s) "
+    "WHERE topic_id = %s AND partition_no = %s"
+)
+#: "Subquery returns more than 1 row": the INSERT's low-watermark guard refused.
+_GUARD_REFUSED = 1242
+_DRIVER_ERRORS = (asyncmy.errors.Error, OSError, asyncio.IncompleteReadError, EOFError)
+
+
+def _translate(exc: BaseException) -> EmsError:
+    lost = not isinstance(exc, asyncmy.errors.Error) or isinstance(
+        exc, asyncmy.errors.InterfaceError
+    )
+    if _errno(exc) == _GUARD_REFUSED:
+        return BelowLowWatermark(
+            "an offset lies below its partition's low watermark; nothing was inserted"
+        )
+    return translate_code(_errno(exc), str(exc), lost=lost)
+
+
+class AsyncMessageStore:
+    """Connections and statements of one asyncio producer. Safe for the tasks of one
+    event loop: each statement group checks a connection out of the idle list."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        url = make_url(settings.database_url)
+        self._args: dict[str, Any] = {
+            "host": url.host or "127.0.0.1",
+            "port": url.port or 3306,
+            "user": url.username or "root",
+            "password": url.password or "",
+            "database": url.database,
+            "autocommit": True,
+            "connect_timeout": max(1, int(settings.connect_timeout)),
+            "read_timeout": settings.read_timeout,
+            "init_command": "SET time_zone = '+00:00'",
+        }
+        self._idle: list[tuple[Any, float]] = []
+
+    # -- statements ------------------------------------------------------------------
+
+    async def topic(self, name: str) -> TopicInfo:
+        rows = await self.select(_TOPIC, (name,))
+        if not rows:
+            raise UnknownTopic(f"unknown topic {name!r}")
+        i, n, partitions, retention, max_body, created = rows[0]
+        return TopicInfo(
+            id=int(i),
+            name=n,
+            partitions=int(partitions),
+            retention_hours=int(retention),
+            max_body_bytes=int(max_body),
+            created_at=created,
+        )
+
+    async def seed_offsets(self, topic_id: int) -> dict[int, int]:
+        """As MessageStore.seed_offsets: past the highest stored offset, never below the
+        low watermark."""
+        seeds = {int(p): int(low) for p, low in await self.select(_LOWS, (topic_id,))}
+        for p, top in await self.select(NEXT_OFFSETS, (topic_id,)):
+            seeds[int(p)] = max(int(top) + 1, seeds.get(int(p), 0))
+        return seeds
+
+    async def write_token_at(self, topic_id: int, partition: int, offset: int) -> int | None:
+        rows = await self.select(_TOKEN_AT, (topic_id, partition, offset))
+        return None if not rows or rows[0][0] is None else int(rows[0][0])
+
+    async def insert(self, messages: Sequence[NewMessage], token: int | None) -> None:
+        """As MessageStore.insert: all rows or none, DuplicateKey or BelowLowWatermark."""
+        statements = insert_statements(messages, token)
+        if statements is None:
+            await self._run(self._insert_escaped, messages, token)
+        else:
+            await self._run(self._statements, statements)
+
+    async def allocate_heads(self, topic_id: int, counts: Mapping[int, int]) -> dict[int, int]:
+        """The MySQL allocator's UPDATE per partition (see HeadStore.allocate)."""
+        return await self._run(self._allocate_heads, topic_id, counts)
+
+    async def raise_heads(self, topic_id: int, floors: Mapping[int, int]) -> None:
+        params = [(floor, topic_id, p) for p, floor in floors.items()]
+        if params:
+            await self._run(self._executemany, _RAISE_HEAD, params)
+
+    async def select(self, sql: str, params: tuple[object, ...]) -> list[tuple[Any, ...]]:
+        """A read; safe to repeat, so once more on a new connection if one was lost."""
+        try:
+            return await self._run(self._select, sql, params)
+        except DatabaseUnavailable:
+            return await self._run(self._select, sql, params)
+
+    async def close(self) -> None:
+        while self._idle:
+            conn, _ = self._idle.pop()
+            _close(conn)
+
+    # -- on one connection -------------------------------------------------------------
+
+    async def _run(
+        self, work: Callable[Concatenate[Any, P], Awaitable[T]], *args: P.args, **kw: P.kwargs
+    ) -> T:
+        conn, born = await self._take()
+        try:
+            result = await work(conn, *args, **kw)
+        except _DRIVER_ERRORS as exc:
+            error = _translate(exc)
+            if isinstance(error, DatabaseUnavailable):
+                _close(conn)
+                await self.close()  # its idle mates likely went with it (a restart)
+            else:
+                self._give_back(conn, born)
+            raise error from exc
+        except BaseException:
+            _close(conn)  # cancelled mid-statement: its state is unknown
+            raise
+        self._give_back(conn, born)
+        return result
+
+    @staticmethod
+    async def _statements(conn: Any, statements: Sequence[bytes]) -> None:
+        if len(statements) == 1:
+            await conn.query(statements[0])
+            return
+        await conn.begin()
+        for statement in statements:
+            await conn.query(statement)
+        await conn.commit()
+
+    @staticmethod
+    async def _insert_escaped(conn: Any, messages: Sequence[NewMessage], token: int | None) -> None:
+        """See MessageStore._insert_escaped: the lows taken with a locking read first."""
+        params: list[tuple[object, ...]] = [
+            (m.topic_id, m.partition, m.offset, m.key, m.headers, m.body, None) for m in messages
+        ]
+        params[0] = (*params[0][:-1], token)
+        partitions = sorted({m.partition for m in messages})
+        lock = _LOCK_LOWS.format(",".join(["%s"] * len(partitions)))
+        await conn.begin()
+        async with conn.cursor() as cursor:
+            await cursor.execute(lock, (messages[0].topic_id, *partitions))
+            lows = {int(p): int(low) for p, low in await cursor.fetchall()}
+            if below_low(lows, messages):
+                await conn.rollback()
+                raise BelowLowWatermark("an offset lies below its partition's low watermark")
+            await cursor.executemany(_INSERT, params)
+        await conn.commit()
+
+    @staticmethod
+    async def _allocate_heads(
+        conn: Any, topic_id: int, counts: Mapping[int, int]
+    ) -> dict[int, int]:
+        firsts = {}
+        async with conn.cursor() as cursor:
+            for p, n in counts.items():
+                await cursor.execute(_ALLOCATE, (n, topic_id, p))
+                firsts[p] = int(cursor.lastrowid) - n
+        return firsts
+
+    @staticmethod
+    async def _executemany(conn: Any, sql: str, params: Sequence[tuple[object, ...]]) -> None:
+        async with conn.cursor() as cursor:
+            await cursor.executemany(sql, params)
+
+    @staticmethod
+    async def _select(conn: Any, sql: str, params: tuple[object, ...]) -> list[tuple[Any, ...]]:
+        async with conn.cursor() as cursor:
+            await cursor.execute(sql, params)
+            return [tuple(r) for r in await cursor.fetchall()]
+
+    async def _take(self) -> tuple[Any, float]:
+        now = time.monotonic()
+        while self._idle:
+            conn, born = self._idle.pop()
+            if now - born < RECYCLE:
+                return conn, born
+            _close(conn)
+        return await self._connect(), now
+
+    async def _connect(self) -> Any:
+        """A new connection, with the producer's bounded retries on an unreachable
+        server. REPEATABLE READ: the guarded INSERT's read of partition_low is then a
+        locking read (see ems.store.messages)."""
+        delay = 0.1
+        attempts = self.settings.connect_attempts
+        for attempt in range(1, attempts + 1):
+            try:
+                conn: Any = await asyncmy.connect(**self._args)
+                await conn.query("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                return conn
+            except _DRIVER_ERRORS as exc:
+                error = _translate(exc)
+                if not isinstance(error, DatabaseUnavailable) or attempt == attempts:
+                    raise error from exc
+            await asyncio.sleep(delay)
+            delay *= 2
+        raise DatabaseUnavailable()  # pragma: no cover - the loop returns or raises
+
+    def _give_back(self, conn: Any, born: float) -> None:
+        if len(self._idle) < self.settings.pool_size:
+            self._idle.append((conn, born))
+        else:
+            _close(conn)
+
+
+def _close(conn: Any) -> None:
+    with suppress(Exception):
+        conn.close()
