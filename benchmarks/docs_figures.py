@@ -51,6 +51,8 @@ SOURCES: Mapping[str, Source] = {
     "purge-drop": Source("Dropping partitions instead of purging"),
     "faults": Source("Fault scenarios"),
     "admin": Source("Admin console"),
+    "aio": Source("Asyncio producer"),
+    "aio-drivers": Source("Asyncio MySQL drivers"),
 }
 
 _BLOCK = re.compile(

@@ -76,10 +76,12 @@ document.addEventListener("securitypolicyviolation", (e) => {
 _CSP_CONSOLE = re.compile(r"Content Security Policy", re.IGNORECASE)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """One headless Chromium for the run (its own lane under xdist: see _SHARED_FIXTURES
-    in tests/conftest.py)."""
+    """One headless Chromium per test module (the browser tests share a lane under xdist:
+    see _SHARED_FIXTURES in tests/conftest.py). Not one per session: Playwright's sync API
+    keeps an event loop running on the thread while it is started, and the asyncio tests
+    that run on the same worker afterwards need the thread free of one."""
     if not CHROMIUM.exists():
         pytest.skip(NO_CHROMIUM)
     with sync_playwright() as playwright:
