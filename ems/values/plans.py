@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 PlanAction = Literal[
     "reset_offsets",
@@ -17,17 +17,7 @@ PlanAction = Literal[
     "token_create",
     "token_revoke",
 ]
-PLAN_ACTIONS: tuple[PlanAction, ...] = (
-    "reset_offsets",
-    "resend",
-    "replay",
-    "purge",
-    "user_add",
-    "user_role",
-    "user_remove",
-    "token_create",
-    "token_revoke",
-)
+PLAN_ACTIONS: tuple[PlanAction, ...] = get_args(PlanAction)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

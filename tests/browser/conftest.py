@@ -283,6 +283,13 @@ def sign_in(page: Page, name: str, password: str = PASSWORD) -> None:
     page.get_by_role("button", name="Sign in").click()
 
 
+def nothing_ran(page: Page) -> None:
+    """No hostile text ran: the payloads set window.__emsXss or add an element to <main>
+    when they do (a chart's own SVG aside)."""
+    assert page.evaluate("() => window.__emsXss === undefined")
+    expect(page.locator("main svg:not(.chart), main img, main script")).to_have_count(0)
+
+
 def signed_in(page: Page, name: str) -> None:
     """Sign in as `name` through the login form and wait for the overview."""
     page.goto("/login")

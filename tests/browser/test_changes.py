@@ -10,15 +10,10 @@ from pathlib import Path
 from playwright.sync_api import Page, expect
 
 from ems.store import Store
-from tests.browser.conftest import LiveConsole, signed_in
+from tests.browser.conftest import LiveConsole, nothing_ran, signed_in
 from tests.integration import seed
 
 HOSTILE = ('"><svg onload=alert(1)>', "<script>alert(1)</script>", "<img src=x onerror=alert(1)>")
-
-
-def _nothing_ran(page: Page) -> None:
-    assert page.evaluate("() => window.__emsXss === undefined")
-    expect(page.locator("main script, main img, main svg:not(.chart)")).to_have_count(0)
 
 
 def test_an_offset_reset_through_preview_and_confirm(
@@ -83,11 +78,11 @@ def test_a_dead_letter_resend_with_hostile_texts(
     page.goto("/dead-letters")
     errors = page.locator("table.dead-letters td.error-text")
     expect(errors).to_have_text([f"ValueError: {t}" for t in HOSTILE])
-    _nothing_ran(page)
+    nothing_ran(page)
     page.get_by_role("link", name="1", exact=True).click()
     expect(page.locator("pre.body")).to_have_count(2)
     expect(page.locator("table.headers td").first).to_have_text(HOSTILE[0])
-    _nothing_ran(page)
+    nothing_ran(page)
 
     page.goto("/dead-letters")
     checks = page.locator('input[name="id"]')
@@ -100,6 +95,6 @@ def test_a_dead_letter_resend_with_hostile_texts(
     page.get_by_role("button", name="Resend to the topic").click()
     expect(page.locator("#outcome")).to_have_text("Done: 2 resent.")
     expect(page.locator("table.outcomes tbody tr")).to_have_count(2)
-    _nothing_ran(page)
+    nothing_ran(page)
     resent = seed.sql(store, "SELECT id FROM dead_message WHERE resent_at IS NOT NULL")
     assert len(resent) == 2

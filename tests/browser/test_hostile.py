@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from ems.store import Store
-from tests.browser.conftest import LiveConsole, sign_in, signed_in
+from tests.browser.conftest import LiveConsole, nothing_ran, sign_in, signed_in
 from tests.integration import seed
 
 #: Each breaks out of an attribute or a text node and runs script if printed unescaped.
@@ -27,11 +27,6 @@ PAYLOADS = (
 )
 
 
-def _nothing_ran(page: Page) -> None:
-    assert page.evaluate("() => window.__emsXss === undefined")
-    expect(page.locator("main svg, main img, main script")).to_have_count(0)
-
-
 @pytest.mark.parametrize("name", PAYLOADS)
 def test_a_hostile_name_typed_at_login_comes_back_as_text(
     page: Page, live_console: LiveConsole, name: str
@@ -41,7 +36,7 @@ def test_a_hostile_name_typed_at_login_comes_back_as_text(
     expect(page.get_by_role("alert")).to_have_text("Wrong name or password.")
     expect(page.get_by_label("Name")).to_have_value(name)  # re-rendered, as typed
     expect(page.locator("input")).to_have_count(4)  # csrf_token, next, name, password
-    _nothing_ran(page)
+    nothing_ran(page)
     assert page.title() == "Sign in · ems admin"
 
 
@@ -54,7 +49,7 @@ def test_the_next_link_cannot_leave_the_site(
     sign_in(page, "vera")
     expect(page).to_have_url(live_console.at("/"))
     expect(page.get_by_role("heading", name="Overview")).to_be_visible()
-    _nothing_ran(page)
+    nothing_ran(page)
 
 
 def test_a_hostile_next_path_stays_an_attribute_value(
@@ -67,12 +62,12 @@ def test_a_hostile_next_path_stays_an_attribute_value(
     page.goto("/login?next=" + quote(target, safe=""))
     expect(page.locator('input[name="next"]')).to_have_value(target)
     expect(page.locator("input")).to_have_count(4)
-    _nothing_ran(page)
+    nothing_ran(page)
     with page.expect_response(lambda r: r.request.is_navigation_request() and r.status == 404):
         sign_in(page, "vera")
     assert page.url.startswith(live_console.url + "/")
     expect(page.get_by_role("heading", name="404")).to_be_visible()
-    _nothing_ran(page)
+    nothing_ran(page)
 
 
 def test_hostile_names_in_the_database_are_shown_literally(
@@ -95,12 +90,12 @@ def test_hostile_names_in_the_database_are_shown_literally(
     expect(cells.nth(0)).to_have_text(group_name)
     expect(cells.nth(1)).to_have_text(topic_name)
     expect(page.locator(".who .principal")).to_have_text(user_name)
-    _nothing_ran(page)
+    nothing_ran(page)
 
     page.locator("header nav").get_by_role("link", name="Users").click()
     expect(
         page.locator("table.users tbody td").get_by_text(f"{user_name} (you)", exact=True)
     ).to_have_count(1)
     expect(page.locator(".who .principal")).to_have_text(user_name)
-    _nothing_ran(page)
+    nothing_ran(page)
     assert page.title() == "Users · ems admin"
