@@ -187,9 +187,12 @@ def _servers() -> list[str]:
 #: servers, Chromium), and the lane their tests run in under pytest-xdist: a lane runs on
 #: one worker, so each such fixture starts once per lane. A test may name a lane of its
 #: own (an xdist_group mark), and then brings its own servers, to run beside the others.
+#: The browser tests share the Spark lane: with Chromium, a JVM and the private servers
+#: all busy at once, two cores starved the tests that wait on a deadline (a Spark job's
+#: stop, a fault scenario's lease expiry) past it.
 _SHARED_FIXTURES = {
     "spark": "spark",
-    "browser": "browser",
+    "browser": "spark",
     "private_mariadb": "faults",
     "private_redis": "faults",
     "private_redis_aof": "faults",

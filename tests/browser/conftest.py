@@ -78,8 +78,8 @@ _CSP_CONSOLE = re.compile(r"Content Security Policy", re.IGNORECASE)
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """One headless Chromium per test module (the browser tests share a lane under xdist:
-    see _SHARED_FIXTURES in tests/conftest.py). Not one per session: Playwright's sync API
+    """One headless Chromium per test module (the browser tests run in the Spark lane under
+    xdist: see _SHARED_FIXTURES in tests/conftest.py). Not one per session: Playwright's sync API
     keeps an event loop running on the thread while it is started, and the asyncio tests
     that run on the same worker afterwards need the thread free of one."""
     if not CHROMIUM.exists():
