@@ -128,30 +128,54 @@ Window = Literal["hour", "day"]
 MAX_RANKED = 100
 
 
-def busiest(ranking: Ranking, window: Window, limit: int) -> list[TopicRank]:
-    """The `limit` busiest topics by the window's volume (then the other window's, then
-    name); topics without a volume for it (too few captures) come last."""
-
-    def key(r: TopicRank) -> tuple[int, int, str]:
-        by_hour = window == "hour"
-        first, second = (r.last_hour, r.last_day) if by_hour else (r.last_day, r.last_hour)
-        return (-(first.messages if first else -1), -(second.messages if second else -1), r.topic)
-
-    return sorted(ranking.topics, key=key)[:limit]
-
-
 class Ranker(StoreClient):
     """The topic ranking for the admin console."""
 
     def top(self, window: object, limit: object = MAX_RANKED) -> tuple[Ranking, list[TopicRank]]:
-        """The ranking's captures and its busiest topics for the window ("hour" or "day").
-        InvalidInput for another window or a limit outside 1 to MAX_RANKED."""
+        """The ranking's captures and its `limit` busiest topics for the window ("hour"
+        or "day"), ranked in the server. InvalidInput for another window or a limit
+        outside 1 to MAX_RANKED."""
         if window not in ("hour", "day"):
             raise InvalidInput(f"window must be hour or day, not {_shown(window)}")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RANKED:
             raise InvalidInput(f"limit must be an integer from 1 to {MAX_RANKED}")
-        found = topic_ranking(self.store)
-        return found, busiest(found, window, limit)
+        store = self.store
+        now = store.maintenance.now()
+        newest = store.maintenance.newest_capture()
+        if newest is None:
+            return Ranking(newest_capture=None, capture_age_seconds=None, topics=[]), []
+        bases = {
+            w: store.maintenance.baseline_capture(now - dt.timedelta(seconds=s))
+            for w, s in (("hour", HOUR), ("day", DAY))
+        }
+        other = "day" if window == "hour" else "hour"
+        # A window without a baseline (fewer than two captures) compares the newest with
+        # itself in SQL, and shows no volume.
+        first, second = (bases[w][0] or newest for w in (window, other))
+        rows = store.maintenance.top_volumes(newest, first, second, limit)
+        top = [
+            TopicRank(
+                topic=name,
+                last_hour=_volume(newest, bases["hour"], a if window == "hour" else b),
+                last_day=_volume(newest, bases["day"], a if window == "day" else b),
+            )
+            for name, a, b in rows
+        ]
+        ranking = Ranking(
+            newest_capture=newest,
+            capture_age_seconds=(now - newest).total_seconds(),
+            topics=top,
+        )
+        return ranking, top
+
+
+def _volume(
+    newest: dt.datetime, base: tuple[dt.datetime | None, bool], grown: int
+) -> Volume | None:
+    at, complete = base
+    if at is None or at >= newest:
+        return None
+    return Volume(messages=grown, span_seconds=(newest - at).total_seconds(), complete=complete)
 
 
 def _shown(value: object) -> str:

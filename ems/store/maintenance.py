@@ -115,6 +115,21 @@ _PRUNE_WATERMARKS = (
     "DELETE FROM topic_watermark WHERE captured_at < NOW(6) - INTERVAL %s SECOND LIMIT %s"
 )
 _NEWEST = "SELECT MAX(captured_at) FROM topic_watermark"
+# Every captured topic's growth between the newest capture and two baselines, the busiest
+# first by one of them, at most a page: the three captures' rows summed by topic in the
+# server, never every topic's totals sent to the client.
+_CAPTURE_TOTALS = (
+    "(SELECT topic_id, SUM(high_watermark) AS total FROM topic_watermark "
+    "WHERE captured_at = %s GROUP BY topic_id)"
+)
+_TOP_VOLUMES = (
+    "SELECT t.name, GREATEST(COALESCE(n.total, 0) - COALESCE(a.total, 0), 0) AS first, "
+    "GREATEST(COALESCE(n.total, 0) - COALESCE(b.total, 0), 0) AS second "
+    f"FROM topic t LEFT JOIN {_CAPTURE_TOTALS} n ON n.topic_id = t.id "
+    f"LEFT JOIN {_CAPTURE_TOTALS} a ON a.topic_id = t.id "
+    f"LEFT JOIN {_CAPTURE_TOTALS} b ON b.topic_id = t.id "
+    "ORDER BY first DESC, second DESC, t.name LIMIT %s"
+)
 # The window's baseline in one statement: the newest capture at or before its start, else
 # the earliest capture (and whether it was the former).
 _BASELINE = (
@@ -223,6 +238,15 @@ class MaintenanceStore:
 
     def newest_capture(self) -> dt.datetime | None:
         return self.db.select(_NEWEST, ())[0][0]  # type: ignore[no-any-return]
+
+    def top_volumes(
+        self, newest: dt.datetime, first: dt.datetime, second: dt.datetime, limit: int
+    ) -> list[tuple[str, int, int]]:
+        """(topic, growth since the `first` capture, growth since the `second`) of the
+        `limit` topics that grew most since `first` (then `second`, then by name); a
+        topic missing from a capture counts as 0 there."""
+        rows = self.db.select(_TOP_VOLUMES, (newest, first, second, limit))
+        return [(str(n), int(a), int(b)) for n, a, b in rows]
 
     def baseline_capture(self, start: dt.datetime) -> tuple[dt.datetime | None, bool]:
         """The newest capture at or before `start` and True; else the earliest capture
