@@ -200,7 +200,7 @@ class Consumer:
             self.inbox.wake.clear()
 
     def ack(self, deliveries: Delivery | Iterable[Delivery]) -> None:
-        self._settle(Outcome(d) for d in _many(deliveries))
+        self.settle(Outcome(d) for d in many(deliveries))
 
     def nack(
         self,
@@ -210,9 +210,11 @@ class Consumer:
     ) -> None:
         """Fail deliveries: retried after `delay` seconds (default: the group's ladder),
         or dead-lettered after the group's last attempt."""
-        self._settle(Outcome(d, error, delay) for d in _many(deliveries))
+        self.settle(Outcome(d, error, delay) for d in many(deliveries))
 
-    def _settle(self, outcomes: Iterable[Outcome], *, wait: bool = True) -> None:
+    def settle(self, outcomes: Iterable[Outcome], *, wait: bool = True) -> None:
+        """Apply outcomes (an error of None acks): written before returning (wait), or
+        by the ack writer while the next batch is fetched."""
         outcomes = list(outcomes)
         self.meter.add(len(outcomes))
         self.session.settle(outcomes, wait=wait)
@@ -241,7 +243,7 @@ class Consumer:
         try:
             batch = self.poll(timeout=IDLE_WAIT, max_messages=room)
             # Acks commit on the ack writer while the next batch is fetched.
-            self._settle(self._handle(batch), wait=False)
+            self.settle(self._handle(batch), wait=False)
             return len(batch)
         except (ServerUnavailable, LockConflict, StaleGeneration) as exc:
             log.warning("consume round failed, retrying: %s", exc)
@@ -262,8 +264,7 @@ class Consumer:
                 self.handler(d)
             except Exception as exc:  # the handler's failure is the message's, not ours
                 observe(time.perf_counter() - began)
-                log.warning("handler failed on %s/%s@%s: %r", d.topic, d.partition, d.offset, exc)
-                outcomes.append(Outcome(d, f"{type(exc).__name__}: {exc}"[:_ERROR_CHARS]))
+                outcomes.append(failed(d, exc))
                 if self.policy.ordered:
                     blocked.add(d.partition)
                 began = time.perf_counter()
@@ -295,6 +296,13 @@ class Consumer:
             self.store.close()
 
 
+def failed(d: Delivery, exc: Exception) -> Outcome:
+    """A handler's exception as the delivery's failure (logged; its text is the error
+    the consumption log and the dead letter keep)."""
+    log.warning("handler failed on %s/%s@%s: %r", d.topic, d.partition, d.offset, exc)
+    return Outcome(d, f"{type(exc).__name__}: {exc}"[:_ERROR_CHARS])
+
+
 def _serve_metrics(port: int) -> MetricsServer:
     try:
         return start_server(port)
@@ -302,7 +310,7 @@ def _serve_metrics(port: int) -> MetricsServer:
         raise InvalidSetting(f"cannot serve metrics on port {port}: {exc}") from exc
 
 
-def _many(deliveries: Delivery | Iterable[Delivery]) -> list[Delivery]:
+def many(deliveries: Delivery | Iterable[Delivery]) -> list[Delivery]:
     return [deliveries] if isinstance(deliveries, Delivery) else list(deliveries)
 
 

@@ -31,12 +31,14 @@ GROUP = "handlers"
 
 
 class Member:
-    def __init__(self, settings: Settings, out: Path) -> None:
+    """A member process: the sync Consumer, or ems.aio's (kind "aio")."""
+
+    def __init__(self, settings: Settings, out: Path, kind: str = "sync") -> None:
         self.out = out
+        self.kind = kind
+        module = "tests.procs.aio_consumer" if kind == "aio" else "tests.procs.consumer"
         args = [settings.database_url, GROUP, "conc", str(out), str(TTL), str(RENEW)]
-        self.proc = forked.spawn(
-            "tests.procs.consumer", [*args, str(BATCH)], env=_env(), stdout=forked.PIPE
-        )
+        self.proc = forked.spawn(module, [*args, str(BATCH)], env=_env(), stdout=forked.PIPE)
         assert self.proc.stdout is not None
         self.client_id = self.proc.stdout.readline().strip()
         assert self.client_id, "consumer did not start"
@@ -55,11 +57,11 @@ def _env() -> dict[str, str]:
 
 
 @pytest.fixture
-def members(settings: Settings, tmp_path: Path) -> Iterator[Callable[[], Member]]:
+def members(settings: Settings, tmp_path: Path) -> Iterator[Callable[..., Member]]:
     started: list[Member] = []
 
-    def start() -> Member:
-        m = Member(settings, tmp_path / f"member-{len(started)}.txt")
+    def start(kind: str = "sync") -> Member:
+        m = Member(settings, tmp_path / f"member-{len(started)}.txt", kind)
         started.append(m)
         return m
 
@@ -128,7 +130,7 @@ def read_lines(path: Path) -> list[tuple[float, int, int, str]]:
 
 
 def test_group_under_churn(
-    settings: Settings, tmp_path: Path, members: Callable[[], Member]
+    settings: Settings, tmp_path: Path, members: Callable[..., Member]
 ) -> None:
     TopicAdmin(settings).create("conc", PARTITIONS)
     first = [members() for _ in range(3)]
@@ -159,11 +161,7 @@ def test_group_under_churn(
 
     for p in producers:
         assert p.wait(timeout=60) == 0
-    produced = {
-        (int(p), int(o)): body
-        for path in acks
-        for p, o, body in (line.split(" ", 2) for line in path.read_text().splitlines())
-    }
+    produced = _acked(acks)
     assert len(produced) == 6000
 
     def handled() -> set[tuple[int, int]]:
@@ -181,6 +179,64 @@ def test_group_under_churn(
         f"resumed after kill -9 in {resumed:.2f}s, join settled in {joined:.2f}s, "
         f"leader failover settled in {failover:.2f}s"
     )
+
+
+def test_sync_and_async_members_in_one_group_under_kill_and_sigterm(
+    settings: Settings, tmp_path: Path, members: Callable[..., Member]
+) -> None:
+    """Two sync and two ems.aio members share the partitions; an async member is killed
+    (-9) and the other stopped by SIGTERM while producers stream; a new async member
+    joins. Same checks as the churn test."""
+    TopicAdmin(settings).create("conc", PARTITIONS)
+    first = [members(kind) for kind in ("sync", "aio", "sync", "aio")]
+    wait_until(settled_among(settings, first), TTL * 2)
+    acks = [tmp_path / f"acks-{i}.txt" for i in range(2)]
+    producers = [producer(settings, f"p{i}", 1500, 250, acks[i]) for i in range(2)]
+    time.sleep(1.5)
+
+    leader = leader_of(settings)
+    victim, quitter = _two_aio(first, leader)
+    victim.kill()
+    live = [m for m in first if m is not victim]
+    wait_until(settled_among(settings, live), TTL + 2)
+    quitter.terminate()
+    live.remove(quitter)
+    wait_until(settled_among(settings, live), TTL + 2)
+    joiner = members("aio")
+    live.append(joiner)
+    wait_until(settled_among(settings, live), TTL + 2)
+
+    for p in producers:
+        assert p.wait(timeout=60) == 0
+    produced = _acked(acks)
+    assert len(produced) == 3000
+    everyone = [*first, joiner]
+
+    def handled() -> set[tuple[int, int]]:
+        return {(p, o) for m in everyone for _, p, o, _ in read_lines(m.out)}
+
+    wait_until(lambda: set(produced) <= handled(), 30)
+    for m in live:
+        m.terminate()
+    lines = {m.client_id: read_lines(m.out) for m in everyone}
+    assert all(lines[m.client_id] for m in (*first, joiner) if m is not victim)
+    _check_order_and_duplicates(
+        lines, produced, killed={victim.client_id}, graceful={quitter.client_id}
+    )
+
+
+def _two_aio(first: list[Member], leader: str | None) -> tuple[Member, Member]:
+    """Two async members, the leader (if async) last: the victim is never the leader."""
+    aio = sorted((m for m in first if m.kind == "aio"), key=lambda m: m.client_id == leader)
+    return aio[0], aio[1]
+
+
+def _acked(acks: list[Path]) -> dict[tuple[int, int], str]:
+    return {
+        (int(p), int(o)): body
+        for path in acks
+        for p, o, body in (line.split(" ", 2) for line in path.read_text().splitlines())
+    }
 
 
 def _check_order_and_duplicates(

@@ -71,7 +71,7 @@ def test_an_ack_batch_the_writer_gave_up_on_is_delivered_again(
         got = seed.poll_until(consumer, 3)
         failures["left"] = 5
         # As run() settles a handler's outcomes: on the ack writer, not waiting.
-        consumer._settle([Outcome(d) for d in got[:2]], wait=False)
+        consumer.settle([Outcome(d) for d in got[:2]], wait=False)
         consumer.session.writer.flush()
         assert failures["left"] == 0
         again = seed.poll_until(consumer, 2)

@@ -1,0 +1,357 @@
+"""The asyncio consumer: an async handler on the event loop, the group protocol of the
+sync Consumer underneath.
+
+The membership, the partition session, the consumption log and the cursors are the sync
+Consumer's own, driven from one worker thread per consumer, so a sync and an async member
+follow one protocol by construction (there is no second implementation to drift). The
+event loop never waits on MySQL or Redis: every database step is awaited off the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import inspect
+import logging
+import signal
+import threading
+import time
+from collections import defaultdict, deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from types import TracebackType
+from typing import Any, ParamSpec, Self, TypeVar
+
+from ems.config import Settings
+from ems.consumer.builder import Backend
+from ems.consumer.consumer import IDLE_WAIT, POLL_WAIT, failed, many
+from ems.consumer.consumer import Consumer as SyncConsumer
+from ems.consumer.groups import GroupOptions
+from ems.consumer.state import Outcome
+from ems.exceptions import (
+    InvalidHandler,
+    InvalidSetting,
+    LockConflict,
+    ServerUnavailable,
+    StaleGeneration,
+)
+from ems.store import Store
+from ems.types import Delivery, StartPosition
+from ems.validation import check_name, check_positive_int
+
+log = logging.getLogger(__name__)
+
+#: `async def handle(delivery)`; a plain function also works, run on the loop itself.
+AsyncHandler = Callable[[Delivery], Awaitable[object] | object]
+#: Most handler calls one partition may have running at once (an unordered group).
+MAX_CONCURRENCY = 1000
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class Consumer:
+    """A member of consumer group `group` on `topic`, for asyncio code.
+
+    Push form: `await run()` awaits `handler(delivery)` for each message (returning acks,
+    raising retries) until stop(), SIGTERM/SIGINT or cancellation, then acks what was
+    handled, commits and leaves. Pull form: `await poll()` then `await ack(...)` or
+    `await nack(...)`, or `async for delivery in consumer` (acks stay explicit: a delivery
+    not acked within the group's ack timeout comes again).
+
+    Partitions are handled concurrently; within one partition, `concurrency` handler calls
+    at most run at once (default 1: one at a time, in offset order). Above 1 the group must
+    be unordered. A cursor never moves past a message whose handler has not finished.
+    Options and the backend are those of ems.Consumer.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        topic: str,
+        handler: AsyncHandler | None = None,
+        *,
+        concurrency: int = 1,
+        settings: Settings | None = None,
+        broadcast: bool = False,
+        start: StartPosition | None = None,
+        ordered: bool | None = None,
+        retry_ladder: str | None = None,
+        max_attempts: int | None = None,
+        ack_timeout: int | None = None,
+        batch_size: int = 500,
+        lease_ttl: float = 10.0,
+        renew_every: float = 3.0,
+        store: Store | None = None,
+        metrics_port: int | None = None,
+        backend: Backend | None = None,
+    ) -> None:
+        check_name(group, "group")
+        check_name(topic, "topic")
+        if handler is not None and not callable(handler):
+            raise InvalidHandler(f"handler must be callable, not {type(handler).__name__}")
+        check_positive_int(concurrency, "concurrency", MAX_CONCURRENCY)
+        if concurrency > 1 and ordered:
+            raise InvalidSetting("concurrency above 1 needs an unordered group (ordered=False)")
+        options: dict[str, Any] = {
+            "broadcast": broadcast,
+            "start": start,
+            "ordered": ordered,
+            "retry_ladder": retry_ladder,
+            "max_attempts": max_attempts,
+            "ack_timeout": ack_timeout,
+            "batch_size": batch_size,
+            "lease_ttl": lease_ttl,
+            "renew_every": renew_every,
+        }
+        GroupOptions.checked(**options)  # typed errors now, not at the first await
+        self.group, self.topic = group, topic
+        self.handler = handler
+        self.concurrency = concurrency
+        self._args: dict[str, Any] = {
+            **options,
+            "settings": settings,
+            "store": store,
+            "metrics_port": metrics_port,
+            "backend": backend,
+        }
+        self._sync: SyncConsumer | None = None
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix=f"ems-aio-{group}")
+        self._starting: asyncio.Future[None] | None = None
+        self._stopping = threading.Event()
+        self._closed = False
+        #: Deliveries fetched by a poll whose caller was cancelled: the next poll returns them.
+        self._held: deque[Delivery] = deque()
+        self._iterated: deque[Delivery] = deque()
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    @property
+    def client_id(self) -> str:
+        return self._member.client_id
+
+    @property
+    def _member(self) -> SyncConsumer:
+        if self._sync is None:
+            raise RuntimeError("the consumer has not started: await start() first")
+        return self._sync
+
+    async def start(self) -> None:
+        """Look up the topic, create or check the group and join it (done by the first
+        poll or run when not awaited)."""
+        if self._closed:
+            raise RuntimeError("the consumer is closed")
+        if self._starting is None:
+            self._starting = asyncio.ensure_future(self._off_loop(self._join))
+        await asyncio.shield(self._starting)
+
+    def _join(self) -> None:
+        member = SyncConsumer(self.group, self.topic, None, **self._args)
+        try:
+            if self.concurrency > 1 and member.policy.ordered:
+                raise InvalidSetting(
+                    f"group {self.group!r} is ordered: concurrency above 1 needs an unordered group"
+                )
+            member.start()
+        except BaseException:
+            member.close()
+            raise
+        self._sync = member
+        if self._stopping.is_set():
+            member.stop()
+
+    def stop(self) -> None:
+        """Ask run() (or an `async for`) to finish the batch in hand, ack it, commit and
+        leave. Safe from any thread, a signal handler or the loop."""
+        self._stopping.set()
+        if self._sync is not None:
+            self._sync.stop()
+
+    async def close(self) -> None:
+        """Commit the cursors and leave the group. Deliveries polled and not acked are
+        delivered again, to this group's next owner of their partition."""
+        if self._closed:
+            return
+        self._closed = True
+        self.stop()
+        try:
+            if self._starting is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._starting)
+            if self._sync is not None:
+                await asyncio.shield(self._off_loop(self._sync.close))
+        finally:
+            self._worker.shutdown(wait=False)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- pull form ---------------------------------------------------------------------
+
+    async def poll(self, timeout: float = 1.0, max_messages: int | None = None) -> list[Delivery]:
+        """Deliveries from this member's partitions, waiting up to timeout seconds for
+        some. A poll cancelled while fetching keeps what it fetched for the next poll."""
+        await self.start()
+        if self._held:
+            limit = max_messages or len(self._held)
+            return [self._held.popleft() for _ in range(min(limit, len(self._held)))]
+        fetching = asyncio.ensure_future(self._off_loop(self._member.poll, timeout, max_messages))
+        try:
+            return await asyncio.shield(fetching)
+        except asyncio.CancelledError:
+            fetching.add_done_callback(self._hold)
+            raise
+
+    def _hold(self, fetched: asyncio.Future[list[Delivery]]) -> None:
+        if not fetched.cancelled() and fetched.exception() is None:
+            self._held.extend(fetched.result())
+
+    async def ack(self, deliveries: Delivery | Iterable[Delivery]) -> None:
+        """Ack deliveries, written before this returns. Cancelled, the ack is still
+        written or the deliveries come again: nothing acked is lost either way."""
+        await self._settle([Outcome(d) for d in many(deliveries)], wait=True)
+
+    async def nack(
+        self,
+        deliveries: Delivery | Iterable[Delivery],
+        error: str = "nack",
+        delay: float | None = None,
+    ) -> None:
+        """Fail deliveries: retried after `delay` seconds (default: the group's ladder),
+        or dead-lettered after the group's last attempt."""
+        await self._settle([Outcome(d, error, delay) for d in many(deliveries)], wait=True)
+
+    async def _settle(self, outcomes: list[Outcome], *, wait: bool) -> None:
+        if outcomes:
+            member = self._member
+            await asyncio.shield(self._off_loop(member.settle, outcomes, wait=wait))
+
+    def __aiter__(self) -> AsyncIterator[Delivery]:
+        return self
+
+    async def __anext__(self) -> Delivery:
+        while not self._iterated:
+            if self._stopping.is_set():
+                raise StopAsyncIteration
+            self._iterated.extend(await self.poll(timeout=IDLE_WAIT))
+        return self._iterated.popleft()
+
+    # -- push form ---------------------------------------------------------------------
+
+    async def run(self, max_messages: int | None = None, *, handle_signals: bool = True) -> int:
+        """Await the handler for each message until stop(), SIGTERM or SIGINT (or
+        max_messages), then ack what was handled, commit and leave; cancelled, the same,
+        and CancelledError is raised again. Returns the number of messages handled."""
+        if self.handler is None:
+            raise InvalidHandler("run() needs a handler; use poll() and ack() without one")
+        handled = 0
+        with _loop_signals(self.stop, enabled=handle_signals):
+            try:
+                while not self._stopping.is_set():
+                    if max_messages is not None and handled >= max_messages:
+                        break
+                    room = None if max_messages is None else max_messages - handled
+                    handled += await self._run_once(room)
+            finally:
+                await self.close()
+        return handled
+
+    async def _run_once(self, room: int | None) -> int:
+        outcomes: list[Outcome] = []
+        try:
+            batch = await self.poll(timeout=IDLE_WAIT, max_messages=room)
+            try:
+                await self._handle(batch, outcomes)
+            finally:
+                # Acks commit on the ack writer while the next batch is fetched;
+                # cancelled, what finished is acked and the rest comes again.
+                await self._settle(outcomes, wait=False)
+            return len(batch)
+        except (ServerUnavailable, LockConflict, StaleGeneration) as exc:
+            log.warning("consume round failed, retrying: %s", exc)
+            await asyncio.sleep(POLL_WAIT)
+            return 0
+
+    async def _handle(self, batch: list[Delivery], outcomes: list[Outcome]) -> None:
+        by_partition: dict[int, list[Delivery]] = defaultdict(list)
+        for d in batch:
+            by_partition[d.partition].append(d)
+        runs = [self._partition(ds, outcomes) for ds in by_partition.values()]
+        if len(runs) == 1:
+            await runs[0]
+        elif runs:
+            await asyncio.gather(*runs)
+
+    async def _partition(self, deliveries: list[Delivery], outcomes: list[Outcome]) -> None:
+        if self.concurrency == 1:
+            ordered = self._member.policy.ordered
+            for d in deliveries:
+                outcome = await self._call(d)
+                outcomes.append(outcome)
+                if outcome.error is not None and ordered:
+                    return  # ordered: a failure blocks the rest of its partition's batch
+            return
+        room = asyncio.Semaphore(self.concurrency)
+
+        async def one(d: Delivery) -> None:
+            async with room:
+                outcomes.append(await self._call(d))
+
+        await asyncio.gather(*(one(d) for d in deliveries))
+
+    async def _call(self, d: Delivery) -> Outcome:
+        assert self.handler is not None
+        began = time.perf_counter()
+        try:
+            result = self.handler(d)
+            if inspect.isawaitable(result):
+                await result
+        except Exception as exc:  # the handler's failure is the message's, not ours
+            outcome = failed(d, exc)
+        else:
+            outcome = Outcome(d)
+        self._member.metrics.handler_seconds.observe(time.perf_counter() - began)
+        return outcome
+
+    # -- the worker thread ---------------------------------------------------------------
+
+    async def _off_loop(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """fn on this consumer's worker thread: one database step at a time, in order."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._worker, functools.partial(fn, *args, **kwargs))
+
+
+@contextlib.contextmanager
+def _loop_signals(stop: Callable[[], None], *, enabled: bool) -> Iterator[None]:
+    """SIGTERM and SIGINT ask for a graceful stop while run() runs (main thread's loop)."""
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    loop = asyncio.get_running_loop()
+    installed = []
+    for s in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(s, _on_signal, s, stop)
+        except (NotImplementedError, RuntimeError):
+            continue
+        installed.append(s)
+    try:
+        yield
+    finally:
+        for s in installed:
+            loop.remove_signal_handler(s)
+
+
+def _on_signal(signum: int, stop: Callable[[], None]) -> None:
+    log.info("signal %d: finishing the batch in hand, then leaving", signum)
+    stop()
