@@ -1,6 +1,7 @@
-"""Real producer processes against the real servers: 8 producers, Redis losing this
-deployment's counters in the middle, producers killed between allocation and insert, one
-killed mid-stream, and a deliberately slow transaction, over a fresh topic and over one
+"""Real producer processes against the real servers: 8 producers (4 of the sync Producer,
+4 of ems.aio's, each with four tasks sharing it), Redis losing this deployment's counters
+in the middle, producers killed between allocation and insert, one of each kind killed
+mid-stream, and a deliberately slow transaction, over a fresh topic and over one
 whose history retention has purged. Each fault waits for the producers' progress and
 checks they were still sending. Every acknowledged message must be stored exactly once, a
 reader following along must see each exactly once in offset order, and every partition
@@ -127,8 +128,12 @@ def test_crashes_and_redis_loss_lose_and_duplicate_nothing(
 
     ack_files = [tmp_path / f"acks-{i}" for i in range(9)]
     # Paced (400 messages at 100/s, about 4 s each) so that both faults find them sending.
+    # 0-3: the sync Producer; 4-7: ems.aio.Producer.
     producers = [
-        _spawn(settings, "produce", f"p{i}", "400", str(ack_files[i]), "100") for i in range(8)
+        _spawn(
+            settings, "produce" if i < 4 else "aproduce", f"p{i}", "400", str(ack_files[i]), "100"
+        )
+        for i in range(8)
     ]
     slow = _spawn(settings, "slow", "3", str(ack_files[8]))
     _wait_line(slow, "inserted")
@@ -137,18 +142,19 @@ def test_crashes_and_redis_loss_lose_and_duplicate_nothing(
     at_loss = _wait_acks(ack_files, 800)
     assert all(p.poll() is None for p in producers), "a producer ended before the Redis loss"
     assert seed.lose_redis(settings) > 0
-    victim = ack_files[7]
-    victim_before = _count_acks([victim])
-    _wait_acks([victim], victim_before + 20)  # it acknowledges after the Redis loss
-    assert producers[7].poll() is None, "producer 7 ended before it could be killed"
-    producers[7].send_signal(signal.SIGKILL)
+    for victim in (3, 7):  # one of each kind
+        before = _count_acks([ack_files[victim]])
+        _wait_acks([ack_files[victim]], before + 20)  # it acknowledges after the Redis loss
+        assert producers[victim].poll() is None, f"producer {victim} ended before its kill"
+        producers[victim].send_signal(signal.SIGKILL)
     after_kill = _count_acks(ack_files)
     hung_again = _spawn(settings, "hang")
     _wait_line(hung_again, "allocated")
     hung_again.send_signal(signal.SIGKILL)
 
-    for proc in [*producers[:7], slow]:
+    for proc in [*producers[:3], *producers[4:7], slow]:
         assert proc.wait(timeout=120) == 0
+    producers[3].wait(timeout=10)
     producers[7].wait(timeout=10)
     hung.wait(timeout=10)
     hung_again.wait(timeout=10)
@@ -164,7 +170,7 @@ def test_crashes_and_redis_loss_lose_and_duplicate_nothing(
     assert follower.caught_up(), (follower.cursors, follower.reader.high_watermarks("conc"))
 
     acks = _read_acks(ack_files)
-    assert len(acks) >= 7 * 400 + 1  # seven full producers and the slow one
+    assert len(acks) >= 6 * 400 + 1  # six full producers and the slow one
 
     store = Store(settings)
     with store.db.connect() as conn:

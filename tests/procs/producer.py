@@ -5,6 +5,9 @@ modes:
                               send COUNT messages (singles and batches), append one line per
                               acknowledged message: "partition offset body"; at most RATE
                               messages per second when given
+  aproduce NAME COUNT ACKFILE [RATE]
+                              the same with ems.aio.Producer: four tasks share one producer
+                              (their sends are committed together), each sending a quarter
   hang                        allocate a range, say so, then wait to be killed (a producer
                               that dies between allocation and insert)
   slow SECONDS ACKFILE        allocate one offset, insert it in a transaction held open for
@@ -13,13 +16,15 @@ modes:
 
 from __future__ import annotations
 
+import asyncio
 import random
 import sys
 import time
+from typing import TextIO
 
 import pymysql
 
-from ems import Producer, Record, Settings
+from ems import Producer, Record, Settings, aio
 from ems.offsets.allocators import RedisAllocator
 from ems.store import Store
 
@@ -52,6 +57,48 @@ def produce(
             sent += n
             if rate:
                 time.sleep(max(0.0, started + sent / rate - time.monotonic()))
+
+
+async def aproduce(
+    settings: Settings, name: str, count: int, ackfile: str, rate: float | None = None
+) -> None:
+    tasks = 4
+    started = time.monotonic()
+    async with aio.Producer(settings) as producer:
+        with open(ackfile, "a", buffering=1) as acks:
+            await asyncio.gather(
+                *(
+                    _atask(producer, f"{name}.{t}", count // tasks, acks, rate, started)
+                    for t in range(tasks)
+                )
+            )
+
+
+async def _atask(
+    producer: aio.Producer,
+    name: str,
+    count: int,
+    acks: TextIO,
+    rate: float | None,
+    started: float,
+) -> None:
+    rng = random.Random(name)
+    sent = 0
+    while sent < count:
+        n = min(rng.choice([1, 1, 5, 20]), count - sent)
+        records = [
+            Record(f"{name}-{sent + i}".encode(), key=f"project-{rng.randrange(30)}")
+            for i in range(n)
+        ]
+        if n == 1:
+            placed = [await producer.send(TOPIC, records[0].body, key=records[0].key)]
+        else:
+            placed = await producer.send_batch(TOPIC, records)
+        for record, meta in zip(records, placed, strict=True):
+            acks.write(f"{meta.partition} {meta.offset} {record.body.decode()}\n")
+        sent += n
+        if rate:
+            await asyncio.sleep(max(0.0, started + sent * 4 / rate - time.monotonic()))
 
 
 def hang(settings: Settings) -> None:
@@ -96,6 +143,9 @@ def main(argv: list[str]) -> None:
     if mode == "produce":
         rate = float(args[3]) if len(args) > 3 else None
         produce(settings, args[0], int(args[1]), args[2], rate)
+    elif mode == "aproduce":
+        rate = float(args[3]) if len(args) > 3 else None
+        asyncio.run(aproduce(settings, args[0], int(args[1]), args[2], rate))
     elif mode == "hang":
         hang(settings)
     elif mode == "slow":
