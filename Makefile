@@ -21,8 +21,8 @@ test: setup
 	@$(MAKE) --no-print-directory -j2 check pytest
 
 check:
-	$(VENV)/bin/ruff check ems spark tests benchmarks migrations
-	$(VENV)/bin/ruff format --check ems spark tests benchmarks migrations
+	$(VENV)/bin/ruff check ems spark tests benchmarks migrations examples
+	$(VENV)/bin/ruff format --check ems spark tests benchmarks migrations examples
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 

@@ -1,0 +1,1 @@
+"""Runnable examples the docs include and the tests run."""
