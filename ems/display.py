@@ -74,6 +74,17 @@ def safe_bytes(data: bytes, limit: int = BODY_LIMIT, *, size: int | None = None)
     return SafeBytes(encoding="base64", text=encoded, size=total, truncated=total > len(keep))
 
 
+def shown(value: object, limit: int = 80) -> str:
+    """A value a caller gave, for an error message: short text as its repr, a whole number
+    as itself, anything else (long text, other types) as "the value given". Input is
+    never echoed at length, and a repr escapes what a terminal would act on."""
+    if isinstance(value, str) and len(value) <= limit:
+        return repr(value)
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 10**30:
+        return str(value)
+    return "the value given"
+
+
 def escape(text: str) -> str:
     """Text on one line with nothing a terminal acts on: control and other non-printable
     characters become \\n, \\t, \\xNN, \\uNNNN or \\UNNNNNNNN; a backslash is doubled so

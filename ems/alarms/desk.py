@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from ems.alarms import scan
 from ems.config import Settings
-from ems.display import format_utc
+from ems.display import format_utc, shown
 from ems.exceptions import InvalidCursor, InvalidInput, InvalidName, InvalidSetting, UnknownAlarm
 from ems.store import Store
 from ems.store.client import StoreClient
@@ -45,14 +45,14 @@ def check_state(state: object) -> AlarmState:
     for known in ALARM_STATES:
         if state == known:
             return known
-    raise InvalidInput(f"state must be one of {', '.join(ALARM_STATES)}, not {_shown(state)}")
+    raise InvalidInput(f"state must be one of {', '.join(ALARM_STATES)}, not {shown(state, 40)}")
 
 
 def check_prefix(prefix: object) -> str:
     """A literal group-name prefix ("" for every group)."""
     if not isinstance(prefix, str) or len(prefix) > MAX_PREFIX or not prefix.isprintable():
         raise InvalidName(
-            f"the prefix {_shown(prefix)} must be text of at most {MAX_PREFIX} characters"
+            f"the prefix {shown(prefix, 40)} must be text of at most {MAX_PREFIX} characters"
         )
     return prefix
 
@@ -68,7 +68,7 @@ def check_before(before: object) -> int | None:
     if before is None:
         return None
     if isinstance(before, bool) or not isinstance(before, int) or not 1 <= before <= MAX_ID:
-        raise InvalidCursor(f"{_shown(before)} is not an alarms page cursor (an alarm id)")
+        raise InvalidCursor(f"{shown(before, 40)} is not an alarms page cursor (an alarm id)")
     return before
 
 
@@ -81,21 +81,13 @@ def check_ack_ids(ids: object) -> tuple[int, ...]:
         raise InvalidInput("name at least one alarm to acknowledge")
     for found in ids:
         if isinstance(found, bool) or not isinstance(found, int) or not 1 <= found <= MAX_ID:
-            raise InvalidInput(f"an alarm id must be a positive integer, not {_shown(found)}")
+            raise InvalidInput(f"an alarm id must be a positive integer, not {shown(found, 40)}")
     unique = tuple(dict.fromkeys(ids))
     if len(unique) > MAX_ACK_IDS:
         raise InvalidInput(
             f"at most {MAX_ACK_IDS} alarms can be acknowledged at once, not {len(unique)}"
         )
     return unique
-
-
-def _shown(value: object) -> str:
-    if isinstance(value, str) and len(value) <= 40:
-        return repr(value)
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 10**30:
-        return str(value)
-    return "the value given"
 
 
 # -- outcomes (pure) ---------------------------------------------------------------------

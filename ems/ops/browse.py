@@ -27,7 +27,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 
 from ems.config import Settings
-from ems.display import parse_when
+from ems.display import parse_when, shown
 from ems.exceptions import InvalidCursor, InvalidName, InvalidSetting, InvalidWindow
 from ems.groups import MemberDescription, describe_leader, describe_member, lag, utc
 from ems.ops.query import When
@@ -105,7 +105,7 @@ def topic_cursor(after: object) -> str | None:
     if after is None:
         return None
     if not isinstance(after, str) or NAME_RE.fullmatch(after) is None:
-        raise InvalidCursor(f"{_shown(after)} is not a topics page cursor (a topic name)")
+        raise InvalidCursor(f"{shown(after)} is not a topics page cursor (a topic name)")
     return after
 
 
@@ -122,7 +122,7 @@ def group_cursor(after: object) -> tuple[str, int | None] | None:
             if topic_id.isascii() and topic_id.isdigit() and len(topic_id) <= 19:
                 return name, int(topic_id)
     raise InvalidCursor(
-        f"{_shown(after)} is not a groups page cursor (a group name, or the next_after of a "
+        f"{shown(after)} is not a groups page cursor (a group name, or the next_after of a "
         "groups page)"
     )
 
@@ -133,7 +133,7 @@ def partition_cursor(after: object) -> int | None:
         return None
     if isinstance(after, str) and after.isascii() and after.isdigit() and len(after) <= 9:
         return int(after)
-    raise InvalidCursor(f"{_shown(after)} is not a partitions page cursor (a partition number)")
+    raise InvalidCursor(f"{shown(after)} is not a partitions page cursor (a partition number)")
 
 
 def check_partitions_limit(limit: object) -> int:
@@ -193,10 +193,6 @@ def _when(value: str | dt.datetime, now: dt.datetime | None) -> dt.datetime:
         assert now is not None
         return parse_when(value, now)
     return value.astimezone(dt.UTC).replace(tzinfo=None) if value.tzinfo else value
-
-
-def _shown(value: object) -> str:
-    return repr(value) if isinstance(value, str) and len(value) <= 80 else "the value given"
 
 
 # -- shaping (pure) ----------------------------------------------------------------------

@@ -15,7 +15,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 from ems.config import Settings
-from ems.display import parse_when
+from ems.display import parse_when, shown
 from ems.exceptions import (
     ConflictingOptions,
     InvalidCursor,
@@ -91,7 +91,9 @@ def time_cursor(after: object) -> tuple[dt.datetime, int] | None:
                 return dt.datetime.fromisoformat(at).replace(tzinfo=None), int(last_id)
             except ValueError:
                 pass
-    raise InvalidCursor(f"{_shown(after)} is not a message page cursor (<created_at>/<id>)")
+    raise InvalidCursor(
+        f"{shown(after, MAX_CURSOR)} is not a message page cursor (<created_at>/<id>)"
+    )
 
 
 def format_time_cursor(m: MessageSummary) -> str:
@@ -104,17 +106,13 @@ def offset_cursor(after: object) -> int | None:
         return None
     if isinstance(after, str) and after.isascii() and after.isdigit() and len(after) <= 19:
         return int(after)
-    raise InvalidCursor(f"{_shown(after)} is not a partition page cursor (an offset)")
+    raise InvalidCursor(f"{shown(after, MAX_CURSOR)} is not a partition page cursor (an offset)")
 
 
 def check_page_size(limit: object) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
         raise InvalidSetting(f"limit must be an integer from 1 to {MAX_PAGE}, not {limit!r}")
     return limit
-
-
-def _shown(value: object) -> str:
-    return repr(value) if isinstance(value, str) and len(value) <= MAX_CURSOR else "the value given"
 
 
 def resolve_when(value: When, now: dt.datetime) -> dt.datetime | None:

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from ems.display import shown
 from ems.exceptions import InvalidInput
 from ems.store import Store
 from ems.store.client import StoreClient
@@ -136,7 +137,7 @@ class Ranker(StoreClient):
         or "day"), ranked in the server. InvalidInput for another window or a limit
         outside 1 to MAX_RANKED."""
         if window not in ("hour", "day"):
-            raise InvalidInput(f"window must be hour or day, not {_shown(window)}")
+            raise InvalidInput(f"window must be hour or day, not {shown(window, 32)}")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RANKED:
             raise InvalidInput(f"limit must be an integer from 1 to {MAX_RANKED}")
         store = self.store
@@ -176,8 +177,3 @@ def _volume(
     if at is None or at >= newest:
         return None
     return Volume(messages=grown, span_seconds=(newest - at).total_seconds(), complete=complete)
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 32 else "the one given"

@@ -17,6 +17,7 @@ from ems.display import (
     json_fields,
     safe_bytes,
     show_bytes,
+    shown,
 )
 
 #: Longest escape of one character (\UNNNNNNNN) and the longest cut marker.
@@ -92,3 +93,15 @@ def test_headers_json_is_one_printable_line_that_reads_back(headers: dict[str, s
     text = headers_json(headers)
     assert text.isprintable()
     assert json.loads(text) == headers
+
+
+@given(st.one_of(st.text(), st.integers(), st.floats(), st.binary(), st.none(), st.booleans()))
+def test_a_value_in_an_error_message_is_short_and_on_one_line(value: object) -> None:
+    text = shown(value, 40)
+    assert len(text) <= 2 + 40 * 10 and "\n" not in text  # a repr escapes line breaks
+    if isinstance(value, str) and len(value) <= 40:
+        assert text == repr(value)
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) < 10**30:
+        assert text == str(value)
+    else:
+        assert text == "the value given"
