@@ -240,12 +240,13 @@ class MaintenanceStore:
         return self.db.select(_NEWEST, ())[0][0]  # type: ignore[no-any-return]
 
     def top_volumes(
-        self, newest: dt.datetime, first: dt.datetime, second: dt.datetime, limit: int
+        self, newest: dt.datetime, first: dt.datetime, second: dt.datetime, limit: int | None
     ) -> list[tuple[str, int, int]]:
         """(topic, growth since the `first` capture, growth since the `second`) of the
-        `limit` topics that grew most since `first` (then `second`, then by name); a
-        topic missing from a capture counts as 0 there."""
-        rows = self.db.select(_TOP_VOLUMES, (newest, first, second, limit))
+        `limit` topics (None: all) that grew most since `first` (then `second`, then by
+        name); a topic missing from a capture counts as 0 there."""
+        everything = 2**64 - 1  # MySQL's "no limit" for a LIMIT that takes a parameter
+        rows = self.db.select(_TOP_VOLUMES, (newest, first, second, limit or everything))
         return [(str(n), int(a), int(b)) for n, a, b in rows]
 
     def baseline_capture(self, start: dt.datetime) -> tuple[dt.datetime | None, bool]:
