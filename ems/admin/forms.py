@@ -9,7 +9,8 @@ from collections.abc import Mapping
 
 from flask import request
 
-from ems.exceptions import InvalidInput
+from ems.display import shown
+from ems.exceptions import InvalidInput, InvalidSetting
 
 #: Characters of a field accepted.
 FIELD_CHARS = 4096
@@ -42,11 +43,35 @@ def text(fields: Mapping[str, object], name: str, *, required: bool = True) -> s
     return value.strip()
 
 
-def whole(value: str, name: str) -> int:
-    """A non-negative integer written in decimal digits (at most 19)."""
-    if not (value.isascii() and value.isdigit() and len(value) <= 19):
-        shown = repr(value) if len(value) <= 32 else "given"
-        raise InvalidInput(f"{name} must be a non-negative integer, not {shown}")
+#: The largest value of a BIGINT column: ids, offsets and cursors fit in it.
+MAX_WHOLE = 2**63 - 1
+
+
+def whole(value: str, name: str, error: type[InvalidInput] = InvalidInput) -> int:
+    """A non-negative integer written in decimal digits, at most MAX_WHOLE; else `error`."""
+    if not (value.isascii() and value.isdigit() and len(value) <= 19) or int(value) > MAX_WHOLE:
+        raise error(f"{name} must be a non-negative integer, not {shown(value, 32)}")
+    return int(value)
+
+
+def optional_whole(
+    value: str | None, name: str, error: type[InvalidInput] = InvalidInput
+) -> int | None:
+    """As whole, and None when the parameter is absent."""
+    return None if value is None else whole(value, name, error)
+
+
+def page_limit(value: str | None, default: int, maximum: int) -> int:
+    """A ?limit= parameter: `default` when absent, else an integer from 1 to `maximum`
+    (InvalidSetting otherwise)."""
+    if value is None:
+        return default
+    if not (value.isascii() and value.isdigit() and len(value) <= 19) or not (
+        1 <= int(value) <= maximum
+    ):
+        raise InvalidSetting(
+            f"limit must be an integer from 1 to {maximum}, not {shown(value, 20)}"
+        )
     return int(value)
 
 

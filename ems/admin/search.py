@@ -18,15 +18,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from ems.admin.forms import optional_whole, page_limit, whole
 from ems.exceptions import (
     ConflictingOptions,
     InvalidCursor,
     InvalidDatetime,
-    InvalidInput,
     InvalidKey,
     InvalidName,
     InvalidOffset,
-    InvalidSetting,
     InvalidWindow,
 )
 from ems.ops.query import DEFAULT_PAGE, MAX_CURSOR, MAX_PAGE
@@ -36,8 +35,6 @@ Kind = Literal["none", "id", "place", "partition", "key", "range"]
 FIELDS = ("topic", "partition", "offset", "id", "key", "since", "until")
 #: Longest time text: ISO 8601 with microseconds and an offset is 32 characters.
 MAX_WHEN = 64
-#: Longest number: a BIGINT has 19 digits.
-MAX_DIGITS = 19
 NEEDS_SINCE = (
     "a key or time-range search needs a time range: give since (ISO 8601 in UTC such as "
     "2026-11-22T10:00:00Z, or an age such as 15m, 2h, 7d; until is optional)"
@@ -84,17 +81,17 @@ def parse_search(args: Mapping[str, str]) -> Search:
     """The search the query string asks for; InvalidInput (a 400) for bad or conflicting
     fields, or a key or time search without `since`."""
     given = {name: value for name in (*FIELDS, "after", "limit") if (value := args.get(name))}
-    limit = _limit(given.get("limit"))
+    limit = page_limit(given.get("limit"), DEFAULT_PAGE, MAX_PAGE)
     after = _after(given.get("after"))
     if "id" in given:
         others = sorted(set(given) & set(FIELDS) - {"id"})
         if others:
             got = ", ".join(others)
             raise ConflictingOptions(f"a search by id takes no other field (got {got})")
-        return Search(kind="id", message_id=number("id", given["id"], InvalidInput))
+        return Search(kind="id", message_id=whole(given["id"], "id"))
     topic = None if "topic" not in given else check_topic(given["topic"])
-    partition = _optionalnumber("partition", given.get("partition"), InvalidInput)
-    offset = _optionalnumber("offset", given.get("offset"), InvalidOffset)
+    partition = optional_whole(given.get("partition"), "partition")
+    offset = optional_whole(given.get("offset"), "offset", InvalidOffset)
     key = _key(given.get("key"))
     since, until = _when("since", given.get("since")), _when("until", given.get("until"))
     if topic is None:
@@ -146,26 +143,3 @@ def _after(text: str | None) -> str | None:
     if text is not None and len(text) > MAX_CURSOR:
         raise InvalidCursor(f"the cursor has more than {MAX_CURSOR} characters")
     return text
-
-
-def _limit(text: str | None) -> int:
-    if text is None:
-        return DEFAULT_PAGE
-    value = number("limit", text, InvalidSetting)
-    if not 1 <= value <= MAX_PAGE:
-        raise InvalidSetting(f"limit must be an integer from 1 to {MAX_PAGE}, not {value}")
-    return value
-
-
-def _optionalnumber(name: str, text: str | None, error: type[InvalidInput]) -> int | None:
-    return None if text is None else number(name, text, error)
-
-
-def number(name: str, text: str, error: type[InvalidInput]) -> int:
-    """A non-negative integer of at most 19 digits, or `error`."""
-    if not (text.isascii() and text.isdigit() and len(text) <= MAX_DIGITS):
-        shown = repr(text) if len(text) <= 32 else "given"
-        raise error(
-            f"{name} must be an integer from 0, of at most {MAX_DIGITS} digits, not {shown}"
-        )
-    return int(text)

@@ -8,12 +8,14 @@ from dataclasses import dataclass
 
 import pytest
 
+from ems.admin.forms import MAX_WHOLE, page_limit, whole
 from ems.admin.principal import Principal, bearer_secret, trusted_role
 from ems.admin.redirects import HOME, safe_next
 from ems.admin.serialize import to_json
 from ems.admin.startup import MIN_SECRET_KEY, secret_key_problem
 from ems.config import Settings
 from ems.display import format_utc
+from ems.exceptions import InvalidCursor, InvalidInput, InvalidSetting
 
 
 @pytest.mark.parametrize(
@@ -114,3 +116,25 @@ def test_the_secret_key_is_checked() -> None:
     assert short is not None and "fewer than 32" in short
     assert secret_key_problem(Settings(admin_secret_key="x" * MIN_SECRET_KEY)) is None
     assert "x" * MIN_SECRET_KEY not in repr(Settings(admin_secret_key="x" * MIN_SECRET_KEY))
+
+
+@pytest.mark.parametrize(
+    "text", ["", "-1", "1.0", "١٢", " 7", "0x10", str(MAX_WHOLE + 1), "9" * 40]
+)
+def test_a_number_parameter_is_plain_digits_within_a_bigint(text: str) -> None:
+    with pytest.raises(InvalidCursor, match="before must be a non-negative integer"):
+        whole(text, "before", InvalidCursor)
+    assert whole(str(MAX_WHOLE), "id") == MAX_WHOLE and whole("007", "id") == 7
+    with pytest.raises(InvalidInput):
+        whole(text, "id")
+
+
+@pytest.mark.parametrize(("text", "found"), [(None, 50), ("1", 1), ("100", 100)])
+def test_a_page_limit_defaults_and_stays_within_its_maximum(text: str | None, found: int) -> None:
+    assert page_limit(text, 50, 100) == found
+
+
+@pytest.mark.parametrize("text", ["0", "101", "-5", "ten", "1" * 30])
+def test_a_page_limit_outside_its_range_is_refused(text: str) -> None:
+    with pytest.raises(InvalidSetting, match="limit must be an integer from 1 to 100"):
+        page_limit(text, 50, 100)

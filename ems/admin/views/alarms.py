@@ -12,18 +12,18 @@ from flask import Blueprint, Response, jsonify, render_template, request
 
 from ems.admin import audit
 from ems.admin.capabilities import ACK_ALARMS, READ
+from ems.admin.forms import optional_whole, page_limit, whole
 from ems.admin.guard import requires
 from ems.admin.principal import NOBODY
 from ems.admin.serialize import to_json
 from ems.admin.services import services
 from ems.alarms.desk import DEFAULT_PAGE, MAX_PAGE, check_ack_ids, state_text
-from ems.exceptions import InvalidCursor, InvalidInput, InvalidSetting
+from ems.exceptions import InvalidCursor, InvalidInput
 from ems.values.alarms import AckResult, AlarmPage
 
 bp = Blueprint("alarms", __name__)
 
 #: Digits of the largest id (2**64 - 1).
-_ID_DIGITS = 20
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -48,25 +48,16 @@ class AlarmQuery:
         }
 
 
-def _number(text: str | None, error: type[InvalidInput], what: str) -> int | None:
-    if text is None:
-        return None
-    if not (text.isascii() and text.isdigit() and len(text) <= _ID_DIGITS):
-        shown = repr(text) if len(text) <= 20 else "the value given"
-        raise error(f"{what} must be a positive integer, not {shown}")
-    return int(text)
-
-
 def alarm_query() -> AlarmQuery:
     """The listing parameters of the current request; the desk checks their values."""
     args = request.args
-    limit = _number(args.get("limit"), InvalidSetting, f"limit (1 to {MAX_PAGE})")
+    limit = page_limit(args.get("limit"), DEFAULT_PAGE, MAX_PAGE)
     return AlarmQuery(
         state=args.get("state") or "open",
         group=args.get("group") or None,
         prefix=args.get("prefix", ""),
-        before=_number(args.get("before"), InvalidCursor, "before (an alarm id)"),
-        limit=DEFAULT_PAGE if limit is None else limit,
+        before=optional_whole(args.get("before"), "before (an alarm id)", InvalidCursor),
+        limit=limit,
     )
 
 
@@ -98,12 +89,7 @@ def api() -> Response:
 
 
 def _form_ids() -> list[int]:
-    ids = []
-    for text in request.form.getlist("id"):
-        number = _number(text.strip(), InvalidInput, "an alarm id")
-        assert number is not None
-        ids.append(number)
-    return ids
+    return [whole(text.strip(), "an alarm id") for text in request.form.getlist("id")]
 
 
 def _requested_ids() -> tuple[int, ...]:

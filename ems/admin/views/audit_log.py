@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from flask import Blueprint, Response, jsonify, render_template, request
 
 from ems.admin.capabilities import READ_ACCOUNTS
+from ems.admin.forms import optional_whole, page_limit
 from ems.admin.guard import requires
 from ems.admin.serialize import to_json
 from ems.admin.services import services
-from ems.exceptions import InvalidCursor, InvalidInput, InvalidSetting
+from ems.exceptions import InvalidCursor
 from ems.ops.audit_search import audit_filter
 from ems.ops.browse import DEFAULT_PAGE, MAX_PAGE
 from ems.values.accounts import AuditPage
@@ -23,7 +24,6 @@ bp = Blueprint("audit_log", __name__)
 
 #: The search fields, as the page's form and the API name them.
 FIELDS = ("actor", "action", "target", "since", "until")
-_DIGITS = 20
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -42,24 +42,12 @@ class AuditQuery:
         return args
 
 
-def _number(name: str, error: type[InvalidInput]) -> int | None:
-    text = request.args.get(name)
-    if text is None:
-        return None
-    if not (text.isascii() and text.isdigit() and len(text) <= _DIGITS):
-        shown = repr(text) if len(text) <= 20 else "the value given"
-        raise error(f"{name} must be a positive integer, not {shown}")
-    return int(text)
-
-
 def audit_query() -> AuditQuery:
-    limit = _number("limit", InvalidSetting)
-    if limit is not None and not 1 <= limit <= MAX_PAGE:
-        raise InvalidSetting(f"limit must be an integer from 1 to {MAX_PAGE}, not {limit}")
+    args = request.args
     return AuditQuery(
-        terms={name: request.args.get(name, "") for name in FIELDS},
-        before=_number("before", InvalidCursor),
-        limit=DEFAULT_PAGE if limit is None else limit,
+        terms={name: args.get(name, "") for name in FIELDS},
+        before=optional_whole(args.get("before"), "before", InvalidCursor),
+        limit=page_limit(args.get("limit"), DEFAULT_PAGE, MAX_PAGE),
     )
 
 

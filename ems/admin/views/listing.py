@@ -10,7 +10,8 @@ from typing import Any
 
 from flask import request, url_for
 
-from ems.exceptions import InvalidName, InvalidSetting
+from ems.admin.forms import page_limit
+from ems.exceptions import InvalidName
 from ems.ops.browse import DEFAULT_PAGE, GROUP_PARTITIONS, MAX_PAGE
 
 
@@ -39,7 +40,7 @@ def listing(default: int = DEFAULT_PAGE, maximum: int = MAX_PAGE) -> Listing:
     return Listing(
         prefix=args.get("prefix", ""),
         after=args.get("after"),
-        limit=_limit(args.get("limit"), default, maximum),
+        limit=page_limit(args.get("limit"), default, maximum),
     )
 
 
@@ -47,18 +48,7 @@ def partition_page() -> tuple[str | None, int]:
     """A group detail's page of partitions: ?after= (checked by the browser) and ?limit=
     (1 to GROUP_PARTITIONS, the default)."""
     args = request.args
-    return args.get("after"), _limit(args.get("limit"), GROUP_PARTITIONS, GROUP_PARTITIONS)
-
-
-def _limit(text: str | None, default: int = DEFAULT_PAGE, maximum: int = MAX_PAGE) -> int:
-    if text is None:
-        return default
-    if not (text.isascii() and text.isdigit() and len(text) <= 4) or not (
-        1 <= int(text) <= maximum
-    ):
-        shown = repr(text) if len(text) <= 20 else "given"
-        raise InvalidSetting(f"limit must be an integer from 1 to {maximum}, not {shown}")
-    return int(text)
+    return args.get("after"), page_limit(args.get("limit"), GROUP_PARTITIONS, GROUP_PARTITIONS)
 
 
 def named(name: str | None) -> str:

@@ -19,8 +19,9 @@ from werkzeug.exceptions import Forbidden
 from ems.admin import audit
 from ems.admin.bodies import KEY_CELL, body_view, format_size, header_rows, key_text
 from ems.admin.capabilities import DOWNLOAD_BODIES, READ, READ_BODIES
+from ems.admin.forms import whole
 from ems.admin.guard import requires
-from ems.admin.search import Search, check_topic, number, parse_search
+from ems.admin.search import Search, check_topic, parse_search
 from ems.admin.serialize import to_json
 from ems.admin.services import services
 from ems.display import json_fields
@@ -190,12 +191,12 @@ def _by_place(topic: str, partition: str, offset: str) -> Located:
 
 
 def _place(topic: str, partition: str, offset: str) -> tuple[str, int, int]:
-    p = number("partition", partition, InvalidInput)
-    return check_topic(topic), p, number("offset", offset, InvalidOffset)
+    p = whole(partition, "partition")
+    return check_topic(topic), p, whole(offset, "offset", InvalidOffset)
 
 
 def _by_id(message_id: str) -> Located:
-    found = services().messages.get_by_id(number("id", message_id, InvalidInput))
+    found = services().messages.get_by_id(whole(message_id, "id"))
     return found, services().tracer.trace_id(found.message.id)
 
 
@@ -274,7 +275,7 @@ def raw(topic: str, partition: str, offset: str) -> Response:
 @bp.get("/messages/id/<message_id>/raw")
 @requires(DOWNLOAD_BODIES)
 def raw_by_id(message_id: str) -> Response:
-    return _download(services().messages.get_by_id(number("id", message_id, InvalidInput)))
+    return _download(services().messages.get_by_id(whole(message_id, "id")))
 
 
 @bp.get("/message/raw")
