@@ -8,11 +8,15 @@ and the operation applies exactly what was previewed, provided the state still m
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from flask import Response, jsonify
+
+from ems.admin import forms
 from ems.admin.audit import current_principal
 from ems.admin.services import services
-from ems.exceptions import InvalidInput
+from ems.exceptions import InvalidInput, PlanChanged
 from ems.ops.plans import IssuedPlan
 from ems.values.plans import Plan, PlanAction
 
@@ -33,6 +37,27 @@ def issue(action: PlanAction, target: str, body: dict[str, Any]) -> IssuedPlan:
 
 def reopen(token: object, action: PlanAction) -> Plan:
     return services().plans.open(token, _actor(), action)
+
+
+def opened(action: PlanAction) -> tuple[Plan, str | None, Mapping[str, object]]:
+    """The plan an apply form or JSON body names (reopened for the signed-in actor), its
+    token, and the fields sent."""
+    fields = forms.sent()
+    token = forms.text(fields, "plan")
+    return reopen(token, action), token, fields
+
+
+def confirmation(fields: Mapping[str, object]) -> str | None:
+    """The word typed in the confirm field, if any."""
+    return forms.text(fields, "confirm", required=False)
+
+
+def refused(changed: PlanChanged, preview: Mapping[str, object]) -> Response:
+    """The API's answer to an apply refused because the state moved: a 409 with the new
+    preview to confirm instead."""
+    answer = jsonify({"error": f"nothing was changed: {changed}", **preview})
+    answer.status_code = 409
+    return answer
 
 
 def claim(token: object, action: PlanAction, typed: str | None, word: str) -> Plan:

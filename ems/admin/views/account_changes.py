@@ -86,7 +86,7 @@ def _register(action: PlanAction, path: str) -> None:
         return jsonify(_preview_json(issued, found))
 
     def apply() -> Response:
-        plan, token, fields = _opened(action)
+        plan, token, fields = plans.opened(action)
         try:
             result = _apply(action, plan, token, fields, twice=True)
         except (plans.NotConfirmed, InvalidPassword) as exc:
@@ -103,16 +103,11 @@ def _register(action: PlanAction, path: str) -> None:
         return Response(page)
 
     def api_apply() -> Response:
-        plan, token, fields = _opened(action)
+        plan, token, fields = plans.opened(action)
         try:
             result = _apply(action, plan, token, fields, twice=False)
         except PlanChanged as exc:
-            issued, found = _again(action, plan)
-            answer = jsonify(
-                {"error": f"nothing was changed: {exc}", **_preview_json(issued, found)}
-            )
-            answer.status_code = 409
-            return answer
+            return plans.refused(exc, _preview_json(*_again(action, plan)))
         return jsonify(_result_json(result, _sign_out_if_mine(result)))
 
     for rule, endpoint, view in (
@@ -158,12 +153,6 @@ def _rule_refusal(exc: EmsError) -> bool:
 def _issue(found: AccountPreview) -> IssuedPlan:
     body = {**found.body, "changes": list(found.changes)}
     return plans.issue(found.action, found.target, body)
-
-
-def _opened(action: PlanAction) -> tuple[Plan, str | None, Mapping[str, object]]:
-    fields = forms.sent()
-    token = forms.text(fields, "plan")
-    return plans.reopen(token, action), token, fields
 
 
 def _apply(

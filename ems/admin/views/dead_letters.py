@@ -106,13 +106,9 @@ def _register(action: PlanAction, how: How, capability: str) -> None:
         return jsonify(_preview_json(issued, found))
 
     def apply() -> Response:
-        fields = forms.sent()
-        token = forms.text(fields, "plan")
-        plan = plans.reopen(token, action)
+        plan, token, fields = plans.opened(action)
         try:
-            outcomes = _apply(
-                action, how, plan, token, forms.text(fields, "confirm", required=False)
-            )
+            outcomes = _apply(action, how, plan, token, plans.confirmation(fields))
         except plans.NotConfirmed as exc:
             shown = {**_shown(action, _stored(plan, how)), "notice": str(exc)}
             same = IssuedPlan(plan=plan, token=str(token))
@@ -127,33 +123,17 @@ def _register(action: PlanAction, how: How, capability: str) -> None:
             action=action,
             title=CHANGES[action][2],
             outcomes=outcomes,
-            summary=summary(outcomes, how),
-            succeeded=all_done(outcomes, how),
+            **_result(outcomes, how),
         )
         return Response(page)
 
     def api_apply() -> Response:
-        fields = forms.sent()
-        token = forms.text(fields, "plan")
-        plan = plans.reopen(token, action)
+        plan, token, fields = plans.opened(action)
         try:
-            outcomes = _apply(
-                action, how, plan, token, forms.text(fields, "confirm", required=False)
-            )
+            outcomes = _apply(action, how, plan, token, plans.confirmation(fields))
         except PlanChanged as exc:
-            issued, found = _again(action, how, plan, exc)
-            answer = jsonify(
-                {"error": f"nothing was changed: {exc}", **_preview_json(issued, found)}
-            )
-            answer.status_code = 409
-            return answer
-        return jsonify(
-            {
-                "succeeded": all_done(outcomes, how),
-                "summary": summary(outcomes, how),
-                "outcomes": to_json(outcomes),
-            }
-        )
+            return plans.refused(exc, _preview_json(*_again(action, how, plan, exc)))
+        return jsonify({**_result(outcomes, how), "outcomes": to_json(outcomes)})
 
     for rule, endpoint, view in (
         (f"/dead-letters/{action}/preview", f"{action}_preview", preview),
@@ -162,6 +142,11 @@ def _register(action: PlanAction, how: How, capability: str) -> None:
         (f"/api/v1/dead-letters/{action}/apply", f"api_{action}_apply", api_apply),
     ):
         bp.add_url_rule(rule, endpoint, requires(capability)(view), methods=["POST"])
+
+
+def _result(outcomes: list[ResendOutcome], how: How) -> dict[str, Any]:
+    """What an apply did: whether every item succeeded, and the summary line."""
+    return {"succeeded": all_done(outcomes, how), "summary": summary(outcomes, how)}
 
 
 def _preview(

@@ -62,11 +62,9 @@ def api_preview() -> Response:
 @bp.post("/reset/apply")
 @requires(RESET_OFFSETS)
 def apply() -> Response:
-    fields = forms.sent()
-    token = forms.text(fields, "plan")
-    plan = plans.reopen(token, ACTION)
+    plan, token, fields = plans.opened(ACTION)
     try:
-        result = _apply(plan, token, forms.text(fields, "confirm", required=False))
+        result = _apply(plan, token, plans.confirmation(fields))
     except plans.NotConfirmed as exc:
         return _preview_page(IssuedPlan(plan=plan, token=str(token)), _stored(plan), str(exc), 400)
     except PlanChanged as exc:
@@ -79,16 +77,11 @@ def apply() -> Response:
 @bp.post("/api/v1/reset/apply")
 @requires(RESET_OFFSETS)
 def api_apply() -> Response:
-    fields = forms.sent()
-    token = forms.text(fields, "plan")
-    plan = plans.reopen(token, ACTION)
+    plan, token, fields = plans.opened(ACTION)
     try:
-        result = _apply(plan, token, forms.text(fields, "confirm", required=False))
+        result = _apply(plan, token, plans.confirmation(fields))
     except PlanChanged as exc:
-        issued, found = _again(plan, exc)
-        answer = jsonify({"error": f"nothing was changed: {exc}", **_preview_json(issued, found)})
-        answer.status_code = 409
-        return answer
+        return plans.refused(exc, _preview_json(*_again(plan, exc)))
     return jsonify({"applied": True, "result": to_json(result)})
 
 
