@@ -83,6 +83,12 @@ def main(argv: list[str] | None = None) -> int:
         help="consumer suite: backlog to drain (default 200,000, ~10 s for ems)",
     )
     parser.add_argument(
+        "--aio-consume-messages",
+        type=positive_int,
+        default=200_000,
+        help="aio suite: backlog the sync and the aio consumer groups each drain (default 200,000)",
+    )
+    parser.add_argument(
         "--soak-seconds",
         type=float,
         default=60.0,

@@ -1,95 +1,260 @@
-"""The aio suite: ems.aio.Producer in one process with 1, 10, 100 and 1,000 tasks, each
-sending single messages and awaiting each, beside the thread-safe Producer's one-process
-single-send rate, in one run and one table.
+"""The aio suite: the asyncio SDK beside the sync SDK and raw PyMySQL, in one run and one
+table.
 
-Targets (reported, never asserted): 100 tasks >= 30,000 msg/s and >= 3x the sync rate.
-After the table, a cProfile of the 100-task case shows where the time goes.
+Rows, each measured in fresh processes (harness.run_parallel) after the message table and
+the offset counters are emptied:
+
+- single send, one process: raw INSERT on one connection and the sync Producer on one
+  thread (the producer suite's own worker and writers: benchmarks/producer.py and
+  writers.py), then ems.aio.Producer with 1, 10, 100 and 1,000 tasks, each sending single
+  messages and awaiting each, all sharing one producer;
+- batch of 100, one process: raw multi-row INSERT, the sync Producer's send_batch, and
+  ems.aio.Producer.send_batch from one task and from 4 tasks sharing one producer;
+- consume and ack, 4 processes: one group of 4 member processes drains a backlog with the
+  sync Consumer and with ems.aio.Consumer, handlers that do nothing (benchmarks/aio_consume.py);
+- event-loop lag: 100 tasks publish at full rate while a monitor task on the same loop
+  sleeps 1 ms at a time and records how late it wakes (p50, p99, max).
+
+Targets, computed from the measurements and reported, never asserted: 100 tasks >= 30,000
+msg/s and >= 3x the sync single-send rate; aio consume >= 0.9x sync; lag p99 < 10 ms.
+Under the table: the checks (every acknowledged message stored once, gap-free; every
+backlog message handled and the group's cursors at the end), the lag, and a cProfile of
+the 100-task case.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import cProfile
+import multiprocessing as mp
 import pstats
+import sys
 import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
+from benchmarks import aio_consume
 from benchmarks.aio_drivers import DATABASE, prepare
+from benchmarks.consumer import WORKERS as CONSUMERS
+from benchmarks.consumer_workers import BODY_BYTES
 from benchmarks.harness import (
     BARRIER_TIMEOUT,
     HEADERS,
+    PARTITIONS,
     BenchConfig,
+    Measurement,
+    Reading,
     WorkerResult,
     clear_redis,
     on_database,
     query,
     readings,
     run_parallel,
-    timed_loop,
 )
+from benchmarks.producer import BATCH, bench_worker
+from benchmarks.producer import Spec as WriterSpec
+from benchmarks.purge import percentile
 from benchmarks.report import environment, profile_summary
-from ems import Producer as SyncProducer
+from ems import Record
 from ems.aio import Producer
 
 RESULTS = Path(__file__).resolve().parent / "results" / "aio-latest.md"
 TASKS = (1, 10, 100, 1000)
-WARM = 20
-TARGET_RATE = 30_000
-TARGET_VS_SYNC = 3.0
+#: The tasks whose single sends carry the target.
+TARGET_TASKS = 100
+BATCH_TASKS = (1, 4)
+LAG_TASKS = TARGET_TASKS
+#: The lag monitor's sleep.
+TICK = 0.001
+
+SINGLE = "single send, 1 process"
+BATCHED = f"batch of {BATCH}, 1 process"
+CONSUME = f"consume + ack, {CONSUMERS} processes"
+LAG = "event-loop lag"
+
+
+@dataclass(frozen=True)
+class Lag:
+    """How late each wake-up of the monitor came, in seconds."""
+
+    late: tuple[float, ...]
+
+    def ms(self, q: float) -> float:
+        return percentile(list(self.late), q) * 1000
+
+    @property
+    def p50(self) -> float:
+        return self.ms(0.50)
+
+    @property
+    def p99(self) -> float:
+        return self.ms(0.99)
+
+    @property
+    def worst(self) -> float:
+        return max(self.late, default=float("nan")) * 1000
+
+
+@dataclass(frozen=True, kw_only=True)
+class Row:
+    kind: str  # SINGLE, BATCHED, CONSUME or LAG
+    case: str
+    system: str  # "raw", "sync" or "aio": the reference columns compare within a kind
+    rate: float
+    cpu: float  # client CPU us per message
+    goal: Goal | None = None
+    lag: Lag | None = None
+    error: str | None = None  # the row could not be measured
+
+
+@dataclass(frozen=True, kw_only=True)
+class Goal:
+    """A target row's floors (and the lag's ceiling)."""
+
+    rate: float | None = None
+    vs_sync: float | None = None
+    lag_p99_ms: float | None = None
+
+    def describe(self) -> str:
+        parts = []
+        if self.rate is not None:
+            parts.append(f">= {self.rate:,.0f} msg/s")
+        if self.vs_sync is not None:
+            parts.append(f">= {self.vs_sync:g}x sync")
+        if self.lag_p99_ms is not None:
+            parts.append(f"lag p99 < {self.lag_p99_ms:g} ms")
+        return ", ".join(parts)
+
+    def misses(self, row: Row, sync: float | None) -> list[str]:
+        """Why the row misses the target; [] when met. A missing measurement is a miss."""
+        if row.error is not None:
+            return ["not measured"]
+        out = []
+        if self.rate is not None and row.rate < self.rate:
+            out.append(f"{row.rate:,.0f} < {self.rate:,.0f} msg/s")
+        if self.vs_sync is not None:
+            if not sync:
+                out.append("sync not measured")
+            elif row.rate / sync < self.vs_sync:
+                out.append(f"{row.rate / sync:.2f}x < {self.vs_sync:g}x sync")
+        if self.lag_p99_ms is not None:
+            if row.lag is None:
+                out.append("lag not measured")
+            elif not row.lag.p99 < self.lag_p99_ms:
+                out.append(f"p99 {row.lag.p99:.2f} ms >= {self.lag_p99_ms:g} ms")
+        return out
+
+
+SEND_GOAL = Goal(rate=30_000, vs_sync=3.0)
+CONSUME_GOAL = Goal(vs_sync=0.9)
+LAG_GOAL = Goal(lag_p99_ms=10.0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Case:
+    """One publishing row."""
+
+    kind: str  # SINGLE or BATCHED
+    system: str
+    tasks: int = 1
+    goal: Goal | None = None
+
+    @property
+    def batch(self) -> int:
+        return 1 if self.kind == SINGLE else BATCH
+
+    @property
+    def title(self) -> str:
+        call = "send" if self.kind == SINGLE else "send_batch"
+        if self.system == "raw":
+            return f"raw {'INSERT' if self.kind == SINGLE else 'multi-row INSERT'}, 1 connection"
+        if self.system == "sync":
+            return f"sync Producer.{call}, 1 thread"
+        return f"aio Producer.{call}, {self.tasks:,} task{'s' * (self.tasks > 1)}"
+
+
+CASES = (
+    Case(kind=SINGLE, system="raw"),
+    Case(kind=SINGLE, system="sync"),
+    *(
+        Case(kind=SINGLE, system="aio", tasks=n, goal=SEND_GOAL if n == TARGET_TASKS else None)
+        for n in TASKS
+    ),
+    Case(kind=BATCHED, system="raw"),
+    Case(kind=BATCHED, system="sync"),
+    *(Case(kind=BATCHED, system="aio", tasks=n) for n in BATCH_TASKS),
+)
+CONSUME_CASES = {
+    "sync": "sync Consumer.run, `def handle(d)` does nothing",
+    "aio": "aio Consumer.run, `async def handle(d)` does nothing",
+}
+
+
+def log(message: str) -> None:
+    print(f"[bench aio] {message}", file=sys.stderr, flush=True)
+
+
+# -- the asyncio producer in one process -------------------------------------------------
 
 
 @dataclass(frozen=True, kw_only=True)
 class Spec:
     cfg: BenchConfig
-    tasks: int  # 0: the thread-safe Producer, one thread
+    tasks: int
+    batch: int = 1
 
 
-def sync_worker(index: int, workers: int, spec: Spec, barrier: Barrier) -> WorkerResult:
+async def watch(late: list[float], running: Callable[[], bool]) -> None:
+    """The lag monitor: sleep TICK at a time on the loop; record how late each wake-up is."""
+    while running():
+        due = time.perf_counter() + TICK
+        await asyncio.sleep(TICK)
+        late.append(max(0.0, time.perf_counter() - due))
+
+
+async def drive(
+    spec: Spec, barrier: Barrier | None, seconds: float, late: list[float] | None = None
+) -> WorkerResult:
+    """spec.tasks tasks sharing one Producer, each awaiting one call (a send, or a
+    send_batch of spec.batch) at a time for `seconds`; with `late`, the lag monitor too."""
     rows = readings()
-    producer = SyncProducer(spec.cfg.settings)
-    position = 0
-
-    def step() -> int:
-        nonlocal position
-        r = rows[position % len(rows)]
-        position += 1
-        producer.send(spec.cfg.topic, r.body, key=r.key, headers=HEADERS)
-        return 1
-
-    try:
-        for _ in range(WARM):
-            step()
-        return timed_loop(barrier, spec.cfg.seconds, step, WARM)
-    finally:
-        producer.close()
-
-
-async def drive(spec: Spec, barrier: Barrier | None, seconds: float) -> WorkerResult:
-    rows = readings()
+    chunks = [rows[i : i + spec.batch] for i in range(0, len(rows), spec.batch)]
     topic = spec.cfg.topic
-    stop = False
+    running = True
     counts = [0] * spec.tasks
     async with Producer(spec.cfg.settings) as producer:
 
-        async def task(t: int, limit: int | None) -> None:
-            position = t * len(rows) // spec.tasks
-            while not stop and (limit is None or counts[t] < limit):
-                r = rows[position % len(rows)]
-                position += 1
+        async def call(chunk: list[Reading]) -> None:
+            if spec.batch == 1:
+                r = chunk[0]
                 await producer.send(topic, r.body, key=r.key, headers=HEADERS)
-                counts[t] += 1
+            else:
+                await producer.send_batch(topic, [Record(r.body, r.key, HEADERS) for r in chunk])
+
+        async def task(t: int, calls: int | None) -> None:
+            position = t * len(chunks) // spec.tasks  # tasks start at different rows
+            while running and calls != 0:
+                chunk = chunks[position % len(chunks)]
+                position += 1
+                await call(chunk)
+                counts[t] += len(chunk)
+                calls = None if calls is None else calls - 1
 
         await asyncio.gather(*(task(t, 1) for t in range(spec.tasks)))  # warm up
         warm = sum(counts)
-        counts = [0] * spec.tasks
+        counts[:] = [0] * spec.tasks
         if barrier is not None:
             await asyncio.get_running_loop().run_in_executor(None, barrier.wait, BARRIER_TIMEOUT)
         cpu, start = time.process_time(), time.perf_counter()
         tasks = [asyncio.create_task(task(t, None)) for t in range(spec.tasks)]
+        if late is not None:
+            tasks.append(asyncio.create_task(watch(late, lambda: running)))
         await asyncio.sleep(seconds)
-        stop = True
+        running = False
         await asyncio.gather(*tasks)
         elapsed = time.perf_counter() - start
         cpu = time.process_time() - cpu
@@ -97,9 +262,15 @@ async def drive(spec: Spec, barrier: Barrier | None, seconds: float) -> WorkerRe
 
 
 def aio_worker(index: int, workers: int, spec: Spec, barrier: Barrier) -> WorkerResult:
-    if spec.tasks == 0:
-        return sync_worker(index, workers, spec, barrier)
     return asyncio.run(drive(spec, barrier, spec.cfg.seconds))
+
+
+def lag_worker(spec: Spec) -> tuple[WorkerResult, list[float]]:
+    late: list[float] = []
+    return asyncio.run(drive(spec, None, spec.cfg.seconds, late)), late
+
+
+# -- measurements ------------------------------------------------------------------------
 
 
 def reset(cfg: BenchConfig) -> None:
@@ -123,7 +294,74 @@ def check(cfg: BenchConfig, acked: int) -> list[str]:
     return problems
 
 
-def profile(cfg: BenchConfig, tasks: int = 100, seconds: float = 3.0) -> list[str]:
+def publish(cfg: BenchConfig, case: Case, notes: list[str]) -> Row:
+    """One publishing row: raw and sync by the producer suite's worker, aio by drive()."""
+    reset(cfg)
+    if case.system == "aio":
+        spec: object = Spec(cfg=cfg, tasks=case.tasks, batch=case.batch)
+        result = run_parallel(aio_worker, spec, 1, cfg.seconds)
+    else:
+        system = "raw" if case.system == "raw" else "ems"
+        spec = WriterSpec(cfg=cfg, system=system, batch=case.batch)
+        result = run_parallel(bench_worker, spec, 1, cfg.seconds)
+    notes += [f"{case.title}: {p}" for p in check(cfg, result.sent + result.warm)]
+    log(f"{case.kind} / {case.title}: {result.rate:,.0f} msg/s")
+    return Row(
+        kind=case.kind,
+        case=case.title,
+        system=case.system,
+        rate=result.rate,
+        cpu=result.cpu_micros,
+        goal=case.goal,
+    )
+
+
+def measure_lag(cfg: BenchConfig, notes: list[str]) -> Row:
+    """LAG_TASKS tasks publishing at full rate with the monitor on their loop, in a fresh
+    process."""
+    reset(cfg)
+    with ProcessPoolExecutor(1, mp_context=mp.get_context("forkserver")) as pool:
+        future = pool.submit(lag_worker, Spec(cfg=cfg, tasks=LAG_TASKS))
+        result, late = future.result(timeout=cfg.seconds + BARRIER_TIMEOUT)
+    notes += [f"lag run: {p}" for p in check(cfg, result.sent + result.warm)]
+    m = Measurement(
+        workers=1, sent=result.sent, warm=result.warm, elapsed=result.elapsed, cpu=result.cpu
+    )
+    lag = Lag(tuple(late))
+    log(f"lag with {LAG_TASKS} tasks at {m.rate:,.0f} msg/s: p99 {lag.p99:.2f} ms")
+    return Row(
+        kind=LAG,
+        case=f"aio Producer.send, {LAG_TASKS} tasks, and a monitor task sleeping "
+        f"{TICK * 1000:g} ms at a time",
+        system="aio",
+        rate=m.rate,
+        cpu=m.cpu_micros,
+        goal=LAG_GOAL,
+        lag=lag,
+    )
+
+
+def consume(cfg: BenchConfig, messages: int, notes: list[str]) -> list[Row]:
+    rows = []
+    for d in aio_consume.measure(cfg, messages, log):
+        notes += d.checks
+        if d.error is not None:
+            notes.append(f"{CONSUME_CASES[d.system]}: FAILED: {d.error}")
+        rows.append(
+            Row(
+                kind=CONSUME,
+                case=CONSUME_CASES[d.system],
+                system=d.system,
+                rate=d.rate,
+                cpu=d.cpu_micros,
+                goal=CONSUME_GOAL if d.system == "aio" else None,
+                error=d.error,
+            )
+        )
+    return rows
+
+
+def profile(cfg: BenchConfig, tasks: int = TARGET_TASKS, seconds: float = 3.0) -> list[str]:
     reset(cfg)
     prof = cProfile.Profile()
     result = prof.runcall(asyncio.run, drive(Spec(cfg=cfg, tasks=tasks), None, seconds))
@@ -131,49 +369,116 @@ def profile(cfg: BenchConfig, tasks: int = 100, seconds: float = 3.0) -> list[st
     return profile_summary(pstats.Stats(prof), title, result.sent, top=12)
 
 
-def render(env: list[str], found: list[tuple[str, float, float]], notes: list[str]) -> str:
-    sync = found[0][1]
+# -- the report --------------------------------------------------------------------------
+
+
+def _ratio(a: float, b: float | None) -> str:
+    return f"{a / b:.2f}x" if b else "-"
+
+
+def table(rows: list[Row]) -> list[str]:
+    """One line per row; "vs sync" and "vs raw" compare with the sync and raw rows of the
+    same kind (the lag row with the single sends)."""
+    refs = {(r.kind, r.system): r.rate for r in rows if r.system in ("sync", "raw") and r.rate}
     lines = [
-        "## ems.aio producer benchmark",
-        "",
-        *env,
-        "- one process; each task sends single messages (the IoT readings of the producer "
-        "suite, key = project_id) and awaits each; all tasks share one ems.aio.Producer",
-        "",
-        "| case | msg/s | vs sync single send | client CPU us/msg | target | met? |",
-        "|---|---:|---:|---:|---|---|",
+        "| measure | case | msg/s | vs sync | vs raw | client CPU us/msg | target | met? |",
+        "|---|---|---:|---:|---:|---:|---|---|",
     ]
-    for case, rate, cpu in found:
+    for r in rows:
+        kind = SINGLE if r.kind == LAG else r.kind
+        sync, raw = refs.get((kind, "sync")), refs.get((kind, "raw"))
         target, met = "- (reference)", "-"
-        if case.startswith("aio, 100 tasks"):
-            target = f">= {TARGET_RATE:,} msg/s, >= {TARGET_VS_SYNC:g}x sync"
-            misses = []
-            if rate < TARGET_RATE:
-                misses.append(f"{rate:,.0f} < {TARGET_RATE:,}")
-            if sync and rate / sync < TARGET_VS_SYNC:
-                misses.append(f"{rate / sync:.2f}x < {TARGET_VS_SYNC:g}x")
+        if r.goal is not None:
+            misses = r.goal.misses(r, sync)
+            target = r.goal.describe()
             met = "yes" if not misses else "**NO**: " + "; ".join(misses)
-        ratio = f"{rate / sync:.2f}x" if sync else "-"
-        lines.append(f"| {case} | {rate:,.0f} | {ratio} | {cpu:,.1f} | {target} | {met} |")
-    lines += ["", "Checks:", *[f"- {n}" for n in notes or ["all stored once, gap-free"]], ""]
-    return "\n".join(lines)
+            if r.lag is not None and not misses:
+                met += f": p99 {r.lag.p99:.2f} ms"
+        if r.error is not None:
+            cells = ["FAILED", "-", "-", "-"]
+        else:
+            cells = [f"{r.rate:,.0f}", _ratio(r.rate, sync), _ratio(r.rate, raw), f"{r.cpu:,.1f}"]
+        lines.append(f"| {r.kind} | {r.case} | {' | '.join(cells)} | {target} | {met} |")
+    return lines
 
 
-def run(cfg: BenchConfig, args: object = None) -> int:
+def method(cfg: BenchConfig, messages: int) -> list[str]:
+    """The run's set-up (bullets: the docs page describes it in prose)."""
+    share = PARTITIONS // CONSUMERS
+    return [
+        "- publishing: the IoT readings of the producer suite (key = project_id), a topic of "
+        f"{PARTITIONS} partitions; each row in a fresh process, {cfg.seconds:g} s timed "
+        "after warm-up, the message table emptied before each",
+        "- raw: PyMySQL, autocommit, same `message` table and columns, partition precomputed, "
+        f"offsets from a local counter; batch = executemany (one multi-row INSERT of {BATCH})",
+        "- sync: ems.Producer on one thread; aio: ems.aio.Producer, one per process, shared "
+        "by its tasks; each task awaits each call",
+        f"- consume + ack: a backlog of {messages:,} unkeyed messages of {BODY_BYTES} bytes "
+        f"in {PARTITIONS} partitions, drained by one group of {CONSUMERS} member processes "
+        f"lined up behind a barrier with {share} partitions each; push form (run()), handlers "
+        "that only count; msg/s from the group's first delivery to its last",
+        f"- event-loop lag: while {LAG_TASKS} tasks publish at full rate, a monitor task on "
+        f"the same loop sleeps {TICK * 1000:g} ms at a time and records how late it wakes",
+    ]
+
+
+def lag_lines(rows: list[Row]) -> list[str]:
+    row = next(r for r in rows if r.lag is not None)
+    assert row.lag is not None
+    lag = row.lag
+    return [
+        "### Event-loop lag",
+        "",
+        f"While {LAG_TASKS} tasks published at full rate ({row.rate:,.0f} msg/s), "
+        f"{len(lag.late):,} wake-ups of a monitor task sleeping {TICK * 1000:g} ms at a time "
+        f"came late by p50 {lag.p50:.2f} ms, p99 {lag.p99:.2f} ms, max {lag.worst:.2f} ms.",
+    ]
+
+
+def render(
+    env: list[str], rows: list[Row], notes: list[str], profiled: list[str], head: list[str]
+) -> str:
+    checks = notes or [
+        "every acknowledged message stored once, offsets gap-free from 0 in every partition",
+        "every backlog message handled once per group, logged done, and the group's "
+        "committed offsets at the high watermark of every partition",
+    ]
+    return "\n".join(
+        [
+            "## ems.aio benchmark: the asyncio SDK beside the sync SDK and raw",
+            "",
+            *env,
+            *head,
+            "",
+            *table(rows),
+            "",
+            "Checks:",
+            *[f"- {n}" for n in checks],
+            "",
+            *lag_lines(rows),
+            "",
+            "### Where the time goes",
+            "",
+            *profiled,
+            "",
+        ]
+    )
+
+
+def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
+    started = time.monotonic()
     cfg = on_database(cfg, DATABASE)
     prepare(cfg)
     env = environment(cfg)
-    found: list[tuple[str, float, float]] = []
+    log(next(line for line in env if "load average" in line).removeprefix("- "))
     notes: list[str] = []
-    for tasks in (0, *TASKS):
-        case = "sync Producer, 1 thread" if tasks == 0 else f"aio, {tasks} tasks"
-        reset(cfg)
-        result = run_parallel(aio_worker, Spec(cfg=cfg, tasks=tasks), 1, cfg.seconds)
-        notes += [f"{case}: {p}" for p in check(cfg, result.sent + result.warm)]
-        found.append((case, result.rate, result.cpu_micros))
-        print(f"[bench] {case}: {result.rate:,.0f} msg/s", flush=True)
-    text = render(env, found, notes) + "\n" + "\n".join(profile(cfg)) + "\n"
+    rows = [publish(cfg, case, notes) for case in CASES]
+    lag = measure_lag(cfg, notes)
+    rows += [*consume(cfg, args.aio_consume_messages, notes), lag]
+    log(f"profiling {TARGET_TASKS} tasks")
+    text = render(env, rows, notes, profile(cfg), method(cfg, args.aio_consume_messages))
     print(text)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(text)
+    log(f"done in {time.monotonic() - started:.0f} s; wrote {RESULTS}")
     return 0

@@ -60,16 +60,21 @@ def consume_config(cfg: BenchConfig) -> BenchConfig:
     return on_database(cfg, "ems_bench_consume", kombu_url=kombu, topic=TOPIC)
 
 
-def recreate(cfg: BenchConfig) -> None:
+def drop_databases(cfg: BenchConfig, *names: str) -> None:
+    """Drop these databases of cfg's server and the Redis counters of cfg's database: a
+    fresh database must not meet the offset counters of the last run."""
     conn = mysql_connect(cfg.settings.database_url, database=False)
     try:
         with conn.cursor() as cursor:
-            cursor.execute("DROP DATABASE IF EXISTS ems_bench_consume")
-            cursor.execute("DROP DATABASE IF EXISTS ems_bench_consume_kombu")
+            for name in names:
+                cursor.execute(f"DROP DATABASE IF EXISTS `{name}`")
     finally:
         conn.close()
-    # A fresh database must not meet the offset counters of the last run in Redis.
     clear_redis(cfg.settings)
+
+
+def recreate(cfg: BenchConfig) -> None:
+    drop_databases(cfg, "ems_bench_consume", "ems_bench_consume_kombu")
     prepare_databases(cfg)
     run_in_child(declare_kombu_queue, cfg)
 

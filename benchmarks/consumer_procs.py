@@ -25,7 +25,7 @@ class Fleet:
         self.ctx = mp.get_context("forkserver")
         self.ctx.set_forkserver_preload(["benchmarks.consumer_workers"])
         self.events: Any = self.ctx.Queue()
-        #: Lock-free stop flags (see consumer_workers._stop_when): consumers, producers.
+        #: Lock-free stop flags (see consumer_workers.stop_when): consumers, producers.
         self.stop: Any = self.ctx.RawValue("b", 0)
         self.stop_producers: Any = self.ctx.RawValue("b", 0)
         self.procs: dict[int, Any] = {}

@@ -244,17 +244,17 @@ def ems_consumer(
     consumer.start()
     events.put(("ready", index, (os.getpid(), consumer.client_id, joined)))
     if spec.counts is not None and barrier is not None:
-        share = _balanced_share(consumer, spec.workers)
+        share = balanced_share(consumer, spec.workers)
         events.put(("share", index, share))
         barrier.wait(BARRIER_TIMEOUT)
         events.put(("drained", index, _drain(consumer, sum(spec.counts[p] for p in share))))
         first.append(0.0)  # the drain is not news
-    threading.Thread(target=_stop_when, args=(stop, consumer.stop), daemon=True).start()
+    threading.Thread(target=stop_when, args=(stop, consumer.stop), daemon=True).start()
     handled = consumer.run(handle_signals=False)
     events.put(("done", index, (latencies, handled)))
 
 
-def _stop_when(flag: Any, stop: Callable[[], None]) -> None:
+def stop_when(flag: Any, stop: Callable[[], None]) -> None:
     """Call stop once the shared flag is set. A lock-free flag, not an mp.Event: a process
     killed while it waits on an mp.Event makes every later Event.set() hang."""
     while not flag.value:
@@ -262,7 +262,7 @@ def _stop_when(flag: Any, stop: Callable[[], None]) -> None:
     stop()
 
 
-def _balanced_share(consumer: Consumer, workers: int) -> list[int]:
+def balanced_share(consumer: Consumer, workers: int) -> list[int]:
     """Follow the handoff (without fetching) until this member holds PARTITIONS/workers
     assigned partitions and nothing else."""
     from ems.consumer.cluster import ClusterSession

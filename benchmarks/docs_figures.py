@@ -51,7 +51,7 @@ SOURCES: Mapping[str, Source] = {
     "purge-drop": Source("Dropping partitions instead of purging"),
     "faults": Source("Fault scenarios"),
     "admin": Source("Admin console"),
-    "aio": Source("Asyncio producer"),
+    "aio": Source("Asyncio SDK"),
     "aio-drivers": Source("Asyncio MySQL drivers"),
 }
 

@@ -8,7 +8,14 @@ from benchmarks.__main__ import main
 
 
 @pytest.mark.parametrize(
-    "option", ["--spark-rounds", "--spark-rows", "--purge-rows", "--purge-chunk-rows"]
+    "option",
+    [
+        "--spark-rounds",
+        "--spark-rows",
+        "--purge-rows",
+        "--purge-chunk-rows",
+        "--aio-consume-messages",
+    ],
 )
 @pytest.mark.parametrize("value", ["0", "-3", "x", "1.5"])
 def test_counts_must_be_whole_and_positive(
