@@ -57,6 +57,13 @@ from ems.demo import DemoOptions, run_demo
     show_default=True,
     help="Readings per send_batch.",
 )
+@click.option(
+    "--rate",
+    type=click.FloatRange(0, 1_000_000),
+    default=0.0,
+    show_default=True,
+    help="Readings per second per gateway; 0 publishes as fast as it can.",
+)
 def demo(
     duration: float,
     topic: str,
@@ -66,6 +73,7 @@ def demo(
     handlers: int,
     projects: int,
     batch: int,
+    rate: float,
 ) -> None:
     """Run the IoT pipeline: gateways publish readings keyed by project_id, a group of
     data handlers consumes them; a handler joins at a third of the run and the first
@@ -79,5 +87,6 @@ def demo(
         handlers=handlers,
         projects=projects,
         batch=batch,
+        rate=rate,
     )
     run_demo(settings(), options, click.echo, functools.partial(click.echo, err=True))

@@ -32,6 +32,8 @@ class DemoOptions:
     group: str = "data-handlers"
     projects: int = 50
     batch: int = 50
+    #: Readings per second per gateway; 0: as fast as it can.
+    rate: float = 0.0
 
     def schedule(self) -> tuple[float, float]:
         """Seconds from the start when a handler joins, and when the first one leaves."""
@@ -59,6 +61,7 @@ def run_demo(settings: Settings, options: DemoOptions, echo: Echo, echo_err: Ech
         group=options.group,
         projects=options.projects,
         batch=options.batch,
+        rate=options.rate,
     )
     pool = Pool(config)
     gateways = [f"gateway-{i + 1}" for i in range(options.gateways)]

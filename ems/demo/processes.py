@@ -32,6 +32,14 @@ class WorkerConfig:
     group: str
     projects: int
     batch: int
+    #: Readings per second per gateway; 0: as fast as it can.
+    rate: float = 0.0
+
+
+def pause(began: float, sent: int, rate: float, now: float) -> float:
+    """Seconds a gateway waits before its next batch to keep `rate` readings a second
+    (0: no pacing), having sent `sent` since `began`."""
+    return 0.0 if rate <= 0 else max(0.0, began + sent / rate - now)
 
 
 Target = Callable[[WorkerConfig, str, Event, Event, "Queue[EmsError]", Semaphore], None]
@@ -54,9 +62,13 @@ def run_gateway(
         with Producer(config.settings) as producer:
             producer.send_batch(config.topic, readings(rng, config.projects, config.batch))
             ready.release()
+            began, sent = time.monotonic(), 0
             # A parent killed outright (SIGKILL) never sets `stop`: do not outlive it.
             while not stop.is_set() and (parent is None or parent.is_alive()):
+                if stop.wait(pause(began, sent, config.rate, time.monotonic())):
+                    break
                 producer.send_batch(config.topic, readings(rng, config.projects, config.batch))
+                sent += config.batch
     except EmsError as exc:
         errors.put(exc)
         raise SystemExit(1) from None

@@ -445,6 +445,10 @@ def test_demo_runs_the_pipeline_while_a_handler_joins_and_one_leaves(
         "10",
         "--batch",
         "20",
+        # Paced, as gateways are: the run does not take the cores from the rest of
+        # the suite, and the rates and handoffs it prints are the same story.
+        "--rate",
+        "400",
         timeout=90,
         fresh=True,
     )
@@ -470,7 +474,9 @@ def test_demo_runs_the_pipeline_while_a_handler_joins_and_one_leaves(
 @pytest.mark.slow
 def test_demo_stops_cleanly_on_ctrl_c(cli: Cli, settings: Settings) -> None:
     cli.ok("topic", "create", "iot.ctrlc", "--partitions", "2")
-    demo = cli.popen("demo", "--duration", "0", "--topic", "iot.ctrlc", "--producers", "2")
+    demo = cli.popen(
+        "demo", "--duration", "0", "--topic", "iot.ctrlc", "--producers", "2", "--rate", "400"
+    )
     try:
         assert demo.stdout is not None
         assert demo.stdout.readline() == "using topic iot.ctrlc (2 partitions)\n"

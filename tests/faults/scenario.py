@@ -83,24 +83,32 @@ class Scenario:
         return proc
 
     def start(self) -> None:
+        """Create the topic and start every member and producer at once (as a deployment
+        does), then wait until each has said it is ready."""
         TopicAdmin(self.settings).create(TOPIC, PARTITIONS)
-        for _ in range(self.members):
-            self.add_member()
+        members = [self._spawn_member() for _ in range(self.members)]
+        producers = []
         for i in range(self.producers):
             name = f"producer-{i}"
             args = ["produce", name, str(self.workdir / f"{name}.log"), str(self.rate)]
-            proc = self._spawn(name, *args, *(["identical"] if self.identical else []))
-            assert _first_line(proc) == "ready"
+            producers.append(self._spawn(name, *args, *(["identical"] if self.identical else [])))
+        for member in members:
+            member.client_id = _first_line(member)
+        for producer in producers:
+            assert _first_line(producer) == "ready"
 
     def add_member(self) -> Proc:
         """Start one more member (member-N) and wait for its client id."""
+        proc = self._spawn_member()
+        proc.client_id = _first_line(proc)
+        return proc
+
+    def _spawn_member(self) -> Proc:
         name = f"member-{len(self.of('member'))}"
-        proc = self._spawn(
+        return self._spawn(
             name, "consume", GROUP, str(self.workdir / f"{name}.log"),
             str(self.lease_ttl), str(self.renew_every), str(self.batch),
         )  # fmt: skip
-        proc.client_id = _first_line(proc)
-        return proc
 
     def leader(self) -> tuple[str | None, int]:
         """The group's leader row: (client id, epoch)."""
@@ -144,16 +152,13 @@ class Scenario:
 
     def stop(self, drain_timeout: float = 60.0) -> None:
         """Stop the producers, let the members handle everything acknowledged, stop them."""
-        for proc in self.of("producer"):
-            _terminate(proc)
+        _terminate_all(self.of("producer"))
         deadline = time.monotonic() + drain_timeout
         while not self.drained():
             if time.monotonic() > deadline:
                 break  # the verdict says what was left
             time.sleep(0.2)
-        for proc in self.of("member"):
-            if proc.popen.poll() is None:
-                _terminate(proc)
+        _terminate_all([p for p in self.of("member") if p.popen.poll() is None])
 
     def close(self) -> None:
         for proc in self.procs:
@@ -275,13 +280,24 @@ def _first_line(proc: Proc, timeout: float = 30) -> str:
 
 
 def _terminate(proc: Proc, timeout: float = 30) -> None:
-    proc.popen.send_signal(signal.SIGTERM)
-    try:
-        proc.popen.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.popen.kill()
-        proc.popen.wait()
-        raise AssertionError(f"{proc.name} did not stop on SIGTERM") from None
+    _terminate_all([proc], timeout)
+
+
+def _terminate_all(procs: list[Proc], timeout: float = 30) -> None:
+    """SIGTERM to every one at once (they shut down side by side, as the pods of a
+    deployment do), then wait for each."""
+    for proc in procs:
+        proc.popen.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        try:
+            proc.popen.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                if p.popen.poll() is None:
+                    p.popen.kill()
+                    p.popen.wait()
+            raise AssertionError(f"{proc.name} did not stop on SIGTERM") from None
 
 
 def fresh_settings(mariadb: PrivateMariaDB, rds: PrivateRedis) -> Settings:

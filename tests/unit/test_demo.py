@@ -5,8 +5,12 @@ from __future__ import annotations
 import datetime as dt
 import random
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from ems.demo import DemoOptions
 from ems.demo.monitor import Sample, progress_line, sample_of, summary
+from ems.demo.processes import pause
 from ems.demo.readings import parse, readings
 from ems.groups import GroupDescription, MemberDescription, PartitionDescription
 
@@ -104,3 +108,21 @@ def test_readings_are_keyed_by_project_and_parse_back() -> None:
         )
         assert record.key == str(project) and 1 <= project <= 5
         assert isinstance(temperature, float)
+
+
+@given(
+    st.floats(0, 1e6),
+    st.integers(0, 10**6),
+    st.floats(1, 1e5),
+    st.floats(0, 1e4),
+)
+def test_a_paced_gateway_waits_just_long_enough_for_its_rate(
+    began: float, sent: int, rate: float, elapsed: float
+) -> None:
+    wait = pause(began, sent, rate, began + elapsed)
+    assert wait >= 0
+    if wait > 0:  # sent by the next batch's start: exactly `rate` a second on average
+        assert abs((began + elapsed + wait) - (began + sent / rate)) < 1e-6 * max(1, began)
+    else:
+        assert elapsed >= sent / rate - 1e-9 * max(1.0, began)
+    assert pause(began, sent, 0.0, began) == 0.0  # unpaced
