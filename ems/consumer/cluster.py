@@ -148,13 +148,18 @@ class ClusterSession:
         try:
             self.store.groups.commit(self.group.id, self.membership.client_id, cursors)
         except StaleGeneration:
-            log.info("revoked partitions %s were already reassigned", sorted(drained))
-        else:
-            self.store.assignments.release(
-                self.group.id,
-                self.membership.client_id,
-                {p: s.generation for p, s in drained.items()},
-            )
+            # Reassigned already, or refused for a moment (the server saw the lease
+            # lapse): the states stay, and the next sync reads the ownership again. It
+            # drops what is no longer ours and tries to release the rest once more; to
+            # forget them here would leave a partition still ours revoking for good.
+            log.info("revoked partitions %s: release refused, looking again", sorted(drained))
+            self._version = -1
+            return
+        self.store.assignments.release(
+            self.group.id,
+            self.membership.client_id,
+            {p: s.generation for p, s in drained.items()},
+        )
         for p in drained:
             del self.states[p]
         self.publisher.group(self.group.id)

@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from ems import Consumer
-from ems.exceptions import InvalidName, InvalidPartitionCount, UnknownGroup, UnknownTopic
+from ems.exceptions import (
+    InvalidName,
+    InvalidPartitionCount,
+    StaleGeneration,
+    UnknownGroup,
+    UnknownTopic,
+)
 from ems.testing import ManualClock, MemoryBroker
 from ems.types import Delivery
 
@@ -201,3 +207,41 @@ def test_the_guides_example_runs() -> None:
     exec(compile(code, "docs/guide.md", "exec"), namespace)
     namespace["test_store_reading"]()  # type: ignore[operator]
     assert handled == [{"t": 21.5}]
+
+
+def test_a_revoked_partition_whose_release_commit_is_refused_is_released_at_the_next_sync(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The commit before a release can be refused while the partition is still this
+    member's (the server saw its lease lapse for a moment, under load): the member keeps
+    the partition's state and releases it on a later round, rather than forget it and
+    leave the partition revoking, and the joiner waiting, for good."""
+    broker = MemoryBroker()
+    broker.create_topic("t", partitions=4)
+    for i in range(40):
+        broker.send("t", b"x", key=str(i))
+    seen: list[tuple[str, int, int]] = []
+    a = broker.consumer("g", "t", batch_size=10, **FAST)
+    with a:
+        drain([a], seen, 40)
+        committed = dict(broker.committed("g", "t"))
+        commit = broker.store.groups.commit
+        refused: list[dict[int, tuple[int, int]]] = []
+
+        def refuse_the_first_release(
+            group_id: int, client_id: str, cursors: dict[int, tuple[int, int]]
+        ) -> None:
+            rows = broker.store.assignments.rows(group_id)
+            revoking = {r.partition for r in rows if r.state == "revoking"}
+            if not refused and revoking and set(cursors) <= revoking:
+                refused.append(dict(cursors))
+                raise StaleGeneration("the lease looked lapsed to the server")
+            commit(group_id, client_id, cursors)
+
+        monkeypatch.setattr(broker.store.groups, "commit", refuse_the_first_release)
+        b = broker.consumer("g", "t", batch_size=10, **FAST)
+        with b:
+            wait_polling([a, b], seen, lambda: len(owned(a)) == 2 and len(owned(b)) == 2)
+    assert refused, "the release commit was never refused: the test did not test it"
+    assert broker.committed("g", "t") == committed and sum(committed.values()) == 40
+    assert len({(p, o) for _, p, o in seen}) == 40 == len(seen)  # nothing came twice
