@@ -7,7 +7,7 @@ import functools
 import click
 
 from ems.cli.common import settings
-from ems.cli.params import MAX_OFFSET, PARTITION, seconds
+from ems.cli.params import MAX_OFFSET, PARTITION, Finite, seconds
 from ems.demo import DemoOptions, run_demo
 
 
@@ -59,7 +59,7 @@ from ems.demo import DemoOptions, run_demo
 )
 @click.option(
     "--rate",
-    type=click.FloatRange(0, 1_000_000),
+    type=Finite(min=0, max=1_000_000),
     default=0.0,
     show_default=True,
     help="Readings per second per gateway; 0 publishes as fast as it can.",
