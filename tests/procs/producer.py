@@ -24,7 +24,7 @@ from typing import TextIO
 
 import pymysql
 
-from ems import Producer, Record, Settings, aio
+from ems import Producer, Record, RecordMetadata, Settings, aio
 from ems.offsets.allocators import RedisAllocator
 from ems.store import Store
 
@@ -35,6 +35,20 @@ def _settings(url: str) -> Settings:
     return Settings(database_url=url, gap_timeout=1.0)
 
 
+def _next_records(rng: random.Random, name: str, sent: int, count: int) -> list[Record]:
+    """The next send: one message or a batch of 5 or 20, numbered on from `sent`."""
+    n = min(rng.choice([1, 1, 5, 20]), count - sent)
+    return [
+        Record(f"{name}-{sent + i}".encode(), key=f"project-{rng.randrange(30)}") for i in range(n)
+    ]
+
+
+def _record_acks(acks: TextIO, records: list[Record], placed: list[RecordMetadata]) -> None:
+    """One line per acknowledged message: "partition offset body"."""
+    for record, meta in zip(records, placed, strict=True):
+        acks.write(f"{meta.partition} {meta.offset} {record.body.decode()}\n")
+
+
 def produce(
     settings: Settings, name: str, count: int, ackfile: str, rate: float | None = None
 ) -> None:
@@ -43,18 +57,13 @@ def produce(
     with Producer(settings) as producer, open(ackfile, "a", buffering=1) as acks:
         sent = 0
         while sent < count:
-            n = min(rng.choice([1, 1, 5, 20]), count - sent)
-            records = [
-                Record(f"{name}-{sent + i}".encode(), key=f"project-{rng.randrange(30)}")
-                for i in range(n)
-            ]
-            if n == 1:
+            records = _next_records(rng, name, sent, count)
+            if len(records) == 1:
                 placed = [producer.send(TOPIC, records[0].body, key=records[0].key)]
             else:
                 placed = producer.send_batch(TOPIC, records)
-            for record, meta in zip(records, placed, strict=True):
-                acks.write(f"{meta.partition} {meta.offset} {record.body.decode()}\n")
-            sent += n
+            _record_acks(acks, records, placed)
+            sent += len(records)
             if rate:
                 time.sleep(max(0.0, started + sent / rate - time.monotonic()))
 
@@ -85,18 +94,13 @@ async def _atask(
     rng = random.Random(name)
     sent = 0
     while sent < count:
-        n = min(rng.choice([1, 1, 5, 20]), count - sent)
-        records = [
-            Record(f"{name}-{sent + i}".encode(), key=f"project-{rng.randrange(30)}")
-            for i in range(n)
-        ]
-        if n == 1:
+        records = _next_records(rng, name, sent, count)
+        if len(records) == 1:
             placed = [await producer.send(TOPIC, records[0].body, key=records[0].key)]
         else:
             placed = await producer.send_batch(TOPIC, records)
-        for record, meta in zip(records, placed, strict=True):
-            acks.write(f"{meta.partition} {meta.offset} {record.body.decode()}\n")
-        sent += n
+        _record_acks(acks, records, placed)
+        sent += len(records)
         if rate:
             await asyncio.sleep(max(0.0, started + sent * 4 / rate - time.monotonic()))
 
