@@ -178,11 +178,38 @@ class Scenario:
     def wait(self, what: str, done: Callable[[Recorded], bool], timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
         while not done(recorded := self.recorded()):
-            assert time.monotonic() < deadline, (
-                f"timed out waiting for {what}: {len(recorded.acks)} acknowledged, "
-                f"{len(recorded.handled)} handled, {recorded.failed} failed"
-            )
+            if time.monotonic() >= deadline:
+                raise AssertionError(
+                    f"timed out waiting for {what}: {len(recorded.acks)} acknowledged, "
+                    f"{len(recorded.handled)} handled, {recorded.failed} failed\n"
+                    f"{self.group_state()}\n{self.stderr_tails()}"
+                )
             time.sleep(0.1)
+
+    def group_state(self) -> str:
+        """The group as the database sees it, for a failing wait: leader, leases and who
+        holds which partition."""
+        try:
+            leader = self.leader()
+            leases = self._query(
+                "SELECT c.client_id, TIMESTAMPDIFF(MICROSECOND, NOW(6), c.lease_expires_at) "
+                "FROM consumer_client c JOIN consumer_group g ON g.id = c.group_id "
+                "WHERE g.name = :g",
+                {"g": GROUP},
+            )
+            rows = self._query(
+                "SELECT a.partition_no, a.client_id, a.state, a.generation "
+                "FROM partition_assignment a JOIN consumer_group g ON g.id = a.group_id "
+                "WHERE g.name = :g ORDER BY a.partition_no",
+                {"g": GROUP},
+            )
+        except Exception as exc:  # the database may be the fault under test
+            return f"group state unreadable: {exc!r}"
+        names = {p.client_id: p.name for p in self.of("member")}
+        lines = [f"leader {names.get(str(leader[0]), leader[0])} epoch {leader[1]}"]
+        lines += [f"lease {names.get(str(c), c)}: {int(us) / 1e6:+.1f} s" for c, us in leases]
+        lines += [f"p{p} {names.get(str(c), c)} {st} g{g}" for p, c, st, g in rows]
+        return "\n".join(lines)
 
     def wait_acks(self, more: int, timeout: float = 60) -> None:
         """Wait for `more` acknowledgements beyond those recorded now."""
