@@ -70,6 +70,9 @@ BOUNDS = {
     "connect_timeout": Bound("EMS_CONNECT_TIMEOUT", 0.001, MAX_SECONDS),
     "read_timeout": Bound("EMS_READ_TIMEOUT", 0.001, MAX_SECONDS),
     "write_timeout": Bound("EMS_WRITE_TIMEOUT", 0.001, MAX_SECONDS),
+    "idle_transaction_timeout": Bound(
+        "EMS_IDLE_TRANSACTION_TIMEOUT", 1, 3600, whole=True, zero=True
+    ),
     "connect_attempts": Bound("EMS_CONNECT_ATTEMPTS", 1, 100, whole=True),
     "pool_size": Bound("EMS_POOL_SIZE", 1, 1000, whole=True),
     "autoscale_interval": Bound("EMS_AUTOSCALE_INTERVAL", 0.001, MAX_SECONDS, zero=True),
@@ -97,6 +100,12 @@ class Settings:
     #: minutes. Longer than any statement ems issues takes on a healthy server.
     read_timeout: float = 60.0
     write_timeout: float = 60.0
+    #: Seconds a session may sit idle inside a write transaction before MariaDB ends it
+    #: (idle_write_transaction_timeout; 0: never). A process stalled mid-transaction (a
+    #: cut link, a pause) otherwise keeps its row locks as long as its session lives, and
+    #: the group's leader cannot move its partitions. Below the lease TTL (default 10 s),
+    #: so a stalled member's locks go before its lease does. MySQL has no such setting.
+    idle_transaction_timeout: int = 5
     #: Attempts against an unreachable server before a typed error is raised.
     connect_attempts: int = 3
     #: Connection pool size per engine.
@@ -189,6 +198,16 @@ class Settings:
     def redis_prefix(self) -> str:
         """Redis key namespace; one per database so two ems databases never share counters."""
         return f"ems:{self.database_name}:"
+
+    @property
+    def session_init(self) -> str:
+        """The statement every ems session runs first: UTC, and on MariaDB the bound on
+        idle write transactions (a /*M! comment: MySQL skips it)."""
+        init = "SET time_zone = '+00:00'"
+        if self.idle_transaction_timeout:
+            bound = f"idle_write_transaction_timeout = {self.idle_transaction_timeout}"
+            init += f" /*M!100300 , {bound} */"
+        return init
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]

@@ -80,7 +80,7 @@ class AsyncMessageStore:
             "autocommit": True,
             "connect_timeout": max(1, int(settings.connect_timeout)),
             "read_timeout": settings.read_timeout,
-            "init_command": "SET time_zone = '+00:00'",
+            "init_command": settings.session_init,
         }
         self._idle: list[tuple[Any, float]] = []
 

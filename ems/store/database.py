@@ -105,8 +105,9 @@ def make_engine(settings: Settings, *, autocommit: bool = False) -> Engine:
             "connect_timeout": max(1, int(settings.connect_timeout)),
             "read_timeout": settings.read_timeout,
             "write_timeout": settings.write_timeout,
-            # Expiries and created_at compare with NOW(6); pin every session to UTC.
-            "init_command": "SET time_zone = '+00:00'",
+            # Expiries and created_at compare with NOW(6): every session runs in UTC;
+            # and a session stalled in a write transaction is ended by the server.
+            "init_command": settings.session_init,
         },
     )
     if autocommit:

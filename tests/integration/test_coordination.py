@@ -9,8 +9,9 @@ import pytest
 from ems import TopicAdmin
 from ems.config import Settings
 from ems.consumer.groups import ensure_group
-from ems.exceptions import NotLeader, StaleGeneration
+from ems.exceptions import DatabaseUnavailable, NotLeader, StaleGeneration
 from ems.store import Store
+from ems.store.groups import commit_cursors
 from ems.types import GroupInfo
 from tests.integration import seed
 
@@ -129,3 +130,33 @@ def test_hot_path_transactions_run_read_committed(store: Store) -> None:
         )
         levels = {value for _, value in cursor.fetchall()}
         assert levels == {"READ-COMMITTED"}
+
+
+def test_a_member_stalled_inside_a_commit_loses_its_locks_and_the_leader_moves_on(
+    settings: Settings, store: Store, group: GroupInfo
+) -> None:
+    """A cursor commit reads the member's assignment and lease rows and locks them until
+    it commits. A member that stalls inside it (a cut link, a paused process) would keep
+    those locks, and the leader could not move its partitions, as long as its session
+    lived: the server ends a session idle in a write transaction after
+    idle_transaction_timeout, and the late commit fails without writing."""
+    for client in ("a", "b"):
+        store.leases.register(group.id, client, "h", 1, ttl=30)
+    epoch = store.leases.lead(group.id, "b", ttl=30)
+    assert epoch is not None
+    generation = store.assignments.apply(group.id, ("b", epoch), {0: "a"}, [])
+    stalled = Store(settings.with_(idle_transaction_timeout=1))
+    try:
+        with pytest.raises(DatabaseUnavailable), stalled.db.transaction() as cursor:
+            commit_cursors(cursor, group.id, "a", {0: (4, generation)})
+            started = time.monotonic()
+            # The leader takes partition 0 from "a" while "a" sits in its commit.
+            moved = store.assignments.apply(group.id, ("b", epoch), {0: "b"}, [])
+            waited = time.monotonic() - started
+        assert waited < 1 + 3, f"the leader waited {waited:.1f} s on a stalled member's locks"
+        assert store.assignments.rows(group.id)[0].client_id == "b"
+        assert store.groups.offsets(group.id)[0] == 0  # the stalled commit wrote nothing
+        store.groups.commit(group.id, "b", {0: (7, moved)})
+        assert store.groups.offsets(group.id)[0] == 7
+    finally:
+        stalled.close()
