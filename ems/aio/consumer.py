@@ -232,6 +232,10 @@ class Consumer:
         await self._settle([Outcome(d, error, delay) for d in many(deliveries)], wait=True)
 
     async def _settle(self, outcomes: list[Outcome], *, wait: bool) -> None:
+        if self._closed:
+            # Closed meanwhile by another task: close() wrote what was pending and left;
+            # these come again to the partitions' next owners.
+            return
         if outcomes:
             member = self._member
             await asyncio.shield(self._off_loop(member.settle, outcomes, wait=wait))
@@ -338,8 +342,9 @@ def _loop_signals(stop: Callable[[], None], *, enabled: bool) -> Iterator[None]:
         yield
         return
     loop = asyncio.get_running_loop()
+    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     installed = []
-    for s in (signal.SIGTERM, signal.SIGINT):
+    for s in previous:
         try:
             loop.add_signal_handler(s, _on_signal, s, stop)
         except (NotImplementedError, RuntimeError):
@@ -350,6 +355,10 @@ def _loop_signals(stop: Callable[[], None], *, enabled: bool) -> Iterator[None]:
     finally:
         for s in installed:
             loop.remove_signal_handler(s)
+            # The loop resets a signal to its default: put back what was there (the
+            # application's own handler, asyncio.run's SIGINT handler).
+            if previous[s] is not None:
+                signal.signal(s, previous[s])
 
 
 def _on_signal(signum: int, stop: Callable[[], None]) -> None:

@@ -5,6 +5,8 @@ within a partition, and cancellation at the await points of poll, ack and run.""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import threading
 import time
 from collections import Counter
@@ -13,12 +15,14 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from sqlalchemy import text
 
 from ems import Consumer as SyncConsumer
 from ems import Delivery, TopicAdmin
 from ems.aio import Consumer
 from ems.config import Settings
 from ems.exceptions import InvalidHandler, InvalidName, InvalidSetting, UnknownTopic
+from ems.store import Store
 from tests.integration.test_consumer import FAST, bodies, produce, scalar
 
 pytestmark = pytest.mark.asyncio
@@ -370,3 +374,74 @@ async def test_concurrency_is_refused_for_an_existing_ordered_group(
         async with Consumer("g", "t", settings=settings, concurrency=3):
             pass
     assert scalar(settings, "SELECT COUNT(*) FROM consumer_client") == 0
+
+
+async def test_sigterm_stops_run_gracefully_and_the_previous_handler_comes_back(
+    settings: Settings, topic: str
+) -> None:
+    """In the main thread run() takes SIGTERM on the loop: the batch in hand is acked, the
+    member commits and leaves; afterwards the application's own handler is in place."""
+    called: list[int] = []
+
+    def mine(signum: int, frame: object) -> None:
+        called.append(signum)
+
+    previous = signal.signal(signal.SIGTERM, mine)
+    try:
+        produce(settings, 20, keys=1)
+        seen: list[Delivery] = []
+
+        async def handle(d: Delivery) -> None:
+            seen.append(d)
+            if len(seen) == 5:
+                os.kill(os.getpid(), signal.SIGTERM)
+                await asyncio.sleep(0)
+
+        consumer = Consumer("g", "t", handle, settings=settings, start="earliest", **FAST)
+        handled = await asyncio.wait_for(consumer.run(), 15)
+        assert handled == len(seen) >= 5
+        assert called == []  # the consumer took the signal, not the application
+        assert scalar(settings, "SELECT SUM(committed_offset) FROM group_offset") == handled
+        assert scalar(settings, "SELECT COUNT(*) FROM consumer_client") == 0
+        assert signal.getsignal(signal.SIGTERM) is mine
+        os.kill(os.getpid(), signal.SIGTERM)
+        await asyncio.sleep(0.1)
+        assert called == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+async def test_close_from_another_task_while_run_handles_a_batch(
+    settings: Settings, topic: str, members: Callable[..., Member]
+) -> None:
+    """run() finishes its handler calls, acks nothing more and ends; what was not acked
+    comes again to the next member, and nothing is lost."""
+    gate = asyncio.Event()
+
+    async def slow(d: Delivery) -> None:
+        await gate.wait()
+
+    m = members(slow, start="earliest")
+    produce(settings, 10, keys=1)
+    await eventually(lambda: len(m.seen) >= 1)
+    closing = asyncio.ensure_future(m.consumer.close())
+    await asyncio.sleep(0.2)
+    gate.set()
+    await asyncio.wait_for(closing, 15)
+    await asyncio.wait_for(m.task, 15)
+    assert scalar(settings, "SELECT COUNT(*) FROM consumer_client") == 0
+    successor = members()
+    await eventually(
+        lambda: {d.offset for d in successor.seen} | set(acked(settings)) >= set(range(10))
+    )
+    await successor.stop()
+
+
+def acked(settings: Settings) -> list[int]:
+    store = Store(settings)
+    try:
+        with store.db.connect() as conn:
+            rows = conn.execute(text("SELECT offset_no FROM topic_group_log WHERE state = 'done'"))
+            return [int(r[0]) for r in rows]
+    finally:
+        store.close()
