@@ -144,7 +144,13 @@ class Consumer:
             raise RuntimeError("the consumer is closed")
         if self._starting is None:
             self._starting = asyncio.ensure_future(self._off_loop(self._join))
-        await asyncio.shield(self._starting)
+        try:
+            await asyncio.shield(self._starting)
+        except Exception:
+            # The join failed (an unknown topic, a conflicting group): this consumer
+            # cannot be used, and its worker thread goes now rather than at exit.
+            self._worker.shutdown(wait=False)
+            raise
 
     def _join(self) -> None:
         member = SyncConsumer(self.group, self.topic, None, **self._args)

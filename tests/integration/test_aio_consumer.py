@@ -363,6 +363,7 @@ async def test_an_unknown_topic_raises_at_start_and_creates_nothing(
         await c.poll()
     await c.close()
     assert scalar(settings, "SELECT COUNT(*) FROM consumer_group") == 0
+    await eventually(lambda: not [t for t in threading.enumerate() if "ems-aio-g" in t.name])
 
 
 async def test_concurrency_is_refused_for_an_existing_ordered_group(
