@@ -17,6 +17,8 @@ from ems.wakeups import Publisher
 CHUNK = 10_000
 #: In-flight rows reclaimed per transaction.
 RECLAIM_CHUNK = 500
+#: Rows the snapshots job reads at most per run to extend the partitions' time index.
+TIME_INDEX_ROWS = 500_000
 #: Topic watermark captures are kept this long (ranking looks back one day).
 WATERMARK_SECONDS = 8 * 86400
 #: Job runs, autoscale decisions and cleared alarms are kept this long.
@@ -114,9 +116,17 @@ def reclaim_inflight(store: Store, settings: Settings) -> dict[str, int]:
 
 def snapshots(store: Store, settings: Settings) -> dict[str, int]:
     """Capture committed offsets (for lag reports) and every partition's high watermark
-    (for topic ranking); prune watermark captures older than 8 days."""
-    marks = store.messages.all_high_watermarks()  # one scan serves both captures
+    (for topic ranking); prune watermark captures older than 8 days; extend the
+    partitions' time index (reset and replay by datetime)."""
+    marks = store.messages.all_high_watermarks()  # one scan serves all three
     offsets = store.snapshots.capture(marks)
     watermarks = store.maintenance.capture_watermarks(marks)
     pruned = _drain(partial(store.maintenance.prune_watermarks, WATERMARK_SECONDS, CHUNK), CHUNK)
-    return {"offset_rows": offsets, "watermark_rows": watermarks, "watermarks_pruned": pruned}
+    checkpoint()
+    indexed = store.time_index.extend_all(marks, TIME_INDEX_ROWS)
+    return {
+        "offset_rows": offsets,
+        "watermark_rows": watermarks,
+        "watermarks_pruned": pruned,
+        "offsets_time_indexed": indexed,
+    }

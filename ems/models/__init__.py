@@ -13,7 +13,7 @@ from ems.models.base import Base
 from ems.models.coordination import ConsumerClient, GroupLeader
 from ems.models.groups import ConsumerGroup, GroupOffset, PartitionAssignment
 from ems.models.logs import ConsumptionLog
-from ems.models.messages import DeadMessage, Message, RetryMessage
+from ems.models.messages import DeadMessage, Message, MessageTimeIndex, RetryMessage
 from ems.models.operations import (
     Alarm,
     AutoscaleDecision,
@@ -49,6 +49,7 @@ __all__ = [
     "LogSummary",
     "LogSummaryStage",
     "Message",
+    "MessageTimeIndex",
     "OffsetSnapshot",
     "PartitionAssignment",
     "PartitionHead",

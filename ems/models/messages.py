@@ -6,6 +6,8 @@ message costs throughput and buys nothing the producer does not already check.
 
 from __future__ import annotations
 
+import datetime as dt
+
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -24,6 +26,7 @@ from ems.models.base import (
     Base,
     BigId,
     GroupMessageRef,
+    Timestamp,
     bigint_pk,
     created_ts,
     optional_ts,
@@ -60,6 +63,40 @@ class Message(Base):
     #: others): after a lost reply, it tells the producer's own committed write from
     #: another producer's rows at the same offsets, however alike their contents.
     write_token: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+
+
+class MessageTimeIndex(Base):
+    """A partition's time index: one row per segment of SEGMENT_ROWS consecutive offsets
+    [start_offset, end_offset), with the latest created_at of the segment's messages and
+    of every message below end_offset (prefix_max, which only grows with the offset).
+
+    created_at does not grow with the offset (a producer that commits late writes a lower
+    offset with a later time), but prefix_max does: the first message at or after a time
+    T lies in the first segment whose prefix_max reaches T, found through the index on
+    prefix_max, then read within that one segment. Segments are added, never changed,
+    once every offset of them holds a row (a message or a tombstone): a filled offset is
+    final. Written by the snapshots job; offsets past the last segment are read directly.
+    """
+
+    __tablename__ = "message_time_index"
+    __table_args__ = (
+        Index(
+            "ix_message_time_index_prefix_max",
+            "topic_id",
+            "partition_no",
+            "prefix_max",
+            "end_offset",
+        ),
+        TABLE_ARGS,
+    )
+
+    topic_id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=False)
+    partition_no: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    end_offset: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    start_offset: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    #: NULL while the segment (or every segment up to it) holds tombstones only.
+    segment_max: Mapped[dt.datetime | None] = mapped_column(Timestamp, nullable=True)
+    prefix_max: Mapped[dt.datetime | None] = mapped_column(Timestamp, nullable=True)
 
 
 class RetryMessage(GroupMessageRef, Base):

@@ -27,6 +27,7 @@ from ems.store.replays import ReplayStore
 from ems.store.resets import ResetStore
 from ems.store.scheduler import SchedulerStore
 from ems.store.snapshots import SnapshotStore
+from ems.store.time_index import TimeIndexStore
 from ems.store.topics import HeadStore, TopicStore
 from ems.store.traces import TraceStore
 
@@ -49,7 +50,8 @@ class Store:
         self.compaction = CompactionStore(self.db)
         self.lag_reports = LagReportStore(self.db)
         self.autoscale = AutoscaleStore(self.db)
-        self.resets = ResetStore(self.db)
+        self.time_index = TimeIndexStore(self.db)
+        self.resets = ResetStore(self.db, self.time_index)
         self.replays = ReplayStore(self.db)
         self.alarms = AlarmStore(self.db)
         self.scheduler = SchedulerStore(self.db)

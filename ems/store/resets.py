@@ -11,6 +11,7 @@ from sqlalchemy import Connection
 
 from ems.exceptions import GroupBusy, PlanChanged
 from ems.store.database import Database
+from ems.store.time_index import TimeIndexStore
 
 _BOUNDS = (
     "SELECT partition_no, MIN(offset_no), MAX(offset_no) FROM message "
@@ -23,10 +24,10 @@ _LOWS = "SELECT partition_no, low_offset FROM partition_low WHERE topic_id = %s"
 # reads the rows on the smaller side of the first row the time index meets.
 _FIRST_ROW_AT = (
     "SELECT offset_no FROM message FORCE INDEX (ix_message_topic_id_partition_no_created_at) "
-    "WHERE topic_id = %s AND partition_no = %s AND created_at >= %s AND tombstone = 0 "
-    "ORDER BY created_at LIMIT 1"
+    "WHERE topic_id = %s AND partition_no = %s AND created_at >= %s AND offset_no >= %s "
+    "AND tombstone = 0 ORDER BY created_at LIMIT 1"
 )
-_FIRST_BY_OFFSET = (
+FIRST_BY_OFFSET = (
     "SELECT offset_no FROM message FORCE INDEX (uq_message_topic_id_partition_no_offset_no) "
     "WHERE topic_id = %s AND partition_no = %s AND offset_no BETWEEN %s AND %s "
     "AND created_at >= %s AND tombstone = 0 ORDER BY offset_no LIMIT 1"
@@ -34,7 +35,8 @@ _FIRST_BY_OFFSET = (
 _FIRST_BY_TIME = (
     "SELECT MIN(offset_no) FROM message "
     "FORCE INDEX (ix_message_topic_id_partition_no_created_at) "
-    "WHERE topic_id = %s AND partition_no = %s AND created_at >= %s AND tombstone = 0"
+    "WHERE topic_id = %s AND partition_no = %s AND created_at >= %s AND offset_no >= %s "
+    "AND tombstone = 0"
 )
 # The landing transaction takes its locks in the leader's order (group row, then
 # assignment rows) so that the two never deadlock on each other.
@@ -83,8 +85,9 @@ class Landed:
 
 
 class ResetStore:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, time_index: TimeIndexStore) -> None:
         self.db = db
+        self.time_index = time_index
 
     def bounds(self, topic_id: int) -> dict[int, tuple[int, int, int | None]]:
         """Per partition that has rows or a low watermark: (lowest stored offset or -1,
@@ -102,16 +105,36 @@ class ResetStore:
         self, topic_id: int, partition: int, at: dt.datetime, earliest: int, high: int
     ) -> int | None:
         """The lowest offset in [earliest, high) of a message (tombstones aside) created at
-        or after `at`; None when there is none."""
-        seen = self.db.select(_FIRST_ROW_AT, (topic_id, partition, at))
+        or after `at`; None when there is none. Through the time index: one segment read
+        when a segment's prefix_max reaches `at`; else past the index only."""
+        segment = self.time_index.segment_at(topic_id, partition, at)
+        if segment is not None:
+            start, end = segment
+            args: tuple[object, ...] = (topic_id, partition, max(start, earliest), end - 1, at)
+            if start < end and max(start, earliest) < end:
+                rows = self.db.select(FIRST_BY_OFFSET, args)
+                if rows:
+                    return int(rows[0][0])
+            # Nothing left of it at or after `earliest` (purged): the rest lies past it.
+            after = end
+        else:
+            after = self.time_index.end(topic_id, partition) or earliest
+        return self._first_past(topic_id, partition, at, max(after, earliest), high)
+
+    def _first_past(
+        self, topic_id: int, partition: int, at: dt.datetime, earliest: int, high: int
+    ) -> int | None:
+        """As first_at, over [earliest, high) without the index: the candidate the time
+        index meets first, then whichever side of it is shorter."""
+        seen = self.db.select(_FIRST_ROW_AT, (topic_id, partition, at, earliest))
         if not seen:
             return None
         candidate = int(seen[0][0])
         if candidate - earliest <= high - candidate:
             args: tuple[object, ...] = (topic_id, partition, earliest, candidate, at)
-            rows = self.db.select(_FIRST_BY_OFFSET, args)
+            rows = self.db.select(FIRST_BY_OFFSET, args)
         else:
-            rows = self.db.select(_FIRST_BY_TIME, (topic_id, partition, at))
+            rows = self.db.select(_FIRST_BY_TIME, (topic_id, partition, at, earliest))
         found = rows[0][0] if rows else None
         return candidate if found is None else int(found)
 

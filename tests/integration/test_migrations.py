@@ -67,11 +67,15 @@ def test_round_trip(scratch: Settings) -> None:
     assert _views(scratch) == set(VIEW_NAMES)
 
 
+#: Tables of migrations after 0005 (the accounts migration adds the console's).
+LATER_TABLES = {*ACCOUNT_TABLES, "message_time_index"}
+
+
 def test_the_views_migration_drops_only_its_views(scratch: Settings) -> None:
     migrate.upgrade(scratch)
     migrate.downgrade(scratch, "0004")
     assert _views(scratch) == set()
-    assert {t.name for t in metadata.sorted_tables} - set(ACCOUNT_TABLES) <= _tables(scratch)
+    assert {t.name for t in metadata.sorted_tables} - LATER_TABLES <= _tables(scratch)
     migrate.upgrade(scratch)
     assert _views(scratch) == set(VIEW_NAMES)
 
@@ -80,8 +84,8 @@ def test_the_accounts_migration_drops_only_its_tables(scratch: Settings) -> None
     migrate.upgrade(scratch)
     assert set(ACCOUNT_TABLES) <= _tables(scratch)
     migrate.downgrade(scratch, "0005")
-    assert _tables(scratch) & set(ACCOUNT_TABLES) == set()
-    assert {t.name for t in metadata.sorted_tables} - set(ACCOUNT_TABLES) <= _tables(scratch)
+    assert _tables(scratch) & LATER_TABLES == set()
+    assert {t.name for t in metadata.sorted_tables} - LATER_TABLES <= _tables(scratch)
     assert _views(scratch) == set(VIEW_NAMES)
     migrate.upgrade(scratch)
     assert set(ACCOUNT_TABLES) <= _tables(scratch)
@@ -106,6 +110,16 @@ def test_the_alarm_acknowledgement_migration_adds_and_drops_its_columns(
     assert set(ACCOUNT_TABLES) <= _tables(scratch)
     migrate.upgrade(scratch)
     assert added <= _columns(scratch, "alarm")
+
+
+def test_the_time_index_migration_adds_and_drops_its_table(scratch: Settings) -> None:
+    migrate.upgrade(scratch)
+    assert "message_time_index" in _tables(scratch)
+    migrate.downgrade(scratch, "0008")
+    assert "message_time_index" not in _tables(scratch)
+    assert {t.name for t in metadata.sorted_tables} - {"message_time_index"} <= _tables(scratch)
+    migrate.upgrade(scratch)
+    assert "message_time_index" in _tables(scratch)
 
 
 def test_the_views_hold_under_only_full_group_by(scratch: Settings) -> None:
