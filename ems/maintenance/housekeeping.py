@@ -117,7 +117,7 @@ def reclaim_inflight(store: Store, settings: Settings) -> dict[str, int]:
 def snapshots(store: Store, settings: Settings) -> dict[str, int]:
     """Capture committed offsets (for lag reports) and every partition's high watermark
     (for topic ranking); prune watermark captures older than 8 days; extend the
-    partitions' time index (reset and replay by datetime)."""
+    partitions' time index (offset resets by datetime)."""
     marks = store.messages.all_high_watermarks()  # one scan serves all three
     offsets = store.snapshots.capture(marks)
     watermarks = store.maintenance.capture_watermarks(marks)

@@ -1,4 +1,4 @@
-"""message_time_index: a partition's time index, so reset and replay by datetime read one
+"""message_time_index: a partition's time index, so a reset by datetime reads one
 segment instead of half a partition
 
 Revision ID: 0009
