@@ -10,6 +10,7 @@ from functools import partial
 from ems.config import Settings
 from ems.maintenance.checkpoint import checkpoint
 from ems.store import Store
+from ems.store.time_index import MAX_ROWS_PER_PARTITION
 from ems.values.login_limits import WINDOW_SECONDS
 from ems.wakeups import Publisher
 
@@ -17,7 +18,7 @@ from ems.wakeups import Publisher
 CHUNK = 10_000
 #: In-flight rows reclaimed per transaction.
 RECLAIM_CHUNK = 500
-#: Rows the snapshots job reads at most per run to extend the partitions' time index.
+#: Rows the time-index job reads at most per run.
 TIME_INDEX_ROWS = 500_000
 #: Topic watermark captures are kept this long (ranking looks back one day).
 WATERMARK_SECONDS = 8 * 86400
@@ -32,6 +33,7 @@ PRUNED_JOBS = (
     "retry-due",
     "reclaim-inflight",
     "snapshots",
+    "time-index",
     "alarms",
 )
 
@@ -116,17 +118,25 @@ def reclaim_inflight(store: Store, settings: Settings) -> dict[str, int]:
 
 def snapshots(store: Store, settings: Settings) -> dict[str, int]:
     """Capture committed offsets (for lag reports) and every partition's high watermark
-    (for topic ranking); prune watermark captures older than 8 days; extend the
-    partitions' time index (offset resets by datetime)."""
-    marks = store.messages.all_high_watermarks()  # one scan serves all three
+    (for topic ranking); prune watermark captures older than 8 days."""
+    marks = store.messages.all_high_watermarks()  # one scan serves both captures
     offsets = store.snapshots.capture(marks)
     watermarks = store.maintenance.capture_watermarks(marks)
     pruned = _drain(partial(store.maintenance.prune_watermarks, WATERMARK_SECONDS, CHUNK), CHUNK)
-    checkpoint()
-    indexed = store.time_index.extend_all(marks, TIME_INDEX_ROWS)
-    return {
-        "offset_rows": offsets,
-        "watermark_rows": watermarks,
-        "watermarks_pruned": pruned,
-        "offsets_time_indexed": indexed,
-    }
+    return {"offset_rows": offsets, "watermark_rows": watermarks, "watermarks_pruned": pruned}
+
+
+def time_index(store: Store, settings: Settings) -> dict[str, int]:
+    """Extend the partitions' time index (offset resets by datetime) over the offsets
+    that every row below them has filled, the partitions furthest behind first, reading
+    at most TIME_INDEX_ROWS rows in one run; drop segments a purge passed."""
+    indexed = 0
+    budget = TIME_INDEX_ROWS
+    for topic_id, partition, low in store.time_index.behind(store.messages.all_high_watermarks()):
+        if budget <= 0:
+            break
+        checkpoint()
+        rows = min(budget, MAX_ROWS_PER_PARTITION)
+        indexed += store.time_index.extend(topic_id, partition, low, rows)
+        budget -= rows
+    return {"offsets_indexed": indexed}

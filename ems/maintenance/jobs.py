@@ -23,7 +23,13 @@ from ems.alarms.scan import scan_alarms
 from ems.config import Settings
 from ems.exceptions import ConflictingOptions, EmsError, JobAlreadyRunning, UnknownJob
 from ems.maintenance.checkpoint import CONTROL, JOB_LOCK_TTL, RunControl
-from ems.maintenance.housekeeping import purge_log, reclaim_inflight, retry_due, snapshots
+from ems.maintenance.housekeeping import (
+    purge_log,
+    reclaim_inflight,
+    retry_due,
+    snapshots,
+    time_index,
+)
 from ems.maintenance.purge import delete_consumed, purge_retention
 from ems.metrics import JOB_RUNS, JOB_SECONDS
 from ems.store import Store
@@ -41,6 +47,7 @@ JOBS: dict[str, JobFn] = {
     "retry-due": retry_due,
     "reclaim-inflight": reclaim_inflight,
     "snapshots": snapshots,
+    "time-index": time_index,
     "alarms": scan_alarms,
 }
 #: Jobs that can count what they would delete without deleting (`--dry-run`).

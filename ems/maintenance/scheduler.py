@@ -40,6 +40,7 @@ DEFAULT_INTERVALS: Mapping[str, float] = {
     "retry-due": 30.0,
     "reclaim-inflight": 60.0,
     "snapshots": 30.0,
+    "time-index": 60.0,
     "alarms": 30.0,
 }
 

@@ -75,7 +75,7 @@ class MessageTimeIndex(Base):
     T lies in the first segment whose prefix_max reaches T, found through the index on
     prefix_max, then read within that one segment. Segments are added, never changed,
     once every offset of them holds a row (a message or a tombstone): a filled offset is
-    final. Written by the snapshots job; offsets past the last segment are read directly.
+    final. Written by the time-index job; offsets past the last segment are read directly.
     """
 
     __tablename__ = "message_time_index"

@@ -20,7 +20,7 @@ from ems.store.database import Database
 
 #: Offsets per segment: a lookup reads at most this many rows of the partition.
 SEGMENT_ROWS = 1000
-#: Rows one partition's extension reads at most in one run of the snapshots job.
+#: Rows one partition's extension reads at most in one step of the time-index job.
 MAX_ROWS_PER_PARTITION = 50 * SEGMENT_ROWS
 
 _LAST = (
@@ -118,25 +118,17 @@ class TimeIndexStore:
                     cursor.execute(_PRUNE, (topic_id, partition, low))
         return found[-1].end - start if found else 0
 
-    def extend_all(self, highs: Mapping[tuple[int, int], int], budget: int) -> int:
-        """Extend the index of every partition at least a segment behind its high
-        watermark (`highs`, as the snapshots job read them), reading about `budget` rows
-        at most in all; the offsets newly covered."""
+    def behind(self, highs: Mapping[tuple[int, int], int]) -> list[tuple[int, int, int | None]]:
+        """(topic id, partition, low watermark) of every partition at least a segment
+        behind its high watermark (`highs`), the furthest behind first."""
         ends = {(int(t), int(p)): int(e) for t, p, e in self.db.select(_ENDS, ())}
         lows = {(int(t), int(p)): int(o) for t, p, o in self.db.select(_ALL_LOWS, ())}
-        behind = sorted(
-            (ends.get(tp, lows.get(tp, 0)) - high, tp)
-            for tp, high in highs.items()
-            if high - max(ends.get(tp, 0), lows.get(tp, 0)) >= SEGMENT_ROWS
-        )
-        covered = 0
-        for _, (topic_id, partition) in behind:  # the furthest behind first
-            if budget <= 0:
-                break
-            rows = min(budget, MAX_ROWS_PER_PARTITION)
-            covered += self.extend(topic_id, partition, lows.get((topic_id, partition)), rows)
-            budget -= rows
-        return covered
+        lag = {tp: high - max(ends.get(tp, 0), lows.get(tp, 0)) for tp, high in highs.items()}
+        return [
+            (t, p, lows.get((t, p)))
+            for (t, p), n in sorted(lag.items(), key=lambda item: -item[1])
+            if n >= SEGMENT_ROWS
+        ]
 
     def segment_at(self, topic_id: int, partition: int, at: dt.datetime) -> tuple[int, int] | None:
         """[start, end) of the first segment whose prefix_max reaches `at`; None when no

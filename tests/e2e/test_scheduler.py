@@ -228,6 +228,7 @@ def test_scheduler_once_runs_every_job_and_releases(settings: Settings, store: S
             "retry-due",
             "reclaim-inflight",
             "snapshots",
+            "time-index",
         ]
     )
     assert all(r.status == "done" for r in runs)

@@ -11,7 +11,7 @@ import pytest
 
 from ems import TopicAdmin
 from ems.config import Settings
-from ems.maintenance.housekeeping import snapshots
+from ems.maintenance.housekeeping import time_index
 from ems.store import Store
 from ems.store.resets import FIRST_BY_OFFSET
 from ems.store.time_index import SEGMENT_AT, SEGMENT_ROWS
@@ -104,13 +104,12 @@ def test_the_index_stops_at_a_hole_and_goes_on_once_it_is_filled(
         assert first_at(store, topic, at) == scan(everything, at, 0), at
 
 
-def test_the_snapshots_job_extends_the_index_and_a_purge_moves_it_on(
+def test_the_time_index_job_extends_the_index_and_a_purge_moves_it_on(
     settings: Settings, store: Store, topic: TopicInfo
 ) -> None:
     rows = late_commits(range(2500), 3)
     insert(store, topic, rows)
-    counts = snapshots(store, settings)
-    assert counts["offsets_time_indexed"] == 2 * SEGMENT_ROWS
+    assert time_index(store, settings) == {"offsets_indexed": 2 * SEGMENT_ROWS}
     # Retention purged the first 2,300 offsets: the index goes on from the low watermark.
     seed.sql(store, "DELETE FROM message WHERE topic_id = %s AND offset_no < 2300", (topic.id,))
     seed.sql(
@@ -120,7 +119,7 @@ def test_the_snapshots_job_extends_the_index_and_a_purge_moves_it_on(
     )
     more = late_commits(range(2500, 4300), 4)
     insert(store, topic, more)
-    assert snapshots(store, settings)["offsets_time_indexed"] == 2 * SEGMENT_ROWS
+    assert time_index(store, settings) == {"offsets_indexed": 2 * SEGMENT_ROWS}
     assert store.time_index.end(topic.id, 0) == 4300
     assert seed.sql(store, "SELECT MIN(end_offset) FROM message_time_index")[0][0] == 3300
     kept = [r for r in rows + more if r[0] >= 2300]
