@@ -22,6 +22,7 @@ from benchmarks import (
     producer,
     purge,
     purge_drop,
+    scale,
 )
 from benchmarks import spark as spark_suite
 from benchmarks.harness import BenchConfig, bench_config
@@ -42,6 +43,7 @@ SUITES: dict[str, Callable[[BenchConfig, argparse.Namespace], int]] = {
     "admin": admin.run,
     "aio": aio.run,
     "aio-drivers": aio_drivers.run,
+    "scale": scale.run,
 }
 
 
@@ -155,6 +157,12 @@ def main(argv: list[str] | None = None) -> int:
         type=positive_int,
         default=30,
         help="admin suite: requests timed per page (default 30)",
+    )
+    parser.add_argument(
+        "--scale-rows",
+        type=positive_int,
+        default=10_000_000,
+        help="scale suite: messages generated in the large topic (default 10,000,000)",
     )
     args = parser.parse_args(argv)
     unknown = [name for name in args.suites if name not in SUITES]

@@ -53,6 +53,7 @@ SOURCES: Mapping[str, Source] = {
     "admin": Source("Admin console"),
     "aio": Source("Asyncio SDK"),
     "aio-drivers": Source("Asyncio MySQL drivers"),
+    "scale": Source("Scale with the data"),
 }
 
 _BLOCK = re.compile(

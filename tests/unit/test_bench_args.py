@@ -15,6 +15,7 @@ from benchmarks.__main__ import main
         "--purge-rows",
         "--purge-chunk-rows",
         "--aio-consume-messages",
+        "--scale-rows",
     ],
 )
 @pytest.mark.parametrize("value", ["0", "-3", "x", "1.5"])

@@ -1,0 +1,253 @@
+"""The scale suite: ems on a topic far larger than the InnoDB buffer pool, in one run.
+
+1. Fill: a topic of 16 partitions with --scale-rows messages of 256 bytes generated in the
+   server (benchmarks/scale_data.py), in a database of its own dropped and created afresh;
+   the fill time and the table's size (data + indexes) beside innodb_buffer_pool_size.
+2. Reset by datetime: the time index built over the whole table (extend per partition until
+   nothing is left, as the time-index job does run after run), then, a tenth into the data
+   and in its middle, the lookup per partition through the index (store.resets.first_at)
+   beside the exact search without it (store.resets._first_past), median and max over
+   scale_data.LOOKUP_PARTITIONS, and whether both find the same offset.
+3. Drain: 1, 4 and 16 cluster groups of one member process each drain the last 200,000
+   messages of the topic together (benchmarks/scale_drain.py): total and per-group
+   deliveries/s and the members' VmRSS before and at the peak of the drain.
+
+Targets, from the issue this suite reproduces, computed from the measurements and
+reported, never asserted: a lookup under 1 s per partition (the issue's size is 20M rows);
+16 groups deliver at least 0.8x the total of 4 groups; member RSS under 100 MB. The
+issue's own figures are printed beside ours as the issue's report, not as targets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks import scale_data, scale_drain
+from benchmarks.harness import BenchConfig, BenchError, on_database
+from benchmarks.report import environment
+from benchmarks.scale_data import Filled, Lookup, summary
+from benchmarks.scale_drain import Drain
+from ems.store import Store
+from ems.types import TopicInfo
+
+RESULTS = Path(__file__).resolve().parent / "results" / "scale-latest.md"
+DATABASE = "ems_bench_scale"
+TOPIC = "bench.scale"
+MB = 1024 * 1024
+
+LOOKUP_GOAL_S = 1.0
+ISSUE_ROWS = 20_000_000
+FANOUT_GOAL = 0.8  # 16 groups' total over 4 groups'
+RSS_GOAL_MB = 100.0
+#: groups -> the issue's deliveries/s in total
+ISSUE_RATES = {1: "32-34k", 4: "41-43k", 16: "24-25k"}
+ISSUE_RSS = "59 MB at start, 155-159 MB while draining"
+ISSUE_RESET = "about 244 s per run at 20M rows (reset-offsets --to-datetime)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Results:
+    env: list[str]
+    filled: Filled
+    indexed: int
+    index_s: float
+    lookups: list[Lookup]
+    drains: list[Drain]
+    drain_error: str | None
+
+
+def log(message: str) -> None:
+    print(f"[bench scale] {message}", file=sys.stderr, flush=True)
+
+
+def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
+    cfg = on_database(cfg, DATABASE, topic=TOPIC)
+    topic = scale_data.create_topic(cfg, DATABASE)
+    env = environment(cfg)
+    log(f"filling {args.scale_rows:,} rows in {DATABASE}")
+    filled = scale_data.fill(cfg, topic, args.scale_rows, log)
+    log(f"filled in {filled.seconds:.1f} s; table {filled.table_bytes / MB:,.0f} MB")
+    store = Store(cfg.settings)
+    try:
+        indexed, index_s = scale_data.build_index(store, topic)
+        log(f"indexed {indexed:,} offsets in {index_s:.1f} s")
+        found = scale_data.lookups(store, topic, args.scale_rows)
+        log("lookups done")
+        drains, error = measure_drains(cfg, store, topic)
+    finally:
+        store.close()
+    results = Results(
+        env=env,
+        filled=filled,
+        indexed=indexed,
+        index_s=index_s,
+        lookups=found,
+        drains=drains,
+        drain_error=error,
+    )
+    text = render(results)
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(text)
+    print(text)
+    return 0 if error is None and not problems(results) else 1
+
+
+def measure_drains(
+    cfg: BenchConfig, store: Store, topic: TopicInfo
+) -> tuple[list[Drain], str | None]:
+    """The drains of scale_drain.GROUPS groups; on a failure, those measured and the error."""
+    drains: list[Drain] = []
+    for groups in scale_drain.GROUPS:
+        log(f"draining with {groups} group(s)")
+        try:
+            d = scale_drain.drain(cfg, store, topic, groups)
+        except BenchError as exc:
+            log(f"drain with {groups} group(s): FAILED\n{exc}")
+            return drains, f"{groups} group(s): {str(exc).partition(chr(10))[0]}"
+        log(f"{groups} group(s): {d.handled:,} in {d.seconds:.1f} s, {d.rate:,.0f}/s")
+        drains.append(d)
+    return drains, None
+
+
+def problems(results: Results) -> list[str]:
+    """The checks that failed: lookups that disagree, drains that fell short."""
+    out = [
+        f"CHECK {x.label}, partition {x.partition}: index {x.indexed}, without {x.exact}"
+        for x in results.lookups
+        if x.indexed != x.exact
+    ]
+    return out + [c for d in results.drains for c in d.checks]
+
+
+# -- report ------------------------------------------------------------------------------
+
+
+def met(ok: bool) -> str:
+    return "met" if ok else "not met"
+
+
+def render(r: Results) -> str:
+    return "\n".join(
+        [
+            "# Scale benchmark: a topic larger than the buffer pool (latest run)",
+            "",
+            *r.env,
+            "",
+            *fill_section(r.filled),
+            *reset_section(r),
+            *drain_section(r),
+            *check_lines(r),
+        ]
+    )
+
+
+def fill_section(f: Filled) -> list[str]:
+    return [
+        "### Fill",
+        "",
+        f"{f.rows:,} messages of 256 bytes in 16 partitions, generated in the server in "
+        f"chunks of {scale_data.CHUNK:,} rows (INSERT ... SELECT FROM the sequence engine); "
+        "created_at 1 ms apart, one row in ten committed up to 30 s late.",
+        "",
+        "| rows | fill s | rows/s | table MB (data + indexes) | buffer pool MB | table / pool |",
+        "|---:|---:|---:|---:|---:|---:|",
+        f"| {f.rows:,} | {f.seconds:.1f} | {f.rows / f.seconds:,.0f} "
+        f"| {f.table_bytes / MB:,.0f} | {f.buffer_pool_bytes / MB:,.0f} "
+        f"| {f.table_bytes / f.buffer_pool_bytes:.1f}x |",
+        "",
+    ]
+
+
+def reset_section(r: Results) -> list[str]:
+    lines = [
+        "### Reset by datetime",
+        "",
+        f"Time index built over the whole table: {r.indexed:,} offsets in {r.index_s:.1f} s "
+        f"({r.indexed / r.index_s if r.index_s else 0:,.0f} offsets/s), extending each "
+        f"partition by at most {scale_data.EXTEND_ROWS:,} rows a call until none was left.",
+        "",
+        f"Lookup of the first offset at or after a time, per partition, over partitions "
+        f"{', '.join(map(str, scale_data.LOOKUP_PARTITIONS))}: through the time index "
+        "(store.resets.first_at) and without it (store.resets._first_past, the exact search "
+        "before the index).",
+        "",
+        "| time sought | index median ms | index max ms | without median ms "
+        "| without max ms | same offset |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for label in scale_data.lookup_times(r.filled.rows):
+        mine = [x for x in r.lookups if x.label == label]
+        im, ix = summary([x.indexed_s * 1000 for x in mine])
+        em, ex = summary([x.exact_s * 1000 for x in mine])
+        same = all(x.indexed == x.exact for x in mine)
+        lines.append(
+            f"| {label} | {im:.1f} | {ix:.1f} | {em:,.0f} | {ex:,.0f} | {'yes' if same else 'NO'} |"
+        )
+    worst = max(x.indexed_s for x in r.lookups)
+    lines += [
+        "",
+        f"Target (issue): a reset lookup under {LOOKUP_GOAL_S:g} s per partition at "
+        f"{ISSUE_ROWS:,} rows: {met(worst < LOOKUP_GOAL_S)} here at {r.filled.rows:,} rows "
+        f"(worst lookup through the index {worst * 1000:.1f} ms). Issue report: {ISSUE_RESET}.",
+        "",
+    ]
+    return lines
+
+
+def drain_section(r: Results) -> list[str]:
+    lines = [
+        "### Drain with 1, 4 and 16 groups",
+        "",
+        f"Each group one member process holding all 16 partitions, reset by datetime to the "
+        f"created_at of the message {scale_drain.BACKLOG:,} from the end of the topic (late "
+        "rows add a few percent to what is drained); all members released together; "
+        "handlers that only count. Total: every delivery over the first delivery of any group "
+        "to the last of any. RSS: the largest member's VmRSS.",
+        "",
+        "| groups | deliveries | total /s | per group /s (median, min-max) | reset s (max) "
+        "| RSS start MB | RSS peak MB | issue report, total /s |",
+        "|---:|---:|---:|---|---:|---:|---:|---|",
+    ]
+    for d in r.drains:
+        med, top = summary(list(d.group_rates))
+        lines.append(
+            f"| {d.groups} | {d.handled:,} | {d.rate:,.0f} | {med:,.0f} "
+            f"({min(d.group_rates):,.0f}-{top:,.0f}) | {max(d.reset_s):.2f} "
+            f"| {d.rss_start:.0f} | {d.rss_peak:.0f} | {ISSUE_RATES[d.groups]} |"
+        )
+    if r.drain_error:
+        lines += ["", f"Not measured: {r.drain_error}."]
+    lines += ["", *drain_targets(r.drains), ""]
+    return lines
+
+
+def drain_targets(drains: list[Drain]) -> list[str]:
+    by = {d.groups: d for d in drains}
+    lines = [f"Issue report: member RSS {ISSUE_RSS}."]
+    if 4 in by and 16 in by:
+        ratio = by[16].rate / by[4].rate
+        lines.append(
+            f"Target (issue): 16 groups deliver at least {FANOUT_GOAL:g}x the total of 4 "
+            f"groups: {met(ratio >= FANOUT_GOAL)} ({ratio:.2f}x)."
+        )
+    if drains:
+        peak = max(d.rss_peak for d in drains)
+        lines.append(
+            f"Target (issue): member RSS under {RSS_GOAL_MB:.0f} MB: "
+            f"{met(peak < RSS_GOAL_MB)} (peak {peak:.0f} MB)."
+        )
+    return [" ".join(lines)]
+
+
+def check_lines(r: Results) -> list[str]:
+    found = problems(r)
+    if not found:
+        return [
+            "Checks: every lookup found the same offset through the index as without it; "
+            "every drain handled its backlog and left every cursor at the end.",
+            "",
+        ]
+    return ["Checks:", "", *(f"- {p}" for p in found), ""]
