@@ -146,6 +146,22 @@ ensure_chromium() {
 ensure_database() {
     "$VENV/bin/python" -m ems.cli db create --quiet
     "$VENV/bin/python" -m ems.cli db upgrade --quiet
+    say "the database server's innodb_buffer_pool_size: $(buffer_pool_mb) MB" \
+        "(for a deployment, see docs/operations.md: Sizing the buffer pool)"
+}
+
+buffer_pool_mb() {
+    "$VENV/bin/python" - <<'PY'
+from sqlalchemy import create_engine, text
+
+from ems.config import Settings
+
+engine = create_engine(Settings.from_env().database_url)
+with engine.connect() as conn:
+    size = conn.execute(text("SELECT @@innodb_buffer_pool_size")).scalar_one()
+engine.dispose()
+print(int(size) // 1048576)
+PY
 }
 
 ensure_python
