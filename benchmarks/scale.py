@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import scale_data, scale_drain
+from benchmarks.consumer import drop_databases
 from benchmarks.harness import BenchConfig, BenchError, on_database
 from benchmarks.report import environment
 from benchmarks.scale_data import Filled, Lookup, summary
@@ -79,6 +80,8 @@ def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
         drains, error = measure_drains(cfg, store, topic)
     finally:
         store.close()
+        # Gigabytes of generated rows: not left on the server once measured.
+        drop_databases(cfg, DATABASE)
     results = Results(
         env=env,
         filled=filled,
