@@ -38,7 +38,7 @@ from benchmarks.harness import (
 )
 from ems import Consumer
 from ems.aio import Consumer as AioConsumer
-from ems.types import Delivery
+from ems.types import Delivery, StartPosition
 
 DATABASE = "ems_bench_aio_consume"
 
@@ -95,13 +95,27 @@ def _stop_on(flag: Any, stop: Callable[[], None]) -> None:
 
 
 def sync_member(events: Any, index: int, spec: GroupSpec, barrier: Barrier, stop: Any) -> None:
+    counting_member(events, index, spec, barrier, stop, start="earliest")
+
+
+def counting_member(
+    events: Any,
+    index: int,
+    spec: GroupSpec,
+    barrier: Barrier,
+    stop: Any,
+    *,
+    start: StartPosition,
+) -> None:
+    """A sync Consumer whose handler only counts: lines up with the others, drains its
+    share, reports it. start: the position of a group this member creates."""
     tally = Tally(events, index)
     consumer = Consumer(
         spec.group,
         spec.cfg.topic,
         tally,
         settings=spec.cfg.settings,
-        start="earliest",
+        start=start,
         lease_ttl=spec.lease_ttl,
         renew_every=spec.renew_every,
     )

@@ -16,18 +16,16 @@ over its own first to last. The parent samples each member's VmRSS while they dr
 from __future__ import annotations
 
 import datetime as dt
-import os
 import threading
 import time
 from dataclasses import dataclass
 from multiprocessing.synchronize import Barrier
 from typing import Any
 
-from benchmarks.aio_consume import Tally
+from benchmarks.aio_consume import counting_member
 from benchmarks.consumer_procs import Fleet, rss_mb
-from benchmarks.consumer_workers import GroupSpec, balanced_share, stop_when
-from benchmarks.harness import BARRIER_TIMEOUT, PARTITIONS, BenchConfig, query
-from ems import Consumer
+from benchmarks.consumer_workers import GroupSpec
+from benchmarks.harness import PARTITIONS, BenchConfig, query
 from ems.consumer.groups import GroupOptions, new_group
 from ems.ops.reset import OffsetReset, ResetTarget
 from ems.store import Store
@@ -58,25 +56,8 @@ class Drain:
 
 def member(events: Any, index: int, spec: GroupSpec, barrier: Barrier, stop: Any) -> None:
     """One group's only member: wait for all partitions and the others, then drain."""
-    tally = Tally(events, index)
-    consumer = Consumer(
-        spec.group,
-        spec.cfg.topic,
-        tally,
-        settings=spec.cfg.settings,
-        start="latest",  # the group exists: its cursors are the reset's
-        lease_ttl=spec.lease_ttl,
-        renew_every=spec.renew_every,
-    )
-    consumer.start()
-    events.put(("ready", index, os.getpid()))
-    share = balanced_share(consumer, spec.workers)
-    barrier.wait(BARRIER_TIMEOUT)
-    assert spec.counts is not None
-    tally.start(sum(spec.counts[p] for p in share))
-    threading.Thread(target=stop_when, args=(stop, consumer.stop), daemon=True).start()
-    consumer.run(handle_signals=False)
-    events.put(("done", index, tally.handled))
+    # The group exists: its cursors are the reset's, whatever the start position.
+    counting_member(events, index, spec, barrier, stop, start="latest")
 
 
 def backlog_start(store: Store, topic: TopicInfo) -> dt.datetime:
