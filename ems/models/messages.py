@@ -38,22 +38,28 @@ Key = LargeBinary(255).with_variant(mysql.VARBINARY(255), "mysql", "mariadb")
 
 
 class Message(Base):
-    """One row per offset. A tombstone fills an abandoned offset so readers can pass it."""
+    """One row per offset. A tombstone fills an abandoned offset so readers can pass it.
+
+    Clustered by (topic_id, partition_no, offset_no): a partition's rows lie next to each
+    other in offset order, so draining a partition reads pages of its own rows only. The
+    id is a unique AUTO_INCREMENT secondary key (created by the migrations, which render
+    the AUTO_INCREMENT that SQLAlchemy keeps for primary keys).
+    """
 
     __tablename__ = "message"
     __table_args__ = (
-        UniqueConstraint("topic_id", "partition_no", "offset_no"),
-        # Time lookups (reset to a datetime, retention, queries by time) and key lookups.
-        # Both grow at a few insertion points per topic, not at random places.
-        Index(None, "topic_id", "partition_no", "created_at"),
-        Index(None, "topic_id", "msg_key", "created_at"),
+        # Time lookups (reset to a datetime, retention, queries by time) and key lookups,
+        # ordered by (created_at, id) without a sort. Both grow at a few insertion points
+        # per topic, not at random places.
+        Index(None, "topic_id", "partition_no", "created_at", "id"),
+        Index(None, "topic_id", "msg_key", "created_at", "id"),
         TABLE_ARGS,
     )
 
-    id: Mapped[bigint_pk]
-    topic_id: Mapped[int] = mapped_column(BigId, nullable=False)
-    partition_no: Mapped[int] = mapped_column(Integer, nullable=False)
-    offset_no: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    id: Mapped[int] = mapped_column(BigId, nullable=False, unique=True, autoincrement=True)
+    topic_id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=False)
+    partition_no: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    offset_no: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
     msg_key: Mapped[bytes | None] = mapped_column(Key, nullable=True)
     headers: Mapped[dict[str, str] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
     body: Mapped[bytes] = mapped_column(Body, nullable=False)

@@ -16,7 +16,7 @@ _BY_OFFSET = (
 )
 _BY_TIME = (
     "SELECT id, offset_no, created_at FROM message "
-    "FORCE INDEX (ix_message_topic_id_partition_no_created_at) "
+    "FORCE INDEX (ix_message_topic_id_partition_no_created_at_id) "
     "WHERE topic_id = %s AND partition_no = %s "
     "AND (created_at > %s OR (created_at = %s AND id > %s)) AND created_at < %s "
     "AND offset_no < %s AND tombstone = 0 ORDER BY created_at, id LIMIT %s"

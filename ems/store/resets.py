@@ -23,18 +23,18 @@ _LOWS = "SELECT partition_no, low_offset FROM partition_low WHERE topic_id = %s"
 # lower offset with a later created_at. Both statements below are exact; the cheaper one
 # reads the rows on the smaller side of the first row the time index meets.
 _FIRST_ROW_AT = (
-    "SELECT offset_no FROM message FORCE INDEX (ix_message_topic_id_partition_no_created_at) "
+    "SELECT offset_no FROM message FORCE INDEX (ix_message_topic_id_partition_no_created_at_id) "
     "WHERE topic_id = %s AND partition_no = %s AND created_at >= %s AND offset_no >= %s "
     "AND tombstone = 0 ORDER BY created_at LIMIT 1"
 )
 FIRST_BY_OFFSET = (
-    "SELECT offset_no FROM message FORCE INDEX (uq_message_topic_id_partition_no_offset_no) "
+    "SELECT offset_no FROM message FORCE INDEX (PRIMARY) "
     "WHERE topic_id = %s AND partition_no = %s AND offset_no BETWEEN %s AND %s "
     "AND created_at >= %s AND tombstone = 0 ORDER BY offset_no LIMIT 1"
 )
 _FIRST_BY_TIME = (
     "SELECT MIN(offset_no) FROM message "
-    "FORCE INDEX (ix_message_topic_id_partition_no_created_at) "
+    "FORCE INDEX (ix_message_topic_id_partition_no_created_at_id) "
     "WHERE topic_id = %s AND partition_no = %s AND created_at >= %s AND offset_no >= %s "
     "AND tombstone = 0"
 )

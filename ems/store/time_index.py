@@ -30,7 +30,7 @@ _LAST = (
 _FIRST_OFFSET = "SELECT MIN(offset_no) FROM message WHERE topic_id = %s AND partition_no = %s"
 _ROWS_FROM = (
     "SELECT offset_no, created_at, tombstone FROM message "
-    "FORCE INDEX (uq_message_topic_id_partition_no_offset_no) "
+    "FORCE INDEX (PRIMARY) "
     "WHERE topic_id = %s AND partition_no = %s AND offset_no >= %s "
     "ORDER BY offset_no LIMIT %s"
 )

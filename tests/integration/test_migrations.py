@@ -4,6 +4,8 @@ alarm columns of 0008 come and go with their migrations."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -168,3 +170,95 @@ def test_tables_are_innodb_utf8mb4(scratch: Settings) -> None:
     for name, eng, collation in rows:
         assert eng == "InnoDB", name
         assert collation.startswith("utf8mb4"), name
+
+
+def _message_keys(settings: Settings) -> dict[str, list[str]]:
+    engine = create_engine(settings.database_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                text(
+                    "SELECT index_name, column_name FROM information_schema.statistics "
+                    "WHERE table_schema = DATABASE() AND table_name = 'message' "
+                    "ORDER BY index_name, seq_in_index"
+                )
+            ).all()
+    finally:
+        engine.dispose()
+    keys: dict[str, list[str]] = {}
+    for name, column in rows:
+        keys.setdefault(str(name), []).append(str(column))
+    return keys
+
+
+def test_the_partition_order_migration_rebuilds_the_message_table_online(
+    scratch: Settings,
+) -> None:
+    """0010 clusters the message table by (topic, partition, offset) while a producer goes
+    on inserting: every row and id is kept, and inserts commit during the rebuild."""
+    migrate.upgrade(scratch, "0009")
+    assert _message_keys(scratch)["PRIMARY"] == ["id"]
+    engine = create_engine(scratch.database_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO message (topic_id, partition_no, offset_no, body) "
+                "SELECT 1, seq % 4, seq DIV 4, REPEAT('x', 200) FROM seq_0_to_299999"
+            )
+        )
+    stop = threading.Event()
+    committed: list[tuple[float, int]] = []
+
+    def produce() -> None:
+        with engine.connect() as conn:
+            offset = 75_000
+            while not stop.is_set():
+                result = conn.execute(
+                    text(
+                        "INSERT INTO message (topic_id, partition_no, offset_no, body) "
+                        "VALUES (1, :p, :o, 'y')"
+                    ),
+                    {"p": offset % 4, "o": offset},
+                )
+                committed.append((time.monotonic(), int(result.lastrowid)))
+                offset += 1
+
+    writer = threading.Thread(target=produce)
+    writer.start()
+    try:
+        while not committed:
+            time.sleep(0.01)
+        started = time.monotonic()
+        migrate.upgrade(scratch)
+        ended = time.monotonic()
+    finally:
+        stop.set()
+        writer.join()
+    during = [at for at, _ in committed if started < at < ended]
+    # The rebuild of 300,000 rows takes a while; the producer was never held for it.
+    gaps = [b - a for a, b in zip([started, *during], [*during, ended], strict=True)]
+    assert len(during) > 10 and max(gaps) < (ended - started) / 2, (len(during), max(gaps))
+    keys = _message_keys(scratch)
+    assert keys["PRIMARY"] == ["topic_id", "partition_no", "offset_no"]
+    assert keys["uq_message_id"] == ["id"]
+    with engine.connect() as conn:
+        count, distinct_ids, top = conn.execute(
+            text("SELECT COUNT(*), COUNT(DISTINCT id), MAX(id) FROM message")
+        ).one()
+        assert count == distinct_ids == 300_000 + len(committed)
+        assert {
+            int(r[0]) for r in conn.execute(text("SELECT id FROM message WHERE body = 'y'"))
+        } == {i for _, i in committed}
+        # Still AUTO_INCREMENT: a new row gets the next id.
+        new = conn.execute(
+            text(
+                "INSERT INTO message (topic_id, partition_no, offset_no, body) "
+                "VALUES (2, 0, 0, 'z')"
+            )
+        )
+        assert int(new.lastrowid) > int(top)
+    migrate.downgrade(scratch, "0009")
+    assert _message_keys(scratch)["PRIMARY"] == ["id"]
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT COUNT(*) FROM message")).scalar() == count + 1
+    engine.dispose()

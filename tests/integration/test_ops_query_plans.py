@@ -31,10 +31,10 @@ def test_key_and_time_queries_read_their_index_in_order(settings: Settings, stor
     since, until = T0 + dt.timedelta(hours=1), T0 + dt.timedelta(hours=2)
     by_key = q._BY_KEY.format(partition="")
     (row,) = seed.explain(store, by_key, (topic.id, b"k7", since, until, 101))
-    assert row["key"] == "ix_message_topic_id_msg_key_created_at"
+    assert row["key"] == "ix_message_topic_id_msg_key_created_at_id"
     assert "filesort" not in str(row["Extra"])
     for row in seed.explain(store, q._KEYS_IN_RANGE, (topic.id, 3, since, until, 101)):
-        assert row["key"] == "ix_message_topic_id_partition_no_created_at"
+        assert row["key"] == "ix_message_topic_id_partition_no_created_at_id"
         assert "filesort" not in str(row["Extra"])
     found = MessageQuery(settings, store=store).find("t", since=since, until=until, limit=5)
     assert [m.created_at for m in found.messages] == [

@@ -137,5 +137,5 @@ def test_a_lookup_is_an_index_dive_and_one_segment_read(store: Store, topic: Top
     start, end = store.time_index.segment_at(topic.id, 0, T0 + dt.timedelta(minutes=10)) or (0, 0)
     assert end - start == SEGMENT_ROWS
     (read,) = seed.explain(store, FIRST_BY_OFFSET, (topic.id, 0, start, end - 1, T0))
-    assert read["key"] == "uq_message_topic_id_partition_no_offset_no", read
+    assert read["key"] == "PRIMARY", read
     assert int(read["rows"]) <= 2 * SEGMENT_ROWS, read
