@@ -49,9 +49,7 @@ def test_cleanup_reads_use_their_indexes(settings: Settings, store: Store) -> No
     every = "'[" + ", ".join(str(p) for p in range(16)) + "]'"
     tops = _analyze(store, _TOPS.replace("%s", "{}").format(topic.id, every))
     dives = [t for t in _tables(tops) if t.get("table_name") == "message"]
-    assert [(d["key"], d["r_rows"]) for d in dives] == [
-        ("PRIMARY", 1)
-    ]
+    assert [(d["key"], d["r_rows"]) for d in dives] == [("PRIMARY", 1)]
 
     window = seed.explain(store, _WINDOW.replace("%s", "{}").format("NOW()", topic.id, 3, 100, 10))
     keys = {r["key"] for r in window}
