@@ -65,11 +65,11 @@ class Lookup:
     exact: int | None
 
 
-def create_topic(cfg: BenchConfig, database: str) -> TopicInfo:
-    """A fresh database at Alembic head with cfg.topic of PARTITIONS partitions."""
+def create_topic(cfg: BenchConfig, database: str, revision: str = "head") -> TopicInfo:
+    """A fresh database at an Alembic revision with cfg.topic of PARTITIONS partitions."""
     drop_databases(cfg, database)
     migrate.create_database(cfg.settings)
-    migrate.upgrade(cfg.settings)
+    migrate.upgrade(cfg.settings, revision)
     admin = TopicAdmin(cfg.settings)
     try:
         return admin.create(cfg.topic, PARTITIONS)
@@ -97,10 +97,17 @@ def fill(cfg: BenchConfig, topic: TopicInfo, rows: int, log: Callable[[str], Non
     finally:
         conn.close()
     seconds = time.monotonic() - started
+    ((pool,),) = query(cfg.settings.database_url, "SELECT @@innodb_buffer_pool_size")
+    return Filled(
+        rows=rows, seconds=seconds, table_bytes=table_bytes(cfg), buffer_pool_bytes=int(pool)
+    )
+
+
+def table_bytes(cfg: BenchConfig) -> int:
+    """The message table's data + indexes, freshly counted."""
     query(cfg.settings.database_url, "ANALYZE TABLE message")  # refreshes data_length
     ((size,),) = query(cfg.settings.database_url, _SIZE)
-    ((pool,),) = query(cfg.settings.database_url, "SELECT @@innodb_buffer_pool_size")
-    return Filled(rows=rows, seconds=seconds, table_bytes=int(size), buffer_pool_bytes=int(pool))
+    return int(size)
 
 
 def build_index(store: Store, topic: TopicInfo) -> tuple[int, float]:

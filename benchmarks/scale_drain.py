@@ -25,6 +25,7 @@ from typing import Any
 from benchmarks.aio_consume import counting_member
 from benchmarks.consumer_procs import Fleet, rss_mb
 from benchmarks.consumer_workers import GroupSpec
+from benchmarks.cpu import cpu_seconds, local_server_pid
 from benchmarks.harness import PARTITIONS, BenchConfig, query
 from ems.consumer.groups import GroupOptions, new_group
 from ems.ops.reset import OffsetReset, ResetTarget
@@ -47,11 +48,17 @@ class Drain:
     reset_s: tuple[float, ...]  # wall time of each group's reset by datetime
     rss_start: float  # MB, the largest member's before draining
     rss_peak: float  # MB, the largest member's while draining
+    member_cpu_s: float  # CPU seconds of all members while draining
+    server_cpu_s: float | None  # CPU seconds of the database server (None: not local)
     checks: tuple[str, ...]
 
     @property
     def rate(self) -> float:
         return self.handled / self.seconds if self.seconds > 0 else 0.0
+
+    def micros(self, cpu_s: float | None) -> float | None:
+        """CPU microseconds per delivery."""
+        return None if cpu_s is None or not self.handled else cpu_s * 1e6 / self.handled
 
 
 def member(events: Any, index: int, spec: GroupSpec, barrier: Barrier, stop: Any) -> None:
@@ -151,11 +158,14 @@ def drain(cfg: BenchConfig, store: Store, topic: TopicInfo, groups: int) -> Drai
             fleet.spawn(i, member, spec, barrier, fleet.stop)
         pids = list(fleet.wait("ready", members, 120).values())
         rss_start = max(rss_mb(pid) for pid in pids)
+        server = local_server_pid()
+        server_cpu = cpu_seconds(server) if server else 0.0
         sampler = RssSampler(pids)
         try:
             drained = list(fleet.wait("drained", members, 1800).values())
         finally:
             rss_peak = sampler.close()
+        server_cpu_s = cpu_seconds(server) - server_cpu if server else None
         fleet.stop.value = 1
         fleet.wait("done", members, 60)
     finally:
@@ -173,5 +183,7 @@ def drain(cfg: BenchConfig, store: Store, topic: TopicInfo, groups: int) -> Drai
         reset_s=tuple(took),
         rss_start=rss_start,
         rss_peak=rss_peak,
+        member_cpu_s=sum(d[3] for d in drained),
+        server_cpu_s=server_cpu_s,
         checks=tuple(checks),
     )
