@@ -19,6 +19,7 @@ from benchmarks import (
     consumer,
     docs_figures,
     faults,
+    memory,
     producer,
     purge,
     purge_drop,
@@ -44,6 +45,7 @@ SUITES: dict[str, Callable[[BenchConfig, argparse.Namespace], int]] = {
     "aio": aio.run,
     "aio-drivers": aio_drivers.run,
     "scale": scale.run,
+    "memory": memory.run,
 }
 
 
@@ -163,6 +165,12 @@ def main(argv: list[str] | None = None) -> int:
         type=positive_int,
         default=10_000_000,
         help="scale suite: messages generated in the large topic (default 10,000,000)",
+    )
+    parser.add_argument(
+        "--memory-rows",
+        type=positive_int,
+        default=1_000_000,
+        help="memory suite: messages of 256 bytes one member drains (default 1,000,000)",
     )
     args = parser.parse_args(argv)
     unknown = [name for name in args.suites if name not in SUITES]

@@ -54,6 +54,7 @@ SOURCES: Mapping[str, Source] = {
     "aio": Source("Asyncio SDK"),
     "aio-drivers": Source("Asyncio MySQL drivers"),
     "scale": Source("Scale with the data"),
+    "memory": Source("Memory while draining"),
 }
 
 _BLOCK = re.compile(

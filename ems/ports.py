@@ -18,12 +18,12 @@ from typing import Protocol
 from ems.types import (
     AssignmentRow,
     Delivery,
+    Fetched,
     GroupInfo,
     LeaderInfo,
     MemberInfo,
     PartitionStats,
     Settlement,
-    StoredMessage,
     TopicInfo,
 )
 
@@ -106,9 +106,17 @@ class ConsumptionLog(Protocol):
         does (StaleGeneration: nothing written)."""
 
     def claim_due(
-        self, group_id: int, topic: str, partitions: Sequence[int], limit: int, lease: float
+        self,
+        group_id: int,
+        topic: str,
+        partitions: Sequence[int],
+        limit: int,
+        lease: float,
+        max_bytes: int,
     ) -> list[Delivery]:
-        """Due retries of these partitions, claimed for lease seconds."""
+        """Due retries of these partitions, oldest due first, claimed for lease seconds:
+        at most `limit`, while their bodies total at most max_bytes (the first whatever
+        its size)."""
 
 
 class MessageLog(Protocol):
@@ -116,10 +124,20 @@ class MessageLog(Protocol):
     and tombstones to close old holes."""
 
     def fetch(
-        self, topic_id: int, partition: int, from_offset: int, limit: int
-    ) -> list[StoredMessage]:
+        self,
+        topic_id: int,
+        partition: int,
+        from_offset: int,
+        limit: int,
+        max_bytes: int,
+        *,
+        at_least_one: bool = True,
+    ) -> Fetched:
         """Stored rows (tombstones too) from from_offset on, in offset order; a hole in
-        the offsets is simply not there."""
+        the offsets is simply not there. At most `limit` rows, and only while their
+        bodies total at most max_bytes, except that with at_least_one the rows up to the
+        first body come whatever its size (a message larger than the budget comes
+        alone). Fetched.cut tells that rows were left out for the budget."""
 
     def low_offset(self, topic_id: int, partition: int) -> int | None:
         """The partition's low watermark after a purge (None when never purged)."""

@@ -79,6 +79,16 @@ class StoredMessage:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Fetched:
+    """Rows of a partition in offset order, as a byte-bounded fetch returns them."""
+
+    rows: list[StoredMessage]
+    #: Rows that follow the last one were left out because of the byte budget (not
+    #: because there were none, nor because of the row limit).
+    cut: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class PartitionBatch:
     """The gap-free prefix of a partition read: messages (tombstones dropped) and the
     offset to read from next."""
@@ -86,6 +96,9 @@ class PartitionBatch:
     partition: int
     messages: list[StoredMessage]
     next_offset: int
+    #: The read stopped at its row limit or byte budget, not at the end of what can be
+    #: read: more may be ready at next_offset now.
+    more: bool = False
 
 
 # -- consumer groups -------------------------------------------------------------------

@@ -28,6 +28,10 @@ MAX_KEY_BYTES = 255
 #: A body must fit one row within the server's default max_allowed_packet (16 MiB).
 MAX_BODY_LIMIT = 8 * 1024 * 1024
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+#: Bytes of bodies one consumer fetch brings at most (a single larger message still comes,
+#: alone), by default and at most.
+DEFAULT_BATCH_BYTES = 4 * 1024 * 1024
+MAX_BATCH_BYTES = 1024 * 1024 * 1024
 DEFAULT_RETENTION_HOURS = 168
 
 # One encoder for every message: json.dumps with options builds a new one per call.

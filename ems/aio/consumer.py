@@ -38,7 +38,7 @@ from ems.exceptions import (
 )
 from ems.store import Store
 from ems.types import Delivery, StartPosition
-from ems.validation import check_name, check_positive_int
+from ems.validation import DEFAULT_BATCH_BYTES, check_name, check_positive_int
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +81,7 @@ class Consumer:
         max_attempts: int | None = None,
         ack_timeout: int | None = None,
         batch_size: int = 500,
+        max_batch_bytes: int = DEFAULT_BATCH_BYTES,
         lease_ttl: float = 10.0,
         renew_every: float = 3.0,
         store: Store | None = None,
@@ -102,6 +103,7 @@ class Consumer:
             "max_attempts": max_attempts,
             "ack_timeout": ack_timeout,
             "batch_size": batch_size,
+            "max_batch_bytes": max_batch_bytes,
             "lease_ttl": lease_ttl,
             "renew_every": renew_every,
         }

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ems.consumer.cluster import delivery
+from ems.consumer.cluster import body_bytes, delivery
 from ems.consumer.state import Outcome
 from ems.types import Delivery, StartPosition, TopicInfo
 
@@ -62,20 +62,31 @@ class BroadcastSession:
                 p for p, last in news.items() if p in self.positions and self.positions[p] <= last
             )
 
-    def fetch(self, limit: int) -> list[Delivery]:
+    def fetch(self, limit: int, max_bytes: int) -> list[Delivery]:
+        """As ClusterSession.fetch: up to `limit` messages and max_bytes of bodies (the
+        first message whatever its size)."""
         batch: list[Delivery] = []
+        left = max_bytes
         order = sorted(self.positions)
         self._turn += 1
         for i in range(len(order)):
             p = order[(self._turn + i) % len(order)]
-            if len(batch) >= limit:
+            if len(batch) >= limit or left <= 0:
                 break
             if p not in self.dirty:
                 continue
-            room = limit - len(batch)
-            read = self.reader.read(self.topic.id, p, self.positions[p], room)
-            if read.next_offset - self.positions[p] < room:
+            read = self.reader.read(
+                self.topic.id,
+                p,
+                self.positions[p],
+                limit - len(batch),
+                left,
+                at_least_one=not batch,
+            )
+            if not read.more:
                 self.dirty.discard(p)
             self.positions[p] = read.next_offset
-            batch.extend(delivery(self.topic.name, m, 1) for m in read.messages)
+            got = [delivery(self.topic.name, m, 1) for m in read.messages]
+            left -= body_bytes(got)
+            batch.extend(got)
         return batch

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from ems.consumer.ack_writer import AckWriter
 from ems.consumer.state import Outcome, PartitionState, Policy, expired, moved_cursors, settle
 from ems.exceptions import LockConflict, StaleGeneration
+from ems.offsets.budget import mean_size, rows_to_scan
 from ems.types import Delivery, GroupInfo, Settlement, StoredMessage, TopicInfo
 
 if TYPE_CHECKING:
@@ -43,6 +44,11 @@ def delivery(topic: str, m: StoredMessage, attempt: int) -> Delivery:
     )
 
 
+def body_bytes(deliveries: list[Delivery]) -> int:
+    """The bytes a batch's byte budget counts: its bodies'."""
+    return sum(len(d.body) for d in deliveries)
+
+
 class ClusterSession:
     """The partitions this client owns, and the statements that consume them."""
 
@@ -67,6 +73,8 @@ class ClusterSession:
         self.states: dict[int, PartitionState] = {}
         self._version = -1
         self._next_retry_scan = 0.0
+        #: Mean body size of the retries claimed last (see rows_to_scan).
+        self._retry_size: int | None = None
         self._turn = 0
         self._stale = threading.Event()
         self.metrics = metrics
@@ -173,33 +181,44 @@ class ClusterSession:
 
     # -- fetch -------------------------------------------------------------------------
 
-    def fetch(self, limit: int) -> list[Delivery]:
+    def fetch(self, limit: int, max_bytes: int) -> list[Delivery]:
         # A new batch only once the acks of the last one are written: a crash then
         # redelivers at most the batch in hand. (Waiting costs no measurable drain rate:
         # the log's start rows still go on the writer while the batch is handled.)
         self.writer.wait_written(0)
         now = time.monotonic()
-        batch = self._due_retries(limit, now)
+        batch = self._due_retries(limit, max_bytes, now)
+        left = max_bytes - body_bytes(batch)
         order = sorted(self.states)
         self._turn += 1
         for i in range(len(order)):
-            if len(batch) >= limit:
+            if len(batch) >= limit or left <= 0:
                 break
             state = self.states[order[(self._turn + i) % len(order)]]
             if state.revoking or not state.dirty or state.blocked_until > now:
                 continue
-            batch.extend(self._read(state, limit - len(batch), now))
+            read = self._read(state, limit - len(batch), left, not batch, now)
+            left -= body_bytes(read)
+            batch.extend(read)
         if batch:
             # Logged as started on the writer, while the handler already works on it.
             self.writer.started(batch)
         return batch
 
-    def _read(self, state: PartitionState, room: int, now: float) -> list[Delivery]:
+    def _read(
+        self, state: PartitionState, room: int, max_bytes: int, first: bool, now: float
+    ) -> list[Delivery]:
+        """A read of up to `room` messages and max_bytes of bodies; the first message
+        whatever its size when nothing else is in the batch yet (first)."""
         room = min(room, MAX_IN_FLIGHT - state.in_flight())
         if room <= 0:
             return []
-        read = self.reader.read(self.topic.id, state.partition, state.position, room)
-        state.dirty = read.next_offset - state.position >= room
+        read = self.reader.read(
+            self.topic.id, state.partition, state.position, room, max_bytes, at_least_one=first
+        )
+        # A read cut by its bounds leaves the partition to read again at once; one that
+        # reached the end (or a young hole) waits for news.
+        state.dirty = read.more
         state.position = read.next_offset
         out = []
         for m in read.messages:
@@ -208,14 +227,20 @@ class ClusterSession:
             out.append(d)
         return out
 
-    def _due_retries(self, limit: int, now: float) -> list[Delivery]:
+    def _due_retries(self, limit: int, max_bytes: int, now: float) -> list[Delivery]:
         if now < self._next_retry_scan:
             return []
-        self._next_retry_scan = now + RETRY_SCAN_EVERY
         live = [p for p, s in self.states.items() if not s.revoking]
+        rows = rows_to_scan(self._retry_size, limit, max_bytes)
         due = self.store.consumption.claim_due(
-            self.group.id, self.topic.name, live, limit, self.policy.ack_timeout
+            self.group.id, self.topic.name, live, rows, self.policy.ack_timeout, max_bytes
         )
+        size = mean_size([d.body for d in due])
+        if size is not None:
+            self._retry_size = size
+        # A scan that found some may have left more behind (the batch's count or byte
+        # bound): the next fetch looks again; one that found none rests a while.
+        self._next_retry_scan = now if due else now + RETRY_SCAN_EVERY
         fresh = []
         for d in due:
             state = self.states[d.partition]

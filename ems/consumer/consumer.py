@@ -30,7 +30,7 @@ from ems.exceptions import (
 from ems.metrics import MetricsServer, start_server
 from ems.store import Store
 from ems.types import Delivery, StartPosition
-from ems.validation import check_name
+from ems.validation import DEFAULT_BATCH_BYTES, check_name
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,9 @@ class Consumer:
     Use `run()` with a handler (returning normally acks, raising retries), or the pull
     form: `poll()` returns deliveries, then `ack()` or `nack()` them. The group is created
     on first use with the options given; an existing group keeps its settings, and
-    options that contradict them raise GroupConflict.
+    options that contradict them raise GroupConflict. A batch holds at most batch_size
+    messages and max_batch_bytes of bodies (a single larger message comes alone); both are
+    this member's own, not the group's.
 
     It runs on MySQL and Redis (`settings`, or the environment; `store`, a Store the
     caller keeps and closes), or on another `backend`, such as ems.testing's in-memory
@@ -72,6 +74,7 @@ class Consumer:
         max_attempts: int | None = None,
         ack_timeout: int | None = None,
         batch_size: int = 500,
+        max_batch_bytes: int = DEFAULT_BATCH_BYTES,
         lease_ttl: float = 10.0,
         renew_every: float = 3.0,
         store: Store | None = None,
@@ -90,6 +93,7 @@ class Consumer:
             max_attempts=max_attempts,
             ack_timeout=ack_timeout,
             batch_size=batch_size,
+            max_batch_bytes=max_batch_bytes,
             lease_ttl=lease_ttl,
             renew_every=renew_every,
         )
@@ -189,7 +193,7 @@ class Consumer:
             late = self.session.expire()
             if late:
                 self.session.settle(late, wait=False)
-            batch = self.session.fetch(limit)
+            batch = self.session.fetch(limit, self.options.max_batch_bytes)
             self._update_gauges()
             left = deadline - time.monotonic()
             if batch or left <= 0 or self._stopping.is_set():

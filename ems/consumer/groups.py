@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from ems.exceptions import GroupConflict, InvalidSetting
 from ems.retry import DEFAULT_LADDER, format_ladder, parse_ladder
 from ems.types import GroupInfo, StartPosition, TopicInfo
-from ems.validation import check_positive_int
+from ems.validation import DEFAULT_BATCH_BYTES, MAX_BATCH_BYTES, check_positive_int
 
 if TYPE_CHECKING:
     from ems.ports import ConsumeStore
@@ -33,6 +33,9 @@ class GroupOptions:
     batch_size: int
     lease_ttl: float
     renew_every: float
+    #: Bytes of bodies one fetch brings at most (a single larger message comes alone).
+    #: The member's own bound, not the group's: members may differ.
+    max_batch_bytes: int = DEFAULT_BATCH_BYTES
 
     @classmethod
     def checked(
@@ -47,6 +50,7 @@ class GroupOptions:
         batch_size: int,
         lease_ttl: float,
         renew_every: float,
+        max_batch_bytes: int = DEFAULT_BATCH_BYTES,
     ) -> GroupOptions:
         if start not in (None, "earliest", "latest"):
             raise InvalidSetting(f"start must be 'earliest' or 'latest', not {start!r}")
@@ -58,6 +62,7 @@ class GroupOptions:
         if ack_timeout is not None:
             check_positive_int(ack_timeout, "ack_timeout (seconds)", 7 * 24 * 3600)
         check_positive_int(batch_size, "batch_size", MAX_BATCH)
+        check_positive_int(max_batch_bytes, "max_batch_bytes", MAX_BATCH_BYTES)
         _check_lease(lease_ttl, renew_every)
         return cls(
             broadcast=bool(broadcast),
@@ -69,6 +74,7 @@ class GroupOptions:
             batch_size=batch_size,
             lease_ttl=float(lease_ttl),
             renew_every=float(renew_every),
+            max_batch_bytes=max_batch_bytes,
         )
 
     @property

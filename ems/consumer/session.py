@@ -21,7 +21,9 @@ class Session(Protocol):
         """Partitions worth reading now: those with news ({partition: last offset
         announced}) not read yet, or all when None."""
 
-    def fetch(self, limit: int) -> list[Delivery]: ...
+    def fetch(self, limit: int, max_bytes: int) -> list[Delivery]:
+        """The next batch: at most `limit` deliveries, whose bodies total at most
+        max_bytes unless the batch is a single larger message."""
 
     def settle(self, outcomes: list[Outcome], *, wait: bool = True) -> None:
         """Apply acks and failures: written at once (wait) or while the next batch is

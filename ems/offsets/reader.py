@@ -6,12 +6,18 @@ from contextlib import suppress
 
 from ems.config import Settings
 from ems.exceptions import DuplicateKey, InvalidOffset, UnknownPartition
+from ems.offsets.budget import mean_size, rows_to_scan
 from ems.offsets.gaps import plan_read
 from ems.ports import MessageLog
 from ems.store import Store
 from ems.store.client import StoreClient
-from ems.types import PartitionBatch, TopicInfo
-from ems.validation import check_name
+from ems.types import PartitionBatch, StoredMessage, TopicInfo
+from ems.validation import (
+    DEFAULT_BATCH_BYTES,
+    MAX_BATCH_BYTES,
+    check_name,
+    check_positive_int,
+)
 
 #: Fetch, fill, fetch again: a hole needs at most a couple of rounds before data shows.
 _ROUNDS = 4
@@ -21,17 +27,39 @@ class PartitionReader:
     def __init__(self, messages: MessageLog, gap_timeout: float) -> None:
         self.messages = messages
         self.gap_timeout = gap_timeout
+        #: (topic id, partition) -> mean body size of the messages its last read returned.
+        self._sizes: dict[tuple[int, int], int] = {}
 
-    def read(self, topic_id: int, partition: int, from_offset: int, limit: int) -> PartitionBatch:
+    def read(
+        self,
+        topic_id: int,
+        partition: int,
+        from_offset: int,
+        limit: int,
+        max_bytes: int = DEFAULT_BATCH_BYTES,
+        *,
+        at_least_one: bool = True,
+    ) -> PartitionBatch:
         """Messages from from_offset on, stopping at the first hole younger than the gap
-        timeout. next_offset moves past tombstones as well as messages."""
+        timeout, after `limit` rows, or once their bodies would pass max_bytes (with
+        at_least_one, the first message comes whatever its size). next_offset moves past
+        tombstones as well as messages; a read cut by the budget is no hole: it ends
+        before the first offset it did not return, and says there is more."""
         if isinstance(from_offset, bool) or not isinstance(from_offset, int) or from_offset < 0:
             raise InvalidOffset(f"offset must be a non-negative integer, not {from_offset!r}")
         if limit < 1:
             raise InvalidOffset(f"limit must be at least 1, not {limit!r}")
+        if max_bytes < 1:
+            raise InvalidOffset(f"max_bytes must be at least 1, not {max_bytes!r}")
+        key = (topic_id, partition)
+        scan = self._rows_to_scan(key, limit, max_bytes)
         for _ in range(_ROUNDS):
-            fetched = self.messages.fetch(topic_id, partition, from_offset, limit)
-            keys = [(m.offset, m.created_at) for m in fetched]
+            fetched = self.messages.fetch(
+                topic_id, partition, from_offset, scan, max_bytes, at_least_one=at_least_one
+            )
+            rows = fetched.rows
+            self._learn(key, rows)
+            keys = [(m.offset, m.created_at) for m in rows]
             plan = plan_read(keys, from_offset, None, self.gap_timeout)
             if plan.ready < len(keys) and not plan.ready:
                 # A hole right at the position. If a purge removed it, jump to the low
@@ -44,17 +72,28 @@ class PartitionReader:
                 # Only now does the hole's age matter, so only now is the clock read.
                 plan = plan_read(keys, from_offset, self.messages.now(), self.gap_timeout)
             if plan.ready or plan.fill is None:
-                prefix = fetched[: plan.ready]
+                prefix = rows[: plan.ready]
+                # Stopped at a bound rather than at a hole or the end: more may be ready.
+                bounded = fetched.cut or len(rows) >= scan
                 return PartitionBatch(
                     partition=partition,
                     messages=[m for m in prefix if not m.tombstone],
                     next_offset=from_offset + plan.ready,
+                    more=bounded and plan.ready == len(rows),
                 )
             first, end = plan.fill
             # A late producer (or another reader) may get there first; then read again.
             with suppress(DuplicateKey):
                 self.messages.insert_tombstones(topic_id, partition, range(first, end))
         return PartitionBatch(partition=partition, messages=[], next_offset=from_offset)
+
+    def _rows_to_scan(self, key: tuple[int, int], limit: int, max_bytes: int) -> int:
+        return rows_to_scan(self._sizes.get(key), limit, max_bytes)
+
+    def _learn(self, key: tuple[int, int], rows: list[StoredMessage]) -> None:
+        size = mean_size([m.body for m in rows if not m.tombstone])
+        if size is not None:
+            self._sizes[key] = size
 
 
 class Reader(StoreClient):
@@ -72,12 +111,20 @@ class Reader(StoreClient):
         return info
 
     def read_partition(
-        self, topic: str, partition: int, from_offset: int, limit: int = 500
+        self,
+        topic: str,
+        partition: int,
+        from_offset: int,
+        limit: int = 500,
+        max_bytes: int = DEFAULT_BATCH_BYTES,
     ) -> PartitionBatch:
         """The gap-free run of messages at from_offset and after (Kafka position semantics:
-        from_offset is the next offset to read). Continue from batch.next_offset."""
+        from_offset is the next offset to read): at most `limit` of them, and only while
+        their bodies total at most max_bytes (the first message comes whatever its
+        size). Continue from batch.next_offset."""
         info = self.check_partition(topic, partition)
-        return self._partitions.read(info.id, partition, from_offset, limit)
+        check_positive_int(max_bytes, "max_bytes", MAX_BATCH_BYTES)
+        return self._partitions.read(info.id, partition, from_offset, limit, max_bytes)
 
     def check_partition(self, topic: str, partition: object) -> TopicInfo:
         """The topic, if it has this partition; UnknownTopic or UnknownPartition if not."""

@@ -58,11 +58,20 @@ _HAND_BACK = (
     "DELETE FROM topic_group_log WHERE group_id = %s AND partition_no = %s "
     "AND offset_no BETWEEN %s AND %s AND client_id = %s AND state = 'start'"
 )
+# Due retries, oldest due first, bounded by rows and by the bytes of their bodies as a
+# partition fetch is (ems.store.messages._FETCH): the bodies are joined only for the rows
+# within the budget, and the first due message comes whatever its size.
 _DUE = (
-    "SELECT r.id, r.partition_no, r.offset_no, r.attempts, m.id, m.msg_key, m.headers, "
-    "m.body, m.created_at FROM retry_message r JOIN message m ON m.id = r.message_id "
+    "SELECT w.id, w.partition_no, w.offset_no, w.attempts, m.id, m.msg_key, m.headers, "
+    "m.body, m.created_at FROM ("
+    "SELECT id, partition_no, offset_no, attempts, message_id, due_at, size, "
+    "SUM(size) OVER (ORDER BY due_at, id ROWS UNBOUNDED PRECEDING) AS upto FROM ("
+    "SELECT r.id, r.partition_no, r.offset_no, r.attempts, r.message_id, r.due_at, "
+    "LENGTH(m.body) AS size FROM retry_message r JOIN message m ON m.id = r.message_id "
     "WHERE r.group_id = %s AND r.due_at <= NOW(6) AND r.partition_no IN ({partitions}) "
-    "ORDER BY r.due_at LIMIT %s"
+    "ORDER BY r.due_at, r.id LIMIT %s) AS due) AS w "
+    "JOIN message m ON m.id = w.message_id "
+    "WHERE w.upto <= %s OR w.upto = w.size ORDER BY w.due_at, w.id"
 )
 _CLAIM = "UPDATE retry_message SET due_at = NOW(6) + INTERVAL %s MICROSECOND WHERE id IN ({ids})"
 
@@ -142,14 +151,21 @@ class ConsumptionStore:
         cursor.execute(_FAILED_LOG, log)
 
     def claim_due(
-        self, group_id: int, topic: str, partitions: Sequence[int], limit: int, lease: float
+        self,
+        group_id: int,
+        topic: str,
+        partitions: Sequence[int],
+        limit: int,
+        lease: float,
+        max_bytes: int,
     ) -> list[Delivery]:
-        """Due retries of these partitions, claimed for lease seconds so that they are not
-        handed out twice while in flight."""
+        """Due retries of these partitions, oldest due first, claimed for lease seconds so
+        that they are not handed out twice while in flight: at most `limit`, and only
+        while their bodies total at most max_bytes (the first whatever its size)."""
         if not partitions:
             return []
         sql = _DUE.format(partitions=", ".join(["%s"] * len(partitions)))
-        rows = self.db.select(sql, (group_id, *partitions, limit))
+        rows = self.db.select(sql, (group_id, *partitions, limit, max_bytes))
         if not rows:
             return []
         ids = [r[0] for r in rows]

@@ -21,10 +21,12 @@ from ems.exceptions import (
     TopicExists,
     UnknownTopic,
 )
+from ems.offsets.budget import within_budget
 from ems.types import (
     AssignmentRow,
     Delivery,
     Failure,
+    Fetched,
     GroupInfo,
     LeaderInfo,
     MemberInfo,
@@ -263,15 +265,24 @@ class MemoryMessages:
             return stored[-1] + 1 if stored else self.t.lows.get((topic_id, partition), 0)
 
     def fetch(
-        self, topic_id: int, partition: int, from_offset: int, limit: int
-    ) -> list[StoredMessage]:
+        self,
+        topic_id: int,
+        partition: int,
+        from_offset: int,
+        limit: int,
+        max_bytes: int,
+        *,
+        at_least_one: bool = True,
+    ) -> Fetched:
         with self.t.lock:
             rows, stored = (
                 self.t.rows(topic_id, partition),
                 self.t.stored_offsets(topic_id, partition),
             )
             start = bisect.bisect_left(stored, from_offset)
-            return [rows[o] for o in stored[start : start + limit]]
+            window = [rows[o] for o in stored[start : start + limit]]
+        kept = within_budget([len(m.body) for m in window], max_bytes, at_least_one)
+        return Fetched(rows=window[:kept], cut=kept < len(window))
 
     def low_offset(self, topic_id: int, partition: int) -> int | None:
         with self.t.lock:
@@ -554,7 +565,13 @@ class MemoryConsumption:
             row.state, row.attempts, row.error = state, f.attempts, f.error
 
     def claim_due(
-        self, group_id: int, topic: str, partitions: Sequence[int], limit: int, lease: float
+        self,
+        group_id: int,
+        topic: str,
+        partitions: Sequence[int],
+        limit: int,
+        lease: float,
+        max_bytes: int,
     ) -> list[Delivery]:
         with self.t.lock:
             now = self.t.clock()
@@ -562,14 +579,18 @@ class MemoryConsumption:
                 (r.due, key)
                 for key, r in self.t.retries.items()
                 if key[0] == group_id and key[1] in partitions and r.due <= now
-            )[:limit]
+            )
+            # As the server's join: a retry whose message is gone is not among them.
+            found = [
+                (key, m)
+                for _, key in due
+                if (m := self.t.message(self.t.retries[key].message_id)) is not None
+            ][:limit]
+            found = found[: within_budget([len(m.body) for _, m in found], max_bytes, True)]
             out = []
-            for _, key in due:
+            for key, m in found:
                 r = self.t.retries[key]
                 r.due = _after(now, lease)
-                m = self.t.message(r.message_id)
-                if m is None:
-                    continue
                 out.append(
                     Delivery(
                         topic=topic,

@@ -18,6 +18,7 @@ from ems.exceptions import DuplicateKey
 from ems.store import Store
 from ems.store import messages as message_sql
 from ems.types import NewMessage, TopicInfo
+from ems.validation import MAX_BATCH_BYTES
 
 
 @pytest.fixture
@@ -48,7 +49,7 @@ def test_any_bytes_come_back_unchanged(
     offset = _count(store)
     headers_json = json.dumps(headers, ensure_ascii=False) if headers else None
     store.messages.insert([NewMessage(topic.id, 1, offset, key, headers_json, body)])
-    (stored,) = store.messages.fetch(topic.id, 1, offset, 1)
+    (stored,) = store.messages.fetch(topic.id, 1, offset, 1, MAX_BATCH_BYTES).rows
     assert (stored.offset, stored.key, stored.body) == (offset, key, body)
     assert stored.headers == (headers or {})
 
@@ -62,7 +63,9 @@ def test_a_batch_of_several_statements_is_all_or_none(store: Store, topic: Topic
         store.messages.insert(rows)  # the second statement hits offset 5
     assert _count(store) == 1
     store.messages.insert(rows[:5] + rows[6:])
-    assert [m.body for m in store.messages.fetch(topic.id, 0, 0, 20)] == [body] * 12
+    assert [m.body for m in store.messages.fetch(topic.id, 0, 0, 20, MAX_BATCH_BYTES).rows] == [
+        body
+    ] * 12
 
 
 def test_rows_too_large_for_hex_keep_the_driver_escaping(store: Store, topic: TopicInfo) -> None:
@@ -73,7 +76,10 @@ def test_rows_too_large_for_hex_keep_the_driver_escaping(store: Store, topic: To
     ]
     assert message_sql.insert_statements(rows) is None
     store.messages.insert(rows)
-    assert [m.body for m in store.messages.fetch(topic.id, 0, 0, 5)] == [big, b"s"]
+    assert [m.body for m in store.messages.fetch(topic.id, 0, 0, 5, MAX_BATCH_BYTES).rows] == [
+        big,
+        b"s",
+    ]
 
 
 def test_statements_keep_order_and_stay_under_the_size_limit(settings: Settings) -> None:

@@ -11,10 +11,18 @@ import pytest
 
 from ems import Producer, Reader, TopicAdmin
 from ems.config import Settings
-from ems.exceptions import DuplicateKey, InvalidOffset, UnknownPartition, UnknownTopic
+from ems.exceptions import (
+    DuplicateKey,
+    InvalidOffset,
+    InvalidSetting,
+    UnknownPartition,
+    UnknownTopic,
+)
 from ems.offsets.allocators import RedisAllocator
 from ems.store import Store
 from ems.types import NewMessage, TopicInfo
+from ems.validation import MAX_BATCH_BYTES
+from tests.integration import seed
 
 
 @pytest.fixture
@@ -68,6 +76,28 @@ def test_young_hole_blocks_then_old_hole_is_tombstoned(
     assert (stats.messages, stats.tombstones, stats.high_watermark) == (2, 1, 3)
     stats = admin.describe("t")[0]
     assert (stats.messages, stats.tombstones, stats.low_watermark) == (3, None, 0)
+
+
+def test_a_read_cut_by_the_byte_budget_is_not_taken_for_a_hole(
+    settings: Settings, topic: TopicInfo, reader: Reader, store: Store
+) -> None:
+    # 0, 1, 2 committed, 3 still open (a young hole), 4 committed: 100 bytes each.
+    store.messages.insert([_row(topic, o, b"%d" % o * 100) for o in (0, 1, 2, 4)])
+    batches = []
+    at = 0
+    for _ in range(4):
+        batch = reader.read_partition("t", 0, at, limit=10, max_bytes=150)
+        batches.append(([m.offset for m in batch.messages], batch.next_offset, batch.more))
+        at = batch.next_offset
+    assert batches == [
+        ([0], 1, True),  # 200 bytes would pass the budget: cut, more to come
+        ([1], 2, True),
+        ([2], 3, True),
+        ([], 3, False),  # only now the hole at 3, young: wait for it
+    ]
+    assert seed.sql(store, "SELECT COUNT(*) FROM message WHERE tombstone")[0][0] == 0
+    whole = reader.read_partition("t", 0, 0, limit=10, max_bytes=400)
+    assert ([m.offset for m in whole.messages], whole.more) == ([0, 1, 2], False)
 
 
 def _slow_insert_of_offset_1(
@@ -158,3 +188,6 @@ def test_reader_input_errors(topic: TopicInfo, reader: Reader) -> None:
         reader.read_partition("t", 0, -1)
     with pytest.raises(InvalidOffset):
         reader.read_partition("t", 0, 0, limit=0)
+    for bad in (0, -1, True, 1.5, "4MiB", MAX_BATCH_BYTES + 1):
+        with pytest.raises(InvalidSetting):
+            reader.read_partition("t", 0, 0, max_bytes=bad)  # type: ignore[arg-type]

@@ -3,18 +3,32 @@ once on the real server and once on the twin, through the ports the consumer use
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from ems.consumer.groups import ensure_group
 from ems.exceptions import DuplicateKey, NotLeader, StaleGeneration
+from ems.offsets.reader import PartitionReader
 from ems.ports import ConsumeStore
 from ems.store import Store
 from ems.testing import MemoryStore
-from ems.types import Delivery, Failure, GroupInfo, NewMessage, Settlement, TopicInfo
+from ems.types import (
+    Delivery,
+    Failure,
+    Fetched,
+    GroupInfo,
+    NewMessage,
+    Settlement,
+    TopicInfo,
+)
+from ems.validation import MAX_BATCH_BYTES
 from tests.integration import seed
 
 
@@ -225,7 +239,10 @@ def _delivery(topic: TopicInfo, partition: int, offset: int, attempt: int = 1) -
 
 
 def _message_ids(twin: Twin, topic: TopicInfo, partition: int) -> dict[int, int]:
-    return {m.offset: m.id for m in twin.store.messages.fetch(topic.id, partition, 0, 100)}
+    return {
+        m.offset: m.id
+        for m in twin.store.messages.fetch(topic.id, partition, 0, 100, MAX_BATCH_BYTES).rows
+    }
 
 
 def test_settle_logs_retries_dead_letters_and_commits_in_one_step(
@@ -256,9 +273,11 @@ def test_settle_logs_retries_dead_letters_and_commits_in_one_step(
     assert twin.dead(group) == [(0, 2, b"m2")]
     assert s.groups.offsets(group.id)[0] == 3
     time.sleep(0.1)
-    (due,) = s.consumption.claim_due(group.id, topic.name, [0, 1], 10, lease=30)
+    (due,) = s.consumption.claim_due(group.id, topic.name, [0, 1], 10, 30, MAX_BATCH_BYTES)
     assert (due.partition, due.offset, due.body, due.attempt) == (0, 1, b"m1", 2)
-    assert s.consumption.claim_due(group.id, topic.name, [0, 1], 10, lease=30) == []  # claimed
+    assert (
+        s.consumption.claim_due(group.id, topic.name, [0, 1], 10, 30, MAX_BATCH_BYTES) == []
+    )  # claimed
 
 
 def test_a_stale_settlement_writes_nothing(twin: Twin, topic: TopicInfo, group: GroupInfo) -> None:
@@ -277,12 +296,17 @@ def test_holes_are_skipped_by_fetch_and_closed_by_tombstones(twin: Twin, topic: 
     s = twin.store
     for offset in (0, 1, 4):
         twin.put(topic, 2, offset, b"x")
-    assert [m.offset for m in s.messages.fetch(topic.id, 2, 1, 10)] == [1, 4]
+    assert [m.offset for m in s.messages.fetch(topic.id, 2, 1, 10, MAX_BATCH_BYTES).rows] == [1, 4]
     with pytest.raises(DuplicateKey):  # 3 is closed, then 4 is taken
         s.messages.insert_tombstones(topic.id, 2, range(3, 5))
-    assert [m.offset for m in s.messages.fetch(topic.id, 2, 0, 10)] == [0, 1, 3, 4]
+    assert [m.offset for m in s.messages.fetch(topic.id, 2, 0, 10, MAX_BATCH_BYTES).rows] == [
+        0,
+        1,
+        3,
+        4,
+    ]
     s.messages.insert_tombstones(topic.id, 2, range(2, 3))
-    fetched = s.messages.fetch(topic.id, 2, 0, 10)
+    fetched = s.messages.fetch(topic.id, 2, 0, 10, MAX_BATCH_BYTES).rows
     assert [(m.offset, m.tombstone) for m in fetched] == [
         (0, False),
         (1, False),
@@ -323,3 +347,97 @@ def test_an_emptied_partition_keeps_its_high_watermark_at_the_low_watermark(
         twin.put(topic, 2, offset, b"x")
     twin.empty(topic, 2, 5)
     assert twin.store.messages.high_watermarks(topic) == {0: 0, 1: 0, 2: 5, 3: 0}
+
+
+# -- byte-bounded fetches ------------------------------------------------------------------
+
+
+def _offsets(fetched: Fetched) -> tuple[list[int], bool]:
+    return [m.offset for m in fetched.rows], fetched.cut
+
+
+def test_a_fetch_keeps_the_rows_whose_bodies_fit_the_byte_budget(
+    twin: Twin, topic: TopicInfo
+) -> None:
+    for offset, size in enumerate([10, 20, 30, 0, 40, 5]):
+        twin.put(topic, 1, offset, b"b" * size)
+    fetch = twin.store.messages.fetch
+    assert _offsets(fetch(topic.id, 1, 0, 10, 60)) == ([0, 1, 2, 3], True)  # 60, then 100
+    assert _offsets(fetch(topic.id, 1, 0, 10, 59)) == ([0, 1], True)
+    assert _offsets(fetch(topic.id, 1, 0, 3, 1000)) == ([0, 1, 2], False)  # the row limit
+    assert _offsets(fetch(topic.id, 1, 0, 10, 1000)) == ([0, 1, 2, 3, 4, 5], False)
+    assert _offsets(fetch(topic.id, 1, 6, 10, 10)) == ([], False)  # nothing more
+    # The first body comes whatever its size, and the empty rows before it.
+    assert _offsets(fetch(topic.id, 1, 4, 10, 10)) == ([4], True)
+    assert _offsets(fetch(topic.id, 1, 3, 10, 10)) == ([3, 4], True)
+    # Unless the caller has a batch under way: then nothing past the budget comes, and the
+    # fetch still tells a cut partition from an exhausted one.
+    assert _offsets(fetch(topic.id, 1, 4, 10, 10, at_least_one=False)) == ([], True)
+    assert _offsets(fetch(topic.id, 1, 3, 10, 10, at_least_one=False)) == ([3], True)
+    assert _offsets(fetch(topic.id, 1, 6, 10, 10, at_least_one=False)) == ([], False)
+
+
+def test_due_retries_are_claimed_within_the_byte_budget(
+    twin: Twin, topic: TopicInfo, group: GroupInfo
+) -> None:
+    s = twin.store
+    for offset in range(5):
+        twin.put(topic, 0, offset, bytes([65 + offset]) * 100)
+    ids = _message_ids(twin, topic, 0)
+    generation = _owning(twin, group, {0: "a"})
+    s.consumption.start(group.id, topic.id, "a", [_delivery(topic, 0, o) for o in range(5)])
+    failed = [Failure(0, o, ids[o], 1, "boom", 0.05 + o * 0.01) for o in range(5)]
+    s.consumption.settle(
+        group.id, topic.id, "a", Settlement(failed=failed, cursors={0: (5, generation)})
+    )
+    time.sleep(0.2)
+    claims = []
+    while due := s.consumption.claim_due(group.id, topic.name, [0], 10, 30, 250):
+        claims.append([(d.offset, d.body) for d in due])
+    assert claims == [
+        [(0, b"A" * 100), (1, b"B" * 100)],  # oldest due first, 200 of 250 bytes
+        [(2, b"C" * 100), (3, b"D" * 100)],
+        [(4, b"E" * 100)],
+    ]
+    s.consumption.settle(
+        group.id, topic.id, "a", Settlement(failed=[failed[0]._replace(delay=0.0)])
+    )
+    time.sleep(0.05)
+    (alone,) = s.consumption.claim_due(group.id, topic.name, [0], 10, 30, 1)
+    assert alone.offset == 0  # larger than the budget, and due: it comes alone
+
+
+_reads = itertools.count()
+
+
+@hypothesis_settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    sizes=st.lists(st.integers(1, 3000), min_size=1, max_size=40),
+    limit=st.integers(1, 12),
+    budget=st.integers(1, 8000),
+)
+def test_reads_cut_by_the_byte_budget_join_up_to_the_whole_partition(
+    twin: Twin, sizes: list[int], limit: int, budget: int
+) -> None:
+    topic = twin.create_topic(f"bytes{next(_reads)}", 1)
+    bodies = [bytes([48 + o % 10]) * size for o, size in enumerate(sizes)]
+    for offset, body in enumerate(bodies):
+        twin.put(topic, 0, offset, body)
+    reader = PartitionReader(twin.store.messages, gap_timeout=60)
+    seen: list[bytes] = []
+    at = 0
+    while True:
+        batch = reader.read(topic.id, 0, at, limit, budget)
+        got = [m.body for m in batch.messages]
+        assert [m.offset for m in batch.messages] == list(range(at, batch.next_offset))
+        assert len(got) <= limit
+        assert sum(map(len, got)) <= budget or len(got) == 1
+        seen += got
+        at = batch.next_offset
+        if not batch.more:
+            break
+        assert got  # more promised: each read makes progress
+    assert seen == bodies and at == len(bodies)
+    assert reader.read(topic.id, 0, at, limit, budget).messages == []

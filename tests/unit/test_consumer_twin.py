@@ -97,6 +97,23 @@ def test_a_handler_is_tested_without_servers() -> None:
     assert {row.state for row in broker.log("store", "readings").values()} == {"done", "dead"}
 
 
+def test_a_batch_is_bounded_in_bytes_and_a_larger_message_comes_alone() -> None:
+    broker = MemoryBroker()
+    broker.create_topic("t", partitions=2)
+    sizes = [300, 300, 300, 5000, 300, 300, 300, 300]
+    for i, size in enumerate(sizes):
+        broker.send("t", b"x" * size, key=f"k{i}")
+    with broker.consumer("g", "t", max_batch_bytes=1000, **FAST) as c:
+        wait_until(lambda: len(owned(c)) == 2)
+        batches = []
+        while batch := c.poll(timeout=0):
+            batches.append([len(d.body) for d in batch])
+            c.ack(batch)
+    assert sorted(s for b in batches for s in b) == sorted(sizes)
+    assert all(sum(b) <= 1000 or len(b) == 1 for b in batches)
+    assert [5000] in batches
+
+
 def test_bad_input_is_refused_as_on_the_servers() -> None:
     broker = MemoryBroker()
     with pytest.raises(UnknownTopic):

@@ -48,6 +48,10 @@ def test_new_group_gets_the_documented_defaults() -> None:
         {"ack_timeout": -1},
         {"batch_size": 0},
         {"batch_size": 10_001},
+        {"max_batch_bytes": 0},
+        {"max_batch_bytes": 1024**3 + 1},
+        {"max_batch_bytes": "4MiB"},
+        {"max_batch_bytes": 4.0},
         {"lease_ttl": 0},
         {"renew_every": 10.0},
         {"lease_ttl": True},
@@ -56,6 +60,12 @@ def test_new_group_gets_the_documented_defaults() -> None:
 def test_bad_options_raise_invalid_setting(changes: dict[str, Any]) -> None:
     with pytest.raises(InvalidSetting):
         options(**changes)
+
+
+def test_the_byte_budget_defaults_to_4_mib_and_is_the_member_s_own() -> None:
+    assert options().max_batch_bytes == 4 * 1024 * 1024
+    group = new_group("g", TOPIC, options())
+    assert conflicts(group, options(max_batch_bytes=1)) == []
 
 
 def test_only_explicit_options_that_differ_conflict() -> None:
