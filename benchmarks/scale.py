@@ -188,7 +188,8 @@ def fill_section(f: Filled) -> list[str]:
         "",
         f"{f.rows:,} messages of 256 bytes in 16 partitions, generated in the server in "
         f"chunks of {scale_data.CHUNK:,} rows (INSERT ... SELECT FROM the sequence engine); "
-        "created_at 1 ms apart, one row in ten committed up to 30 s late.",
+        "partition p gets p + 1 rows of every 136 (the busiest sixteen times the quietest, "
+        "as keyed traffic); created_at 1 ms apart, one row in ten committed up to 30 s late.",
         "",
         "| rows | fill s | rows/s | table MB (data + indexes) | buffer pool MB | table / pool |",
         "|---:|---:|---:|---:|---:|---:|",
@@ -284,12 +285,13 @@ def drain_section(r: Results) -> list[str]:
         "handlers that only count. Total: every delivery over the first delivery of any group "
         "to the last of any. CPU per delivery: the members' own (from their first delivery "
         "to their last) and the database server's (from the members' start to the last "
-        "delivery), over the deliveries. RSS: the largest member's VmRSS.",
+        "delivery), over the deliveries. Pages: the server's reads from disk and flushes "
+        "over the same time, per second of the drain. RSS: the largest member's VmRSS.",
         "",
         "| groups | deliveries | total /s | per group /s (median, min-max) | reset s (max) "
-        "| member CPU µs/delivery | server CPU µs/delivery "
+        "| member CPU µs/delivery | server CPU µs/delivery | page reads /s | pages flushed /s "
         "| RSS start MB | RSS peak MB | issue report, total /s |",
-        "|---:|---:|---:|---|---:|---:|---:|---:|---:|---|",
+        "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for d in r.drains:
         med, top = summary(list(d.group_rates))
@@ -297,6 +299,7 @@ def drain_section(r: Results) -> list[str]:
             f"| {d.groups} | {d.handled:,} | {d.rate:,.0f} | {med:,.0f} "
             f"({min(d.group_rates):,.0f}-{top:,.0f}) | {max(d.reset_s):.2f} "
             f"| {micros(d.micros(d.member_cpu_s))} | {micros(d.micros(d.server_cpu_s))} "
+            f"| {d.page_reads / d.seconds:,.0f} | {d.pages_flushed / d.seconds:,.0f} "
             f"| {d.rss_start:.0f} | {d.rss_peak:.0f} | {ISSUE_RATES[d.groups]} |"
         )
     if r.drain_error:

@@ -3,9 +3,14 @@ built, and resets by datetime looked up with and without the index.
 
 The fill generates every row in MariaDB (INSERT ... SELECT FROM seq_0_to_K, the sequence
 engine) in chunks, so that millions of rows take seconds rather than a producer's
-minutes. Row i goes to partition i % 16 at offset i // 16 with a 256-byte body and a
-created_at one millisecond after row i - 1; one row in ten is committed up to 30 s late
-(a later created_at at a lower offset), as producers that commit out of order leave it.
+minutes. The partitions are uneven, as keyed traffic is (a few busy projects, many quiet
+ones): partition p gets p + 1 rows of every CYCLE (16 x 17 / 2 = 136), so the busiest
+gets sixteen times the quietest. A reader that drains every partition at the same pace
+is then at the same offset in each but at very different places in the order the rows
+were written, which is what tells a table clustered by (partition, offset) from one
+clustered by arrival. Each row has a 256-byte body and a created_at one millisecond after
+the row before it; one row in ten is committed up to 30 s late (a later created_at at a
+lower offset), as producers that commit out of order leave it.
 """
 
 from __future__ import annotations
@@ -32,12 +37,20 @@ EXTEND_ROWS = 200_000
 #: Partitions whose reset lookups are timed.
 LOOKUP_PARTITIONS = (0, 5, 10, 15)
 
+#: Rows per round of the partitions' uneven shares: partition p takes p + 1 of them.
+CYCLE = PARTITIONS * (PARTITIONS + 1) // 2
+
+# Row n of the fill is row r = n % CYCLE of round c = n // CYCLE; the rows of a round go to
+# partitions 0, 1, 1, 2, 2, 2, ... so r's partition p solves p (p + 1) / 2 <= r, and its
+# offset is p's c rounds of p + 1 rows plus its place among p's rows of this round.
 _FILL = (
     "INSERT INTO message (topic_id, partition_no, offset_no, body, created_at) "
-    "SELECT %(topic)s, (seq + %(base)s) %% %(parts)s, (seq + %(base)s) DIV %(parts)s, "
-    "REPEAT('x', %(body)s), CAST(%(epoch)s AS DATETIME(6)) + INTERVAL "
-    "((seq + %(base)s) + IF((seq * 7919) %% 10 = 0, (seq * 104729) %% 30000, 0)) * 1000 "
-    "MICROSECOND FROM seq_0_to_{last}"
+    "SELECT %(topic)s, p, c * (p + 1) + r - p * (p + 1) DIV 2, REPEAT('x', %(body)s), "
+    "CAST(%(epoch)s AS DATETIME(6)) + INTERVAL (n + late) * 1000 MICROSECOND FROM ("
+    "SELECT n, n DIV %(cycle)s AS c, n MOD %(cycle)s AS r, "
+    "FLOOR((SQRT(8 * (n MOD %(cycle)s) + 1) - 1) / 2) AS p, late FROM ("
+    "SELECT seq + %(base)s AS n, IF((seq * 7919) %% 10 = 0, (seq * 104729) %% 30000, 0) AS late "
+    "FROM seq_0_to_{last}) AS s) AS x"
 )
 _SIZE = (
     "SELECT data_length + index_length FROM information_schema.tables "
@@ -88,7 +101,7 @@ def fill(cfg: BenchConfig, topic: TopicInfo, rows: int, log: Callable[[str], Non
                 args = {
                     "topic": topic.id,
                     "base": base,
-                    "parts": PARTITIONS,
+                    "cycle": CYCLE,
                     "body": BODY_BYTES,
                     "epoch": EPOCH,
                 }

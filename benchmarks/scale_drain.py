@@ -26,7 +26,7 @@ from benchmarks.aio_consume import counting_member
 from benchmarks.consumer_procs import Fleet, rss_mb
 from benchmarks.consumer_workers import GroupSpec
 from benchmarks.cpu import cpu_seconds, local_server_pid
-from benchmarks.harness import PARTITIONS, BenchConfig, query
+from benchmarks.harness import BenchConfig, query
 from ems.consumer.groups import GroupOptions, new_group
 from ems.ops.reset import OffsetReset, ResetTarget
 from ems.store import Store
@@ -50,6 +50,8 @@ class Drain:
     rss_peak: float  # MB, the largest member's while draining
     member_cpu_s: float  # CPU seconds of all members while draining
     server_cpu_s: float | None  # CPU seconds of the database server (None: not local)
+    page_reads: int  # pages the server read from disk while the members drained
+    pages_flushed: int  # pages it wrote
     checks: tuple[str, ...]
 
     @property
@@ -68,13 +70,11 @@ def member(events: Any, index: int, spec: GroupSpec, barrier: Barrier, stop: Any
 
 
 def backlog_start(store: Store, topic: TopicInfo) -> dt.datetime:
-    """created_at of the message BACKLOG from the end of the topic (by offset)."""
-    highs = store.messages.high_watermarks(topic)
-    offset = max(highs.values()) - BACKLOG // PARTITIONS
+    """created_at of the message BACKLOG from the end of the topic (in the order written)."""
     rows = store.db.select(
-        "SELECT created_at FROM message WHERE topic_id = %s AND partition_no = 0 "
-        "AND offset_no = %s",
-        (topic.id, offset),
+        "SELECT created_at FROM message WHERE topic_id = %s "
+        "AND id = (SELECT MAX(id) FROM message WHERE topic_id = %s) - %s",
+        (topic.id, topic.id, BACKLOG),
     )
     return rows[0][0]  # type: ignore[no-any-return]
 
@@ -129,6 +129,18 @@ class RssSampler:
         return self.peak
 
 
+def page_io(cfg: BenchConfig) -> tuple[int, ...]:
+    """(pages read from disk, pages flushed) by the server so far."""
+    rows = dict(
+        query(
+            cfg.settings.database_url,
+            "SHOW GLOBAL STATUS WHERE Variable_name IN "
+            "('Innodb_buffer_pool_reads', 'Innodb_buffer_pool_pages_flushed')",
+        )
+    )
+    return int(rows["Innodb_buffer_pool_reads"]), int(rows["Innodb_buffer_pool_pages_flushed"])
+
+
 def check_cursors(cfg: BenchConfig, topic: TopicInfo, names: list[str]) -> list[str]:
     """Every group's cursors at the partitions' high watermarks."""
     problems = []
@@ -160,12 +172,14 @@ def drain(cfg: BenchConfig, store: Store, topic: TopicInfo, groups: int) -> Drai
         rss_start = max(rss_mb(pid) for pid in pids)
         server = local_server_pid()
         server_cpu = cpu_seconds(server) if server else 0.0
+        io = page_io(cfg)
         sampler = RssSampler(pids)
         try:
             drained = list(fleet.wait("drained", members, 1800).values())
         finally:
             rss_peak = sampler.close()
         server_cpu_s = cpu_seconds(server) - server_cpu if server else None
+        io = tuple(b - a for a, b in zip(io, page_io(cfg), strict=True))
         fleet.stop.value = 1
         fleet.wait("done", members, 60)
     finally:
@@ -185,5 +199,7 @@ def drain(cfg: BenchConfig, store: Store, topic: TopicInfo, groups: int) -> Drai
         rss_peak=rss_peak,
         member_cpu_s=sum(d[3] for d in drained),
         server_cpu_s=server_cpu_s,
+        page_reads=io[0],
+        pages_flushed=io[1],
         checks=tuple(checks),
     )
