@@ -28,6 +28,22 @@ from ems.types import (
 )
 
 
+class Heartbeat(Protocol):
+    """One member's lease renewals, which wait for nothing else the member does."""
+
+    def renew(
+        self,
+        client_id: str,
+        ttl: float,
+        *,
+        cpu_percent: float | None = None,
+        load_rate: float | None = None,
+    ) -> bool:
+        """As Leases.renew."""
+
+    def close(self) -> None: ...
+
+
 class Leases(Protocol):
     """Client rows (one per member, renewed within its TTL) and the group's leader row."""
 
@@ -43,6 +59,9 @@ class Leases(Protocol):
         load_rate: float | None = None,
     ) -> bool:
         """Extend a live lease (with the member's load report); False once it expired."""
+
+    def heartbeat(self) -> Heartbeat:
+        """Renewals for one member (for MySQL: on a connection of their own)."""
 
     def delete(self, client_id: str) -> None: ...
 

@@ -3,10 +3,12 @@
 Two daemon threads. The heartbeat renews the lease every `renew_every` seconds (database
 clock) and does nothing else, so the lease never waits behind other work: a leader's round
 takes many round trips, and over a slow link it outlasted the lease when renewals came
-after it. The round thread tries to lead the group, runs the leader's round when it leads,
-rejoins when the heartbeat found the lease gone, and publishes the partitions this client
-owns for the consume loop. Neither blocks on the consume loop, so a slow handler does not
-cost the lease.
+after it. Its renewals run on a connection of their own for the same reason: from the
+pool, a renewal found no idle connection while the other threads held them, and opening
+one took most of a short lease. The round thread tries to lead the group, runs the
+leader's round when it leads, rejoins when the heartbeat found the lease gone, and
+publishes the partitions this client owns for the consume loop. Neither blocks on the
+consume loop, so a slow handler does not cost the lease.
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ class Membership:
         self._identity = threading.Lock()
         #: Set by the heartbeat when a renewal found the lease gone.
         self._lost = threading.Event()
+        self._renewals = store.leases.heartbeat()
         self._thread = threading.Thread(target=self._run, name="ems-membership", daemon=True)
         self._heartbeat = threading.Thread(target=self._beat, name="ems-heartbeat", daemon=True)
 
@@ -107,6 +110,7 @@ class Membership:
         self._wake.set()
         self._thread.join(timeout=self.ttl)
         self._heartbeat.join(timeout=self.ttl)
+        self._renewals.close()
         try:
             if self.epoch is not None:
                 self.store.leases.resign(self.group.id, self.client_id, self.epoch)
@@ -150,7 +154,7 @@ class Membership:
         report = self._meter.sample() if self._meter is not None else None
         with self._identity:
             sent = time.monotonic()
-            if self.store.leases.renew(
+            if self._renewals.renew(
                 self.client_id,
                 self.ttl,
                 cpu_percent=None if report is None else report.cpu_percent,

@@ -3,10 +3,11 @@ every comparison is with NOW(6): the database clock is the only clock."""
 
 from __future__ import annotations
 
+from pymysql.cursors import Cursor
 from sqlalchemy import Connection
 
 from ems.exceptions import NotLeader
-from ems.store.database import Database
+from ems.store.database import Database, OwnConnection
 from ems.types import LeaderInfo, MemberInfo
 
 _US = 1_000_000
@@ -75,9 +76,12 @@ class LeaseStore:
     ) -> bool:
         """Extend a live lease, storing the member's CPU and load report (None keeps
         the last one); False when it already expired (or the row is gone)."""
-        params = (int(ttl * _US), cpu_percent, load_rate, load_rate, client_id)
         with self.db.single() as cursor:
-            return bool(cursor.execute(_RENEW, params) == 1)
+            return _renew(cursor, client_id, ttl, cpu_percent, load_rate)
+
+    def heartbeat(self) -> LeaseHeartbeat:
+        """Renewals for one member, on a connection of their own."""
+        return LeaseHeartbeat(self.db.own_connection())
 
     def delete(self, client_id: str) -> None:
         with self.db.single() as cursor:
@@ -124,6 +128,36 @@ class LeaseStore:
                 "WHERE group_id = %s AND client_id = %s AND epoch = %s",
                 (group_id, client_id, epoch),
             )
+
+
+class LeaseHeartbeat:
+    """One member's renewals on a connection kept for them (see OwnConnection): a renewal
+    never waits for a pooled connection, nor for one to be opened, while the member's
+    other threads hold the pool's."""
+
+    def __init__(self, conn: OwnConnection) -> None:
+        self._conn = conn
+
+    def renew(
+        self,
+        client_id: str,
+        ttl: float,
+        *,
+        cpu_percent: float | None = None,
+        load_rate: float | None = None,
+    ) -> bool:
+        """As LeaseStore.renew."""
+        with self._conn.cursor() as cursor:
+            return _renew(cursor, client_id, ttl, cpu_percent, load_rate)
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _renew(
+    cursor: Cursor, client_id: str, ttl: float, cpu: float | None, load: float | None
+) -> bool:
+    return bool(cursor.execute(_RENEW, (int(ttl * _US), cpu, load, load, client_id)) == 1)
 
 
 def fence(conn: Connection, group_id: int, client_id: str, epoch: int) -> None:

@@ -410,6 +410,9 @@ class MemoryLeases:
                 client.load_rate = load_rate
             return True
 
+    def heartbeat(self) -> MemoryHeartbeat:
+        return MemoryHeartbeat(self)
+
     def delete(self, client_id: str) -> None:
         with self.t.lock:
             self.t.clients.pop(client_id, None)
@@ -458,6 +461,26 @@ class MemoryLeases:
             row = self.t.leaders[group_id]
             if row.client_id == client_id and row.epoch == epoch:
                 row.expires = self.t.clock()
+
+
+class MemoryHeartbeat:
+    """Renewals through the tables' lock, which nothing holds for long."""
+
+    def __init__(self, leases: MemoryLeases) -> None:
+        self.leases = leases
+
+    def renew(
+        self,
+        client_id: str,
+        ttl: float,
+        *,
+        cpu_percent: float | None = None,
+        load_rate: float | None = None,
+    ) -> bool:
+        return self.leases.renew(client_id, ttl, cpu_percent=cpu_percent, load_rate=load_rate)
+
+    def close(self) -> None:
+        pass
 
 
 class MemoryAssignments:

@@ -325,6 +325,24 @@ def test_past_the_lease_deadline_a_member_stops_fetching_and_commits_nothing(
     store.close()
 
 
+def test_renewals_wait_for_no_connection_of_the_pool(settings: Settings, topic: str) -> None:
+    """The heartbeat renews on a connection of its own. From the pool, a renewal found none
+    idle while the member's other threads held them all, and waited for one to be opened
+    (over a 200 ms link, 1.5 s and more of a 2 s lease) or, at the pool's limit, given back."""
+    with Consumer("g", "t", settings=settings.with_(pool_size=1), **FAST) as c:
+        c.poll(timeout=0.5)
+        pool = c.store.db.autocommit_engine
+        held = [pool.raw_connection() for _ in range(3)]  # pool_size 1 + overflow 2
+        try:
+            until = time.monotonic() + 2 * c.membership.ttl
+            while time.monotonic() < until:
+                assert c.membership.lease_valid()
+                time.sleep(0.05)
+        finally:
+            for conn in held:
+                conn.close()
+
+
 def test_a_member_whose_lease_expired_rejoins_under_a_new_id(
     settings: Settings, topic: str, start: Callable[..., Running]
 ) -> None:

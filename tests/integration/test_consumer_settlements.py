@@ -18,6 +18,7 @@ from ems.consumer.state import Outcome
 from ems.exceptions import DatabaseUnavailable
 from ems.offsets.allocators import offset_key
 from ems.store import Store
+from ems.store.leases import LeaseHeartbeat
 from tests.integration import seed
 
 FAST: dict[str, Any] = {"lease_ttl": 2.0, "renew_every": 0.5}
@@ -86,18 +87,18 @@ def test_a_member_past_its_local_deadline_consumes_again_once_renewed(
     """A renewal that reached the server answers late, after the local deadline: the
     member drops its partitions, and when the answer makes the lease valid again (the
     server never let it lapse, so nothing is reassigned) it must take them up again."""
-    renew = store.leases.renew
+    renew = LeaseHeartbeat.renew
     armed, stalled, release = threading.Event(), threading.Event(), threading.Event()
 
-    def late_answer(*args: Any, **kwargs: Any) -> bool:
-        renewed = renew(*args, **kwargs)
+    def late_answer(heartbeat: LeaseHeartbeat, *args: Any, **kwargs: Any) -> bool:
+        renewed = renew(heartbeat, *args, **kwargs)
         if armed.is_set():
             armed.clear()
             stalled.set()
             release.wait(15)
         return renewed
 
-    monkeypatch.setattr(store.leases, "renew", late_answer)
+    monkeypatch.setattr(LeaseHeartbeat, "renew", late_answer)
     consumer = Consumer("g", topic, settings=settings, start="earliest", store=store, **FAST)
     with consumer:
         consumer.ack(seed.poll_until(consumer, 3))

@@ -141,10 +141,14 @@ def test_a_lease_is_renewed_while_live_and_refused_once_expired(
     leases = twin.store.leases
     leases.register(group.id, "a", "h", 1, ttl=0.3)
     assert leases.renew("a", ttl=0.3, cpu_percent=50.0, load_rate=10.0)
+    heartbeat = leases.heartbeat()  # a member's renewals
+    assert heartbeat.renew("a", ttl=0.3)
     (member,) = leases.members(group.id)
     assert member.client_id == "a" and 0.1 < member.expires_in <= 0.3
     _expired(lambda: leases.members(group.id)[0].expires_in)
     assert not leases.renew("a", ttl=10)
+    assert not heartbeat.renew("a", ttl=10)
+    heartbeat.close()
     leases.delete("a")
     assert leases.members(group.id) == []
 
