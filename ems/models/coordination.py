@@ -9,10 +9,14 @@ from ems.models.base import TABLE_ARGS, Base, BigId, created_ts, optional_ts, ti
 
 
 class ConsumerClient(Base):
-    """A live consumer; it renews lease_expires_at (database clock) or is presumed dead."""
+    """A live consumer; it renews lease_expires_at (database clock) or is presumed dead.
+
+    lease_expires_at is in no index: a renewal that rewrote an entry of the index the
+    foreign key uses would check the key again, and wait for any transaction holding the
+    group row (migration 0011)."""
 
     __tablename__ = "consumer_client"
-    __table_args__ = (Index(None, "group_id", "lease_expires_at"), TABLE_ARGS)
+    __table_args__ = (Index(None, "group_id"), TABLE_ARGS)
 
     client_id: Mapped[str] = mapped_column(String(255), primary_key=True)
     group_id: Mapped[int] = mapped_column(

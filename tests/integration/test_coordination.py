@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import pytest
 
@@ -62,6 +63,41 @@ def test_a_deposed_leader_writes_nothing(store: Store, group: GroupInfo) -> None
         store.assignments.apply(group.id, ("a", 1), {0: "a"}, [1])
     assert store.assignments.rows(group.id) == before
     assert store.groups.get("g", group.topic_id).generation == group.generation  # type: ignore[union-attr]
+
+
+def test_renewals_land_while_the_leaders_transaction_is_open(
+    settings: Settings, store: Store, group: GroupInfo
+) -> None:
+    """The leader's assignment (reap, generation bump, grants: a round trip each) makes
+    no renewal wait. Its reap, a DELETE by group and expiry, locked live members' rows,
+    and its bump the group row, against which a renewal checked the client row's foreign
+    key: renewals waited for the leader's commit, over a slow link longer than a lease."""
+    store.leases.register(group.id, "gone", "h", 1, ttl=0.1)
+    for client in ("a", "b"):
+        store.leases.register(group.id, client, "h", 2, ttl=30)
+    # Members of another group: with them the server reads the group's rows by index.
+    other = ensure_group(store, "other", store.topics.get("t"), OPTIONS)
+    for i in range(10):
+        store.leases.register(other.id, f"other-{i}", "h", 3, ttl=30)
+    epoch = store.leases.lead(group.id, "a", ttl=30)
+    assert epoch is not None
+    seed.wait_until(lambda: min(m.expires_in for m in store.leases.members(group.id)) < 0)
+    waiting = (
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = %s "
+        "AND INFO LIKE 'UPDATE partition_assignment SET client_id%%'"
+    )
+    lock = "SELECT * FROM partition_assignment WHERE group_id = %s AND partition_no = 0 FOR UPDATE"
+    with ThreadPoolExecutor(3) as threads:
+        with store.db.connect() as blocker:
+            blocker.exec_driver_sql(lock, (group.id,)).fetchall()
+            # The leader's transaction stays open at its grant, which waits for the row.
+            applied = threads.submit(store.assignments.apply, group.id, ("a", epoch), {0: "b"}, [])
+            seed.wait_until(lambda: seed.sql(store, waiting, (settings.database_name,))[0][0])
+            renewed = [threads.submit(store.leases.renew, c, 30) for c in ("a", "b")]
+            assert not wait(renewed, timeout=5).not_done, "renewals wait for the leader"
+            assert [r.result() for r in renewed] == [True, True]
+        assert applied.result(timeout=10) == group.generation + 1
+    assert [m.client_id for m in store.leases.members(group.id)] == ["a", "b"]
 
 
 def test_a_commit_with_a_stale_generation_writes_nothing_and_raises(

@@ -1,6 +1,6 @@
 """Migrations on the real server: upgrade, downgrade, upgrade, and no drift from the models;
-the read-only views of 0005, the account tables of 0006, the previews of 0007 and the
-alarm columns of 0008 come and go with their migrations."""
+the read-only views of 0005, the account tables of 0006, the previews of 0007, the
+alarm columns of 0008 and the client index of 0011 come and go with their migrations."""
 
 from __future__ import annotations
 
@@ -122,6 +122,29 @@ def test_the_time_index_migration_adds_and_drops_its_table(scratch: Settings) ->
     assert {t.name for t in metadata.sorted_tables} - {"message_time_index"} <= _tables(scratch)
     migrate.upgrade(scratch)
     assert "message_time_index" in _tables(scratch)
+
+
+def _client_indexes(settings: Settings) -> dict[str, list[str]]:
+    engine = create_engine(settings.database_url)
+    try:
+        found = inspect(engine).get_indexes("consumer_client")
+        return {str(i["name"]): [str(c) for c in i["column_names"]] for i in found}
+    finally:
+        engine.dispose()
+
+
+def test_the_client_index_migration_takes_the_lease_out_of_every_index(
+    scratch: Settings,
+) -> None:
+    """The foreign key keeps an index of its own through both directions."""
+    migrate.upgrade(scratch)
+    assert _client_indexes(scratch) == {"ix_consumer_client_group_id": ["group_id"]}
+    migrate.downgrade(scratch, "0010")
+    assert _client_indexes(scratch) == {
+        "ix_consumer_client_group_id_lease_expires_at": ["group_id", "lease_expires_at"]
+    }
+    migrate.upgrade(scratch)
+    assert _client_indexes(scratch) == {"ix_consumer_client_group_id": ["group_id"]}
 
 
 def test_the_views_hold_under_only_full_group_by(scratch: Settings) -> None:
