@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Enum, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import BigInteger, Enum, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ems.models.base import TABLE_ARGS, Base, GroupMessageRef, bigint_pk, created_ts, optional_ts
+from ems.models.base import TABLE_ARGS, Base, BigId, GroupMessageRef, created_ts, optional_ts
 
 
 class ConsumptionLog(GroupMessageRef, Base):
+    """Clustered by (group_id, partition_no, offset_no): each group writes at its own
+    insertion points, one per partition, rather than every group at the right edge of one
+    global id. The id is a unique AUTO_INCREMENT secondary key (by which compaction reads
+    and deletes), created by the migrations."""
+
     __tablename__ = "topic_group_log"
     __table_args__ = (
-        UniqueConstraint("group_id", "partition_no", "offset_no"),
         Index(None, "state", "updated_at"),
         TABLE_ARGS,
     )
 
-    id: Mapped[bigint_pk]
+    id: Mapped[int] = mapped_column(BigId, nullable=False, unique=True, autoincrement=True)
+    group_id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=False)
+    partition_no: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    offset_no: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
     client_id: Mapped[str] = mapped_column(String(255), nullable=False)
     state: Mapped[str] = mapped_column(
         Enum("start", "done", "retry", "dead", name="log_state"), nullable=False

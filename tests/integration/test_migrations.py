@@ -195,16 +195,17 @@ def test_tables_are_innodb_utf8mb4(scratch: Settings) -> None:
         assert collation.startswith("utf8mb4"), name
 
 
-def _message_keys(settings: Settings) -> dict[str, list[str]]:
+def _message_keys(settings: Settings, table: str = "message") -> dict[str, list[str]]:
     engine = create_engine(settings.database_url)
     try:
         with engine.connect() as conn:
             rows = conn.execute(
                 text(
                     "SELECT index_name, column_name FROM information_schema.statistics "
-                    "WHERE table_schema = DATABASE() AND table_name = 'message' "
+                    "WHERE table_schema = DATABASE() AND table_name = :table "
                     "ORDER BY index_name, seq_in_index"
-                )
+                ),
+                {"table": table},
             ).all()
     finally:
         engine.dispose()
@@ -284,4 +285,38 @@ def test_the_partition_order_migration_rebuilds_the_message_table_online(
     assert _message_keys(scratch)["PRIMARY"] == ["id"]
     with engine.connect() as conn:
         assert conn.execute(text("SELECT COUNT(*) FROM message")).scalar() == count + 1
+    engine.dispose()
+
+
+def test_the_log_order_migration_clusters_the_log_by_group_partition_and_offset(
+    scratch: Settings,
+) -> None:
+    """0012 makes (group, partition, offset) the log's primary key and keeps its ids."""
+    migrate.upgrade(scratch, "0011")
+    assert _message_keys(scratch, "topic_group_log")["PRIMARY"] == ["id"]
+    engine = create_engine(scratch.database_url, isolation_level="AUTOCOMMIT")
+    insert = (
+        "INSERT INTO topic_group_log (group_id, topic_id, partition_no, offset_no, "
+        "client_id, state) VALUES (:g, 1, :p, :o, 'c', 'done')"
+    )
+    with engine.connect() as conn:
+        for i in range(40):
+            conn.execute(text(insert), {"g": i % 2, "p": i % 4, "o": i})
+        before = conn.execute(
+            text("SELECT id, group_id, partition_no, offset_no FROM topic_group_log ORDER BY id")
+        ).all()
+    migrate.upgrade(scratch)
+    keys = _message_keys(scratch, "topic_group_log")
+    assert keys["PRIMARY"] == ["group_id", "partition_no", "offset_no"]
+    assert keys["uq_topic_group_log_id"] == ["id"]
+    with engine.connect() as conn:
+        after = conn.execute(
+            text("SELECT id, group_id, partition_no, offset_no FROM topic_group_log ORDER BY id")
+        ).all()
+        assert after == before
+        # Still AUTO_INCREMENT: a new row gets the next id.
+        new = conn.execute(text(insert), {"g": 5, "p": 0, "o": 0})
+        assert int(new.lastrowid) == before[-1][0] + 1
+    migrate.downgrade(scratch, "0011")
+    assert _message_keys(scratch, "topic_group_log")["PRIMARY"] == ["id"]
     engine.dispose()
