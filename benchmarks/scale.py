@@ -225,8 +225,8 @@ def cold_section(r: Results) -> list[str]:
         )
     lines.append("")
     for c in r.colds:
-        rates = [c.rate(a, a + w) for a in [x[0] for x in c.samples[:-1]]]
-        lines.append(f"{c.layout}, per {w:g} s: " + ", ".join(f"{x:,.0f}" for x in rates) + ".")
+        rates = ", ".join(f"{x:,.0f}" for x in c.window_rates())
+        lines.append(f"{c.layout}, per {w:g} s: {rates}.")
         lines.append("")
     if r.colds:
         kept = r.colds[-1].kept

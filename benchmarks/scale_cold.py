@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from itertools import pairwise
 from multiprocessing.synchronize import Barrier
 from typing import Any
 
@@ -24,6 +25,7 @@ from benchmarks.aio_consume import counting_member
 from benchmarks.consumer_procs import Fleet
 from benchmarks.consumer_workers import GroupSpec
 from benchmarks.harness import BenchConfig, query
+from benchmarks.scale_drain import page_io
 from ems.store import Store
 from ems.types import TopicInfo
 
@@ -36,7 +38,6 @@ _COMMITTED = (
     "SELECT COALESCE(SUM(o.committed_offset), 0) FROM group_offset o "
     "JOIN consumer_group g ON g.id = o.group_id WHERE g.name = %s"
 )
-_PAGE_READS = "SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_reads'"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,15 +47,22 @@ class ColdDrain:
     samples: tuple[tuple[float, int, int], ...]
 
     def rate(self, since: float, until: float) -> float:
-        """Committed messages per second between two sample times."""
-        a = self._at(since)
-        b = self._at(until)
-        return (b[1] - a[1]) / (b[0] - a[0]) if b[0] > a[0] else 0.0
+        """Committed messages per second between the samples nearest two times."""
+        return self._per_second(1, since, until)
 
     def page_reads(self, since: float, until: float) -> float:
-        a = self._at(since)
-        b = self._at(until)
-        return (b[2] - a[2]) / (b[0] - a[0]) if b[0] > a[0] else 0.0
+        """Disk page reads per second between the samples nearest two times."""
+        return self._per_second(2, since, until)
+
+    def window_rates(self) -> list[float]:
+        """Committed messages per second from each sample to the next."""
+        return [
+            (b[1] - a[1]) / (b[0] - a[0]) if b[0] > a[0] else 0.0 for a, b in pairwise(self.samples)
+        ]
+
+    def _per_second(self, field: int, since: float, until: float) -> float:
+        a, b = self._at(since), self._at(until)
+        return (b[field] - a[field]) / (b[0] - a[0]) if b[0] > a[0] else 0.0
 
     def _at(self, t: float) -> tuple[float, int, int]:
         return min(self.samples, key=lambda s: abs(s[0] - t))
@@ -88,8 +96,7 @@ def member(events: Any, index: int, spec: GroupSpec, barrier: Barrier, stop: Any
 
 def _sample(cfg: BenchConfig, group: str, since: float) -> tuple[float, int, int]:
     ((committed,),) = query(cfg.settings.database_url, _COMMITTED, (group,))
-    ((_, reads),) = query(cfg.settings.database_url, _PAGE_READS)
-    return time.monotonic() - since, int(committed), int(reads)
+    return time.monotonic() - since, int(committed), page_io(cfg)[0]
 
 
 def cold_drain(

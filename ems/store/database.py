@@ -204,10 +204,7 @@ class DirectConnections:
             _close(conn)
 
     def _new(self) -> Any:
-        proxied = self._connect()
-        proxied.detach()
-        conn = proxied.dbapi_connection
-        assert conn is not None
+        conn = _detached(self._connect)
         # The guarded INSERTs read partition_low in their SELECT part; only under
         # REPEATABLE READ is that a locking read, which makes a purge's raise of the
         # watermark and this insert take turns (READ COMMITTED would read around it).
@@ -252,9 +249,7 @@ class OwnConnection:
     @contextmanager
     def cursor(self) -> Iterator[Cursor]:
         if self._conn is None:
-            proxied = self._connect()
-            proxied.detach()
-            self._conn = proxied.dbapi_connection
+            self._conn = _detached(self._connect)
         try:
             with self._conn.cursor() as cursor:
                 yield cursor
@@ -271,6 +266,15 @@ class OwnConnection:
         conn, self._conn = self._conn, None
         if conn is not None:
             _close(conn)
+
+
+def _detached(connect: Callable[[], PoolProxiedConnection]) -> Any:
+    """A driver connection taken from the pool for good (the pool forgets it)."""
+    proxied = connect()
+    proxied.detach()
+    conn = proxied.dbapi_connection
+    assert conn is not None
+    return conn
 
 
 def _close(conn: Any) -> None:

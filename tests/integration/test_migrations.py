@@ -195,7 +195,7 @@ def test_tables_are_innodb_utf8mb4(scratch: Settings) -> None:
         assert collation.startswith("utf8mb4"), name
 
 
-def _message_keys(settings: Settings, table: str = "message") -> dict[str, list[str]]:
+def _keys(settings: Settings, table: str = "message") -> dict[str, list[str]]:
     engine = create_engine(settings.database_url)
     try:
         with engine.connect() as conn:
@@ -221,7 +221,7 @@ def test_the_partition_order_migration_rebuilds_the_message_table_online(
     """0010 clusters the message table by (topic, partition, offset) while a producer goes
     on inserting: every row and id is kept, and inserts commit during the rebuild."""
     migrate.upgrade(scratch, "0009")
-    assert _message_keys(scratch)["PRIMARY"] == ["id"]
+    assert _keys(scratch)["PRIMARY"] == ["id"]
     engine = create_engine(scratch.database_url, isolation_level="AUTOCOMMIT")
     with engine.connect() as conn:
         conn.execute(
@@ -262,7 +262,7 @@ def test_the_partition_order_migration_rebuilds_the_message_table_online(
     # The rebuild of 300,000 rows takes a while; the producer was never held for it.
     gaps = [b - a for a, b in zip([started, *during], [*during, ended], strict=True)]
     assert len(during) > 10 and max(gaps) < (ended - started) / 2, (len(during), max(gaps))
-    keys = _message_keys(scratch)
+    keys = _keys(scratch)
     assert keys["PRIMARY"] == ["topic_id", "partition_no", "offset_no"]
     assert keys["uq_message_id"] == ["id"]
     with engine.connect() as conn:
@@ -282,7 +282,7 @@ def test_the_partition_order_migration_rebuilds_the_message_table_online(
         )
         assert int(new.lastrowid) > int(top)
     migrate.downgrade(scratch, "0009")
-    assert _message_keys(scratch)["PRIMARY"] == ["id"]
+    assert _keys(scratch)["PRIMARY"] == ["id"]
     with engine.connect() as conn:
         assert conn.execute(text("SELECT COUNT(*) FROM message")).scalar() == count + 1
     engine.dispose()
@@ -293,7 +293,7 @@ def test_the_log_order_migration_clusters_the_log_by_group_partition_and_offset(
 ) -> None:
     """0012 makes (group, partition, offset) the log's primary key and keeps its ids."""
     migrate.upgrade(scratch, "0011")
-    assert _message_keys(scratch, "topic_group_log")["PRIMARY"] == ["id"]
+    assert _keys(scratch, "topic_group_log")["PRIMARY"] == ["id"]
     engine = create_engine(scratch.database_url, isolation_level="AUTOCOMMIT")
     insert = (
         "INSERT INTO topic_group_log (group_id, topic_id, partition_no, offset_no, "
@@ -306,7 +306,7 @@ def test_the_log_order_migration_clusters_the_log_by_group_partition_and_offset(
             text("SELECT id, group_id, partition_no, offset_no FROM topic_group_log ORDER BY id")
         ).all()
     migrate.upgrade(scratch)
-    keys = _message_keys(scratch, "topic_group_log")
+    keys = _keys(scratch, "topic_group_log")
     assert keys["PRIMARY"] == ["group_id", "partition_no", "offset_no"]
     assert keys["uq_topic_group_log_id"] == ["id"]
     with engine.connect() as conn:
@@ -318,5 +318,5 @@ def test_the_log_order_migration_clusters_the_log_by_group_partition_and_offset(
         new = conn.execute(text(insert), {"g": 5, "p": 0, "o": 0})
         assert int(new.lastrowid) == before[-1][0] + 1
     migrate.downgrade(scratch, "0011")
-    assert _message_keys(scratch, "topic_group_log")["PRIMARY"] == ["id"]
+    assert _keys(scratch, "topic_group_log")["PRIMARY"] == ["id"]
     engine.dispose()
