@@ -102,11 +102,8 @@ _RAW_LOG = (
     "INSERT INTO topic_group_log (group_id, topic_id, partition_no, offset_no, client_id, "
     "state, attempts) VALUES (%s, %s, %s, %s, %s, %s, %s)"
 )
-# The hint keeps MariaDB off the (state, updated_at) index, which it otherwise picks for
-# this statement and then scans every 'start' row of the table.
 _RAW_DONE = (
-    "UPDATE topic_group_log FORCE INDEX (uq_topic_group_log_group_id_partition_no_offset_no) "
-    "SET state = 'done', finished_at = NOW(6), updated_at = NOW(6) "
+    "UPDATE topic_group_log SET state = 'done', finished_at = NOW(6), updated_at = NOW(6) "
     "WHERE group_id = %s AND client_id = %s AND state = 'start' AND partition_no = %s "
     "AND offset_no BETWEEN %s AND %s"
 )

@@ -7,6 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
+#: A member reads a partition at most this many offsets past the cursor it last committed
+#: (as RocketMQ's consumeConcurrentlyMaxSpan). So the consumption log's rows in flight of a
+#: cluster group's partition lie in [committed cursor, cursor + IN_FLIGHT_SPAN), or are
+#: redeliveries of a retry row: the store finds them by primary key ranges, with no index
+#: on the log's state for every ack to rewrite.
+IN_FLIGHT_SPAN = 10_000
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TopicInfo:

@@ -12,7 +12,14 @@ from ems.consumer.ack_writer import AckWriter
 from ems.consumer.state import Outcome, PartitionState, Policy, expired, moved_cursors, settle
 from ems.exceptions import LockConflict, StaleGeneration
 from ems.offsets.budget import mean_size, rows_to_scan
-from ems.types import Delivery, GroupInfo, Settlement, StoredMessage, TopicInfo
+from ems.types import (
+    IN_FLIGHT_SPAN,
+    Delivery,
+    GroupInfo,
+    Settlement,
+    StoredMessage,
+    TopicInfo,
+)
 
 if TYPE_CHECKING:
     from ems.coordination.membership import Membership
@@ -210,7 +217,14 @@ class ClusterSession:
     ) -> list[Delivery]:
         """A read of up to `room` messages and max_bytes of bodies; the first message
         whatever its size when nothing else is in the batch yet (first)."""
-        room = min(room, MAX_IN_FLIGHT - state.in_flight())
+        # Never past IN_FLIGHT_SPAN offsets from the committed cursor (reads are gap-free,
+        # so `room` messages span `room` offsets): a partition whose oldest delivery is held
+        # waits there until it is settled or its ack timeout expires it.
+        room = min(
+            room,
+            MAX_IN_FLIGHT - state.in_flight(),
+            state.committed + IN_FLIGHT_SPAN - state.position,
+        )
         if room <= 0:
             return []
         read = self.reader.read(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Enum, Index, Integer, String, Text
+from sqlalchemy import BigInteger, Enum, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ems.models.base import TABLE_ARGS, Base, BigId, GroupMessageRef, created_ts, optional_ts
@@ -12,13 +12,11 @@ class ConsumptionLog(GroupMessageRef, Base):
     """Clustered by (group_id, partition_no, offset_no): each group writes at its own
     insertion points, one per partition, rather than every group at the right edge of one
     global id. The id is a unique AUTO_INCREMENT secondary key (by which compaction reads
-    and deletes), created by the migrations."""
+    and deletes), created by the migrations. No index on the state: every ack would
+    rewrite it; the rows in flight are found by primary-key ranges (ems.store.in_flight)."""
 
     __tablename__ = "topic_group_log"
-    __table_args__ = (
-        Index(None, "state", "updated_at"),
-        TABLE_ARGS,
-    )
+    __table_args__ = TABLE_ARGS
 
     id: Mapped[int] = mapped_column(BigId, nullable=False, unique=True, autoincrement=True)
     group_id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=False)

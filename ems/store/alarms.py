@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from ems.exceptions import DuplicateKey
+from ems.store import in_flight
 from ems.store.browse import like_prefix
 from ems.store.database import Database
 from ems.store.messages import all_high_watermarks
@@ -44,14 +45,14 @@ _NEXT_STORED_AGE = (
     "SELECT TIMESTAMPDIFF(MICROSECOND, created_at, NOW(6)) FROM message "
     "WHERE topic_id = %s AND partition_no = %s AND offset_no >= %s ORDER BY offset_no LIMIT 1"
 )
-# Rows in 'start' are few (in flight only); the (state, updated_at) index finds them.
+# Rows in flight, found by primary-key ranges (ems.store.in_flight).
 _IN_FLIGHT = (
-    "SELECT l.group_id, g.name, g.topic_id, t.name, l.partition_no, COUNT(*), "
-    "SUM(l.started_at < NOW(6) - INTERVAL g.ack_timeout_seconds SECOND), "
-    "TIMESTAMPDIFF(MICROSECOND, MIN(l.started_at), NOW(6)), g.ack_timeout_seconds "
-    "FROM topic_group_log l JOIN consumer_group g ON g.id = l.group_id "
-    "JOIN topic t ON t.id = g.topic_id WHERE l.state = 'start' "
-    "GROUP BY l.group_id, l.partition_no, g.name, g.topic_id, t.name, g.ack_timeout_seconds"
+    "SELECT f.group_id, g.name, g.topic_id, t.name, f.partition_no, COUNT(*), "
+    "SUM(f.started_at < NOW(6) - INTERVAL g.ack_timeout_seconds SECOND), "
+    "TIMESTAMPDIFF(MICROSECOND, MIN(f.started_at), NOW(6)), g.ack_timeout_seconds FROM ("
+    + in_flight.rows("l.group_id, l.partition_no, l.offset_no, l.started_at")
+    + ") AS f JOIN consumer_group g ON g.id = f.group_id JOIN topic t ON t.id = g.topic_id "
+    "GROUP BY f.group_id, f.partition_no, g.name, g.topic_id, t.name, g.ack_timeout_seconds"
 )
 _CLUSTER_GROUPS = (
     "SELECT g.id, g.name, g.topic_id, t.name FROM consumer_group g "

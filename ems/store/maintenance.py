@@ -7,6 +7,7 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ems.store import in_flight
 from ems.store.database import Database
 from ems.store.messages import HighWatermarks, all_high_watermarks
 
@@ -56,20 +57,23 @@ _ORPHAN_LOG = (
     "WHERE r.id IN ({ids}) AND l.state = 'retry'"
 )
 _DELETE_RETRIES = "DELETE FROM retry_message WHERE id IN ({ids})"
-# In-flight log rows whose client has no live lease, older than the group's ack timeout.
+# In-flight log rows whose client has no live lease, older than the group's ack timeout
+# (found by primary-key ranges: ems.store.in_flight).
+_NO_LIVE_CLIENT = (
+    "NOT EXISTS (SELECT 1 FROM consumer_client c "
+    "WHERE c.client_id = l.client_id AND c.lease_expires_at > NOW(6))"
+)
 _STALE = (
-    "SELECT l.id FROM topic_group_log l FORCE INDEX (ix_topic_group_log_state_updated_at) "
-    "JOIN consumer_group g ON g.id = l.group_id "
-    "LEFT JOIN consumer_client c ON c.client_id = l.client_id AND c.lease_expires_at > NOW(6) "
-    "WHERE l.state = 'start' AND c.client_id IS NULL "
-    "AND l.updated_at < NOW(6) - INTERVAL g.ack_timeout_seconds SECOND LIMIT %s"
+    "SELECT id FROM ("
+    + in_flight.rows(
+        "l.id",
+        f"{_NO_LIVE_CLIENT} AND l.updated_at < NOW(6) - INTERVAL g.ack_timeout_seconds SECOND",
+    )
+    + ") AS f LIMIT %s"
 )
 # Each statement re-checks that the row is still in flight with a dead client: a live
 # client that took the message meanwhile rewrote client_id (the log insert is an upsert).
-_STILL_STALE = (
-    "l.id IN ({ids}) AND l.state = 'start' AND NOT EXISTS (SELECT 1 FROM consumer_client c "
-    "WHERE c.client_id = l.client_id AND c.lease_expires_at > NOW(6))"
-)
+_STILL_STALE = f"l.id IN ({{ids}}) AND l.state = 'start' AND {_NO_LIVE_CLIENT}"
 _GROUP_CURSOR = "JOIN group_offset o ON o.group_id = l.group_id AND o.partition_no = l.partition_no"
 # Below the committed cursor the stream will not bring the message again: it goes to the
 # retry table, due now, keeping its attempt count.

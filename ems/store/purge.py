@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ems.store import in_flight
 from ems.store.database import Database
 
 # The next `size` rows from `start` in offset order: how many, the last offset, and the
@@ -38,16 +39,15 @@ _TOPS = (
 _LOW = "SELECT low_offset FROM partition_low WHERE topic_id = %s AND partition_no = %s"
 _LOWS = "SELECT partition_no, low_offset FROM partition_low WHERE topic_id = %s"
 # Per partition, the lowest offset some group still has to settle: retried ones, and in
-# flight ones. The log is read through its (state, updated_at) index: only rows in flight,
-# never the done history.
+# flight ones (found by primary-key ranges: ems.store.in_flight), never the done history.
 _RETRY_FLOORS = (
     "SELECT r.partition_no, MIN(r.offset_no) FROM retry_message r "
     "JOIN consumer_group g ON g.id = r.group_id WHERE g.topic_id = %s GROUP BY r.partition_no"
 )
 _FLIGHT_FLOORS = (
-    "SELECT partition_no, MIN(offset_no) FROM topic_group_log "
-    "FORCE INDEX (ix_topic_group_log_state_updated_at) "
-    "WHERE state = 'start' AND topic_id = %s GROUP BY partition_no"
+    "SELECT partition_no, MIN(offset_no) FROM ("
+    + in_flight.rows("l.partition_no, l.offset_no", "g.topic_id = %s")
+    + ") AS f GROUP BY partition_no"
 )
 _RAISE_LOW = (
     "INSERT INTO partition_low (topic_id, partition_no, low_offset, updated_at) "
@@ -136,8 +136,8 @@ class PurgeStore:
         """Per listed partition of the topic that holds messages, the bounds a purge
         respects."""
         unsettled: dict[int, int] = {}
-        for sql in (_RETRY_FLOORS, _FLIGHT_FLOORS):
-            for partition, low in self.db.select(sql, (topic_id,)):
+        for sql, args in ((_RETRY_FLOORS, (topic_id,)), (_FLIGHT_FLOORS, (topic_id, topic_id))):
+            for partition, low in self.db.select(sql, args):
                 p = int(partition)
                 unsettled[p] = min(int(low), unsettled.get(p, int(low)))
         return {

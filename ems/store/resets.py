@@ -12,6 +12,7 @@ from sqlalchemy import Connection
 from ems.exceptions import GroupBusy, PlanChanged
 from ems.store.database import Database
 from ems.store.time_index import TimeIndexStore
+from ems.types import IN_FLIGHT_SPAN
 
 _BOUNDS = (
     "SELECT partition_no, MIN(offset_no), MAX(offset_no) FROM message "
@@ -63,6 +64,18 @@ _BUMP_AND_RESUME = (
 _SET_CURSOR = (
     "UPDATE group_offset SET committed_offset = %s, generation = %s, updated_at = NOW(6) "
     "WHERE group_id = %s AND partition_no = %s"
+)
+# What a dead member had in flight is handed back (its log rows deleted): its window past
+# the old cursor, and redeliveries of the retries dropped below. Found nowhere else once
+# the cursor moved (ems.store.in_flight); the new cursor decides what comes next.
+_HAND_BACK_WINDOW = (
+    "DELETE FROM topic_group_log WHERE group_id = %s AND partition_no = %s "
+    f"AND offset_no >= %s AND offset_no < %s + {IN_FLIGHT_SPAN} AND state = 'start'"
+)
+_HAND_BACK_RETRIED = (
+    "DELETE l FROM retry_message r STRAIGHT_JOIN topic_group_log l ON l.group_id = r.group_id "
+    "AND l.partition_no = r.partition_no AND l.offset_no = r.offset_no "
+    "WHERE r.group_id = %s AND r.partition_no = %s AND r.offset_no >= %s AND l.state = 'start'"
 )
 # Retries at or after the new cursor would come twice: the stream delivers them again.
 _DROP_RETRIES = (
@@ -168,6 +181,10 @@ class ResetStore:
             )
             items = sorted(cursors.items())
             conn.exec_driver_sql(_SET_CURSOR, [(o, generation, group_id, p) for p, o in items])
+            for p, o in items:
+                old = current.get(p, o)
+                conn.exec_driver_sql(_HAND_BACK_WINDOW, (group_id, p, old, old))
+                conn.exec_driver_sql(_HAND_BACK_RETRIED, (group_id, p, o))
             dropped = sum(
                 int(conn.exec_driver_sql(_DROP_RETRIES, (group_id, p, o)).rowcount)
                 for p, o in items

@@ -170,7 +170,9 @@ def test_reclaim_requeues_or_hands_back_in_flight_rows_of_dead_clients(
     seed.messages(store, topic, 0, range(10), 0)
     seed.commit(store, group, 0, 5)
     store.leases.register(group.id, "alive", "h", 1, ttl=30)
+    # Below the cursor only a redelivered retry is in flight: its retry row stays claimed.
     seed.log(store, group, 0, 2, state="start", client="gone", age_seconds=5, attempts=3)
+    seed.retry(store, group, 0, 2, msg_id=seed.message_id(store, topic, 0, 2), due_in=30)
     seed.log(store, group, 0, 7, state="start", client="gone", age_seconds=5)
     seed.log(store, group, 0, 3, state="start", client="alive", age_seconds=5)
     seed.log(store, group, 0, 4, state="start", client="gone", age_seconds=0)  # too young
