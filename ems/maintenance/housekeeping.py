@@ -10,6 +10,7 @@ from functools import partial
 from ems.config import Settings
 from ems.maintenance.checkpoint import checkpoint
 from ems.store import Store
+from ems.store.maintenance import PURGED_STATES
 from ems.store.time_index import MAX_ROWS_PER_PARTITION
 from ems.values.login_limits import WINDOW_SECONDS
 from ems.wakeups import Publisher
@@ -50,20 +51,61 @@ def _drain(step: Callable[[], int], chunk: int) -> int:
             return total
 
 
-def purge_log(store: Store, settings: Settings) -> dict[str, int]:
-    """Delete done and dead consumption-log rows older than log_retention_days, in chunks
-    (for deployments without the Spark compaction); also prunes the histories that would
-    otherwise only grow: job runs, autoscale decisions (never one the group's cooldown or
-    scale-down window still reads) and cleared alarms, older than HISTORY_SECONDS, the
-    admin console's sign-in failure counters whose window has ended, and its expired
-    previews (the audit trail names the ones applied)."""
-    chunk = min(settings.purge_chunk_rows, CHUNK)
-    age = settings.log_retention_days * 86400
+def purge_log_rows(store: Store, older_than: float, chunk: int) -> dict[str, int]:
+    """Delete done and dead consumption-log rows last updated more than older_than seconds
+    ago; the rows deleted per state.
+
+    The purge walks the log's primary key, never an index on state or age: per partition
+    of each group that has log rows (found one index dive each), from its lowest offset
+    up, in windows of `chunk` rows. Each window's bounds are read along the key (one range
+    read of at most `chunk` rows); then one DELETE per purged state that the window holds
+    old rows of removes them from the window's offset range, each its own short
+    transaction. The partition ends at the first window holding a row updated since the
+    cutoff: log rows are written in offset order, so what follows is young. Rows the purge
+    keeps at the bottom (retry and start rows of old messages) do not stop it: a window of
+    old rows with nothing to delete leads to the next one. A run remembers nothing for the
+    next: the purged rows were at the bottom of each partition, so the next run starts
+    there. checkpoint() runs before each window, so a run can be stopped.
+
+    Retention is "kept at least older_than": a young row among old ones (a message
+    retried, replayed, resent or read again after an offset reset, its row updated late)
+    holds back the purge of the rows above it until it is old itself, by as long as it
+    was late."""
     maintenance = store.maintenance
-    counts = {
-        state: _drain(partial(maintenance.purge_log, state, age, chunk), chunk)
-        for state in ("done", "dead")
-    }
+    cutoff = maintenance.log_cutoff(older_than)
+    counts = dict.fromkeys(PURGED_STATES, 0)
+    found = maintenance.next_log_partition(None)
+    while found is not None:
+        group_id, partition = found
+        start: int | None = None
+        while True:
+            checkpoint()
+            window = maintenance.log_window(group_id, partition, start, chunk, cutoff)
+            if window is None:
+                break
+            for state in PURGED_STATES:
+                if window.purgeable[state]:
+                    counts[state] += maintenance.purge_log(
+                        group_id, partition, window.first, window.last, state, cutoff
+                    )
+            if window.young or window.rows < chunk:
+                break
+            start = window.last + 1
+        found = maintenance.next_log_partition(found)
+    return counts
+
+
+def purge_log(store: Store, settings: Settings) -> dict[str, int]:
+    """Delete done and dead consumption-log rows older than log_retention_days (kept at
+    least that long; see purge_log_rows), in windows of purge_chunk_rows (for deployments
+    without the Spark compaction); also prunes the histories that would otherwise only
+    grow: job runs, autoscale decisions (never one the group's cooldown or scale-down
+    window still reads) and cleared alarms, older than HISTORY_SECONDS, the admin
+    console's sign-in failure counters whose window has ended, and its expired previews
+    (the audit trail names the ones applied)."""
+    chunk = min(settings.purge_chunk_rows, CHUNK)
+    maintenance = store.maintenance
+    counts = purge_log_rows(store, settings.log_retention_days * 86400, chunk)
     counts["job_runs"] = sum(
         _drain(partial(store.scheduler.prune_runs, job, JOB_RUN_SECONDS, chunk), chunk)
         for job in PRUNED_JOBS

@@ -11,11 +11,45 @@ from ems.store import in_flight
 from ems.store.database import Database
 from ems.store.messages import HighWatermarks, all_high_watermarks
 
-# Finished log rows, through the (state, updated_at) index, a bounded chunk at a time.
-_PURGE_LOG = (
-    "DELETE FROM topic_group_log WHERE state = %s "
-    "AND updated_at < NOW(6) - INTERVAL %s SECOND LIMIT %s"
+# The log purge walks the log's primary key (group_id, partition_no, offset_no), one
+# partition of one group at a time, from its lowest offset up: every statement reads or
+# deletes a range of one partition's offsets between constant bounds.
+_LOG_CUTOFF = "SELECT NOW(6) - INTERVAL %s MICROSECOND"
+# The partitions of groups that have log rows, one index dive each: the first entry of the
+# key, then the first one past a (group, partition). (A DISTINCT over the key is a loose
+# index scan only when the optimizer's statistics say there are few partitions; otherwise
+# it reads every entry of the key.)
+_FIRST_LOG_PARTITION = (
+    "SELECT group_id, partition_no FROM topic_group_log ORDER BY group_id, partition_no LIMIT 1"
 )
+_NEXT_LOG_PARTITION = (
+    "SELECT group_id, partition_no FROM topic_group_log "
+    "WHERE (group_id = %s AND partition_no > %s) OR group_id > %s "
+    "ORDER BY group_id, partition_no LIMIT 1"
+)
+# The next `size` rows of a partition from an offset on, in key order: how many, their
+# first and last offset, how many were updated at or after the cutoff, and the done and
+# dead ones updated before it.
+_LOG_WINDOW = (
+    "SELECT COUNT(*), MIN(offset_no), MAX(offset_no), COALESCE(SUM(updated_at >= %s), 0), "
+    "COALESCE(SUM(state = 'done' AND updated_at < %s), 0), "
+    "COALESCE(SUM(state = 'dead' AND updated_at < %s), 0) "
+    "FROM (SELECT offset_no, state, updated_at FROM topic_group_log FORCE INDEX (PRIMARY) "
+    "WHERE group_id = %s AND partition_no = %s AND offset_no >= %s "
+    "ORDER BY offset_no LIMIT %s) w"
+)
+# One state's rows of a window's offsets last updated before the cutoff. The key is forced
+# (the multi-table form takes the hint): given an index on (state, updated_at), the
+# optimizer would read every group's old rows of the state through it instead.
+_PURGE_LOG = (
+    "DELETE l FROM topic_group_log l FORCE INDEX (PRIMARY) "
+    "WHERE l.group_id = %s AND l.partition_no = %s AND l.offset_no >= %s "
+    "AND l.offset_no <= %s AND l.state = %s AND l.updated_at < %s"
+)
+#: States of the log rows the purge deletes (finished: nothing reads them again).
+PURGED_STATES = ("done", "dead")
+#: Below every offset: where a partition's walk starts.
+_BOTTOM = -(2**63)
 # Autoscale decisions older than the history kept and than their group's cooldown and
 # scale-down window, except the group's newest applied one (the cooldown counts from it).
 _OLD_DECISIONS = (
@@ -148,6 +182,20 @@ _TOTALS = (
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class LogWindow:
+    """The next log rows of one partition of a group, in offset order."""
+
+    rows: int
+    #: Lowest and highest offset among them.
+    first: int
+    last: int
+    #: Rows updated at or after the cutoff.
+    young: int
+    #: Per purged state, the rows in it updated before the cutoff.
+    purgeable: dict[str, int]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Reclaimed:
     #: Moved to the retry table, due now (the group's cursor had passed them).
     requeued: int
@@ -161,11 +209,54 @@ class MaintenanceStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def purge_log(self, state: str, older_than: float, chunk: int) -> int:
-        """Delete up to `chunk` log rows in `state` last updated more than older_than
-        seconds ago; the rows deleted."""
+    def log_cutoff(self, older_than: float) -> dt.datetime:
+        """The database clock minus older_than seconds."""
+        cutoff: dt.datetime = self.db.select(_LOG_CUTOFF, (int(older_than * 1e6),))[0][0]
+        return cutoff
+
+    def next_log_partition(self, after: tuple[int, int] | None) -> tuple[int, int] | None:
+        """The (group, partition) with log rows that comes next in key order after `after`
+        (None: the first); None past the last."""
+        if after is None:
+            rows = self.db.select(_FIRST_LOG_PARTITION, ())
+        else:
+            group_id, partition = after
+            rows = self.db.select(_NEXT_LOG_PARTITION, (group_id, partition, group_id))
+        return (int(rows[0][0]), int(rows[0][1])) if rows else None
+
+    def log_window(
+        self, group_id: int, partition: int, start: int | None, size: int, cutoff: dt.datetime
+    ) -> LogWindow | None:
+        """The next `size` log rows of the group's partition from offset `start` on (None:
+        from its lowest offset), aged against `cutoff`; None when there are none."""
+        bottom = _BOTTOM if start is None else start
+        params = (cutoff, cutoff, cutoff, group_id, partition, bottom, size)
+        rows, first, last, young, done, dead = self.db.select(_LOG_WINDOW, params)[0]
+        if not rows:
+            return None
+        return LogWindow(
+            rows=int(rows),
+            first=int(first),
+            last=int(last),
+            young=int(young),
+            purgeable={"done": int(done), "dead": int(dead)},
+        )
+
+    def purge_log(
+        self,
+        group_id: int,
+        partition: int,
+        first: int,
+        last: int,
+        state: str,
+        cutoff: dt.datetime,
+    ) -> int:
+        """Delete the group's log rows of the partition at offsets first..last (inclusive)
+        that are in `state` and were last updated before `cutoff`, in one statement of its
+        own; the rows deleted."""
+        params = (group_id, partition, first, last, state, cutoff)
         with self.db.single() as cursor:
-            return int(cursor.execute(_PURGE_LOG, (state, int(older_than), chunk)))
+            return int(cursor.execute(_PURGE_LOG, params))
 
     def prune_decisions(self, older_than: float, chunk: int) -> int:
         """Delete up to `chunk` autoscale decisions older than older_than seconds and than

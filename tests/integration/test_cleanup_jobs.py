@@ -68,6 +68,91 @@ def test_purge_log_deletes_old_finished_rows_only(
     assert purge_log(store, settings) == dict.fromkeys(counts, 0)
 
 
+STATES = ("done", "dead", "start", "retry")
+
+
+def test_purge_log_deletes_only_old_done_and_dead_rows_of_every_group_and_partition(
+    settings: Settings, store: Store, topic: TopicInfo, group: GroupInfo
+) -> None:
+    other = TopicAdmin(settings, store=store).create("u", 3)
+    targets = [(group, 0), (group, 1), (seed.group(store, "h", topic), 1)]
+    targets += [(seed.group(store, "k", other), p) for p in (0, 2)]
+    kept: set[tuple[int, int, int]] = set()
+    for g, p in targets:
+        # 13 old rows of every state at the bottom, then 8 young ones: windows of 5 rows
+        # end inside the young ones, where an old done row (offset 12) is still deleted.
+        for o in range(21):
+            state = STATES[o % 4]
+            old = o < 13
+            seed.log(store, g, p, o, state=state, age_seconds=(10 if old else 1) * DAY)
+            if not old or state not in ("done", "dead"):
+                kept.add((g.id, p, o))
+
+    counts = purge_log(store, settings.with_(purge_chunk_rows=5, log_retention_days=7))
+
+    assert (counts["done"], counts["dead"]) == (4 * len(targets), 3 * len(targets))
+    rows = seed.sql(store, "SELECT group_id, partition_no, offset_no FROM topic_group_log")
+    assert {(int(g), int(p), int(o)) for g, p, o in rows} == kept
+    again = purge_log(store, settings.with_(purge_chunk_rows=5, log_retention_days=7))
+    assert (again["done"], again["dead"]) == (0, 0)
+
+
+def test_old_rows_kept_at_the_bottom_do_not_stop_the_purge_above_them(
+    settings: Settings, store: Store, group: GroupInfo
+) -> None:
+    # Three windows of old retry and start rows (retried messages) below old done rows.
+    for o in range(12):
+        seed.log(store, group, 0, o, state="retry" if o % 3 else "start", age_seconds=9 * DAY)
+    for o in range(12, 30):
+        seed.log(store, group, 0, o, state="done", age_seconds=8 * DAY)
+    seed.log(store, group, 0, 30, state="done", age_seconds=DAY)
+
+    counts = purge_log(store, settings.with_(purge_chunk_rows=4, log_retention_days=7))
+
+    assert (counts["done"], counts["dead"]) == (18, 0)
+    assert sorted(_log_states(store)) == [(0, o) for o in [*range(12), 30]]
+
+
+def _handler_reads(store: Store) -> dict[str, int]:
+    """Rows this session read so far: "next" counts rows read in key order (a range read
+    and a full index scan alike), "rnd_next" rows read by table scans."""
+    rows = store.db.select("SHOW SESSION STATUS LIKE 'Handler_read%%'", ())
+    return {str(name).removeprefix("Handler_read_"): int(value) for name, value in rows}
+
+
+def test_purge_log_reads_about_one_window_past_the_old_rows(
+    settings: Settings, store: Store, group: GroupInfo
+) -> None:
+    old, young, chunk = 1_000, 50_000, 250
+    seed.sql(
+        store,
+        "INSERT INTO topic_group_log (group_id, topic_id, partition_no, offset_no, client_id, "
+        "state, updated_at) SELECT %s, %s, 0, seq, 'c', 'done', "
+        f"IF(seq < %s, NOW(6) - INTERVAL 10 DAY, NOW(6)) FROM seq_0_to_{old + young - 1}",
+        (group.id, group.topic_id, old),
+    )
+    # One connection in the pool: every statement of the run is counted on it.
+    single = Store(settings.with_(pool_size=1))
+    try:
+        (session,) = single.db.select("SELECT CONNECTION_ID()", ())[0]
+        before = _handler_reads(single)
+        counts = purge_log(single, settings.with_(purge_chunk_rows=chunk, log_retention_days=7))
+        after = _handler_reads(single)
+        assert single.db.select("SELECT CONNECTION_ID()", ())[0][0] == session
+    finally:
+        single.close()
+
+    assert counts["done"] == old
+    read = {name: after[name] - before[name] for name in ("next", "rnd_next")}
+    # Each old row is read twice in key order (its window, its DELETE), then one window
+    # of young rows; the table scans are each window's temporary table. A scan of the
+    # log, in key order or not, would read all 51,000 rows.
+    assert read["next"] <= 2 * old + 2 * chunk, read
+    assert read["rnd_next"] <= old + 2 * chunk, read
+    remaining = seed.sql(store, "SELECT MIN(offset_no), COUNT(*) FROM topic_group_log")
+    assert remaining == [(old, young)]
+
+
 def test_purge_log_prunes_old_decisions_and_cleared_alarms_but_what_policy_reads(
     settings: Settings, store: Store, topic: TopicInfo, group: GroupInfo
 ) -> None:
