@@ -60,17 +60,15 @@ def purge_log_rows(store: Store, older_than: float, chunk: int) -> dict[str, int
     up, in windows of `chunk` rows. Each window's bounds are read along the key (one range
     read of at most `chunk` rows); then one DELETE per purged state that the window holds
     old rows of removes them from the window's offset range, each its own short
-    transaction. The partition ends at the first window holding a row updated since the
-    cutoff: log rows are written in offset order, so what follows is young. Rows the purge
-    keeps at the bottom (retry and start rows of old messages) do not stop it: a window of
-    old rows with nothing to delete leads to the next one. A run remembers nothing for the
-    next: the purged rows were at the bottom of each partition, so the next run starts
-    there. checkpoint() runs before each window, so a run can be stopped.
-
-    Retention is "kept at least older_than": a young row among old ones (a message
-    retried, replayed, resent or read again after an offset reset, its row updated late)
-    holds back the purge of the rows above it until it is old itself, by as long as it
-    was late."""
+    transaction. The partition ends at the first window of young rows only (updated since
+    the cutoff): log rows are written in offset order, so what follows is young too. A
+    young row among old ones (a message retried, replayed, resent or read again after an
+    offset reset, its row updated late) does not stop it, nor do rows the purge keeps at
+    the bottom (retry and start rows of old messages): a window with any old row leads to
+    the next one. So a run reads at most one window per partition past the old rows. It
+    remembers nothing for the next: the purged rows were at the bottom of each partition,
+    so the next run starts there. checkpoint() runs before each window, so a run can be
+    stopped. Retention is "kept at least older_than"."""
     maintenance = store.maintenance
     cutoff = maintenance.log_cutoff(older_than)
     counts = dict.fromkeys(PURGED_STATES, 0)
@@ -88,7 +86,7 @@ def purge_log_rows(store: Store, older_than: float, chunk: int) -> dict[str, int
                     counts[state] += maintenance.purge_log(
                         group_id, partition, window.first, window.last, state, cutoff
                     )
-            if window.young or window.rows < chunk:
+            if window.young == window.rows or window.rows < chunk:
                 break
             start = window.last + 1
         found = maintenance.next_log_partition(found)

@@ -113,6 +113,21 @@ def test_old_rows_kept_at_the_bottom_do_not_stop_the_purge_above_them(
     assert sorted(_log_states(store)) == [(0, o) for o in [*range(12), 30]]
 
 
+def test_a_row_updated_late_does_not_hold_back_the_old_rows_above_it(
+    settings: Settings, store: Store, group: GroupInfo
+) -> None:
+    # Offset 2 was read again an hour ago (a replay): young among rows eight days old.
+    for o in range(12):
+        seed.log(store, group, 0, o, state="done", age_seconds=3600 if o == 2 else 8 * DAY)
+    for o in range(12, 20):
+        seed.log(store, group, 0, o, state="done", age_seconds=DAY)
+
+    counts = purge_log(store, settings.with_(purge_chunk_rows=4, log_retention_days=7))
+
+    assert counts["done"] == 11
+    assert sorted(_log_states(store)) == [(0, o) for o in [2, *range(12, 20)]]
+
+
 def _handler_reads(store: Store) -> dict[str, int]:
     """Rows this session read so far: "next" counts rows read in key order (a range read
     and a full index scan alike), "rnd_next" rows read by table scans."""
