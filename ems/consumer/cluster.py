@@ -193,6 +193,9 @@ class ClusterSession:
         # redelivers at most the batch in hand. (Waiting costs no measurable drain rate:
         # the log's start rows still go on the writer while the batch is handled.)
         self.writer.wait_written(0)
+        # A partition whose last write failed is dropped before it is read further: every
+        # window below starts at a cursor that is written.
+        self._reload_unwritten()
         now = time.monotonic()
         batch = self._due_retries(limit, max_bytes, now)
         left = max_bytes - body_bytes(batch)

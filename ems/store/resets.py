@@ -160,7 +160,9 @@ class ResetStore:
     ) -> Landed | None:
         """In one transaction on the group paused until `until`: unless a live member
         still holds a partition (then None, nothing written), release the partitions of
-        dead clients, set the cursors, bump the generation and end the pause. GroupBusy
+        dead clients, set the cursors, hand back what dead members had in flight (their
+        windows past the old cursors, and redeliveries of the retries the new cursors
+        drop), bump the generation and end the pause. GroupBusy
         when that pause no longer holds. `check` sees the committed cursors as locked: when
         it names problems, PlanChanged is raised and nothing is written."""
         with self.db.connect() as conn:
