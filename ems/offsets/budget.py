@@ -1,6 +1,5 @@
-"""The byte budget of a fetch, as pure functions: which rows it keeps (the rule the
-server applies in SQL, ems.store.messages._FETCH), and how many it asks the server to
-scan."""
+"""The byte budget of a fetch, as pure functions: how many rows it asks the server to
+scan (which rows it keeps: ems.values.fetch.within_budget)."""
 
 from __future__ import annotations
 
@@ -23,15 +22,3 @@ def rows_to_scan(size: int | None, limit: int, max_bytes: int) -> int:
 def mean_size(bodies: Sequence[bytes]) -> int | None:
     """The mean length of these bodies (None when there are none)."""
     return sum(map(len, bodies)) // len(bodies) if bodies else None
-
-
-def within_budget(sizes: Sequence[int], max_bytes: int, at_least_one: bool) -> int:
-    """How many leading rows of these body sizes a byte-bounded fetch keeps: those whose
-    running total stays within max_bytes and, with at_least_one, every row up to the
-    first body whatever its size (the server's rule in Python, for the in-memory twin)."""
-    total = 0
-    for index, size in enumerate(sizes):
-        total += size
-        if total > max_bytes and not (at_least_one and total == size):
-            return index
-    return len(sizes)

@@ -58,9 +58,10 @@ _HAND_BACK = (
     "DELETE FROM topic_group_log WHERE group_id = %s AND partition_no = %s "
     "AND offset_no BETWEEN %s AND %s AND client_id = %s AND state = 'start'"
 )
-# Due retries, oldest due first, bounded by rows and by the bytes of their bodies as a
-# partition fetch is (ems.store.messages._FETCH): the bodies are joined only for the rows
-# within the budget, and the first due message comes whatever its size.
+# Due retries, oldest due first, bounded by rows and by the bytes of their bodies by the
+# rule of every fetch (ems.values.fetch.within_budget), applied here in SQL: the bodies are
+# joined only for the rows within the budget, and the first due message comes whatever its
+# size.
 _DUE = (
     "SELECT w.id, w.partition_no, w.offset_no, w.attempts, m.id, m.msg_key, m.headers, "
     "m.body, m.created_at FROM ("

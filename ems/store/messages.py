@@ -17,6 +17,7 @@ from ems.exceptions import BelowLowWatermark
 from ems.models import Message
 from ems.store.database import Database
 from ems.types import Fetched, NewMessage, StoredMessage, TopicInfo
+from ems.values.fetch import within_budget
 
 _INSERT = (
     "INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body, "
@@ -26,27 +27,27 @@ _INSERT_TOMBSTONE = (
     "INSERT INTO message (topic_id, partition_no, offset_no, body, tombstone) "
     "VALUES (%s, %s, %s, '', 1)"
 )
-# A fetch is bounded by rows and by the bytes of its bodies. The row limit is taken first,
-# in a derived table of offsets and body lengths only (a window over the whole partition
-# would sum every row past the cursor); the running total of the lengths is taken over
-# those rows, and only rows within the budget are joined back for their bodies, so the
-# bodies past it never leave the server. The rows up to the first body always come back,
-# and that body with them when at_least_one is set (a message larger than the budget then
-# comes alone: the bound is soft, as Kafka's fetch.max.bytes); otherwise with its body
-# withheld (NULL, which a stored body never is), so that a fetch that takes nothing still
-# tells an exhausted partition from a cut one by its window count. The server reads a large
-# body (stored off its row's page) to take its length, so the reader keeps the row limit
-# near what the budget takes (ems.offsets.budget.rows_to_scan).
+# A fetch is bounded by rows and by the bytes of its bodies, in one range read of the key
+# as a plain fetch is: every row comes with its body's length, and with the body itself
+# only when it is at most the budget's share of one row (max_bytes / limit), so that what
+# comes inline totals at most max_bytes whatever the rows hold. The client keeps the rows
+# while the running total of the lengths stays within the budget
+# (ems.values.fetch.within_budget) and reads the larger bodies it keeps with one more
+# statement, by offset: a body past the budget never leaves the server unless it is
+# small, and a fetch moves at most twice the budget. The rows up to the first body always
+# come back, and that body with them when at_least_one is set (a message larger than the
+# budget then comes alone: the bound is soft, as Kafka's fetch.max.bytes). The server
+# reads a large body (stored off its row's page) to take its length, so the reader keeps
+# the row limit near what the budget takes (ems.offsets.budget.rows_to_scan).
 _FETCH = (
-    "SELECT m.id, m.offset_no, m.msg_key, m.headers, IF(w.upto <= %s OR %s, m.body, NULL), "
-    "m.created_at, m.tombstone, w.window_rows FROM ("
-    "SELECT offset_no, size, SUM(size) OVER (ORDER BY offset_no ROWS UNBOUNDED PRECEDING) "
-    "AS upto, COUNT(*) OVER () AS window_rows FROM ("
-    "SELECT offset_no, LENGTH(body) AS size FROM message "
+    "SELECT id, offset_no, msg_key, headers, IF(LENGTH(body) <= %s, body, NULL), "
+    "LENGTH(body), created_at, tombstone FROM message "
     "WHERE topic_id = %s AND partition_no = %s AND offset_no >= %s "
-    "ORDER BY offset_no LIMIT %s) AS head) AS w "
-    "JOIN message m ON m.topic_id = %s AND m.partition_no = %s AND m.offset_no = w.offset_no "
-    "WHERE w.upto <= %s OR w.upto = w.size ORDER BY w.offset_no"
+    "ORDER BY offset_no LIMIT %s"
+)
+_BODIES = (
+    "SELECT offset_no, body FROM message "
+    "WHERE topic_id = %s AND partition_no = %s AND offset_no IN ({offsets})"
 )
 _TOKEN_AT = (
     "SELECT write_token FROM message WHERE topic_id = %s AND partition_no = %s AND offset_no = %s"
@@ -268,27 +269,32 @@ class MessageStore:
         """Up to `limit` rows from from_offset on, in offset order, while their bodies
         total at most max_bytes; with at_least_one, the rows up to the first body come
         whatever its size. cut: rows past the last one were left out for the budget."""
-        place = (topic_id, partition)
-        params = (max_bytes, at_least_one, *place, from_offset, limit, *place, max_bytes)
-        raw = self.db.select(_FETCH, params)
-        rows = []
-        for r in raw:
-            if r[4] is None:  # past the budget: only its place came back
-                break
-            rows.append(
-                StoredMessage(
-                    id=r[0],
-                    topic_id=topic_id,
-                    partition=partition,
-                    offset=r[1],
-                    key=r[2],
-                    headers=json.loads(r[3]) if r[3] else {},
-                    body=r[4],
-                    created_at=r[5],
-                    tombstone=bool(r[6]),
-                )
+        inline = max(1, max_bytes // limit)
+        raw = self.db.select(_FETCH, (inline, topic_id, partition, from_offset, limit))
+        kept = raw[: within_budget([int(r[5]) for r in raw], max_bytes, at_least_one)]
+        bodies = self._bodies(topic_id, partition, [r[1] for r in kept if r[4] is None])
+        rows = [
+            StoredMessage(
+                id=r[0],
+                topic_id=topic_id,
+                partition=partition,
+                offset=r[1],
+                key=r[2],
+                headers=json.loads(r[3]) if r[3] else {},
+                body=bodies[r[1]] if r[4] is None else r[4],
+                created_at=r[6],
+                tombstone=bool(r[7]),
             )
-        return Fetched(rows=rows, cut=bool(raw) and len(rows) < raw[0][7])
+            for r in kept
+        ]
+        return Fetched(rows=rows, cut=len(kept) < len(raw))
+
+    def _bodies(self, topic_id: int, partition: int, offsets: list[int]) -> dict[int, bytes]:
+        """The bodies at these offsets of the partition, by offset."""
+        if not offsets:
+            return {}
+        sql = _BODIES.format(offsets=", ".join(["%s"] * len(offsets)))
+        return {int(o): b for o, b in self.db.select(sql, (topic_id, partition, *offsets))}
 
     def write_token_at(self, topic_id: int, partition: int, offset: int) -> int | None:
         """The write token stored with the row at this place (None: no row, or a row

@@ -21,7 +21,6 @@ from ems.exceptions import (
     TopicExists,
     UnknownTopic,
 )
-from ems.offsets.budget import within_budget
 from ems.types import (
     AssignmentRow,
     Delivery,
@@ -35,6 +34,7 @@ from ems.types import (
     StoredMessage,
     TopicInfo,
 )
+from ems.values.fetch import within_budget
 
 Clock = Callable[[], dt.datetime]
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ems.offsets.budget import rows_to_scan, within_budget
+from ems.offsets.budget import rows_to_scan
 from ems.offsets.reader import PartitionReader
 from ems.testing import MemoryStore
 from ems.testing.memory import MemoryMessages
 from ems.types import Fetched
+from ems.values.fetch import within_budget
 
 KIB = 1024
 
