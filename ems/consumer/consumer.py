@@ -200,8 +200,16 @@ class Consumer:
                 return batch
             idle = IDLE_WAIT if self.listener.connected.is_set() else POLL_WAIT
             if not self.inbox.wake.wait(min(left, idle)):
-                self.session.mark()
+                # No wake-up for a while (none sent, one lost, or no Redis): one look at
+                # the high watermarks (an index dive per partition) picks the partitions
+                # worth a read, rather than a read of every partition.
+                self.session.mark(self._news())
             self.inbox.wake.clear()
+
+    def _news(self) -> dict[int, int]:
+        """{partition: highest stored offset} of the partitions that hold messages."""
+        highs = self.store.messages.high_watermarks(self.topic)
+        return {p: high - 1 for p, high in highs.items() if high > 0}
 
     def ack(self, deliveries: Delivery | Iterable[Delivery]) -> None:
         self.settle(Outcome(d) for d in many(deliveries))
