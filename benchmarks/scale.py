@@ -135,12 +135,13 @@ def cold(cfg: BenchConfig, store: Store, topic: TopicInfo, group: str, layout: s
 def measure_drains(
     cfg: BenchConfig, store: Store, topic: TopicInfo
 ) -> tuple[list[Drain], str | None]:
-    """The drains of scale_drain.GROUPS groups; on a failure, those measured and the error."""
+    """The drains in scale_drain.ORDER; on a failure, those measured and the error."""
     drains: list[Drain] = []
-    for groups in scale_drain.GROUPS:
-        log(f"draining with {groups} group(s)")
+    for groups in scale_drain.ORDER:
+        run = 1 + sum(1 for d in drains if d.groups == groups)
+        log(f"draining with {groups} group(s), run {run}")
         try:
-            d = scale_drain.drain(cfg, store, topic, groups)
+            d = scale_drain.drain(cfg, store, topic, groups, run)
         except BenchError as exc:
             log(f"drain with {groups} group(s): FAILED\n{exc}")
             return drains, f"{groups} group(s): {str(exc).partition(chr(10))[0]}"
@@ -279,6 +280,8 @@ def drain_section(r: Results) -> list[str]:
     lines = [
         "### Drain with 1, 4 and 16 groups",
         "",
+        "In the order 1, 4, 16, 4, 16 groups (run 1, then run 2 of 4 and 16): the fan-out "
+        "ratio is taken from both pairs. "
         f"Each group one member process holding all 16 partitions, reset by datetime to the "
         f"created_at of the message {scale_drain.BACKLOG:,} from the end of the topic (late "
         "rows add a few percent to what is drained); all members released together; "
@@ -288,15 +291,15 @@ def drain_section(r: Results) -> list[str]:
         "delivery), over the deliveries. Pages: the server's reads from disk and flushes "
         "over the same time, per second of the drain. RSS: the largest member's VmRSS.",
         "",
-        "| groups | deliveries | total /s | per group /s (median, min-max) | reset s (max) "
+        "| groups | run | deliveries | total /s | per group /s (median, min-max) | reset s (max) "
         "| member CPU µs/delivery | server CPU µs/delivery | page reads /s | pages flushed /s "
         "| RSS start MB | RSS peak MB | issue report, total /s |",
-        "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for d in r.drains:
         med, top = summary(list(d.group_rates))
         lines.append(
-            f"| {d.groups} | {d.handled:,} | {d.rate:,.0f} | {med:,.0f} "
+            f"| {d.groups} | {d.run} | {d.handled:,} | {d.rate:,.0f} | {med:,.0f} "
             f"({min(d.group_rates):,.0f}-{top:,.0f}) | {max(d.reset_s):.2f} "
             f"| {micros(d.micros(d.member_cpu_s))} | {micros(d.micros(d.server_cpu_s))} "
             f"| {d.page_reads / d.seconds:,.0f} | {d.pages_flushed / d.seconds:,.0f} "
@@ -313,13 +316,13 @@ def micros(value: float | None) -> str:
 
 
 def drain_targets(drains: list[Drain]) -> list[str]:
-    by = {d.groups: d for d in drains}
     lines = [f"Issue report: member RSS {ISSUE_RSS}."]
-    if 4 in by and 16 in by:
-        ratio = by[16].rate / by[4].rate
+    ratios = fanout_ratios(drains)
+    if ratios:
+        shown = ", ".join(f"{r:.2f}x" for r in ratios)
         lines.append(
             f"Target (issue): 16 groups deliver at least {FANOUT_GOAL:g}x the total of 4 "
-            f"groups: {met(ratio >= FANOUT_GOAL)} ({ratio:.2f}x)."
+            f"groups, in every pair: {met(min(ratios) >= FANOUT_GOAL)} ({shown})."
         )
     if drains:
         peak = max(d.rss_peak for d in drains)
@@ -328,6 +331,13 @@ def drain_targets(drains: list[Drain]) -> list[str]:
             f"{met(peak < RSS_GOAL_MB)} (peak {peak:.0f} MB)."
         )
     return [" ".join(lines)]
+
+
+def fanout_ratios(drains: list[Drain]) -> list[float]:
+    """16 groups' total over 4 groups', per run that measured both."""
+    rates = {(d.groups, d.run): d.rate for d in drains}
+    runs = sorted({d.run for d in drains})
+    return [rates[16, n] / rates[4, n] for n in runs if (4, n) in rates and (16, n) in rates]
 
 
 def check_lines(r: Results) -> list[str]:

@@ -33,6 +33,10 @@ from ems.store import Store
 from ems.types import TopicInfo
 
 GROUPS = (1, 4, 16)
+#: The drains in the order they run: 4 and 16 groups twice, alternating, so that the
+#: fan-out ratio is taken from two pairs measured apart (this host's noise between two
+#: drains minutes apart is as large as the effect).
+ORDER = (1, 4, 16, 4, 16)
 #: Messages of the topic, counted from its end, that each group drains.
 BACKLOG = 200_000
 #: Seconds between VmRSS samples.
@@ -42,6 +46,7 @@ SAMPLE_EVERY = 0.2
 @dataclass(frozen=True, kw_only=True)
 class Drain:
     groups: int
+    run: int  # 1 for the first drain of this many groups, 2 for the second
     handled: int
     seconds: float  # first delivery of any group to the last of any
     group_rates: tuple[float, ...]
@@ -157,9 +162,10 @@ def check_cursors(cfg: BenchConfig, topic: TopicInfo, names: list[str]) -> list[
     return problems
 
 
-def drain(cfg: BenchConfig, store: Store, topic: TopicInfo, groups: int) -> Drain:
-    """`groups` groups of one member each drain the last BACKLOG messages, together."""
-    names = [f"scale-{groups}-{i}" for i in range(groups)]
+def drain(cfg: BenchConfig, store: Store, topic: TopicInfo, groups: int, run: int = 1) -> Drain:
+    """`groups` groups of one member each drain the last BACKLOG messages, together (new
+    groups each run)."""
+    names = [f"scale-{groups}-r{run}-{i}" for i in range(groups)]
     counts, took = create_groups(cfg, store, topic, names, backlog_start(store, topic))
     fleet = Fleet()
     barrier = fleet.ctx.Barrier(groups)
@@ -191,6 +197,7 @@ def drain(cfg: BenchConfig, store: Store, topic: TopicInfo, groups: int) -> Drai
         checks.append(f"CHECK {groups} groups: handled {handled:,} of {expected:,}")
     return Drain(
         groups=groups,
+        run=run,
         handled=handled,
         seconds=max(d[1] for d in drained) - min(d[0] for d in drained),
         group_rates=tuple(d[2] / (d[1] - d[0]) for d in drained),
