@@ -71,6 +71,31 @@ def test_bodies_larger_than_a_rows_share_of_the_budget_are_read_once_kept(
     assert held.rows == [] and held.cut
 
 
+def test_a_kept_body_purged_between_the_two_reads_ends_the_fetch_before_it(
+    settings: Settings, store: Store
+) -> None:
+    topic = TopicAdmin(settings, store=store).create("t", 1)
+    sizes = [10, 3000, 10, 3000, 10]
+    seed.sql(
+        store,
+        "INSERT INTO message (topic_id, partition_no, offset_no, body) VALUES "
+        + ", ".join(["(%s, 0, %s, REPEAT('b', %s))"] * len(sizes)),
+        [v for o, n in enumerate(sizes) for v in (topic.id, o, n)],
+    )
+    bodies = store.messages._bodies
+
+    def purged_first(topic_id: int, partition: int, offsets: list[int]) -> dict[int, bytes]:
+        # A retention purge commits between the fetch's two statements.
+        seed.sql(store, "DELETE FROM message WHERE topic_id = %s AND offset_no >= 3", (topic.id,))
+        return bodies(topic_id, partition, offsets)
+
+    store.messages._bodies = purged_first  # type: ignore[method-assign]
+    fetched = store.messages.fetch(topic.id, 0, 0, 5, 8000)
+    # Kept up to the body that is gone; the read is cut there, so the reader reads on
+    # from offset 3 and meets the purge as any read does.
+    assert [len(m.body) for m in fetched.rows] == [10, 3000, 10] and fetched.cut
+
+
 def test_a_byte_bounded_retry_claim_reads_the_due_index_in_order(
     settings: Settings, store: Store
 ) -> None:
