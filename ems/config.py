@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from sqlalchemy.engine import make_url
 
 from ems.exceptions import InvalidSetting
+from ems.urls import SENTINEL_SCHEMES, SentinelTarget, database_nodes, sentinel_target
 
 Allocator = Literal["redis", "mysql"]
 
@@ -21,8 +22,9 @@ DEFAULT_DATABASE_URL = "mysql+pymysql://root@127.0.0.1:3306/ems"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 #: Debian's libmariadb-java; MySQL Connector/J works the same.
 DEFAULT_JDBC_JAR = "/usr/share/java/mariadb-java-client.jar"
-#: The Redis URLs ems can serve (redis-py's): plain TCP, TLS and unix sockets.
-REDIS_SCHEMES = ("redis", "rediss", "unix")
+#: The Redis URLs ems can serve: redis-py's plain TCP, TLS and unix sockets, and a
+#: Sentinel-monitored service (ems.urls).
+REDIS_SCHEMES = ("redis", "rediss", "unix", *SENTINEL_SCHEMES)
 #: Longest duration a setting may give, in seconds (about 31 years): beyond any wait, and
 #: far inside what a timedelta, a socket timeout or a SQL INTERVAL can hold.
 MAX_SECONDS = 1e9
@@ -157,9 +159,13 @@ class Settings:
         scheme = urlsplit(self.redis_url).scheme if isinstance(self.redis_url, str) else None
         if scheme not in REDIS_SCHEMES:
             raise InvalidSetting(
-                f"EMS_REDIS_URL must be a redis://, rediss:// (TLS) or unix:// URL, "
-                f"not {self.redis_url!r}"
+                f"EMS_REDIS_URL must be a redis://, rediss:// (TLS), unix:// or "
+                f"redis+sentinel:// URL, not {self.redis_url!r}"
             )
+        if not isinstance(self.database_url, str):
+            raise InvalidSetting(f"EMS_DATABASE_URL must be text, not {self.database_url!r}")
+        # Parsed once here, so a malformed host list fails when the settings are made.
+        _ = self.database_nodes, self.redis_sentinel
         self._check_admin()
 
     def _check_admin(self) -> None:
@@ -191,8 +197,19 @@ class Settings:
             )
 
     @cached_property
+    def database_nodes(self) -> tuple[str, ...]:
+        """One URL per node of the database: one, or the nodes of a cluster in the order
+        ems tries them."""
+        return database_nodes(self.database_url)
+
+    @cached_property
+    def redis_sentinel(self) -> SentinelTarget | None:
+        """The Sentinel service behind a redis+sentinel:// URL; None for one Redis."""
+        return sentinel_target(self.redis_url)
+
+    @cached_property
     def database_name(self) -> str:
-        return make_url(self.database_url).database or "ems"
+        return make_url(self.database_nodes[0]).database or "ems"
 
     @cached_property
     def redis_prefix(self) -> str:

@@ -256,6 +256,10 @@ class StoreError(EmsError):
     """The database rejected a statement."""
 
 
+class ClusterMisconfigured(StoreError):
+    """A node of the database cluster lacks a setting ems needs (see the message)."""
+
+
 class DuplicateKey(StoreError):
     """A row with the same unique key already exists."""
 

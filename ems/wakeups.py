@@ -16,6 +16,7 @@ from redis.connection import ConnectionInterface
 
 from ems.config import Settings
 from ems.exceptions import EmsError
+from ems.offsets.redis_clients import client_for, pool_for
 from ems.offsets.resp import RespConnection
 
 log = logging.getLogger(__name__)
@@ -71,8 +72,8 @@ class Publisher:
         self._plain = RespConnection.from_url(
             settings.redis_url, timeout=settings.connect_timeout, retries=0, quiet=True
         )
-        self._pool = redis.ConnectionPool.from_url(
-            settings.redis_url,
+        self._pool = pool_for(
+            settings,
             socket_connect_timeout=settings.connect_timeout,
             socket_timeout=settings.connect_timeout,
         )
@@ -155,9 +156,7 @@ class Listener:
             self._stop.wait(RECONNECT_EVERY)
 
     def _listen(self) -> None:
-        client = redis.Redis.from_url(
-            self.settings.redis_url, socket_connect_timeout=self.settings.connect_timeout
-        )
+        client = client_for(self.settings, socket_connect_timeout=self.settings.connect_timeout)
         pubsub = client.pubsub(ignore_subscribe_messages=True)
         try:
             pubsub.subscribe(*self.callbacks)

@@ -14,6 +14,7 @@ import redis.asyncio
 
 from ems.config import Settings
 from ems.exceptions import EmsError
+from ems.offsets.redis_clients import async_pool_for
 from ems.wakeups import messages_payload, publish_command, topic_channel
 
 log = logging.getLogger(__name__)
@@ -22,8 +23,8 @@ log = logging.getLogger(__name__)
 class AsyncPublisher:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._pool = redis.asyncio.ConnectionPool.from_url(
-            settings.redis_url,
+        self._pool = async_pool_for(
+            settings,
             socket_connect_timeout=settings.connect_timeout,
             socket_timeout=settings.connect_timeout,
         )

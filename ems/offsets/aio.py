@@ -21,6 +21,7 @@ from ems.offsets.allocators import (
     redis_errors,
     sent_once,
 )
+from ems.offsets.redis_clients import async_client_for
 from ems.store.aio import AsyncMessageStore
 
 
@@ -38,8 +39,8 @@ def async_redis_client(settings: Settings, *, retrying: bool = True) -> redis.as
     """As allocators.redis_client: a client that is not retrying never sends a command
     twice."""
     attempts = settings.connect_attempts if retrying else 0
-    return redis.asyncio.Redis.from_url(
-        settings.redis_url,
+    return async_client_for(
+        settings,
         socket_connect_timeout=settings.connect_timeout,
         socket_timeout=settings.connect_timeout,
         retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), attempts),

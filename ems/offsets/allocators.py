@@ -15,6 +15,7 @@ from redis.retry import Retry
 
 from ems.config import Settings
 from ems.exceptions import RedisOutcomeUnknown, RedisReplyError, RedisUnavailable
+from ems.offsets.redis_clients import client_for
 from ems.offsets.resp import ErrorReply, Reply, RespConnection, check, pack
 from ems.store.topics import HeadStore
 
@@ -61,8 +62,8 @@ def redis_client(settings: Settings, *, single: bool = False, retrying: bool = T
     that is not retrying never sends a command twice (redis-py's retry would re-send an
     INCRBY whose reply was lost)."""
     attempts = settings.connect_attempts if retrying else 0
-    return redis.Redis.from_url(
-        settings.redis_url,
+    return client_for(
+        settings,
         single_connection_client=single,
         socket_connect_timeout=settings.connect_timeout,
         socket_timeout=settings.connect_timeout,

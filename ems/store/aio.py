@@ -31,6 +31,7 @@ from ems.store.messages import (
     below_low,
     insert_statements,
 )
+from ems.store.nodes import NodeSet, Vetting, unusable
 from ems.types import NewMessage, TopicInfo
 
 T = TypeVar("T")
@@ -70,7 +71,8 @@ class AsyncMessageStore:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        url = make_url(settings.database_url)
+        url = make_url(settings.database_nodes[0])
+        self._nodes = NodeSet(settings.database_nodes)
         self._args: dict[str, Any] = {
             "host": url.host or "127.0.0.1",
             "port": url.port or 3306,
@@ -231,7 +233,7 @@ class AsyncMessageStore:
         attempts = self.settings.connect_attempts
         for attempt in range(1, attempts + 1):
             try:
-                conn: Any = await asyncmy.connect(**self._args)
+                conn: Any = await self._connect_node()
                 await conn.query("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 return conn
             except _DRIVER_ERRORS as exc:
@@ -242,11 +244,47 @@ class AsyncMessageStore:
             delay *= 2
         raise DatabaseUnavailable()  # pragma: no cover - the loop returns or raises
 
+    async def _connect_node(self) -> Any:
+        """A connection to the only node, or to the cluster node ems writes through
+        (ems.store.nodes decides which; this drives its checks over asyncmy)."""
+        if not self._nodes.cluster:
+            return await asyncmy.connect(**self._args)
+        problems = []
+        for index in self._nodes.candidates():
+            host, port = self._nodes.addresses[index]
+            try:
+                conn = await asyncmy.connect(**{**self._args, "host": host, "port": port})
+            except _DRIVER_ERRORS as exc:
+                problems.append(f"{self._nodes.where(index)}: {exc}")
+                continue
+            try:
+                problem = await _drive(self._nodes.vet(index), conn)
+            except _DRIVER_ERRORS as exc:
+                problem = str(exc)
+            except BaseException:
+                _close(conn)
+                raise
+            if problem is None:
+                return conn
+            _close(conn)
+            problems.append(f"{self._nodes.where(index)}: {problem}")
+        raise DatabaseUnavailable(unusable(problems))
+
     def _give_back(self, conn: Any, born: float) -> None:
         if len(self._idle) < self.settings.pool_size:
             self._idle.append((conn, born))
         else:
             _close(conn)
+
+
+async def _drive(vetting: Vetting, conn: Any) -> str | None:
+    """Run a node's vetting statements on an asyncmy connection."""
+    try:
+        statement = next(vetting)
+        while True:
+            statement = vetting.send(await AsyncMessageStore._select(conn, statement, ()))
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
 
 
 def _close(conn: Any) -> None:

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import pymysql
 from pymysql.cursors import Cursor
 from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, ExceptionContext
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.pool import PoolProxiedConnection
 
@@ -25,11 +25,16 @@ from ems.exceptions import (
     LockConflict,
     StoreError,
 )
+from ems.store.nodes import NodeSet
 
 T = TypeVar("T")
 
 # MySQL / MariaDB error numbers, grouped by what the caller can do about them.
 _UNREACHABLE = {1040, 1045, 1049, 1053, 1077, 2002, 2003, 2005, 2006, 2013, 2055}
+#: A Galera node that left the primary component answers every statement with 1047
+#: ("WSREP has not yet prepared node for application use"): its connections are as good
+#: as lost, and the next ones go to another node (ems.store.nodes).
+_NODE_NOT_READY = {1047}
 _DUPLICATE = {1062}
 _LOCK = {1205, 1213}
 _NO_SCHEMA = {1146}
@@ -72,6 +77,8 @@ def translate_code(code: int | None, detail: str, *, lost: bool) -> EmsError:
         return LockConflict(detail)
     if code in _READ_ONLY:
         return DatabaseReadOnly(f"MySQL takes no writes: {detail}")
+    if code in _NODE_NOT_READY:
+        return DatabaseUnavailable(f"the MySQL node takes no statements: {detail}")
     if code in _UNREACHABLE or lost:
         return DatabaseUnavailable(f"MySQL is unreachable: {detail}")
     if code in _NO_SCHEMA:
@@ -87,12 +94,13 @@ def wrap_errors() -> Iterator[None]:
         raise translate(exc) from exc
 
 
-def make_engine(settings: Settings, *, autocommit: bool = False) -> Engine:
+def make_engine(settings: Settings, nodes: NodeSet, *, autocommit: bool = False) -> Engine:
     """Transactional engines run READ COMMITTED, so every statement sees the newest
     committed rows (the gap-free reader relies on it). Autocommit engines serve the
-    single-statement hot path: one round trip per statement, no BEGIN/COMMIT/reset."""
+    single-statement hot path: one round trip per statement, no BEGIN/COMMIT/reset.
+    Connections go to the node `nodes` picks (one, or a cluster's current node)."""
     engine = create_engine(
-        settings.database_url,
+        settings.database_nodes[0],
         pool_size=settings.pool_size,
         max_overflow=settings.pool_size * 2,
         pool_recycle=3600,
@@ -110,12 +118,35 @@ def make_engine(settings: Settings, *, autocommit: bool = False) -> Engine:
             "init_command": settings.session_init,
         },
     )
+    if nodes.cluster:
+        event.listen(engine, "do_connect", _node_connect(nodes))
+        event.listen(engine, "handle_error", _node_gone)
     if autocommit:
         # Explicit transactions on this pool (Database.transaction) run READ COMMITTED as
         # well: under REPEATABLE READ their range UPDATEs would take gap locks, and
         # consumers of neighbouring partitions would deadlock on the log's index.
         event.listen(engine, "connect", _read_committed)
     return engine
+
+
+def _node_connect(nodes: NodeSet) -> Callable[..., Any]:
+    """The pool's connect, sent to the cluster node `nodes` picks."""
+
+    def connect(dialect: Any, record: object, cargs: list[Any], cparams: dict[str, Any]) -> Any:
+        return nodes.connect(
+            lambda host, port: dialect.dbapi.connect(
+                *cargs, **{**cparams, "host": host, "port": port}
+            )
+        )
+
+    return connect
+
+
+def _node_gone(context: ExceptionContext) -> None:
+    """A node that left the primary component keeps its connections open but runs
+    nothing: to the pool they are lost, so it renews itself on the next node."""
+    if _errno(context.original_exception) in _NODE_NOT_READY:
+        context.is_disconnect = True
 
 
 def _read_committed(dbapi_connection: Any, record: object) -> None:
@@ -287,8 +318,10 @@ class Database:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.engine = make_engine(settings)
-        self.autocommit_engine = make_engine(settings, autocommit=True)
+        #: The node connections go to: the only one, or a cluster's current node.
+        self.nodes = NodeSet(settings.database_nodes)
+        self.engine = make_engine(settings, self.nodes)
+        self.autocommit_engine = make_engine(settings, self.nodes, autocommit=True)
         #: Plain driver connections for the producer's INSERTs (see DirectConnections).
         self.direct = DirectConnections(
             self._checkout_raw,

@@ -37,3 +37,11 @@ def test_a_server_taking_no_writes_is_read_only_not_a_lost_connection(code: int)
     error = translate(pymysql.err.OperationalError(code, "read only"))
     assert isinstance(error, DatabaseReadOnly)
     assert isinstance(error, DatabaseUnavailable)  # callers that retry on unavailable do
+
+
+def test_a_cluster_node_out_of_the_primary_component_counts_as_lost() -> None:
+    """Error 1047: the node keeps its connections open but runs nothing; callers treat it
+    as a lost connection, so the pools are renewed on another node."""
+    error = translate(pymysql.err.OperationalError(1047, "WSREP has not yet prepared node"))
+    assert isinstance(error, DatabaseUnavailable)
+    assert not isinstance(error, DatabaseReadOnly)

@@ -1,0 +1,103 @@
+"""redis-py clients and pools for settings.redis_url: one Redis by its URL, or the master
+of a Sentinel-monitored service (redis+sentinel://, ems.urls).
+
+Through Sentinel every new connection asks the sentinels for the current master, so
+after a failover the next connection (a retried command, a listener that reconnects)
+reaches the promoted replica. A connection still open to a demoted master gets
+READONLY replies, which redis-py's sentinel connection turns into a reconnect.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+import redis.asyncio
+import redis.asyncio.sentinel
+import redis.sentinel
+
+from ems.config import Settings
+from ems.urls import SentinelTarget
+
+# redis-py's sentinel modules carry no annotations; typed at this module's functions.
+_SYNC: Any = redis.sentinel
+_ASYNC: Any = redis.asyncio.sentinel
+
+
+def _sentinel_options(target: SentinelTarget, options: dict[str, Any]) -> dict[str, Any]:
+    """Connection options for the sentinels themselves: the same timeouts and TLS, their
+    own password."""
+    own: dict[str, Any] = {
+        key: options[key] for key in ("socket_connect_timeout", "socket_timeout") if key in options
+    }
+    if target.sentinel_password:
+        own["password"] = target.sentinel_password
+    if target.tls:
+        own["ssl"] = True
+    return own
+
+
+def _master_options(target: SentinelTarget, options: dict[str, Any]) -> dict[str, Any]:
+    master = {"db": target.db, **options}
+    if target.username:
+        master["username"] = target.username
+    if target.password:
+        master["password"] = target.password
+    if target.tls:
+        master["ssl"] = True
+    return master
+
+
+def client_for(settings: Settings, **options: Any) -> redis.Redis:
+    """A client for settings.redis_url; options are redis-py connection options."""
+    target = settings.redis_sentinel
+    if target is None:
+        return redis.Redis.from_url(settings.redis_url, **options)
+    options.pop("single_connection_client", None)  # a Sentinel client keeps a pool
+    sentinel = _SYNC.Sentinel(
+        list(target.sentinels), sentinel_kwargs=_sentinel_options(target, options)
+    )
+    client: redis.Redis = sentinel.master_for(target.service, **_master_options(target, options))
+    return client
+
+
+def pool_for(settings: Settings, **options: Any) -> redis.ConnectionPool:
+    """A connection pool for settings.redis_url (for connections made one by one)."""
+    target = settings.redis_sentinel
+    if target is None:
+        return redis.ConnectionPool.from_url(settings.redis_url, **options)
+    sentinel = _SYNC.Sentinel(
+        list(target.sentinels), sentinel_kwargs=_sentinel_options(target, options)
+    )
+    pool: redis.ConnectionPool = _SYNC.SentinelConnectionPool(
+        target.service, sentinel, is_master=True, **_master_options(target, options)
+    )
+    return pool
+
+
+def async_client_for(settings: Settings, **options: Any) -> redis.asyncio.Redis:
+    """As client_for, for asyncio."""
+    target = settings.redis_sentinel
+    if target is None:
+        return redis.asyncio.Redis.from_url(settings.redis_url, **options)
+    sentinel = _ASYNC.Sentinel(
+        list(target.sentinels), sentinel_kwargs=_sentinel_options(target, options)
+    )
+    client: redis.asyncio.Redis = sentinel.master_for(
+        target.service, **_master_options(target, options)
+    )
+    return client
+
+
+def async_pool_for(settings: Settings, **options: Any) -> redis.asyncio.ConnectionPool:
+    """As pool_for, for asyncio."""
+    target = settings.redis_sentinel
+    if target is None:
+        return redis.asyncio.ConnectionPool.from_url(settings.redis_url, **options)
+    sentinel = _ASYNC.Sentinel(
+        list(target.sentinels), sentinel_kwargs=_sentinel_options(target, options)
+    )
+    pool: redis.asyncio.ConnectionPool = _ASYNC.SentinelConnectionPool(
+        target.service, sentinel, is_master=True, **_master_options(target, options)
+    )
+    return pool
