@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import make_url
 
+from ems.urls import database_nodes
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -36,15 +38,18 @@ class JdbcTarget:
 
 
 def jdbc_target(database_url: str) -> JdbcTarget:
-    """The JDBC form of an ems SQLAlchemy URL (mysql+pymysql://user:pw@host:port/db)."""
-    url = make_url(database_url)
-    host = url.host or "127.0.0.1"
-    port = url.port or 3306
+    """The JDBC form of an ems SQLAlchemy URL (mysql+pymysql://user:pw@host:port/db). The
+    nodes of a cluster URL become the driver's sequential failover list: every connection
+    goes to the first node that answers, in the URL's order, as ems's own do."""
+    nodes = [make_url(node) for node in database_nodes(database_url)]
+    url = nodes[0]
+    hosts = ",".join(f"{node.host or '127.0.0.1'}:{node.port or 3306}" for node in nodes)
+    mode = "sequential:" if len(nodes) > 1 else ""
     # useCursorFetch is MySQL Connector/J's switch for honouring fetchsize; MariaDB's
     # driver streams by fetchsize anyway and ignores it.
     options = "sessionVariables=time_zone='+00:00'&useCursorFetch=true"
     return JdbcTarget(
-        url=f"jdbc:mysql://{host}:{port}/{url.database or 'ems'}?{options}",
+        url=f"jdbc:mysql:{mode}//{hosts}/{url.database or 'ems'}?{options}",
         user=url.username or "root",
         password=url.password or "",
     )

@@ -14,6 +14,7 @@ from sqlalchemy import create_engine, text
 from ems.config import Settings
 from ems.exceptions import InvalidSetting
 from ems.store.database import wrap_errors
+from ems.store.nodes import usable_node_url
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,14 +22,21 @@ ROOT = Path(__file__).resolve().parents[2]
 def alembic_config(settings: Settings) -> Config:
     config = Config(str(ROOT / "alembic.ini"))
     config.set_main_option("script_location", str(ROOT / "migrations"))
-    config.attributes["database_url"] = settings.database_url
+    config.attributes["database_url"] = node_url(settings)
     config.attributes["configure_logging"] = False
     return config
 
 
+def node_url(settings: Settings) -> str:
+    """The database URL, or for a cluster the URL of the node ems writes through now:
+    schema changes go through one node, which replicates them to the others in order."""
+    with wrap_errors():
+        return usable_node_url(settings.database_nodes, settings.connect_timeout)
+
+
 def create_database(settings: Settings) -> bool:
     """Create the configured database if it is missing. True if it was created."""
-    url = settings.database_url
+    url = node_url(settings)
     name = settings.database_name
     if not re.fullmatch(r"[A-Za-z0-9_]{1,64}", name):
         raise InvalidSetting(f"database name {name!r} must match [A-Za-z0-9_]{{1,64}}")
@@ -63,7 +71,7 @@ def downgrade(settings: Settings, revision: str = "base") -> None:
 
 
 def current_revision(settings: Settings) -> str | None:
-    engine = create_engine(settings.database_url)
+    engine = create_engine(node_url(settings))
     try:
         with wrap_errors(), engine.connect() as conn:
             return MigrationContext.configure(conn).get_current_revision()

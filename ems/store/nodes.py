@@ -123,6 +123,28 @@ class NodeSet:
         raise pymysql.err.OperationalError(2003, unusable(problems))
 
 
+def usable_node_url(urls: Sequence[str], connect_timeout: float) -> str:
+    """The URL of the node ems would write through now: the only one, or the first
+    usable node of a cluster (for a tool that takes one URL, such as Alembic). Raises the
+    driver's OperationalError when none is usable."""
+    if len(urls) == 1:
+        return urls[0]
+    nodes = NodeSet(urls)
+    first = make_url(urls[0])
+
+    def connect(host: str, port: int) -> Any:
+        return pymysql.connect(
+            host=host,
+            port=port,
+            user=first.username or "root",
+            password=first.password or "",
+            connect_timeout=max(1, int(connect_timeout)),
+        )
+
+    _close(nodes.connect(connect))
+    return urls[nodes.current]
+
+
 def unusable(problems: Sequence[str]) -> str:
     return "no node of the database cluster is usable: " + "; ".join(problems)
 

@@ -51,3 +51,9 @@ def test_jdbc_url_keeps_the_mysql_dialect() -> None:
         "password": "s3cret",
         "driver": "org.mariadb.jdbc.Driver",
     }
+
+
+def test_a_cluster_url_becomes_the_drivers_sequential_failover_list() -> None:
+    target = jdbc_target("mysql+pymysql://ems:s3cret@db1:3306,db2:3307,db3/queue")
+    assert target.url.startswith("jdbc:mysql:sequential://db1:3306,db2:3307,db3:3306/queue?")
+    assert target.properties()["user"] == "ems"
