@@ -220,10 +220,11 @@ class AsyncMessageStore:
         now = time.monotonic()
         while self._idle:
             conn, born = self._idle.pop()
-            if now - born < RECYCLE:
+            if now - born < RECYCLE and not self._nodes.stale(born):
                 return conn, born
             _close(conn)
-        return await self._connect(), now
+        conn = await self._connect()
+        return conn, time.monotonic()
 
     async def _connect(self) -> Any:
         """A new connection, with the producer's bounded retries on an unreachable

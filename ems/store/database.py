@@ -12,8 +12,8 @@ import pymysql
 from pymysql.cursors import Cursor
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, ExceptionContext
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
-from sqlalchemy.pool import PoolProxiedConnection
+from sqlalchemy.exc import DBAPIError, DisconnectionError, SQLAlchemyError
+from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
 from ems.config import Settings
 from ems.exceptions import (
@@ -121,6 +121,8 @@ def make_engine(settings: Settings, nodes: NodeSet, *, autocommit: bool = False)
     if nodes.cluster:
         event.listen(engine, "do_connect", _node_connect(nodes))
         event.listen(engine, "handle_error", _node_gone)
+        event.listen(engine, "connect", _note_birth)
+        event.listen(engine, "checkout", _refuse_stale(nodes))
     if autocommit:
         # Explicit transactions on this pool (Database.transaction) run READ COMMITTED as
         # well: under REPEATABLE READ their range UPDATEs would take gap locks, and
@@ -140,6 +142,21 @@ def _node_connect(nodes: NodeSet) -> Callable[..., Any]:
         )
 
     return connect
+
+
+def _note_birth(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+    record.info["born"] = time.monotonic()
+
+
+def _refuse_stale(nodes: NodeSet) -> Callable[..., None]:
+    """A pooled connection made before the cluster's current node changed is discarded
+    at checkout (the pool then makes a new one, to the current node)."""
+
+    def checkout(dbapi_connection: Any, record: ConnectionPoolEntry, proxy: object) -> None:
+        if nodes.stale(record.info.get("born", 0.0)):
+            raise DisconnectionError("made for another cluster node")
+
+    return checkout
 
 
 def _node_gone(context: ExceptionContext) -> None:
@@ -175,10 +192,13 @@ class DirectConnections:
         connect: Callable[[], PoolProxiedConnection],
         keep: int,
         on_lost: Callable[[], None],
+        stale: Callable[[float], bool] = lambda born: False,
     ) -> None:
         self._connect = connect
         self._keep = keep
         self._on_lost = on_lost
+        #: Whether a connection made then may go to a cluster node no longer current.
+        self._stale = stale
         self._idle: list[tuple[Any, float]] = []
 
     def execute(self, statements: Sequence[bytes]) -> None:
@@ -229,8 +249,9 @@ class DirectConnections:
             try:
                 conn, born = self._idle.pop()
             except IndexError:
-                return self._new(), now
-            if now - born < RECYCLE:
+                conn = self._new()
+                return conn, time.monotonic()
+            if now - born < RECYCLE and not self._stale(born):
                 return conn, born
             _close(conn)
 
@@ -273,14 +294,23 @@ class OwnConnection:
     thread at a time.
     """
 
-    def __init__(self, connect: Callable[[], PoolProxiedConnection]) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], PoolProxiedConnection],
+        stale: Callable[[float], bool] = lambda born: False,
+    ) -> None:
         self._connect = connect
+        self._stale = stale
         self._conn: Any = None
+        self._born = 0.0
 
     @contextmanager
     def cursor(self) -> Iterator[Cursor]:
+        if self._conn is not None and self._stale(self._born):
+            self.close()  # made for a cluster node that is no longer the current one
         if self._conn is None:
             self._conn = _detached(self._connect)
+            self._born = time.monotonic()
         try:
             with self._conn.cursor() as cursor:
                 yield cursor
@@ -327,6 +357,7 @@ class Database:
             self._checkout_raw,
             settings.pool_size,
             lambda: self.autocommit_engine.dispose(close=False),
+            self.nodes.stale,
         )
 
     @contextmanager
@@ -397,7 +428,7 @@ class Database:
 
     def own_connection(self) -> OwnConnection:
         """An autocommit connection of the caller's own, opened on first use."""
-        return OwnConnection(self._checkout_raw)
+        return OwnConnection(self._checkout_raw, self.nodes.stale)
 
     def _checkout_raw(self) -> PoolProxiedConnection:
         return self._retrying(self.autocommit_engine.raw_connection)

@@ -22,6 +22,7 @@ ems makes, so its reads see them.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Generator, Sequence
 from contextlib import suppress
 from functools import partial
@@ -64,6 +65,9 @@ class NodeSet:
         parsed = [make_url(url) for url in urls]
         self.addresses = [(url.host or "127.0.0.1", url.port or 3306) for url in parsed]
         self.current = 0
+        #: time.monotonic() when the current node last changed: a connection made before
+        #: then may go to the old node, and is closed rather than used (see stale()).
+        self.switched_at = 0.0
         self._checked: set[int] = set()
         self._lock = threading.Lock()
 
@@ -94,8 +98,17 @@ class NodeSet:
         problem = node_problem(status)
         if problem is None:
             yield _CATCH_UP
-            self.current = index
+            if index != self.current:
+                self.current = index
+                self.switched_at = time.monotonic()
         return problem
+
+    def stale(self, born: float) -> bool:
+        """Whether a connection made at time.monotonic() `born` may go to a node other
+        than the current one. Using it would put a second writer on the cluster: once the
+        old node is back in the primary component, its writes would meet this process's
+        own in certification."""
+        return born < self.switched_at
 
     def connect(self, connect: Connect) -> Any:
         """A driver connection to the current node, or to the next usable one in order.

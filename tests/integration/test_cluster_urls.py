@@ -1,0 +1,42 @@
+"""A database URL with several hosts names the nodes of a Galera cluster: against a
+server that is no Galera node (the shared MariaDB, wsrep off), ems refuses with a typed
+error naming what is missing, before any statement runs; nodes that do not answer are
+named one by one."""
+
+from __future__ import annotations
+
+import pytest
+
+from ems import Producer
+from ems.config import Settings
+from ems.exceptions import ClusterMisconfigured, DatabaseUnavailable
+from ems.store import Store, migrate
+from tests.faults.servers import free_port
+
+
+def test_a_server_without_galera_is_refused_as_a_cluster_node(settings: Settings) -> None:
+    url = settings.database_url.replace("127.0.0.1:3306", "127.0.0.1:3306,localhost:3306")
+    store = Store(settings.with_(database_url=url))
+    try:
+        with pytest.raises(ClusterMisconfigured, match="wsrep_on is OFF, needs ON"):
+            store.topics.all()
+    finally:
+        store.close()
+
+
+def test_migrations_refuse_a_server_without_galera_as_a_cluster_node(settings: Settings) -> None:
+    url = settings.database_url.replace("127.0.0.1:3306", "127.0.0.1:3306,localhost:3306")
+    with pytest.raises(ClusterMisconfigured, match=r"127\.0\.0\.1:3306 cannot serve ems"):
+        migrate.current_revision(settings.with_(database_url=url))
+
+
+def test_when_no_node_answers_each_is_named(settings: Settings) -> None:
+    dead = [free_port(), free_port()]
+    url = f"mysql+pymysql://root@127.0.0.1:{dead[0]},127.0.0.1:{dead[1]}/ems"
+    producer = Producer(settings.with_(database_url=url, connect_attempts=1))
+    try:
+        with pytest.raises(DatabaseUnavailable) as raised:
+            producer.send("t", b"x")
+    finally:
+        producer.close()
+    assert all(f"127.0.0.1:{port}" in str(raised.value) for port in dead)
