@@ -196,6 +196,8 @@ _SHARED_FIXTURES = {
     "private_mariadb": "faults",
     "private_redis": "faults",
     "private_redis_aof": "faults",
+    "galera_cluster": "ha",
+    "sentinel_redis": "ha",
 }
 
 
@@ -217,7 +219,7 @@ def pytest_xdist_node_collection_finished(node: Any, ids: Sequence[str]) -> None
     its group.)"""
     if node.config.getoption("dist") != "loadgroup":
         return
-    shared = [i for i in ids if Path(i.split("::")[0]).parent.name in ("spark", "faults")]
+    shared = [i for i in ids if Path(i.split("::")[0]).parent.name in ("spark", "faults", "ha")]
     if shared and not any("@" in i for i in ids):
         raise pytest.UsageError(
             f"pytest-xdist put no test in a lane ({shared[0]} among them): "

@@ -130,11 +130,14 @@ class PrivateServer:
             self.proc.wait()
         _live.discard(self.proc)
 
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
     def ensure_running(self) -> None:
         """Leave the server up and answering for the next test, whatever this one did."""
         if self.paused:
             self.resume()
-        if self.proc is None or self.proc.poll() is not None:
+        if not self.running():
             self.start()
 
     def _running(self) -> subprocess.Popen[bytes]:
@@ -143,14 +146,20 @@ class PrivateServer:
 
 
 class PrivateMariaDB(PrivateServer):
+    """A MariaDB server; with installed=False its datadir starts empty, for a server
+    that receives its data from another (a Galera joiner's state transfer)."""
+
     name = "mariadb"
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, installed: bool = True) -> None:
         super().__init__(root)
         self.datadir = root / "data"
         self.error_log = root / "error.log"
         self.tmpdir = root / "tmp"  # its own: temporary tables of two servers never meet
         self.tmpdir.mkdir(exist_ok=True)
+        if not installed:
+            self.datadir.mkdir()
+            return
         install = [
             "mariadb-install-db", "--no-defaults", f"--datadir={self.datadir}", "--user=root",
             f"--tmpdir={self.tmpdir}",

@@ -1,0 +1,41 @@
+"""Fixtures of the ha suite: one Galera cluster of three MariaDB nodes and one Redis
+master with a replica under three Sentinels per test session. Every test gets them whole
+again (three Synced nodes; master and replica up), whatever the test before did to them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.ha.servers import GaleraCluster, SentinelRedis
+
+
+@pytest.fixture(scope="session")
+def galera_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GaleraCluster]:
+    cluster = GaleraCluster(tmp_path_factory.mktemp("galera"))
+    cluster.start()
+    yield cluster
+    cluster.stop_all()
+
+
+@pytest.fixture(scope="session")
+def sentinel_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelRedis]:
+    servers = SentinelRedis(tmp_path_factory.mktemp("sentinel"))
+    servers.start()
+    yield servers
+    servers.stop()
+
+
+@pytest.fixture
+def galera(galera_cluster: GaleraCluster) -> GaleraCluster:
+    """The session's cluster, its three nodes up and Synced."""
+    galera_cluster.ensure_synced()
+    return galera_cluster
+
+
+@pytest.fixture
+def sentinels(sentinel_redis: SentinelRedis) -> SentinelRedis:
+    """The session's Redis, master and replica up, every Sentinel ready to fail over."""
+    sentinel_redis.ensure_running()
+    return sentinel_redis
