@@ -8,6 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from ems.config import Settings
+from ems.store import migrate
+from tests.conftest import reset_state
 from tests.ha.servers import GaleraCluster, SentinelRedis
 
 
@@ -39,3 +42,18 @@ def sentinels(sentinel_redis: SentinelRedis) -> SentinelRedis:
     """The session's Redis, master and replica up, every Sentinel ready to fail over."""
     sentinel_redis.ensure_running()
     return sentinel_redis
+
+
+@pytest.fixture
+def ha_settings(galera: GaleraCluster, sentinels: SentinelRedis) -> Settings:
+    """Settings on the cluster URL and the sentinels; the ems database migrated and
+    empty, Redis empty."""
+    settings = Settings(
+        database_url=galera.url(), redis_url=sentinels.url(), gap_timeout=1.0, purge_pause=0.0
+    )
+    migrate.create_database(settings)
+    migrate.upgrade(settings)
+    master = sentinels.master()
+    reset_state(settings.with_(database_url=galera.node(0).url(), redis_url=master.url()))
+    master.client().flushall()
+    return settings

@@ -1,0 +1,63 @@
+"""ems on a Galera cluster, one process's view: which node its connections go to. It
+writes through the first usable node in the URL's order; when that node leaves the
+primary component, its next connection goes to the next node; and a connection it made
+for the old node is never used again, even once that node is back (it would make a second
+writer on the cluster)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import text
+
+from ems.config import Settings
+from ems.store.database import Database
+from tests.ha.servers import GaleraCluster
+
+pytestmark = pytest.mark.ha
+
+
+@pytest.fixture
+def db(ha_settings: Settings) -> Iterator[Database]:
+    database = Database(ha_settings)
+    yield database
+    database.dispose()
+
+
+def _port(db: Database) -> int:
+    with db.connect() as conn:
+        return int(conn.execute(text("SELECT @@port")).scalar_one())
+
+
+def test_connections_go_to_the_first_node_then_the_next_usable_one(
+    db: Database, galera: GaleraCluster
+) -> None:
+    assert _port(db) == galera.node(0).port
+    galera.isolate(0)
+    assert db.select("SELECT @@port", ())[0][0] == galera.node(1).port
+    assert _port(db) == galera.node(1).port
+
+
+def test_connections_made_for_the_old_node_are_not_used_once_it_is_back(
+    db: Database, galera: GaleraCluster
+) -> None:
+    own = db.own_connection()
+    with own.cursor() as cursor:  # the lease renewal's own connection, on node 0
+        cursor.execute("SELECT @@port")
+        assert cursor.fetchone()[0] == galera.node(0).port
+    db.direct.execute([b"DO 1"])  # an idle connection of the insert path, on node 0
+    (direct_id,) = db.direct.connection_ids()
+    assert _port(db) == galera.node(0).port  # one in the transactional pool
+
+    galera.isolate(0)
+    assert db.select("SELECT @@port", ())[0][0] == galera.node(1).port
+    galera.heal(0)
+
+    with own.cursor() as cursor:
+        cursor.execute("SELECT @@port")
+        assert cursor.fetchone()[0] == galera.node(1).port
+    assert _port(db) == galera.node(1).port
+    db.direct.execute([b"DO 1"])
+    assert direct_id not in db.direct.connection_ids()
+    assert len(db.direct.connection_ids()) == 1
