@@ -50,6 +50,7 @@ SOURCES: Mapping[str, Source] = {
     "purge": Source("Purge while publishing"),
     "purge-drop": Source("Dropping partitions instead of purging"),
     "faults": Source("Fault scenarios"),
+    "ha": Source("High availability"),
     "admin": Source("Admin console"),
     "aio": Source("Asyncio SDK"),
     "aio-drivers": Source("Asyncio MySQL drivers"),

@@ -23,6 +23,7 @@ from sqlalchemy.engine import make_url
 
 from ems.config import Settings
 from ems.models import metadata
+from ems.offsets.redis_clients import client_for
 from ems.store import Store, migrate
 
 BASE_URL = "mysql+pymysql://root@127.0.0.1:3306/"
@@ -83,7 +84,7 @@ def reset_state(settings: Settings) -> None:
             for name in written:
                 cursor.execute(f"TRUNCATE TABLE `{name}`")
             cursor.execute("SET FOREIGN_KEY_CHECKS = 1")
-    client = redis.Redis.from_url(settings.redis_url)
+    client = client_for(settings)  # one Redis, or the master of a Sentinel service
     keys = list(client.scan_iter(match=settings.redis_prefix + "*", count=1000))
     if keys:
         client.delete(*keys)

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import text
 
+from ems import TopicAdmin
+from ems.aio import Producer as AsyncProducer
 from ems.config import Settings
 from ems.store.database import Database
 from tests.ha.servers import GaleraCluster
@@ -61,3 +63,33 @@ def test_connections_made_for_the_old_node_are_not_used_once_it_is_back(
     db.direct.execute([b"DO 1"])
     assert direct_id not in db.direct.connection_ids()
     assert len(db.direct.connection_ids()) == 1
+
+
+@pytest.mark.asyncio
+async def test_the_asyncio_producer_moves_to_the_next_node_too(
+    ha_settings: Settings, galera: GaleraCluster
+) -> None:
+    TopicAdmin(ha_settings).create("readings", 2)
+    producer = AsyncProducer(ha_settings)
+    try:
+        before = await producer.send("readings", b"on node 0")
+        galera.isolate(0)
+        after = await producer.send("readings", b"on node 1")
+    finally:
+        await producer.close()
+    galera.heal(0)
+    stored = _rows(galera, 1, "SELECT partition_no, offset_no, body FROM message ORDER BY body")
+    assert stored == [
+        (before.partition, before.offset, b"on node 0"),
+        (after.partition, after.offset, b"on node 1"),
+    ]
+
+
+def _rows(galera: GaleraCluster, i: int, sql: str) -> list[tuple[object, ...]]:
+    conn = galera.node(i).connect(database="ems")
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute(sql)
+            return [tuple(row) for row in cursor.fetchall()]
+    finally:
+        conn.close()

@@ -10,6 +10,9 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from ems.config import Settings
+from ems.store.nodes import settings_problems
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
 DOCKERFILE = DOCKER / "Dockerfile"
@@ -98,6 +101,8 @@ def test_ems_services_reach_the_compose_servers(
 ) -> None:
     password = _environment(services["mysql"]).get("MYSQL_ROOT_PASSWORD")
     for name, service in ems_services.items():
+        if "ha" in service.get("profiles", ()):
+            continue  # test_the_ha_profile_reaches_the_cluster_and_the_sentinels
         env = _environment(service)
         db = urlsplit(env["EMS_DATABASE_URL"])
         assert db.scheme == "mysql+pymysql", name
@@ -181,3 +186,57 @@ def test_dockerignore_lets_copied_files_through(dockerfile: list[str]) -> None:
         for source in copy.split()[:-1]:
             if not source.startswith("--"):
                 assert source.rstrip("/") in allowed, f"{source} is excluded from the context"
+
+
+def _ha(services: dict[str, dict[str, Any]], prefix: str) -> dict[str, dict[str, Any]]:
+    return {n: s for n, s in services.items() if n.startswith(prefix)}
+
+
+def _flags(service: dict[str, Any]) -> dict[str, str]:
+    return dict(arg.lstrip("-").partition("=")[::2] for arg in service["command"])
+
+
+def test_the_ha_profile_runs_three_galera_nodes_with_what_ems_requires(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    nodes = _ha(services, "galera-")
+    assert sorted(nodes) == ["galera-1", "galera-2", "galera-3"]
+    for name, node in nodes.items():
+        assert node["profiles"] == ["ha"], name
+        flags = _flags(node)
+        settings = {k.replace("-", "_"): v for k, v in flags.items()}
+        assert settings_problems(settings) == [], name
+        assert flags["wsrep-cluster-address"] == "gcomm://" + ",".join(sorted(nodes)), name
+        assert node.get("volumes") and node.get("healthcheck"), name
+    bootstrapping = [n for n, node in nodes.items() if "wsrep-new-cluster" in _flags(node)]
+    assert bootstrapping == ["galera-1"], "exactly one node starts the cluster"
+    assert nodes["galera-2"]["depends_on"]["galera-1"]["condition"] == "service_healthy"
+
+
+def test_the_ha_profile_watches_a_redis_master_and_replica_with_three_sentinels(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    replica = " ".join(services["redis-replica"]["command"])
+    assert "--replicaof redis-master 6379" in replica
+    sentinels = _ha(services, "sentinel-")
+    assert len(sentinels) == 3
+    for name, sentinel in sentinels.items():
+        script = sentinel["command"][-1]
+        assert "sentinel monitor ems redis-master 6379 2" in script, name
+        assert sentinel["profiles"] == ["ha"], name
+
+
+def test_the_ha_profile_reaches_the_cluster_and_the_sentinels(
+    services: dict[str, dict[str, Any]], ems_services: dict[str, dict[str, Any]]
+) -> None:
+    ha = {n: s for n, s in ems_services.items() if "ha" in s.get("profiles", ())}
+    assert sorted(ha) == ["demo-ha", "migrate-ha"]
+    root_password = _environment(services["galera-1"])["MARIADB_ROOT_PASSWORD"]
+    for name, service in ha.items():
+        settings = Settings.from_env(_environment(service))
+        nodes = [urlsplit(url) for url in settings.database_nodes]
+        assert [n.hostname for n in nodes] == ["galera-1", "galera-2", "galera-3"], name
+        assert {n.password for n in nodes} == {root_password}, name
+        target = settings.redis_sentinel
+        assert target is not None and target.service == "ems", name
+        assert {host for host, _ in target.sentinels} == set(_ha(services, "sentinel-")), name

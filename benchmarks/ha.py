@@ -1,0 +1,291 @@
+"""The high-availability report (`make bench SUITES=ha`): ems on a 3-node Galera cluster
+with Redis under Sentinel, against ems on one MariaDB node and one Redis, in one run on
+this machine; and how long publishing and consuming pause when the node ems writes
+through, or the Redis master, is killed.
+
+Every server is private to the run (tests/ha/servers.py, tests/faults/servers.py): one
+MariaDB with the durable settings of the fault suite, and three Galera nodes with the
+same settings plus wsrep; all of them share this machine's cores. Each system is measured
+ROUNDS times, alternating, and the better round counts:
+
+- publish, single: one producer thread, one send() per message;
+- publish, batch: one producer thread, send_batch() of BATCH messages;
+- consume: one member of a cluster group drains what the two publish phases stored,
+  timed from its first delivery to its last.
+
+The failover rows run the scenario harness of the fault suite (3 producer processes at
+~100 msg/s, a cluster group of 3 members) on the HA servers: node 0 or the Redis master
+is killed with SIGKILL mid-stream; the pause is the longest time without an
+acknowledgement and without a delivery around the kill, and the judge checks that
+nothing acknowledged was lost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.docs_figures import results_path
+from benchmarks.harness import BenchConfig
+from benchmarks.report import environment
+from ems import Consumer, Delivery, Producer, Record, TopicAdmin
+from ems.config import Settings
+from ems.store import migrate
+from tests.conftest import reset_state
+from tests.faults.checks import longest_gap
+from tests.faults.scenario import Scenario, running
+from tests.faults.servers import PrivateMariaDB, PrivateRedis
+from tests.ha.servers import GaleraCluster, SentinelRedis
+
+ROUNDS = 2
+SECONDS = 6.0
+BATCH = 100
+PARTITIONS = 4
+BODY = b'{"project_id": 17, "sensor": "t-104", "celsius": 21.5, "at": "2026-11-26T04:00:00Z"}'
+#: Seconds of streaming before and after a kill in the failover rows.
+STREAM_SECONDS = 10.0
+
+
+@dataclass
+class Rates:
+    single: float = 0.0
+    batch: float = 0.0
+    consume: float = 0.0
+
+    def best(self, other: Rates) -> Rates:
+        return Rates(*(max(a, b) for a, b in zip(self.cells(), other.cells(), strict=True)))
+
+    def cells(self) -> tuple[float, float, float]:
+        return (self.single, self.batch, self.consume)
+
+
+@dataclass
+class Pause:
+    what: str
+    no_ack: float
+    no_delivery: float
+    acknowledged: int
+    problems: list[str]
+
+
+def log(message: str) -> None:
+    print(f"ha: {message}", flush=True)
+
+
+def _for_seconds(seconds: float, step: Callable[[], int]) -> tuple[int, float]:
+    """How many messages `step` (which returns how many it sent) sent in about `seconds`,
+    and their rate."""
+    sent, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        sent += step()
+    return sent, sent / (time.perf_counter() - start)
+
+
+def measure(settings: Settings, name: str) -> Rates:
+    """One round: single publishes, batch publishes, then one member drains them all."""
+    reset(settings)
+    TopicAdmin(settings).create(name, PARTITIONS)
+    producer = Producer(settings)
+    counter = iter(range(10**9))
+
+    def send_one() -> int:
+        producer.send(name, BODY, key=f"p{next(counter) % 50}")
+        return 1
+
+    batch = [Record(BODY, key=f"p{i % 50}") for i in range(BATCH)]
+    try:
+        singles, single = _for_seconds(SECONDS, send_one)
+        batched, batch_rate = _for_seconds(SECONDS, lambda: len(producer.send_batch(name, batch)))
+    finally:
+        producer.close()
+    times: list[float] = []
+
+    def handle(delivery: Delivery) -> None:
+        times.append(time.perf_counter())
+
+    consumer = Consumer("drain", name, handle, settings=settings, start="earliest")
+    try:
+        consumer.run(max_messages=singles + batched, handle_signals=False)
+    finally:
+        consumer.close()
+    consume = (len(times) - 1) / (times[-1] - times[0])
+    return Rates(single, batch_rate, consume)
+
+
+def reset(settings: Settings) -> None:
+    """Empty tables and Redis keys (on a cluster, through the node ems writes through)."""
+    reset_state(settings.with_(database_url=migrate.node_url(settings)))
+
+
+@contextmanager
+def one_node(root: Path) -> Iterator[Settings]:
+    (root / "mariadb").mkdir(parents=True)
+    mariadb, rds = PrivateMariaDB(root / "mariadb"), PrivateRedis(root / "redis")
+    mariadb.start()
+    rds.start()
+    try:
+        settings = Settings(database_url=mariadb.url(), redis_url=rds.url())
+        migrate.create_database(settings)
+        migrate.upgrade(settings)
+        yield settings
+    finally:
+        mariadb.stop()
+        rds.stop()
+
+
+@contextmanager
+def cluster(root: Path) -> Iterator[tuple[GaleraCluster, SentinelRedis, Settings]]:
+    (root / "galera").mkdir(parents=True)
+    galera, sentinels = GaleraCluster(root / "galera"), SentinelRedis(root / "sentinel")
+    galera.start()
+    sentinels.start()
+    try:
+        settings = Settings(database_url=galera.url(), redis_url=sentinels.url(), gap_timeout=1.0)
+        migrate.create_database(settings)
+        migrate.upgrade(settings)
+        yield galera, sentinels, settings
+    finally:
+        sentinels.stop()
+        galera.stop_all()
+
+
+def failover(
+    what: str, settings: Settings, workdir: Path, kill: Callable[[], None], heal: Callable[[], None]
+) -> Pause:
+    """Stream, kill, stream, heal; the longest pauses around the kill and the verdict."""
+    reset(settings)
+    workdir.mkdir()
+    with running(Scenario(settings, workdir)) as scenario:
+        time.sleep(STREAM_SECONDS)
+        killed = time.time()
+        kill()
+        time.sleep(STREAM_SECONDS)
+        heal()
+        scenario.stop()
+        verdict = scenario.verdict()
+        recorded = scenario.recorded()
+        problems = verdict.problems(max_redelivered=scenario.max_redelivered())
+
+    def pause(times: list[float]) -> float:
+        return longest_gap(sorted(t for t in times if killed - 2 <= t <= killed + STREAM_SECONDS))
+
+    return Pause(
+        what,
+        pause([a.at for a in recorded.acks]),
+        pause([at for at, _, _ in recorded.handled]),
+        verdict.acknowledged,
+        problems,
+    )
+
+
+def _ratio(ha: float, one: float) -> str:
+    return f"{ha / one:.2f}x" if one else "-"
+
+
+def report(header: list[str], one: Rates, ha: Rates, pauses: list[Pause]) -> str:
+    rows = [
+        ("publish, single (msg/s)", one.single, ha.single, None),
+        ("publish, batch of 100 (msg/s)", one.batch, ha.batch, 0.5),
+        ("consume, one member (msg/s)", one.consume, ha.consume, 0.5),
+    ]
+    lines = [
+        "## ems high availability: a 3-node Galera cluster and Redis under Sentinel",
+        "",
+        *header,
+        f"- rates: one producer thread for {SECONDS:g} s of single sends, then {SECONDS:g} s "
+        f"of batches of {BATCH}; one member drains both; {ROUNDS} rounds per system, "
+        "alternating, the better one counts",
+        "- one node: a private MariaDB (innodb_flush_log_at_trx_commit=1) and Redis; HA: "
+        "three Galera nodes with the same settings (all on this machine's cores) and a Redis "
+        "master with a replica under three Sentinels",
+        "",
+        "### Rates",
+        "",
+        "| | one node | 3-node cluster + Sentinel | cluster / one node | target |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for name, a, b, target in rows:
+        verdict = "-" if target is None else (
+            f">= {target}x: {'met' if b >= target * a else '**missed**'}"
+        )  # fmt: skip
+        lines.append(f"| {name} | {a:,.0f} | {b:,.0f} | {_ratio(b, a)} | {verdict} |")
+    lines += [
+        "",
+        "### Failover",
+        "",
+        "| kill -9 of | longest without an ack | longest without a delivery | acknowledged "
+        "| promises | target |",
+        "|---|---:|---:|---:|---|---|",
+    ]
+    for p in pauses:
+        kept = "kept" if not p.problems else "**BROKEN**: " + "; ".join(p.problems)
+        worst = max(p.no_ack, p.no_delivery)
+        met = "met" if worst <= 10 else "**missed**"
+        lines.append(
+            f"| {p.what} | {p.no_ack:.1f} s | {p.no_delivery:.1f} s | {p.acknowledged:,} | "
+            f"{kept} | pause <= 10 s: {met} |"
+        )
+    lines += [
+        "",
+        "The pause is the longest time without a new acknowledgement (and without a new "
+        "delivery) from 2 s before the kill to the end of the stretch after it: 3 producer "
+        "processes at ~100 msg/s and a cluster group of 3 members, the fault suite's "
+        "scenario harness and judge.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory(prefix="ems-ha-") as tmp:
+        root = Path(tmp)
+        one, ha = Rates(), Rates()
+        with (
+            one_node(root / "one") as single,
+            cluster(root / "ha") as (galera, sentinels, settings),
+        ):
+            header = environment(dataclasses.replace(cfg, settings=single))
+            for round_no in range(ROUNDS):
+                for name, target, rates in (
+                    ("one node", single, "one"),
+                    ("cluster", settings, "ha"),
+                ):
+                    got = measure(target, f"ha.r{round_no}")
+                    log(f"{name}, round {round_no + 1}: {got}")
+                    if rates == "one":
+                        one = one.best(got)
+                    else:
+                        ha = ha.best(got)
+            node0 = galera.node(0)
+
+            def restart_node0() -> None:
+                node0.restart()
+                galera.wait_size(3)
+
+            pauses = [
+                failover(
+                    "the node ems writes through", settings, root / "a", node0.kill9, restart_node0
+                ),
+            ]
+            killed: list[object] = []
+
+            def kill_master() -> None:
+                killed.append(sentinels.kill9_master())
+
+            def restart_master() -> None:
+                sentinels.wait_failover(timeout=15)
+                sentinels.restart(killed[0])  # type: ignore[arg-type]
+
+            pauses.append(
+                failover("the Redis master", settings, root / "d", kill_master, restart_master)
+            )
+    text = report(header, one, ha, pauses)
+    print(text)
+    results_path("ha").write_text(text)
+    return 0 if all(not p.problems for p in pauses) else 1
