@@ -27,6 +27,7 @@ import dataclasses
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,8 @@ from tests.ha.servers import GaleraCluster, SentinelRedis
 ROUNDS = 2
 SECONDS = 6.0
 BATCH = 100
+#: Producer threads sharing one Producer in the concurrent batch row.
+THREADS = 4
 PARTITIONS = 4
 BODY = b'{"project_id": 17, "sensor": "t-104", "celsius": 21.5, "at": "2026-11-26T04:00:00Z"}'
 #: Seconds of streaming before and after a kill in the failover rows.
@@ -56,13 +59,14 @@ STREAM_SECONDS = 10.0
 class Rates:
     single: float = 0.0
     batch: float = 0.0
+    threads: float = 0.0
     consume: float = 0.0
 
     def best(self, other: Rates) -> Rates:
         return Rates(*(max(a, b) for a, b in zip(self.cells(), other.cells(), strict=True)))
 
-    def cells(self) -> tuple[float, float, float]:
-        return (self.single, self.batch, self.consume)
+    def cells(self) -> tuple[float, float, float, float]:
+        return (self.single, self.batch, self.threads, self.consume)
 
 
 @dataclass
@@ -102,8 +106,16 @@ def measure(settings: Settings, name: str) -> Rates:
     try:
         singles, single = _for_seconds(SECONDS, send_one)
         batched, batch_rate = _for_seconds(SECONDS, lambda: len(producer.send_batch(name, batch)))
+        with ThreadPoolExecutor(THREADS) as pool:
+            runs = [
+                pool.submit(_for_seconds, SECONDS, lambda: len(producer.send_batch(name, batch)))
+                for _ in range(THREADS)
+            ]
+            threaded = [run.result() for run in runs]
     finally:
         producer.close()
+    batched += sum(n for n, _ in threaded)
+    threads_rate = sum(rate for _, rate in threaded)
     times: list[float] = []
 
     def handle(delivery: Delivery) -> None:
@@ -115,7 +127,7 @@ def measure(settings: Settings, name: str) -> Rates:
     finally:
         consumer.close()
     consume = (len(times) - 1) / (times[-1] - times[0])
-    return Rates(single, batch_rate, consume)
+    return Rates(single, batch_rate, threads_rate, consume)
 
 
 def reset(settings: Settings) -> None:
@@ -192,6 +204,7 @@ def report(header: list[str], one: Rates, ha: Rates, pauses: list[Pause]) -> str
     rows = [
         ("publish, single (msg/s)", one.single, ha.single, None),
         ("publish, batch of 100 (msg/s)", one.batch, ha.batch, 0.5),
+        (f"publish, batch of 100, {THREADS} threads (msg/s)", one.threads, ha.threads, None),
         ("consume, one member (msg/s)", one.consume, ha.consume, 0.5),
     ]
     lines = [
@@ -199,8 +212,9 @@ def report(header: list[str], one: Rates, ha: Rates, pauses: list[Pause]) -> str
         "",
         *header,
         f"- rates: one producer thread for {SECONDS:g} s of single sends, then {SECONDS:g} s "
-        f"of batches of {BATCH}; one member drains both; {ROUNDS} rounds per system, "
-        "alternating, the better one counts",
+        f"of batches of {BATCH}, then {THREADS} threads sharing the producer for {SECONDS:g} s "
+        f"of batches; one member drains them all; {ROUNDS} rounds per system, alternating, "
+        "the better one counts",
         "- one node: a private MariaDB (innodb_flush_log_at_trx_commit=1) and Redis; HA: "
         "three Galera nodes with the same settings (all on this machine's cores) and a Redis "
         "master with a replica under three Sentinels",

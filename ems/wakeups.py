@@ -16,8 +16,7 @@ from redis.connection import ConnectionInterface
 
 from ems.config import Settings
 from ems.exceptions import EmsError
-from ems.offsets.redis_clients import client_for, pool_for
-from ems.offsets.resp import RespConnection
+from ems.offsets.redis_clients import client_for, pool_for, resp_for
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +68,7 @@ class Publisher:
         self._lock = threading.Lock()
         self._channels: dict[int, str] = {}
         # A plain socket where the URL allows (redis://); redis-py's connection otherwise.
-        self._plain = RespConnection.from_url(
-            settings.redis_url, timeout=settings.connect_timeout, retries=0, quiet=True
-        )
+        self._plain = resp_for(settings, timeout=settings.connect_timeout, retries=0, quiet=True)
         self._pool = pool_for(
             settings,
             socket_connect_timeout=settings.connect_timeout,

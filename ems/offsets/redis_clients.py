@@ -17,6 +17,7 @@ import redis.asyncio.sentinel
 import redis.sentinel
 
 from ems.config import Settings
+from ems.offsets.resp import RespConnection
 from ems.urls import SentinelTarget
 
 # redis-py's sentinel modules carry no annotations; typed at this module's functions.
@@ -101,3 +102,36 @@ def async_pool_for(settings: Settings, **options: Any) -> redis.asyncio.Connecti
         target.service, sentinel, is_master=True, **_master_options(target, options)
     )
     return pool
+
+
+def resp_for(
+    settings: Settings, *, timeout: float, retries: int, quiet: bool = False
+) -> RespConnection | None:
+    """ems's own RESP connection (the producer's hot path) for settings.redis_url where it
+    can serve it: redis://, and a Sentinel service without TLS, whose current master is
+    asked for at every new connection. None for the URLs only redis-py speaks."""
+    target = settings.redis_sentinel
+    if target is None:
+        return RespConnection.from_url(
+            settings.redis_url, timeout=timeout, retries=retries, quiet=quiet
+        )
+    if target.tls:
+        return None
+    sentinel = _SYNC.Sentinel(
+        list(target.sentinels),
+        sentinel_kwargs=_sentinel_options(
+            target, {"socket_connect_timeout": timeout, "socket_timeout": timeout}
+        ),
+    )
+
+    def locate() -> tuple[str, int]:
+        try:
+            host, port = sentinel.discover_master(target.service)
+        except redis.RedisError as exc:
+            raise ConnectionError(f"no master for {target.service!r}: {exc}") from exc
+        return str(host), int(port)
+
+    return RespConnection(
+        "", 0, db=target.db, username=target.username, password=target.password,
+        timeout=timeout, retries=retries, quiet=quiet, locate=locate,
+    )  # fmt: skip

@@ -15,15 +15,17 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import TypeAlias
 from urllib.parse import unquote, urlsplit
 
 from ems.exceptions import RedisOutcomeUnknown, RedisReplyError, RedisUnavailable
 
 _CRLF = b"\r\n"
-#: Error reply codes that mean "the server is not ready yet": retried like a lost
+#: Error reply codes that mean "the server is not ready yet" (or, READONLY, is a replica
+#: now: a demoted master): the command did not run, and it is retried on a new
 #: connection, as redis-py does for LOADING.
-_TRANSIENT = ("LOADING", "MASTERDOWN", "TRYAGAIN")
+_TRANSIENT = ("LOADING", "MASTERDOWN", "TRYAGAIN", "READONLY")
 _BACKOFF_BASE = 0.05
 _BACKOFF_CAP = 1.0
 
@@ -139,8 +141,12 @@ class RespConnection:
         timeout: float = 3.0,
         retries: int = 3,
         quiet: bool = False,
+        locate: Callable[[], tuple[str, int]] | None = None,
     ) -> None:
         self.address = (host, port)
+        #: Where to connect, asked again for every new connection (a Sentinel's current
+        #: master); None: always `address`. It raises OSError when it cannot say.
+        self.locate = locate
         #: Replies switched off (CLIENT REPLY OFF) on every new connection: for send_only.
         self.quiet = quiet
         self.db = db
@@ -243,6 +249,8 @@ class RespConnection:
             self._close()
 
     def _connect(self) -> socket.socket:
+        if self.locate is not None:
+            self.address = self.locate()
         sock = socket.create_connection(self.address, timeout=self.timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sock, self._buf = sock, b""

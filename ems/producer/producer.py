@@ -23,6 +23,7 @@ from ems.offsets.allocators import (
     RespAllocator,
     redis_errors,
 )
+from ems.offsets.redis_clients import resp_for
 from ems.offsets.resp import RespConnection
 from ems.producer.group_commit import GroupCommit
 from ems.producer.partitioner import RoundRobin
@@ -91,8 +92,8 @@ class Producer(StoreClient):
         if self.settings.allocator == "mysql":
             return MySQLAllocator(self.store.heads)
         prefix = self.settings.redis_prefix
-        conn = RespConnection.from_url(
-            self.settings.redis_url,
+        conn = resp_for(
+            self.settings,
             timeout=self.settings.connect_timeout,
             retries=self.settings.connect_attempts,
         )

@@ -6,6 +6,7 @@ import pytest
 
 from ems.config import Settings
 from ems.exceptions import InvalidSetting
+from ems.offsets.redis_clients import resp_for
 from ems.store.nodes import node_problem, settings_problems
 from ems.urls import SentinelTarget, database_nodes, sentinel_target
 
@@ -109,3 +110,10 @@ def test_settings_a_cluster_node_lacks_are_named_with_what_they_need() -> None:
     ]
     good = {"binlog_format": "row", "innodb_autoinc_lock_mode": "2", "wsrep_on": "ON"}
     assert settings_problems(good) == []
+
+
+def test_the_producers_own_redis_client_serves_sentinel_urls_without_tls() -> None:
+    plain = resp_for(Settings(redis_url="redis+sentinel://s1/ems/2"), timeout=1, retries=0)
+    assert plain is not None and plain.locate is not None and plain.db == 2
+    tls = Settings(redis_url="rediss+sentinel://s1/ems/2")
+    assert resp_for(tls, timeout=1, retries=0) is None  # redis-py speaks TLS
