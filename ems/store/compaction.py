@@ -8,23 +8,33 @@ crash at any point knows exactly which steps are done.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
+import logging
+import os
+import secrets
+import socket
+import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ems.exceptions import JobAlreadyRunning
+from ems.exceptions import EmsError, JobAlreadyRunning
 from ems.store.database import Database
+from ems.store.scheduler import SchedulerStore
 from ems.types import CompactionRunInfo, IdRange
+from ems.values.schedule import Hold
 
 #: The final states; rows in start or retry are never touched.
 FINAL_STATES = ("done", "dead")
 #: Upper bound on the rows one DELETE removes, so the live queue keeps flowing.
 MAX_DELETE_ROWS = 10_000
-LOCK_PREFIX = "ems_compaction:"
+#: The compaction lease's row in scheduler_lease, and its time to live in seconds.
+LEASE = "compaction"
+LEASE_TTL = 30.0
+
+log = logging.getLogger(__name__)
 
 _RUN_COLUMNS = (
     "id, status, cutoff, group_ids, min_id, max_id, archive_root, archived_rows, "
@@ -80,13 +90,37 @@ def _run(row: Any) -> CompactionRunInfo:
     return CompactionRunInfo(group_ids=groups, **values)
 
 
-def lock_name(database: str) -> str:
-    """The compaction lock of one database. Named locks are server-wide and at most 64
-    characters, so the name carries the database's, or its digest when too long."""
-    name = LOCK_PREFIX + database
-    if len(name) > 64:
-        name = LOCK_PREFIX + hashlib.sha1(database.encode()).hexdigest()
-    return name
+def holder_name() -> str:
+    """This process as a lease holder: host, pid and a nonce (two runs in one process
+    are two holders)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+def gone_from_this_host(holder: str) -> bool:
+    """Whether `holder` (holder_name()'s form) names a process of this host that no
+    longer runs: a run killed here, whose lease need not be waited out. A holder of
+    another host, or a pid that runs (perhaps reused), is not known to be gone."""
+    host, _, rest = holder.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _renew(leases: SchedulerStore, hold: Hold, stop: threading.Event) -> None:
+    while not stop.wait(LEASE_TTL / 3):
+        try:
+            if not leases.check(hold, LEASE_TTL):
+                log.error("the compaction lease was lost (another run took it after it lapsed)")
+                return
+        except EmsError as exc:  # the database away for a moment: the lease has slack
+            log.warning("could not renew the compaction lease: %s", exc)
 
 
 class CompactionStore:
@@ -95,17 +129,33 @@ class CompactionStore:
 
     @contextmanager
     def lock(self) -> Iterator[None]:
-        """Hold the compaction lock for the block: one run at a time per database. It is a
-        session lock, so a killed job releases it with its connection."""
-        name = lock_name(self.db.settings.database_name)
-        with self.db.connect() as conn:
-            got = conn.execute(text("SELECT GET_LOCK(:n, 0)"), {"n": name}).scalar()
-            if got != 1:
-                raise JobAlreadyRunning("another compaction run holds the compaction lock")
-            try:
-                yield
-            finally:
-                conn.execute(text("SELECT RELEASE_LOCK(:n)"), {"n": name})
+        """Hold the compaction lease for the block: one run at a time per database, on
+        every node of a cluster. A lease row, not a named lock: MySQL's named locks hold
+        on one Galera node only. A thread renews it every LEASE_TTL / 3 seconds; a run
+        killed on this host is recognised by its pid and its lease taken at once, one
+        killed elsewhere is waited out (at most LEASE_TTL)."""
+        leases = SchedulerStore(self.db)
+        holder = holder_name()
+        epoch = leases.hold(LEASE, holder, LEASE_TTL)
+        if epoch is None:
+            current = leases.lease(LEASE)
+            if current is not None and current.holder and gone_from_this_host(current.holder):
+                epoch = leases.take_from(LEASE, current.holder, holder, LEASE_TTL)
+        if epoch is None:
+            raise JobAlreadyRunning("another compaction run holds the compaction lease")
+        hold = Hold(name=LEASE, holder=holder, epoch=epoch)
+        stop = threading.Event()
+        renewer = threading.Thread(
+            target=_renew, args=(leases, hold, stop), name="ems-compaction-lease", daemon=True
+        )
+        renewer.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            renewer.join()
+            with suppress(EmsError):
+                leases.release(hold)
 
     def unfinished(self) -> list[CompactionRunInfo]:
         with self.db.connect() as conn:

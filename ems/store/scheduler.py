@@ -31,6 +31,12 @@ _HOLD = (
     "holder = %s, lease_expires_at = NOW(6) + INTERVAL %s MICROSECOND "
     "WHERE name = %s AND (holder = %s OR holder IS NULL OR lease_expires_at <= NOW(6))"
 )
+# A holder known to be gone (its process is no more) is replaced without waiting out its
+# lease; the holder condition makes two takers race safely.
+_TAKE_FROM = (
+    "UPDATE scheduler_lease SET epoch = epoch + 1, holder = %s, "
+    "lease_expires_at = NOW(6) + INTERVAL %s MICROSECOND WHERE name = %s AND holder = %s"
+)
 _FENCE = (
     "UPDATE scheduler_lease SET lease_expires_at = lease_expires_at "
     "WHERE name = %s AND holder = %s AND epoch = %s AND lease_expires_at > NOW(6)"
@@ -99,6 +105,14 @@ class SchedulerStore:
                 return self._epoch(cursor, name)
             cursor.execute(_CREATE, (name,))
             if cursor.execute(_HOLD, params) == 1:
+                return self._epoch(cursor, name)
+        return None
+
+    def take_from(self, name: str, gone: str, holder: str, ttl: float) -> int | None:
+        """Take lease row `name` from `gone`, a holder whose process has stopped: the
+        epoch held, or None when the row is no longer gone's (someone took it first)."""
+        with self.db.single() as cursor:
+            if cursor.execute(_TAKE_FROM, (holder, int(ttl * _US), name, gone)) == 1:
                 return self._epoch(cursor, name)
         return None
 

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from ems.types import IdRange
 
 #: Parallel DELETE connections at most: MySQL, not Spark, does this work, and the store's
-#: connection pool (5 + 10 overflow) also serves the compaction lock.
+#: connection pool (5 + 10 overflow) also serves the compaction lease's renewals.
 MAX_DELETE_WORKERS = 8
 
 #: One chunk: its id range, and its archived ids when it is deleted by them.

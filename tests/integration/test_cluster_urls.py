@@ -11,6 +11,7 @@ from ems import Producer
 from ems.config import Settings
 from ems.exceptions import ClusterMisconfigured, DatabaseUnavailable
 from ems.store import Store, migrate
+from tests.conftest import connect
 from tests.faults.servers import free_port
 
 
@@ -40,3 +41,26 @@ def test_when_no_node_answers_each_is_named(settings: Settings) -> None:
     finally:
         producer.close()
     assert all(f"127.0.0.1:{port}" in str(raised.value) for port in dead)
+
+
+def test_every_table_is_innodb_with_a_primary_key(settings: Settings) -> None:
+    """Galera replicates InnoDB only, and certifies a row change by its primary key."""
+    sql = (
+        "SELECT t.table_name, t.engine, "
+        "EXISTS (SELECT 1 FROM information_schema.table_constraints c "
+        "WHERE c.table_schema = t.table_schema AND c.table_name = t.table_name "
+        "AND c.constraint_type = 'PRIMARY KEY') "
+        "FROM information_schema.tables t "
+        "WHERE t.table_schema = %s AND t.table_type = 'BASE TABLE'"
+    )
+    conn = connect(settings)
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute(sql, (settings.database_name,))
+            tables = cursor.fetchall()
+    finally:
+        conn.close()
+    assert len(tables) >= 20
+    assert [
+        (name, engine, bool(pk)) for name, engine, pk in tables if engine != "InnoDB" or not pk
+    ] == []

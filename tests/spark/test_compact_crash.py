@@ -4,7 +4,8 @@ left in MySQL are exactly those of an uninterrupted run.
 One case really kills the job (SIGKILL of a `ems spark compact` subprocess in the middle of
 its deletes); the others stop the job in this process at each step boundary, by raising
 where the hook would kill, which leaves the database and archive in the same state a kill
-does (the lock is a session lock: a killed job's connection releases it as well)."""
+does (a killed job's lease is taken over at once by a rerun on the same host, whose
+process it names)."""
 
 from __future__ import annotations
 

@@ -19,11 +19,12 @@ from pyspark.sql import SparkSession
 from ems.config import Settings
 from ems.exceptions import EmsError, InvalidCutoff, JobAlreadyRunning
 from ems.store import Store
-from ems.store.compaction import lock_name
+from ems.store.compaction import LEASE
+from ems.values.schedule import Hold
 from spark import runtime
 from spark.compaction.request import CompactRequest, RunOutcome
 from spark.compaction.runner import pause_after, serve
-from tests.spark.conftest import connect, execute, insert_log
+from tests.spark.conftest import execute, insert_log
 from tests.spark.test_compact_job import CUTOFF, archived_ids, live_ids, seed
 
 #: The seeded rows are days old: a day's age takes every final one of them.
@@ -91,16 +92,17 @@ def test_a_failed_run_is_reported_and_the_next_one_runs(
 ) -> None:
     seeded = seed(settings)
     first = final_ids(settings)
-    holder = connect(settings)  # another compaction holds the lock during the first run
-    with holder.cursor() as cursor:
-        cursor.execute("SELECT GET_LOCK(%s, 0)", (lock_name(settings.database_name),))
+    # Another host's compaction holds the lease during the first run.
+    other = "another-host:1:feedf00d"
+    epoch = store.scheduler.hold(LEASE, other, 300.0)
+    assert epoch is not None
     errors: list[EmsError] = []
     outcomes: list[RunOutcome] = []
     stop = threading.Event()
 
     def on_error(exc: EmsError) -> None:
         errors.append(exc)
-        holder.close()  # the other run ends
+        store.scheduler.release(Hold(name=LEASE, holder=other, epoch=epoch))  # it ends
 
     def on_outcome(outcome: RunOutcome) -> None:
         outcomes.append(outcome)
