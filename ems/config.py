@@ -82,6 +82,7 @@ BOUNDS = {
     "purge_chunk_rows": Bound("EMS_PURGE_CHUNK_ROWS", 1, 1_000_000, whole=True),
     "purge_pause": Bound("EMS_PURGE_PAUSE", 0, 1000),
     "log_retention_days": Bound("EMS_LOG_RETENTION_DAYS", 0.001, 36_500),
+    "node_failback": Bound("EMS_NODE_FAILBACK", 0.001, MAX_SECONDS, zero=True),
 }
 
 
@@ -108,6 +109,9 @@ class Settings:
     #: the group's leader cannot move its partitions. Below the lease TTL (default 10 s),
     #: so a stalled member's locks go before its lease does. MySQL has no such setting.
     idle_transaction_timeout: int = 5
+    #: With a cluster URL, a process that moved off the first node looks for it again
+    #: this often (seconds; 0: never), so every process comes back to one writer node.
+    node_failback: float = 30.0
     #: Attempts against an unreachable server before a typed error is raised.
     connect_attempts: int = 3
     #: Connection pool size per engine.

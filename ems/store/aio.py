@@ -72,7 +72,7 @@ class AsyncMessageStore:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         url = make_url(settings.database_nodes[0])
-        self._nodes = NodeSet(settings.database_nodes)
+        self._nodes = NodeSet(settings.database_nodes, settings.node_failback)
         self._args: dict[str, Any] = {
             "host": url.host or "127.0.0.1",
             "port": url.port or 3306,

@@ -349,7 +349,7 @@ class Database:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         #: The node connections go to: the only one, or a cluster's current node.
-        self.nodes = NodeSet(settings.database_nodes)
+        self.nodes = NodeSet(settings.database_nodes, settings.node_failback)
         self.engine = make_engine(settings, self.nodes)
         self.autocommit_engine = make_engine(settings, self.nodes, autocommit=True)
         #: Plain driver connections for the producer's INSERTs (see DirectConnections).

@@ -21,6 +21,7 @@ ems makes, so its reads see them.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
@@ -61,13 +62,17 @@ Connect = Callable[[str, int], Any]
 class NodeSet:
     """The nodes of one database, in order, and the index of the current one."""
 
-    def __init__(self, urls: Sequence[str]) -> None:
+    def __init__(self, urls: Sequence[str], failback_every: float = 0.0) -> None:
         parsed = [make_url(url) for url in urls]
         self.addresses = [(url.host or "127.0.0.1", url.port or 3306) for url in parsed]
         self.current = 0
         #: time.monotonic() when the current node last changed: a connection made before
         #: then may go to the old node, and is closed rather than used (see stale()).
         self.switched_at = 0.0
+        #: Away from the first node, the search starts from it again this often (0:
+        #: never), so the processes of a deployment come back together on it.
+        self.failback_every = failback_every
+        self.first_again_at = math.inf
         self._checked: set[int] = set()
         self._lock = threading.Lock()
 
@@ -76,9 +81,17 @@ class NodeSet:
         return len(self.addresses) > 1
 
     def candidates(self) -> list[int]:
-        """Node indexes in the order to try them: the current node, then the next ones."""
+        """Node indexes in the order to try them: the current node, then the next ones;
+        from the first node when a fail-back is due (see stale())."""
         n = len(self.addresses)
-        return [(self.current + step) % n for step in range(n)]
+        start = self.current
+        if self._failback_due():
+            start = 0
+            self.first_again_at = time.monotonic() + self.failback_every
+        return [(start + step) % n for step in range(n)]
+
+    def _failback_due(self) -> bool:
+        return self.current != 0 and time.monotonic() >= self.first_again_at
 
     def where(self, index: int) -> str:
         host, port = self.addresses[index]
@@ -101,14 +114,17 @@ class NodeSet:
             if index != self.current:
                 self.current = index
                 self.switched_at = time.monotonic()
+                every = self.failback_every
+                self.first_again_at = self.switched_at + every if index and every else math.inf
         return problem
 
     def stale(self, born: float) -> bool:
         """Whether a connection made at time.monotonic() `born` may go to a node other
         than the current one. Using it would put a second writer on the cluster: once the
         old node is back in the primary component, its writes would meet this process's
-        own in certification."""
-        return born < self.switched_at
+        own in certification. Away from the first node, every connection also counts as
+        stale once a fail-back is due: the next one made searches from the first node."""
+        return born < self.switched_at or self._failback_due()
 
     def connect(self, connect: Connect) -> Any:
         """A driver connection to the current node, or to the next usable one in order.

@@ -6,6 +6,7 @@ writer on the cluster)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -63,6 +64,28 @@ def test_connections_made_for_the_old_node_are_not_used_once_it_is_back(
     db.direct.execute([b"DO 1"])
     assert direct_id not in db.direct.connection_ids()
     assert len(db.direct.connection_ids()) == 1
+
+
+def test_once_the_first_node_is_back_every_connection_returns_to_it(
+    ha_settings: Settings, galera: GaleraCluster
+) -> None:
+    db = Database(ha_settings.with_(node_failback=1.0))
+    own = db.own_connection()
+    try:
+        galera.isolate(0)
+        assert _port(db) == galera.node(1).port
+        with own.cursor() as cursor:
+            cursor.execute("SELECT @@port")
+            assert cursor.fetchone()[0] == galera.node(1).port
+        galera.heal(0)
+        time.sleep(1.1)  # the fail-back period
+        assert _port(db) == galera.node(0).port
+        with own.cursor() as cursor:
+            cursor.execute("SELECT @@port")
+            assert cursor.fetchone()[0] == galera.node(0).port
+    finally:
+        own.close()
+        db.dispose()
 
 
 @pytest.mark.asyncio
