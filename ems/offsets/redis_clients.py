@@ -49,16 +49,21 @@ def _master_options(target: SentinelTarget, options: dict[str, Any]) -> dict[str
     return master
 
 
+def _sentinel(module: Any, target: SentinelTarget, options: dict[str, Any]) -> Any:
+    """redis-py's Sentinel manager (of `module`: sync or asyncio) for target."""
+    return module.Sentinel(
+        list(target.sentinels), sentinel_kwargs=_sentinel_options(target, options)
+    )
+
+
 def client_for(settings: Settings, **options: Any) -> redis.Redis:
     """A client for settings.redis_url; options are redis-py connection options."""
     target = settings.redis_sentinel
     if target is None:
         return redis.Redis.from_url(settings.redis_url, **options)
     options.pop("single_connection_client", None)  # a Sentinel client keeps a pool
-    sentinel = _SYNC.Sentinel(
-        list(target.sentinels), sentinel_kwargs=_sentinel_options(target, options)
-    )
-    client: redis.Redis = sentinel.master_for(target.service, **_master_options(target, options))
+    manager = _sentinel(_SYNC, target, options)
+    client: redis.Redis = manager.master_for(target.service, **_master_options(target, options))
     return client
 
 
@@ -67,11 +72,9 @@ def pool_for(settings: Settings, **options: Any) -> redis.ConnectionPool:
     target = settings.redis_sentinel
     if target is None:
         return redis.ConnectionPool.from_url(settings.redis_url, **options)
-    sentinel = _SYNC.Sentinel(
-        list(target.sentinels), sentinel_kwargs=_sentinel_options(target, options)
-    )
+    manager = _sentinel(_SYNC, target, options)
     pool: redis.ConnectionPool = _SYNC.SentinelConnectionPool(
-        target.service, sentinel, is_master=True, **_master_options(target, options)
+        target.service, manager, is_master=True, **_master_options(target, options)
     )
     return pool
 
@@ -81,10 +84,8 @@ def async_client_for(settings: Settings, **options: Any) -> redis.asyncio.Redis:
     target = settings.redis_sentinel
     if target is None:
         return redis.asyncio.Redis.from_url(settings.redis_url, **options)
-    sentinel = _ASYNC.Sentinel(
-        list(target.sentinels), sentinel_kwargs=_sentinel_options(target, options)
-    )
-    client: redis.asyncio.Redis = sentinel.master_for(
+    manager = _sentinel(_ASYNC, target, options)
+    client: redis.asyncio.Redis = manager.master_for(
         target.service, **_master_options(target, options)
     )
     return client
@@ -95,11 +96,9 @@ def async_pool_for(settings: Settings, **options: Any) -> redis.asyncio.Connecti
     target = settings.redis_sentinel
     if target is None:
         return redis.asyncio.ConnectionPool.from_url(settings.redis_url, **options)
-    sentinel = _ASYNC.Sentinel(
-        list(target.sentinels), sentinel_kwargs=_sentinel_options(target, options)
-    )
+    manager = _sentinel(_ASYNC, target, options)
     pool: redis.asyncio.ConnectionPool = _ASYNC.SentinelConnectionPool(
-        target.service, sentinel, is_master=True, **_master_options(target, options)
+        target.service, manager, is_master=True, **_master_options(target, options)
     )
     return pool
 
@@ -117,11 +116,8 @@ def resp_for(
         )
     if target.tls:
         return None
-    sentinel = _SYNC.Sentinel(
-        list(target.sentinels),
-        sentinel_kwargs=_sentinel_options(
-            target, {"socket_connect_timeout": timeout, "socket_timeout": timeout}
-        ),
+    sentinel = _sentinel(
+        _SYNC, target, {"socket_connect_timeout": timeout, "socket_timeout": timeout}
     )
 
     def locate() -> tuple[str, int]:
