@@ -1,5 +1,6 @@
-"""Alembic environment: migrations run under a named MySQL lock with short lock waits,
-so two deployers never migrate at once and a migration never hangs behind live traffic."""
+"""Alembic environment: migrations run under the migration lease (a row, which holds on
+every node of a cluster, unlike a named lock) with short lock waits, so two deployers
+never migrate at once and a migration never hangs behind live traffic."""
 
 from __future__ import annotations
 
@@ -11,12 +12,11 @@ from sqlalchemy.engine import Connection
 
 from ems.config import Settings
 from ems.models import metadata
+from ems.store.migration_lease import LEASE_TABLE, migration_lease
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logging", True):
     fileConfig(config.config_file_name, disable_existing_loggers=False)
-
-MIGRATION_LOCK = "ems_migrations"
 
 
 def _url() -> str:
@@ -29,20 +29,26 @@ def run_migrations_offline() -> None:
         context.run_migrations()
 
 
+def _ours(name: str | None, kind: str, parents: object) -> bool:
+    """Autogenerate compares the schema's tables only: the migration lease's table is the
+    lease's own (ems.store.migration_lease), made before any migration runs."""
+    return not (kind == "table" and name == LEASE_TABLE)
+
+
 def _run(connection: Connection) -> None:
     connection.execute(text("SET SESSION lock_wait_timeout = 30"))
     connection.execute(text("SET SESSION innodb_lock_wait_timeout = 30"))
-    got = connection.execute(text("SELECT GET_LOCK(:name, 60)"), {"name": MIGRATION_LOCK}).scalar()
-    if got != 1:
-        raise RuntimeError("another migration holds the ems migration lock")
     connection.commit()
-    try:
-        context.configure(connection=connection, target_metadata=metadata, compare_type=True)
+    with migration_lease(connection.engine, wait=60.0):
+        context.configure(
+            connection=connection,
+            target_metadata=metadata,
+            compare_type=True,
+            include_name=_ours,
+        )
         with context.begin_transaction():
             context.run_migrations()
         connection.commit()
-    finally:
-        connection.execute(text("SELECT RELEASE_LOCK(:name)"), {"name": MIGRATION_LOCK})
 
 
 def run_migrations_online() -> None:

@@ -1,0 +1,116 @@
+"""The migration lease: one `ems db upgrade` at a time per database, on every node of a
+cluster.
+
+A row of its own table, ems_migration_lease, which the lease creates when missing: it
+must exist before the first migration, so it cannot come from one (and it is no part of
+the schema the migrations build). A named lock (GET_LOCK) would hold on one Galera node
+only. The holder renews the row from a thread while the migrations run, and deletes it
+at the end; a holder killed on this host is recognised by its pid and replaced at once,
+one of another host is waited out (its lease lapses LEASE_TTL after its last renewal).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+
+from sqlalchemy import text
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from ems.exceptions import JobAlreadyRunning
+from ems.store.compaction import gone_from_this_host, holder_name
+
+LEASE_TTL = 30.0
+LEASE_TABLE = "ems_migration_lease"
+_US = 1_000_000
+_TABLE = (
+    "CREATE TABLE IF NOT EXISTS ems_migration_lease ("
+    "name VARCHAR(64) NOT NULL PRIMARY KEY, holder VARCHAR(255) NOT NULL, "
+    "expires_at DATETIME(6) NOT NULL) ENGINE=InnoDB"
+)
+# Takes the row when it is free, lapsed or ours; the holder is decided first and the
+# expiry follows it (ON DUPLICATE KEY UPDATE assigns in order).
+_TAKE = (
+    "INSERT INTO ems_migration_lease (name, holder, expires_at) "
+    "VALUES ('migrations', :holder, NOW(6) + INTERVAL :us MICROSECOND) "
+    "ON DUPLICATE KEY UPDATE "
+    "holder = IF(expires_at <= NOW(6) OR holder = VALUES(holder), VALUES(holder), holder), "
+    "expires_at = IF(holder = VALUES(holder), VALUES(expires_at), expires_at)"
+)
+_HOLDER = "SELECT holder FROM ems_migration_lease WHERE name = 'migrations'"
+_TAKE_FROM = (
+    "UPDATE ems_migration_lease SET holder = :holder, "
+    "expires_at = NOW(6) + INTERVAL :us MICROSECOND WHERE name = 'migrations' AND holder = :gone"
+)
+_RENEW = (
+    "UPDATE ems_migration_lease SET expires_at = NOW(6) + INTERVAL :us MICROSECOND "
+    "WHERE name = 'migrations' AND holder = :holder"
+)
+_RELEASE = "DELETE FROM ems_migration_lease WHERE name = 'migrations' AND holder = :holder"
+
+log = logging.getLogger(__name__)
+
+
+def _statement(engine: Engine, sql: str, **params: object) -> int:
+    with engine.connect() as conn:
+        done = conn.execute(text(sql), params)
+        conn.commit()
+        return int(done.rowcount)
+
+
+def _holder(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        found = conn.execute(text(_HOLDER)).scalar()
+    return None if found is None else str(found)
+
+
+def try_take(engine: Engine, holder: str) -> bool:
+    """Take the lease for `holder` if it is free, lapsed, ours, or held by a process of
+    this host that no longer runs."""
+    us = int(LEASE_TTL * _US)
+    _statement(engine, _TAKE, holder=holder, us=us)
+    current = _holder(engine)
+    if current == holder:
+        return True
+    if current is not None and gone_from_this_host(current):
+        return _statement(engine, _TAKE_FROM, holder=holder, us=us, gone=current) == 1
+    return False
+
+
+def _renew(engine: Engine, holder: str, stop: threading.Event) -> None:
+    while not stop.wait(LEASE_TTL / 3):
+        try:
+            if _statement(engine, _RENEW, holder=holder, us=int(LEASE_TTL * _US)) != 1:
+                log.error("the migration lease was lost (another migration took it)")
+                return
+        except SQLAlchemyError as exc:  # the server away for a moment: the lease has slack
+            log.warning("could not renew the migration lease: %s", exc)
+
+
+@contextmanager
+def migration_lease(engine: Engine, wait: float = 60.0) -> Iterator[None]:
+    """Hold the migration lease for the block, waiting up to `wait` seconds for another
+    migration to end; JobAlreadyRunning if it does not."""
+    _statement(engine, _TABLE)
+    holder = holder_name()
+    deadline = time.monotonic() + wait
+    while not try_take(engine, holder):
+        if time.monotonic() >= deadline:
+            raise JobAlreadyRunning("another migration holds the ems migration lease")
+        time.sleep(0.5)
+    stop = threading.Event()
+    renewer = threading.Thread(
+        target=_renew, args=(engine, holder, stop), name="ems-migration-lease", daemon=True
+    )
+    renewer.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        renewer.join()
+        with suppress(SQLAlchemyError):
+            _statement(engine, _RELEASE, holder=holder)
