@@ -8,11 +8,6 @@ crash at any point knows exactly which steps are done.
 from __future__ import annotations
 
 import datetime as dt
-import logging
-import os
-import secrets
-import socket
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
@@ -22,6 +17,7 @@ from sqlalchemy.engine import Connection
 
 from ems.exceptions import EmsError, JobAlreadyRunning
 from ems.store.database import Database
+from ems.store.lease_holders import gone_from_this_host, holder_name, renewing
 from ems.store.scheduler import SchedulerStore
 from ems.types import CompactionRunInfo, IdRange
 from ems.values.schedule import Hold
@@ -33,8 +29,6 @@ MAX_DELETE_ROWS = 10_000
 #: The compaction lease's row in scheduler_lease, and its time to live in seconds.
 LEASE = "compaction"
 LEASE_TTL = 30.0
-
-log = logging.getLogger(__name__)
 
 _RUN_COLUMNS = (
     "id, status, cutoff, group_ids, min_id, max_id, archive_root, archived_rows, "
@@ -90,39 +84,6 @@ def _run(row: Any) -> CompactionRunInfo:
     return CompactionRunInfo(group_ids=groups, **values)
 
 
-def holder_name() -> str:
-    """This process as a lease holder: host, pid and a nonce (two runs in one process
-    are two holders)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-
-
-def gone_from_this_host(holder: str) -> bool:
-    """Whether `holder` (holder_name()'s form) names a process of this host that no
-    longer runs: a run killed here, whose lease need not be waited out. A holder of
-    another host, or a pid that runs (perhaps reused), is not known to be gone."""
-    host, _, rest = holder.partition(":")
-    pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
-def _renew(leases: SchedulerStore, hold: Hold, stop: threading.Event) -> None:
-    while not stop.wait(LEASE_TTL / 3):
-        try:
-            if not leases.check(hold, LEASE_TTL):
-                log.error("the compaction lease was lost (another run took it after it lapsed)")
-                return
-        except EmsError as exc:  # the database away for a moment: the lease has slack
-            log.warning("could not renew the compaction lease: %s", exc)
-
-
 class CompactionStore:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -144,16 +105,10 @@ class CompactionStore:
         if epoch is None:
             raise JobAlreadyRunning("another compaction run holds the compaction lease")
         hold = Hold(name=LEASE, holder=holder, epoch=epoch)
-        stop = threading.Event()
-        renewer = threading.Thread(
-            target=_renew, args=(leases, hold, stop), name="ems-compaction-lease", daemon=True
-        )
-        renewer.start()
         try:
-            yield
+            with renewing(lambda: leases.check(hold, LEASE_TTL), LEASE_TTL / 3, "compaction lease"):
+                yield
         finally:
-            stop.set()
-            renewer.join()
             with suppress(EmsError):
                 leases.release(hold)
 

@@ -11,8 +11,6 @@ one of another host is waited out (its lease lapses LEASE_TTL after its last ren
 
 from __future__ import annotations
 
-import logging
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -22,7 +20,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from ems.exceptions import JobAlreadyRunning
-from ems.store.compaction import gone_from_this_host, holder_name
+from ems.store.lease_holders import gone_from_this_host, holder_name, renewing
 
 LEASE_TTL = 30.0
 LEASE_TABLE = "ems_migration_lease"
@@ -52,8 +50,6 @@ _RENEW = (
 )
 _RELEASE = "DELETE FROM ems_migration_lease WHERE name = 'migrations' AND holder = :holder"
 
-log = logging.getLogger(__name__)
-
 
 def _statement(engine: Engine, sql: str, **params: object) -> int:
     with engine.connect() as conn:
@@ -81,16 +77,6 @@ def try_take(engine: Engine, holder: str) -> bool:
     return False
 
 
-def _renew(engine: Engine, holder: str, stop: threading.Event) -> None:
-    while not stop.wait(LEASE_TTL / 3):
-        try:
-            if _statement(engine, _RENEW, holder=holder, us=int(LEASE_TTL * _US)) != 1:
-                log.error("the migration lease was lost (another migration took it)")
-                return
-        except SQLAlchemyError as exc:  # the server away for a moment: the lease has slack
-            log.warning("could not renew the migration lease: %s", exc)
-
-
 @contextmanager
 def migration_lease(engine: Engine, wait: float = 60.0) -> Iterator[None]:
     """Hold the migration lease for the block, waiting up to `wait` seconds for another
@@ -102,15 +88,14 @@ def migration_lease(engine: Engine, wait: float = 60.0) -> Iterator[None]:
         if time.monotonic() >= deadline:
             raise JobAlreadyRunning("another migration holds the ems migration lease")
         time.sleep(0.5)
-    stop = threading.Event()
-    renewer = threading.Thread(
-        target=_renew, args=(engine, holder, stop), name="ems-migration-lease", daemon=True
-    )
-    renewer.start()
+    us = int(LEASE_TTL * _US)
     try:
-        yield
+        with renewing(
+            lambda: _statement(engine, _RENEW, holder=holder, us=us) == 1,
+            LEASE_TTL / 3,
+            "migration lease",
+        ):
+            yield
     finally:
-        stop.set()
-        renewer.join()
         with suppress(SQLAlchemyError):
             _statement(engine, _RELEASE, holder=holder)

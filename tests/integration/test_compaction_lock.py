@@ -16,7 +16,8 @@ from sqlalchemy import create_engine, text
 from ems.config import Settings
 from ems.exceptions import JobAlreadyRunning
 from ems.store import Store
-from ems.store.compaction import LEASE, gone_from_this_host, holder_name
+from ems.store.compaction import LEASE
+from ems.store.lease_holders import gone_from_this_host, holder_name
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 from ems.config import Settings
 from ems.exceptions import JobAlreadyRunning
 from ems.store import migrate
-from ems.store.compaction import holder_name
+from ems.store.lease_holders import holder_name
 from ems.store.migration_lease import migration_lease, try_take
 
 
