@@ -199,6 +199,7 @@ _SHARED_FIXTURES = {
     "private_redis_aof": "faults",
     "galera_cluster": "ha",
     "sentinel_redis": "ha",
+    "locked_sentinels": "ha",
 }
 
 

@@ -214,9 +214,13 @@ class PrivateMariaDB(PrivateServer):
 class PrivateRedis(PrivateServer):
     name = "redis"
 
-    def __init__(self, root: Path, *, appendonly: bool = False) -> None:
+    def __init__(
+        self, root: Path, *, appendonly: bool = False, password: str | None = None
+    ) -> None:
         super().__init__(root)
         self.appendonly = appendonly
+        #: AUTH for clients (requirepass), and for a replica towards its master.
+        self.password = password
         root.mkdir(parents=True, exist_ok=True)
 
     def command(self) -> list[str]:
@@ -227,14 +231,22 @@ class PrivateRedis(PrivateServer):
             persistence = ["--appendonly", "no"]
         return [
             binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.root),
-            "--save", "", *persistence,
+            "--save", "", *persistence, *self.auth_options(),
         ]  # fmt: skip
 
+    def auth_options(self) -> list[str]:
+        if self.password is None:
+            return []
+        return ["--requirepass", self.password, "--masterauth", self.password]
+
     def url(self, db: int = 0) -> str:
-        return f"redis://127.0.0.1:{self.port}/{db}"
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/{db}"
 
     def client(self) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2)
+        return redis.Redis(
+            host="127.0.0.1", port=self.port, socket_timeout=2, password=self.password
+        )
 
     def answers(self) -> bool:
         client = self.client()

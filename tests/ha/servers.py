@@ -318,8 +318,8 @@ class GaleraCluster:
 class ReplicatedRedis(PrivateRedis):
     """A PrivateRedis that starts as a replica of the server on master_port, when set."""
 
-    def __init__(self, root: Path) -> None:
-        super().__init__(root)
+    def __init__(self, root: Path, password: str | None = None) -> None:
+        super().__init__(root, password=password)
         self.master_port: int | None = None
 
     def command(self) -> list[str]:
@@ -353,18 +353,30 @@ class PrivateSentinel(PrivateRedis):
 
     name = "sentinel"
 
-    def __init__(self, root: Path, service: str, master_port: int) -> None:
-        super().__init__(root)
+    def __init__(
+        self, root: Path, service: str, master_port: int, password: str | None = None
+    ) -> None:
+        super().__init__(root, password=password)
         self.service = service
         self.config = root / "sentinel.conf"
         self.log = root / "sentinel.log"
+        # With a password, the servers and the sentinels themselves all require it.
+        auth = (
+            f"requirepass {password}\nsentinel sentinel-pass {password}\n"
+            f"sentinel auth-pass {service} {password}\n"
+            if password
+            else ""
+        )
         self.config.write_text(
             f"port {self.port}\nbind 127.0.0.1\ndir {root}\nlogfile {self.log}\n"
             f"sentinel monitor {service} 127.0.0.1 {master_port} 2\n"
             f"sentinel down-after-milliseconds {service} {DOWN_AFTER_MS}\n"
             f"sentinel failover-timeout {service} 5000\n"
-            f"sentinel parallel-syncs {service} 1\n"
+            f"sentinel parallel-syncs {service} 1\n{auth}"
         )
+
+    def auth_options(self) -> list[str]:
+        return []  # in the configuration file
 
     def command(self) -> list[str]:
         binary = shutil.which("redis-server")
@@ -419,11 +431,17 @@ class SentinelRedis:
 
     service_name = "ems"
 
-    def __init__(self, root: Path) -> None:
-        self.servers = [ReplicatedRedis(root / "redis-a"), ReplicatedRedis(root / "redis-b")]
+    def __init__(self, root: Path, password: str | None = None) -> None:
+        self.password = password
+        self.servers = [
+            ReplicatedRedis(root / "redis-a", password),
+            ReplicatedRedis(root / "redis-b", password),
+        ]
         self.servers[1].master_port = self.servers[0].port
         self.sentinels = [
-            PrivateSentinel(root / f"sentinel{i}", self.service_name, self.servers[0].port)
+            PrivateSentinel(
+                root / f"sentinel{i}", self.service_name, self.servers[0].port, password
+            )
             for i in range(3)
         ]
         self.killed_at = 0.0
@@ -446,7 +464,10 @@ class SentinelRedis:
         """The sentinels, the service name and the db: what a client needs to find the
         master of the moment."""
         hosts = ",".join(f"{host}:{port}" for host, port in self.sentinel_addresses())
-        return f"redis+sentinel://{hosts}/{self.service_name}/{db}"
+        if self.password is None:
+            return f"redis+sentinel://{hosts}/{self.service_name}/{db}"
+        auth, ask = f":{self.password}@", f"?sentinel_password={self.password}"
+        return f"redis+sentinel://{auth}{hosts}/{self.service_name}/{db}{ask}"
 
     def master(self) -> ReplicatedRedis:
         """The master the Sentinels report now (they must agree)."""
