@@ -21,6 +21,9 @@ from ems.exceptions import InvalidSetting
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
 DEFAULT_MYSQL_PORT = 3306
 DEFAULT_SENTINEL_PORT = 26379
+#: TLS options of a rediss+sentinel:// URL, as redis-py takes them on a rediss:// URL:
+#: they apply to the sentinels and to the master alike.
+TLS_OPTIONS = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs")
 
 
 def _address(text: str, default_port: int, setting: str) -> tuple[str, int]:
@@ -78,6 +81,8 @@ class SentinelTarget:
     #: Auth for the sentinels themselves, when they have their own (?sentinel_password=).
     sentinel_password: str | None = None
     tls: bool = False
+    #: ?ssl_ca_certs=PATH and the other TLS_OPTIONS, by name (rediss+sentinel:// only).
+    tls_options: tuple[tuple[str, str], ...] = ()
 
 
 def sentinel_target(url: str) -> SentinelTarget | None:
@@ -95,9 +100,14 @@ def sentinel_target(url: str) -> SentinelTarget | None:
         )
     user, _, password = userinfo.rstrip("@").partition(":")
     options = parse_qs(query)
-    unknown = set(options) - {"sentinel_password"}
+    tls = parts.scheme == "rediss+sentinel"
+    allowed = {"sentinel_password", *(TLS_OPTIONS if tls else ())}
+    unknown = set(options) - allowed
     if unknown:
-        raise InvalidSetting(f"{setting}: unknown sentinel URL options {sorted(unknown)}")
+        raise InvalidSetting(
+            f"{setting}: unknown sentinel URL options {sorted(unknown)} "
+            f"(known: {', '.join(sorted(allowed))})"
+        )
     return SentinelTarget(
         sentinels=tuple(_address(host, DEFAULT_SENTINEL_PORT, setting) for host in hosts),
         service=unquote(service),
@@ -105,5 +115,6 @@ def sentinel_target(url: str) -> SentinelTarget | None:
         username=unquote(user) or None,
         password=unquote(password) or None,
         sentinel_password=options.get("sentinel_password", [None])[-1],
-        tls=parts.scheme == "rediss+sentinel",
+        tls=tls,
+        tls_options=tuple((name, options[name][-1]) for name in TLS_OPTIONS if name in options),
     )

@@ -34,7 +34,7 @@ def _sentinel_options(target: SentinelTarget, options: dict[str, Any]) -> dict[s
     if target.sentinel_password:
         own["password"] = target.sentinel_password
     if target.tls:
-        own["ssl"] = True
+        own.update(ssl=True, **dict(target.tls_options))
     return own
 
 
@@ -45,7 +45,7 @@ def _master_options(target: SentinelTarget, options: dict[str, Any]) -> dict[str
     if target.password:
         master["password"] = target.password
     if target.tls:
-        master["ssl"] = True
+        master.update(ssl=True, **dict(target.tls_options))
     return master
 
 

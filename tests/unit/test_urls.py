@@ -117,3 +117,12 @@ def test_the_producers_own_redis_client_serves_sentinel_urls_without_tls() -> No
     assert plain is not None and plain.locate is not None and plain.db == 2
     tls = Settings(redis_url="rediss+sentinel://s1/ems/2")
     assert resp_for(tls, timeout=1, retries=0) is None  # redis-py speaks TLS
+
+
+def test_tls_options_of_a_sentinel_url_reach_the_sentinels_and_the_master() -> None:
+    url = "rediss+sentinel://s1/ems/0?ssl_ca_certs=/etc/ca.pem&ssl_cert_reqs=required"
+    target = sentinel_target(url)
+    assert target is not None and target.tls
+    assert dict(target.tls_options) == {"ssl_ca_certs": "/etc/ca.pem", "ssl_cert_reqs": "required"}
+    with pytest.raises(InvalidSetting, match="ssl_ca_certs"):
+        Settings(redis_url="redis+sentinel://s1/ems/0?ssl_ca_certs=/etc/ca.pem")  # not TLS
