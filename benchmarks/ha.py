@@ -61,28 +61,20 @@ BODY = b'{"project_id": 17, "sensor": "t-104", "celsius": 21.5, "at": "2026-11-2
 STREAM_SECONDS = 10.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class Rates:
+    """One system's rates; raw: the same durable work as ems's batch publish without
+    ems's client path (raw_batch)."""
+
     single: float = 0.0
     batch: float = 0.0
     threads: float = 0.0
+    raw: float = 0.0
     consume: float = 0.0
 
     def best(self, other: Rates) -> Rates:
-        return Rates(*(max(a, b) for a, b in zip(self.cells(), other.cells(), strict=True)))
-
-    def cells(self) -> tuple[float, float, float, float]:
-        return (self.single, self.batch, self.threads, self.consume)
-
-
-@dataclass
-class Raw:
-    """The same durable work as ems's batch publish without ems's client path."""
-
-    batch: float = 0.0
-
-    def best(self, other: Raw) -> Raw:
-        return Raw(max(self.batch, other.batch))
+        pairs = zip(dataclasses.astuple(self), dataclasses.astuple(other), strict=True)
+        return Rates(*(max(a, b) for a, b in pairs))
 
 
 @dataclass
@@ -143,10 +135,10 @@ def measure(settings: Settings, name: str) -> Rates:
     finally:
         consumer.close()
     consume = (len(times) - 1) / (times[-1] - times[0])
-    return Rates(single, batch_rate, threads_rate, consume)
+    return Rates(single, batch_rate, threads_rate, 0.0, consume)
 
 
-def raw_batch(settings: Settings, name: str) -> Raw:
+def raw_batch(settings: Settings, name: str) -> float:
     """Batches of BATCH rows over the partitions with PyMySQL on one autocommit
     connection, each the very INSERT ems builds (ems.store.messages.insert_statements: hex
     literals, the low-watermark guard, a write token), offsets counted locally: the
@@ -171,7 +163,7 @@ def raw_batch(settings: Settings, name: str) -> Raw:
         return BATCH
 
     try:
-        return Raw(_for_seconds(SECONDS, one_batch)[1])
+        return _for_seconds(SECONDS, one_batch)[1]
     finally:
         conn.close()
 
@@ -246,14 +238,12 @@ def _ratio(ha: float, one: float) -> str:
     return f"{ha / one:.2f}x" if one else "-"
 
 
-def report(
-    header: list[str], one: Rates, ha: Rates, raw: tuple[Raw, Raw], pauses: list[Pause]
-) -> str:
+def report(header: list[str], one: Rates, ha: Rates, pauses: list[Pause]) -> str:
     rows = [
         ("publish, single (msg/s)", one.single, ha.single, None),
         ("publish, batch of 100 (msg/s)", one.batch, ha.batch, 0.5),
         (f"publish, batch of 100, {THREADS} threads (msg/s)", one.threads, ha.threads, None),
-        ("raw: the same INSERTs of 100, PyMySQL (rows/s)", raw[0].batch, raw[1].batch, None),
+        ("raw: the same INSERTs of 100, PyMySQL (rows/s)", one.raw, ha.raw, None),
         ("consume, one member (msg/s)", one.consume, ha.consume, 0.5),
     ]
     lines = [
@@ -281,7 +271,7 @@ def report(
     lines += [
         "",
         f"ems batch publish against the raw INSERTs on the same servers: one node "
-        f"{_ratio(one.batch, raw[0].batch)}, cluster {_ratio(ha.batch, raw[1].batch)}. The "
+        f"{_ratio(one.batch, one.raw)}, cluster {_ratio(ha.batch, ha.raw)}. The "
         "cluster's share of the gap is the engine's where the raw ratio (cluster / one node) "
         "is as low as ems's.",
         "",
@@ -313,25 +303,20 @@ def report(
 def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="ems-ha-") as tmp:
         root = Path(tmp)
-        one, ha = Rates(), Rates()
-        one_raw, ha_raw = Raw(), Raw()
+        best = {"one node": Rates(), "cluster": Rates()}
         with (
             one_node(root / "one") as single,
             cluster(root / "ha") as (galera, sentinels, settings),
         ):
             header = environment(dataclasses.replace(cfg, settings=single))
             for round_no in range(ROUNDS):
-                for name, target, rates in (
-                    ("one node", single, "one"),
-                    ("cluster", settings, "ha"),
-                ):
-                    got = measure(target, f"ha.r{round_no}")
-                    raw = raw_batch(target, f"ha.raw{round_no}")
-                    log(f"{name}, round {round_no + 1}: {got}, {raw}")
-                    if rates == "one":
-                        one, one_raw = one.best(got), one_raw.best(raw)
-                    else:
-                        ha, ha_raw = ha.best(got), ha_raw.best(raw)
+                for name, target in (("one node", single), ("cluster", settings)):
+                    got = dataclasses.replace(
+                        measure(target, f"ha.r{round_no}"),
+                        raw=raw_batch(target, f"ha.raw{round_no}"),
+                    )
+                    log(f"{name}, round {round_no + 1}: {got}")
+                    best[name] = best[name].best(got)
             node0 = galera.node(0)
 
             def restart_node0() -> None:
@@ -355,7 +340,7 @@ def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
             pauses.append(
                 failover("the Redis master", settings, root / "d", kill_master, restart_master)
             )
-    text = report(header, one, ha, (one_raw, ha_raw), pauses)
+    text = report(header, best["one node"], best["cluster"], pauses)
     print(text)
     results_path("ha").write_text(text)
     return 0 if all(not p.problems for p in pauses) else 1

@@ -192,7 +192,7 @@ class DirectConnections:
         connect: Callable[[], PoolProxiedConnection],
         keep: int,
         on_lost: Callable[[], None],
-        stale: Callable[[float], bool] = lambda born: False,
+        stale: Callable[[float], bool],
     ) -> None:
         self._connect = connect
         self._keep = keep
@@ -297,9 +297,10 @@ class OwnConnection:
     def __init__(
         self,
         connect: Callable[[], PoolProxiedConnection],
-        stale: Callable[[float], bool] = lambda born: False,
+        stale: Callable[[float], bool],
     ) -> None:
         self._connect = connect
+        #: Whether a connection made then may go to a cluster node no longer current.
         self._stale = stale
         self._conn: Any = None
         self._born = 0.0

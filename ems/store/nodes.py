@@ -22,7 +22,6 @@ ems makes, so its reads see them.
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Callable, Generator, Sequence
 from contextlib import suppress
@@ -73,8 +72,8 @@ class NodeSet:
         #: never), so the processes of a deployment come back together on it.
         self.failback_every = failback_every
         self.first_again_at = math.inf
+        #: Nodes whose settings were checked (set.add is atomic: no lock needed).
         self._checked: set[int] = set()
-        self._lock = threading.Lock()
 
     @property
     def cluster(self) -> bool:
@@ -105,8 +104,7 @@ class NodeSet:
             (row,) = yield _SETTINGS
             found = dict(zip(REQUIRED, (None if v is None else str(v) for v in row), strict=True))
             check_settings(found, self.where(index))
-            with self._lock:
-                self._checked.add(index)
+            self._checked.add(index)
         status = {str(name).lower(): str(value) for name, value in (yield _STATUS)}
         problem = node_problem(status)
         if problem is None:

@@ -53,7 +53,6 @@ def ha_settings(galera: GaleraCluster, sentinels: SentinelRedis) -> Settings:
     )
     migrate.create_database(settings)
     migrate.upgrade(settings)
-    master = sentinels.master()
-    reset_state(settings.with_(database_url=galera.node(0).url(), redis_url=master.url()))
-    master.client().flushall()
+    reset_state(settings.with_(database_url=galera.node(0).url()))  # Redis through Sentinel
+    sentinels.master().client().flushall()
     return settings
