@@ -169,14 +169,15 @@ def test_live_refresh_is_off_until_turned_on_and_waits_for_the_reader(
     expect(page.locator("main[data-old]")).to_have_count(0)
     expect(page.get_by_role("link", name="third")).to_be_visible()
 
-    # ... nor while the tab is hidden.
-    _mark(page)
+    # ... nor while the tab is hidden. Hidden first, then marked: a refresh that lands
+    # between the two calls (the page is still visible then) would replace the mark.
     page.evaluate(
         """() => {
           Object.defineProperty(document, 'visibilityState', {value: 'hidden', configurable: true});
           document.dispatchEvent(new Event('visibilitychange'));
         }"""
     )
+    _mark(page)
     _stays(page)
     page.evaluate("() => { delete document.visibilityState; }")
     expect(page.locator("main[data-old]")).to_have_count(0)

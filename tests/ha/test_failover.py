@@ -67,10 +67,12 @@ def _count(galera: GaleraCluster, i: int, sql: str, *, dirty: bool = False) -> i
         conn.close()
 
 
-#: Milliseconds since the latest statement of any process's session on a node.
+#: Milliseconds since the latest statement of any process's session on a node. Galera's
+#: applier threads ('system user') show the database of the write set they apply: they
+#: are the cluster replicating to the node, not a client of it.
 _LAST_ACTIVE = (
     "SELECT COALESCE(MIN(TIME_MS), 1e12) FROM information_schema.PROCESSLIST "
-    "WHERE DB = 'ems' AND ID <> CONNECTION_ID()"
+    "WHERE DB = 'ems' AND ID <> CONNECTION_ID() AND USER <> 'system user'"
 )
 
 
