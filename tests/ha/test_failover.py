@@ -67,23 +67,20 @@ def _count(galera: GaleraCluster, i: int, sql: str, *, dirty: bool = False) -> i
         conn.close()
 
 
-#: Milliseconds since the latest statement of any process's session on a node. Galera's
-#: applier threads ('system user') show the database of the write set they apply: they
-#: are the cluster replicating to the node, not a client of it.
-_LAST_ACTIVE = (
-    "SELECT COALESCE(MIN(TIME_MS), 1e12) FROM information_schema.PROCESSLIST "
+#: The processes' sessions on a node: those with the ems database open, but for this
+#: query's own and Galera's applier threads ('system user'), which show the database of
+#: the write set they apply: they are the cluster replicating to the node, not a client.
+_CLIENTS = (
+    "FROM information_schema.PROCESSLIST "
     "WHERE DB = 'ems' AND ID <> CONNECTION_ID() AND USER <> 'system user'"
 )
+#: Milliseconds since the latest statement of any process's session on a node.
+_LAST_ACTIVE = f"SELECT COALESCE(MIN(TIME_MS), 1e12) {_CLIENTS}"
 
 
 def _ems_sessions(galera: GaleraCluster, i: int) -> int:
     """Connections to node i that have the ems database open (the processes')."""
-    return _count(
-        galera,
-        i,
-        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = 'ems' "
-        "AND ID <> CONNECTION_ID()",
-    )
+    return _count(galera, i, f"SELECT COUNT(*) {_CLIENTS}")
 
 
 def test_the_node_ems_writes_through_killed(scenario: Scenario, galera: GaleraCluster) -> None:
