@@ -77,7 +77,9 @@ class AsyncRedisAllocator:
         return {p: int(end) - n for (p, n), end in zip(counts.items(), ends, strict=True)}
 
     async def reseed(self, topic_id: int, next_offsets: Mapping[int, int]) -> None:
-        if not next_offsets:
+        if not next_offsets:  # still reach Redis: see OffsetAllocator.reseed
+            with redis_errors():
+                await self.client.ping()
             return
         # EVAL with the text: rare, and a Redis that lost its script cache needs no retry.
         pipe = self.client.pipeline(transaction=False)

@@ -52,7 +52,10 @@ class OffsetAllocator(Protocol):
         """Reserve counts[p] offsets in each partition p; return the first offset of each."""
 
     def reseed(self, topic_id: int, next_offsets: Mapping[int, int]) -> None:
-        """Make sure the next offsets handed out are at least next_offsets[p]."""
+        """Make sure the next offsets handed out are at least next_offsets[p]. Reaches
+        Redis even with nothing to raise (RedisUnavailable if it cannot): a producer
+        re-seeds after an allocation whose outcome it does not know, and must learn
+        there whether Redis answers at all."""
 
 
 def redis_client(settings: Settings, *, single: bool = False, retrying: bool = True) -> redis.Redis:
@@ -126,6 +129,8 @@ class RedisAllocator:
 
     def reseed(self, topic_id: int, next_offsets: Mapping[int, int]) -> None:
         if not next_offsets:
+            with redis_errors():
+                self.client.ping()
             return
         pipe = self.client.pipeline(transaction=False)
         for partition, floor in next_offsets.items():
@@ -163,6 +168,7 @@ class RespAllocator:
 
     def reseed(self, topic_id: int, next_offsets: Mapping[int, int]) -> None:
         if not next_offsets:
+            check(self.conn.execute(pack("PING"), 1)[0])
             return
         # Rare (start, duplicate key): EVAL with the text, so a restarted Redis that lost
         # its script cache needs no second round trip.

@@ -13,8 +13,11 @@ from typing import Any
 
 import redis
 import redis.asyncio
+import redis.asyncio.retry
 import redis.asyncio.sentinel
+import redis.retry
 import redis.sentinel
+from redis.backoff import NoBackoff
 
 from ems.config import Settings
 from ems.offsets.resp import RespConnection
@@ -25,12 +28,16 @@ _SYNC: Any = redis.sentinel
 _ASYNC: Any = redis.asyncio.sentinel
 
 
-def _sentinel_options(target: SentinelTarget, options: dict[str, Any]) -> dict[str, Any]:
+def _sentinel_options(target: SentinelTarget, options: dict[str, Any], once: Any) -> dict[str, Any]:
     """Connection options for the sentinels themselves: the same timeouts and TLS, their
-    own password."""
+    own password, and `once`, a retry policy that never repeats: a discovery asks each
+    sentinel once and moves on to the next (redis-py's default would retry a dead or
+    refusing sentinel three times with backoff of seconds before asking the next one),
+    and the master connection's own retry policy decides whether to discover again."""
     own: dict[str, Any] = {
         key: options[key] for key in ("socket_connect_timeout", "socket_timeout") if key in options
     }
+    own["retry"] = once
     if target.sentinel_password:
         own["password"] = target.sentinel_password
     if target.tls:
@@ -49,11 +56,67 @@ def _master_options(target: SentinelTarget, options: dict[str, Any]) -> dict[str
     return master
 
 
+def _master_in(manager: Any, service: str, sentinel_no: int, masters: Any) -> Any:
+    """The (host, port) of service in one sentinel's SENTINEL MASTERS answer, when that
+    sentinel holds it healthy; the sentinel then goes first for the next discovery."""
+    state = masters.get(service)
+    if not state or not manager.check_master_state(state, service):
+        return None
+    sentinels = manager.sentinels
+    sentinels[0], sentinels[sentinel_no] = sentinels[sentinel_no], sentinels[0]
+    return state["ip"], state["port"]
+
+
+def _no_master(service: str, errors: list[str]) -> redis.sentinel.MasterNotFoundError:
+    """What no sentinel could tell, with each sentinel's own error (redis-py's message
+    gives only their class, 'network:ConnectionError', never 'certificate verify failed'
+    or 'invalid password')."""
+    why = "; ".join(errors) or "the sentinels answered, none holds a healthy master"
+    return redis.sentinel.MasterNotFoundError(f"no master for {service!r}: {why}")
+
+
+def _where(sentinel: Any) -> str:
+    kwargs = sentinel.connection_pool.connection_kwargs
+    return f"sentinel {kwargs.get('host')}:{kwargs.get('port')}"
+
+
+class _Sentinel(redis.sentinel.Sentinel):
+    def discover_master(self, service_name: str) -> Any:
+        errors = []
+        for sentinel_no, sentinel in enumerate(self.sentinels):
+            try:
+                masters = sentinel.sentinel_masters()
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                errors.append(f"{_where(sentinel)}: {exc}")
+                continue
+            if (found := _master_in(self, service_name, sentinel_no, masters)) is not None:
+                return found
+        raise _no_master(service_name, errors)
+
+
+class _AsyncSentinel(redis.asyncio.sentinel.Sentinel):
+    async def discover_master(self, service_name: str) -> Any:
+        errors = []
+        for sentinel_no, sentinel in enumerate(self.sentinels):
+            try:
+                masters = await sentinel.sentinel_masters()
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                errors.append(f"{_where(sentinel)}: {exc}")
+                continue
+            if (found := _master_in(self, service_name, sentinel_no, masters)) is not None:
+                return found
+        raise _no_master(service_name, errors)
+
+
 def _sentinel(module: Any, target: SentinelTarget, options: dict[str, Any]) -> Any:
-    """redis-py's Sentinel manager (of `module`: sync or asyncio) for target."""
-    return module.Sentinel(
-        list(target.sentinels), sentinel_kwargs=_sentinel_options(target, options)
-    )
+    """A Sentinel manager (of `module`: sync or asyncio) for target: redis-py's, with
+    clear errors."""
+    if module is _ASYNC:
+        manager: Any = _AsyncSentinel
+        once: Any = redis.asyncio.retry.Retry(NoBackoff(), 0)
+    else:
+        manager, once = _Sentinel, redis.retry.Retry(NoBackoff(), 0)
+    return manager(list(target.sentinels), sentinel_kwargs=_sentinel_options(target, options, once))
 
 
 def client_for(settings: Settings, **options: Any) -> redis.Redis:
@@ -124,7 +187,7 @@ def resp_for(
         try:
             host, port = sentinel.discover_master(target.service)
         except redis.RedisError as exc:
-            raise ConnectionError(f"no master for {target.service!r}: {exc}") from exc
+            raise ConnectionError(str(exc)) from exc
         return str(host), int(port)
 
     return RespConnection(

@@ -25,6 +25,8 @@ from pathlib import Path
 import pymysql
 import redis
 
+from tests.tls import Certificate
+
 MARIADBD = "/usr/sbin/mariadbd"
 _live: set[subprocess.Popen[bytes]] = set()
 
@@ -215,12 +217,20 @@ class PrivateRedis(PrivateServer):
     name = "redis"
 
     def __init__(
-        self, root: Path, *, appendonly: bool = False, password: str | None = None
+        self,
+        root: Path,
+        *,
+        appendonly: bool = False,
+        password: str | None = None,
+        tls: Certificate | None = None,
     ) -> None:
         super().__init__(root)
         self.appendonly = appendonly
         #: AUTH for clients (requirepass), and for a replica towards its master.
         self.password = password
+        #: With a certificate the server speaks TLS only (its port is the TLS port, the
+        #: plain port is off), and a replica reaches its master over TLS too.
+        self.tls = tls
         root.mkdir(parents=True, exist_ok=True)
 
     def command(self) -> list[str]:
@@ -230,8 +240,17 @@ class PrivateRedis(PrivateServer):
         if not self.appendonly:
             persistence = ["--appendonly", "no"]
         return [
-            binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.root),
+            binary, *self.listen_options(), "--bind", "127.0.0.1", "--dir", str(self.root),
             "--save", "", *persistence, *self.auth_options(),
+        ]  # fmt: skip
+
+    def listen_options(self) -> list[str]:
+        if self.tls is None:
+            return ["--port", str(self.port)]
+        return [
+            "--port", "0", "--tls-port", str(self.port), "--tls-replication", "yes",
+            "--tls-cert-file", str(self.tls.cert), "--tls-key-file", str(self.tls.key),
+            "--tls-ca-cert-file", str(self.tls.cert), "--tls-auth-clients", "no",
         ]  # fmt: skip
 
     def auth_options(self) -> list[str]:
@@ -241,12 +260,19 @@ class PrivateRedis(PrivateServer):
 
     def url(self, db: int = 0) -> str:
         auth = f":{self.password}@" if self.password else ""
+        if self.tls is not None:
+            return f"rediss://{auth}127.0.0.1:{self.port}/{db}?ssl_ca_certs={self.tls.cert}"
         return f"redis://{auth}127.0.0.1:{self.port}/{db}"
 
     def client(self) -> redis.Redis:
+        if self.tls is None:
+            return redis.Redis(
+                host="127.0.0.1", port=self.port, socket_timeout=2, password=self.password
+            )
         return redis.Redis(
-            host="127.0.0.1", port=self.port, socket_timeout=2, password=self.password
-        )
+            host="127.0.0.1", port=self.port, socket_timeout=2, password=self.password,
+            ssl=True, ssl_ca_certs=str(self.tls.cert),
+        )  # fmt: skip
 
     def answers(self) -> bool:
         client = self.client()

@@ -24,6 +24,7 @@ import pymysql
 import redis
 
 from tests.faults.servers import PrivateMariaDB, PrivateRedis, free_port
+from tests.tls import Certificate
 
 GALERA_PROVIDER = "/usr/lib/galera/libgalera_smm.so"
 #: Galera's timeouts for a silent peer, shortened (see the module's docstring), and a
@@ -318,8 +319,10 @@ class GaleraCluster:
 class ReplicatedRedis(PrivateRedis):
     """A PrivateRedis that starts as a replica of the server on master_port, when set."""
 
-    def __init__(self, root: Path, password: str | None = None) -> None:
-        super().__init__(root, password=password)
+    def __init__(
+        self, root: Path, password: str | None = None, tls: Certificate | None = None
+    ) -> None:
+        super().__init__(root, password=password, tls=tls)
         self.master_port: int | None = None
 
     def command(self) -> list[str]:
@@ -354,9 +357,14 @@ class PrivateSentinel(PrivateRedis):
     name = "sentinel"
 
     def __init__(
-        self, root: Path, service: str, master_port: int, password: str | None = None
+        self,
+        root: Path,
+        service: str,
+        master_port: int,
+        password: str | None = None,
+        tls: Certificate | None = None,
     ) -> None:
-        super().__init__(root, password=password)
+        super().__init__(root, password=password, tls=tls)
         self.service = service
         self.config = root / "sentinel.conf"
         self.log = root / "sentinel.log"
@@ -367,8 +375,16 @@ class PrivateSentinel(PrivateRedis):
             if password
             else ""
         )
+        # With TLS, clients, the other sentinels and the servers are all reached over
+        # TLS only; a sentinel then announces its TLS port to the others.
+        listen = (
+            f"port 0\ntls-port {self.port}\ntls-replication yes\ntls-auth-clients no\n"
+            f"tls-cert-file {tls.cert}\ntls-key-file {tls.key}\ntls-ca-cert-file {tls.cert}\n"
+            if tls
+            else f"port {self.port}\n"
+        )
         self.config.write_text(
-            f"port {self.port}\nbind 127.0.0.1\ndir {root}\nlogfile {self.log}\n"
+            f"{listen}bind 127.0.0.1\ndir {root}\nlogfile {self.log}\n"
             f"sentinel monitor {service} 127.0.0.1 {master_port} 2\n"
             f"sentinel down-after-milliseconds {service} {DOWN_AFTER_MS}\n"
             f"sentinel failover-timeout {service} 5000\n"
@@ -431,16 +447,20 @@ class SentinelRedis:
 
     service_name = "ems"
 
-    def __init__(self, root: Path, password: str | None = None) -> None:
+    def __init__(
+        self, root: Path, password: str | None = None, tls: Certificate | None = None
+    ) -> None:
         self.password = password
+        #: Servers and sentinels alike speak TLS only, with this certificate.
+        self.tls = tls
         self.servers = [
-            ReplicatedRedis(root / "redis-a", password),
-            ReplicatedRedis(root / "redis-b", password),
+            ReplicatedRedis(root / "redis-a", password, tls),
+            ReplicatedRedis(root / "redis-b", password, tls),
         ]
         self.servers[1].master_port = self.servers[0].port
         self.sentinels = [
             PrivateSentinel(
-                root / f"sentinel{i}", self.service_name, self.servers[0].port, password
+                root / f"sentinel{i}", self.service_name, self.servers[0].port, password, tls
             )
             for i in range(3)
         ]
@@ -464,10 +484,15 @@ class SentinelRedis:
         """The sentinels, the service name and the db: what a client needs to find the
         master of the moment."""
         hosts = ",".join(f"{host}:{port}" for host, port in self.sentinel_addresses())
-        if self.password is None:
-            return f"redis+sentinel://{hosts}/{self.service_name}/{db}"
-        auth, ask = f":{self.password}@", f"?sentinel_password={self.password}"
-        return f"redis+sentinel://{auth}{hosts}/{self.service_name}/{db}{ask}"
+        scheme = "redis+sentinel" if self.tls is None else "rediss+sentinel"
+        auth, options = "", []
+        if self.password is not None:
+            auth = f":{self.password}@"
+            options.append(f"sentinel_password={self.password}")
+        if self.tls is not None:
+            options.append(f"ssl_ca_certs={self.tls.cert}")
+        query = f"?{'&'.join(options)}" if options else ""
+        return f"{scheme}://{auth}{hosts}/{self.service_name}/{db}{query}"
 
     def master(self) -> ReplicatedRedis:
         """The master the Sentinels report now (they must agree)."""

@@ -23,6 +23,7 @@ from ems.exceptions import (
     InvalidInput,
     InvalidKey,
     InvalidName,
+    RedisUnavailable,
     UnknownTopic,
 )
 from ems.store import Store
@@ -151,6 +152,20 @@ async def test_bad_send_is_a_typed_error_and_changes_nothing(
     async with Producer(settings) as producer:
         with pytest.raises(error):
             await producer.send(**kwargs)  # type: ignore[arg-type]
+    assert stored(store) == []
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["redis://127.0.0.1:1/0", "rediss://127.0.0.1:1/0", "rediss+sentinel://127.0.0.1:1/ems/0"],
+)
+async def test_unreachable_redis_is_a_typed_error_and_writes_nothing(
+    topics: TopicAdmin, settings: Settings, store: Store, url: str
+) -> None:
+    topics.create("t", 1)
+    async with Producer(settings.with_(redis_url=url, connect_timeout=0.5)) as producer:
+        with pytest.raises(RedisUnavailable):
+            await producer.send("t", b"x")
     assert stored(store) == []
 
 

@@ -200,11 +200,21 @@ def test_unreachable_database_is_a_typed_error() -> None:
         Producer(settings).send("t", b"x")
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://127.0.0.1:1/0",  # ems's own RESP client
+        "rediss://127.0.0.1:1/0",  # redis-py's, as for every URL the RESP client leaves to it
+        "unix:///nonexistent/ems-redis.sock?db=0",
+        "redis+sentinel://127.0.0.1:1/ems/0",  # no sentinel answers
+        "rediss+sentinel://127.0.0.1:1/ems/0",
+    ],
+)
 def test_unreachable_redis_is_a_typed_error_and_writes_nothing(
-    topics: TopicAdmin, settings: Settings, store: Store
+    topics: TopicAdmin, settings: Settings, store: Store, url: str
 ) -> None:
     topics.create("t", 1)
-    producer = Producer(settings.with_(redis_url="redis://127.0.0.1:1/0", connect_timeout=0.5))
+    producer = Producer(settings.with_(redis_url=url, connect_timeout=0.5))
     with pytest.raises(RedisUnavailable):
         producer.send("t", b"x")
     assert rows(store) == []

@@ -20,6 +20,7 @@ from ems import Producer, TopicAdmin
 from ems.config import Settings
 from ems.exceptions import InvalidSetting
 from ems.wakeups import Listener, Publisher, topic_channel
+from tests.tls import self_signed
 
 SECRET = "wake-up-secret-7f3a"
 
@@ -53,11 +54,8 @@ def unix_redis(tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture
 def tls_redis(tmp_path: Path) -> Iterator[str]:
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    request = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
-    request += ["-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1"]
-    request += ["-addext", "subjectAltName=IP:127.0.0.1"]
-    subprocess.run(request, check=True, capture_output=True)
+    made = self_signed(tmp_path)
+    cert, key = made.cert, made.key
     port = free_port()
 
     def listening() -> bool:
