@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection
 
 from ems.config import Settings
 from ems.models import metadata
+from ems.store.driver import open_through_driver
 from ems.store.migration_lease import LEASE_TABLE, migration_lease
 
 config = context.config
@@ -57,6 +58,7 @@ def run_migrations_online() -> None:
         _run(connection)
         return
     engine = create_engine(_url(), pool_pre_ping=True)
+    open_through_driver(engine)
     with engine.connect() as conn:
         _run(conn)
     engine.dispose()

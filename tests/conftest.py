@@ -24,7 +24,7 @@ from sqlalchemy.engine import make_url
 from ems.config import Settings
 from ems.models import metadata
 from ems.offsets.redis_clients import client_for
-from ems.store import Store, migrate
+from ems.store import Store, driver, migrate
 
 BASE_URL = "mysql+pymysql://root@127.0.0.1:3306/"
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -97,7 +97,7 @@ def connect(
     """A plain autocommit PyMySQL connection to the database of `settings`, in UTC: as
     the URL's user, or as `user` with `password`."""
     url = make_url(settings.database_url)
-    return pymysql.connect(
+    return driver.connect(
         host=url.host or "127.0.0.1",
         port=url.port or 3306,
         user=user or url.username or "root",

@@ -25,6 +25,7 @@ from ems.exceptions import (
     LockConflict,
     StoreError,
 )
+from ems.store import driver
 from ems.store.nodes import NodeSet
 
 T = TypeVar("T")
@@ -118,7 +119,9 @@ def make_engine(settings: Settings, nodes: NodeSet, *, autocommit: bool = False)
             "init_command": settings.session_init,
         },
     )
-    if nodes.cluster:
+    if not nodes.cluster:
+        driver.open_through_driver(engine)
+    else:
         event.listen(engine, "do_connect", _node_connect(nodes))
         event.listen(engine, "handle_error", _node_gone)
         event.listen(engine, "connect", _note_birth)
@@ -136,9 +139,7 @@ def _node_connect(nodes: NodeSet) -> Callable[..., Any]:
 
     def connect(dialect: Any, record: object, cargs: list[Any], cparams: dict[str, Any]) -> Any:
         return nodes.connect(
-            lambda host, port: dialect.dbapi.connect(
-                *cargs, **{**cparams, "host": host, "port": port}
-            )
+            lambda host, port: driver.connect(*cargs, **{**cparams, "host": host, "port": port})
         )
 
     return connect

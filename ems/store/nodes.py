@@ -32,6 +32,7 @@ import pymysql
 from sqlalchemy.engine import make_url
 
 from ems.exceptions import ClusterMisconfigured
+from ems.store import driver
 
 #: What a cluster node must run with for ems: row-based replication (Galera replicates
 #: nothing else) and interleaved auto-increment locks (Galera requires them).
@@ -160,7 +161,7 @@ def usable_node_url(urls: Sequence[str], connect_timeout: float) -> str:
     first = make_url(urls[0])
 
     def connect(host: str, port: int) -> Any:
-        return pymysql.connect(
+        return driver.connect(
             host=host,
             port=port,
             user=first.username or "root",

@@ -25,6 +25,7 @@ from pathlib import Path
 import pymysql
 import redis
 
+from ems.store import driver
 from tests.tls import Certificate
 
 MARIADBD = "/usr/sbin/mariadbd"
@@ -185,7 +186,7 @@ class PrivateMariaDB(PrivateServer):
         return f"mysql+pymysql://root@127.0.0.1:{self.port}/{database}"
 
     def connect(self, **options: object) -> pymysql.Connection:
-        return pymysql.connect(host="127.0.0.1", port=self.port, user="root", **options)  # type: ignore[arg-type]
+        return driver.connect(host="127.0.0.1", port=self.port, user="root", **options)  # type: ignore[arg-type]
 
     def add_user(self, name: str) -> str:
         """An ordinary user (no SUPER: read_only binds it) with every right on the ems
