@@ -145,8 +145,9 @@ def test_acks_the_writer_gave_up_on_are_delivered_again_and_the_cursor_waits_for
             failed.append(d)
             raise ValueError("first try fails")
 
-    # A long lease: the writer's tries run out while the lease holds.
-    options: dict[str, Any] = {"lease_ttl": 30.0, "renew_every": 1.0}
+    # A long lease: the writer's tries run out while the lease holds. A short first rung
+    # of the retry ladder: m7's second try comes after half a second, not the default 10 s.
+    options: dict[str, Any] = {"lease_ttl": 30.0, "renew_every": 1.0, "retry_ladder": "0.5s"}
     consumer = Consumer("g", "t", handler, settings=settings, start="earliest", **options)
     r = Running(consumer, seen)
     try:
