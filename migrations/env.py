@@ -7,12 +7,12 @@ from __future__ import annotations
 from logging.config import fileConfig
 
 from alembic import context
-from sqlalchemy import create_engine, text
+from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ems.config import Settings
 from ems.models import metadata
-from ems.store.driver import open_through_driver
+from ems.store.driver import create_engine
 from ems.store.migration_lease import LEASE_TABLE, migration_lease
 
 config = context.config
@@ -58,7 +58,6 @@ def run_migrations_online() -> None:
         _run(connection)
         return
     engine = create_engine(_url(), pool_pre_ping=True)
-    open_through_driver(engine)
     with engine.connect() as conn:
         _run(conn)
     engine.dispose()

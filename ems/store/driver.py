@@ -15,6 +15,7 @@ import threading
 from typing import Any
 
 import pymysql.connections
+import sqlalchemy
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
@@ -44,3 +45,10 @@ def open_through_driver(engine: Engine) -> None:
     @event.listens_for(engine, "do_connect")
     def _connect(dialect: Any, record: Any, cargs: list[Any], cparams: dict[str, Any]) -> Any:
         return connect(*cargs, **cparams)
+
+
+def create_engine(url: str, **options: Any) -> Engine:
+    """sqlalchemy.create_engine for a one-server engine that opens through connect()."""
+    engine = sqlalchemy.create_engine(url, **options)
+    open_through_driver(engine)
+    return engine

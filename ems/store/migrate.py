@@ -9,12 +9,12 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import create_engine, text
+from sqlalchemy import text
 
 from ems.config import Settings
 from ems.exceptions import InvalidSetting
 from ems.store.database import wrap_errors
-from ems.store.driver import open_through_driver
+from ems.store.driver import create_engine
 from ems.store.nodes import usable_node_url
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +45,6 @@ def create_database(settings: Settings) -> bool:
         url.rsplit("/", 1)[0] + "/",
         connect_args={"connect_timeout": max(1, int(settings.connect_timeout))},
     )
-    open_through_driver(server)
     try:
         with wrap_errors(), server.connect() as conn:
             exists = conn.execute(
@@ -74,7 +73,6 @@ def downgrade(settings: Settings, revision: str = "base") -> None:
 
 def current_revision(settings: Settings) -> str | None:
     engine = create_engine(node_url(settings))
-    open_through_driver(engine)
     try:
         with wrap_errors(), engine.connect() as conn:
             return MigrationContext.configure(conn).get_current_revision()

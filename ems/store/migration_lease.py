@@ -23,8 +23,8 @@ from ems.exceptions import JobAlreadyRunning
 from ems.store.lease_holders import gone_from_this_host, holder_name, renewing
 
 LEASE_TTL = 30.0
+_TTL_US = int(LEASE_TTL * 1_000_000)
 LEASE_TABLE = "ems_migration_lease"
-_US = 1_000_000
 _TABLE = (
     "CREATE TABLE IF NOT EXISTS ems_migration_lease ("
     "name VARCHAR(64) NOT NULL PRIMARY KEY, holder VARCHAR(255) NOT NULL, "
@@ -67,13 +67,12 @@ def _holder(engine: Engine) -> str | None:
 def try_take(engine: Engine, holder: str) -> bool:
     """Take the lease for `holder` if it is free, lapsed, ours, or held by a process of
     this host that no longer runs."""
-    us = int(LEASE_TTL * _US)
-    _statement(engine, _TAKE, holder=holder, us=us)
+    _statement(engine, _TAKE, holder=holder, us=_TTL_US)
     current = _holder(engine)
     if current == holder:
         return True
     if current is not None and gone_from_this_host(current):
-        return _statement(engine, _TAKE_FROM, holder=holder, us=us, gone=current) == 1
+        return _statement(engine, _TAKE_FROM, holder=holder, us=_TTL_US, gone=current) == 1
     return False
 
 
@@ -88,10 +87,9 @@ def migration_lease(engine: Engine, wait: float = 60.0) -> Iterator[None]:
         if time.monotonic() >= deadline:
             raise JobAlreadyRunning("another migration holds the ems migration lease")
         time.sleep(0.5)
-    us = int(LEASE_TTL * _US)
     try:
         with renewing(
-            lambda: _statement(engine, _RENEW, holder=holder, us=us) == 1,
+            lambda: _statement(engine, _RENEW, holder=holder, us=_TTL_US) == 1,
             LEASE_TTL / 3,
             "migration lease",
         ):

@@ -266,14 +266,10 @@ class PrivateRedis(PrivateServer):
         return f"redis://{auth}127.0.0.1:{self.port}/{db}"
 
     def client(self) -> redis.Redis:
-        if self.tls is None:
-            return redis.Redis(
-                host="127.0.0.1", port=self.port, socket_timeout=2, password=self.password
-            )
+        tls = {} if self.tls is None else {"ssl": True, "ssl_ca_certs": str(self.tls.cert)}
         return redis.Redis(
-            host="127.0.0.1", port=self.port, socket_timeout=2, password=self.password,
-            ssl=True, ssl_ca_certs=str(self.tls.cert),
-        )  # fmt: skip
+            host="127.0.0.1", port=self.port, socket_timeout=2, password=self.password, **tls
+        )
 
     def answers(self) -> bool:
         client = self.client()
