@@ -10,7 +10,8 @@ import bisect
 import functools
 import itertools
 import threading
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
@@ -20,7 +21,7 @@ from prometheus_client import (
     Histogram,
     start_http_server,
 )
-from prometheus_client.metrics_core import HistogramMetricFamily, Metric
+from prometheus_client.metrics_core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
@@ -94,6 +95,57 @@ class FastHistogram(Collector):
         return [family]
 
 
+#: Lag per owned partition, or None when the consumer keeps no cursor.
+LagSource = Callable[[], Mapping[int, int] | None]
+
+
+class LagGauge(Collector):
+    """Lag per (group, topic, partition), read from each consumer when scraped.
+
+    A consumer whose handler blocks does not reach its consume loop, yet wake-ups keep
+    announcing new messages: read at scrape time, the gauge shows the partition falling
+    behind. Sources are held weakly, so a consumer dropped without close() leaves the
+    gauge rather than freezing in it."""
+
+    def __init__(self, name: str, documentation: str, registry: CollectorRegistry) -> None:
+        self.name = name
+        self.documentation = documentation
+        self._sources: dict[object, tuple[tuple[str, str], weakref.WeakMethod[LagSource]]] = {}
+        self._lock = threading.Lock()
+        registry.register(self)
+
+    def track(self, owner: object, labels: tuple[str, str], source: LagSource) -> None:
+        """Read `source` (a bound method) for `owner`'s partitions until untrack."""
+        with self._lock:
+            self._sources[owner] = (labels, weakref.WeakMethod(source))
+
+    def untrack(self, owner: object) -> None:
+        with self._lock:
+            self._sources.pop(owner, None)
+
+    def describe(self) -> list[Metric]:
+        return [self._family()]
+
+    def collect(self) -> list[Metric]:
+        with self._lock:
+            sources = list(self._sources.values())
+        samples: dict[tuple[str, str, str], int] = {}
+        for labels, ref in sources:
+            source = ref()
+            lags = source() if source is not None else None
+            for p, lag in (lags or {}).items():
+                samples[(*labels, str(p))] = lag
+        family = self._family()
+        for values, lag in sorted(samples.items()):
+            family.add_metric(list(values), lag)
+        return [family]
+
+    def _family(self) -> GaugeMetricFamily:
+        return GaugeMetricFamily(
+            self.name, self.documentation, labels=("group", "topic", "partition")
+        )
+
+
 REGISTRY = CollectorRegistry(auto_describe=True)
 
 PUBLISHED = Counter("ems_published_messages", "Messages published.", ["topic"], registry=REGISTRY)
@@ -110,10 +162,9 @@ HANDLER_SECONDS = FastHistogram(
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
     registry=REGISTRY,
 )
-LAG = Gauge(
+LAG = LagGauge(
     "ems_lag_messages",
     "High watermark minus committed offset, per partition.",
-    ["group", "topic", "partition"],
     registry=REGISTRY,
 )
 REBALANCES = Counter(
@@ -198,7 +249,6 @@ class ConsumerMetrics:
         self.dead_letters = DEAD_LETTERS.labels(group, topic)
         self.rebalances = REBALANCES.labels(group, topic)
         self.leader_epoch = LEADER_EPOCH.labels(group, topic)
-        self._lag: dict[int, Any] = {}
 
     def settled(self, settlement: Settlement) -> None:
         """Count an ack batch by outcome: done, retry (the retry table, or in place for
@@ -219,18 +269,12 @@ class ConsumerMetrics:
         if handled:
             self.done.inc(handled)
 
+    def track_lag(self, source: LagSource) -> None:
+        """Report the lag `source` (a bound method) gives, read at each scrape, until
+        left()."""
+        LAG.track(self, self.labels, source)
+
     def left(self) -> None:
         """The client left its group: it leads nothing and owns no partition."""
-        self.set_lag({})
+        LAG.untrack(self)
         self.leader_epoch.set(0)
-
-    def set_lag(self, lags: Mapping[int, int]) -> None:
-        """Lag of each owned partition; partitions no longer owned leave the gauge."""
-        for p in [p for p in self._lag if p not in lags]:
-            LAG.remove(*self.labels, str(p))
-            del self._lag[p]
-        for p, lag in lags.items():
-            child = self._lag.get(p)
-            if child is None:
-                child = self._lag[p] = LAG.labels(*self.labels, str(p))
-            child.set(lag)

@@ -334,9 +334,10 @@ class ClusterSession:
                 self._settle(settlement.only(kept))
 
     def lag(self, known_high: Mapping[int, int]) -> dict[int, int]:
-        return {
-            p: max(known_high.get(p, 0), s.position) - s.committed for p, s in self.states.items()
-        }
+        """Called from the metrics server's thread: the states are copied in one step
+        (atomic under the GIL) while the consume loop may change them."""
+        states = list(self.states.items())
+        return {p: max(known_high.get(p, 0), s.position) - s.committed for p, s in states}
 
     def close(self) -> None:
         """On leaving: write what the ack writer holds, stop it, then commit the cursors

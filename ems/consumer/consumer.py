@@ -12,7 +12,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from types import FrameType, TracebackType
 
@@ -40,7 +40,7 @@ Handler = Callable[[Delivery], object]
 #: they do not (Redis unreachable: plain polling).
 IDLE_WAIT = 1.0
 POLL_WAIT = 0.2
-#: Seconds between updates of the lag and leader-epoch gauges.
+#: Seconds between updates of the leader-epoch gauge.
 GAUGE_EVERY = 1.0
 _ERROR_CHARS = 2000
 
@@ -134,6 +134,7 @@ class Consumer:
             if self.metrics_port is not None and self.metrics_server is None:
                 self.metrics_server = _serve_metrics(self.metrics_port)
             self._started = True
+            self.metrics.track_lag(self._lag)
             self.listener.start()
             self.membership.start()
 
@@ -290,17 +291,18 @@ class Consumer:
     # -- gauges ------------------------------------------------------------------------
 
     def _update_gauges(self) -> None:
-        """Lag per owned partition (the high watermark known from wake-ups, or the read
-        position, minus the committed cursor) and the leader epoch; at most once a second,
-        from what the consumer already knows: no statement."""
+        """The leader epoch, at most once a second, from what the membership knows."""
         now = time.monotonic()
         if now < self._next_gauges:
             return
         self._next_gauges = now + GAUGE_EVERY
-        lag = self.session.lag(self.inbox.known_high)
-        if lag is not None:
-            self.metrics.set_lag(lag)
-            self.metrics.leader_epoch.set(self.membership.epoch or 0)
+        self.metrics.leader_epoch.set(self.membership.epoch or 0)
+
+    def _lag(self) -> Mapping[int, int] | None:
+        """Lag per owned partition, read when /metrics is scraped (on the server's
+        thread): the high watermark known from wake-ups, or the read position, minus the
+        committed cursor. No statement."""
+        return self.session.lag(self.inbox.known_high)
 
     def _release_backend(self) -> None:
         self.publisher.close()

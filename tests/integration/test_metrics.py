@@ -148,7 +148,7 @@ def test_dead_letters_and_lag_while_behind(
 
     def slow(d: Delivery) -> None:
         calls.append(d)
-        gate.wait(10)
+        assert gate.wait(60), "the test never opened the gate"
         if d.key == b"bad":
             raise RuntimeError("bad message")
 
@@ -171,10 +171,15 @@ def test_dead_letters_and_lag_while_behind(
     port = consumer.metrics_server.port
     labels = {"group": group, "topic": topic, "partition": "0"}
     with Producer(settings) as producer:
-        producer.send_batch(topic, [Record("a", key="bad")] + [Record(str(i)) for i in range(9)])
-    # The handler holds the first message: the gauge shows the partition behind.
-    wait_for(lambda: (value(scrape(port), "ems_lag_messages", **labels) or 0) >= 9)
-    gate.set()
+        producer.send_batch(topic, [Record("a", key="bad")])
+        # The handler holds the first message while nine more arrive: the gauge follows
+        # the partition falling behind, not only the consume loop's last look.
+        wait_for(lambda: len(calls) == 1)
+        producer.send_batch(topic, [Record(str(i)) for i in range(9)])
+    try:
+        wait_for(lambda: value(scrape(port), "ems_lag_messages", **labels) == 10, timeout=5)
+    finally:
+        gate.set()
     both = {"group": group, "topic": topic}
     wait_for(
         lambda: value(scrape(port), "ems_consumed_messages_total", **both, outcome="done") == 9

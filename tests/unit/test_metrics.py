@@ -3,6 +3,7 @@ the consumer metrics count a settlement by outcome."""
 
 from __future__ import annotations
 
+import gc
 import uuid
 
 from hypothesis import given
@@ -59,7 +60,42 @@ def test_a_settlement_is_counted_by_outcome() -> None:
     assert get("ems_consumed_messages_total", outcome="dead") == 1
     assert get("ems_retries_total") == 2
     assert get("ems_dead_letters_total") == 1
-    metrics.set_lag({0: 5, 1: 7})
-    metrics.set_lag({1: 3})
-    assert get("ems_lag_messages", partition="0") is None
-    assert get("ems_lag_messages", partition="1") == 3
+
+
+class Lags:
+    """A consumer's lag source: its partitions and their lag change between scrapes."""
+
+    def __init__(self) -> None:
+        self.now: dict[int, int] | None = {0: 5, 1: 7}
+
+    def read(self) -> dict[int, int] | None:
+        return self.now
+
+
+def lag(group: str, partition: str) -> float | None:
+    labels = {"group": group, "topic": "t", "partition": partition}
+    return REGISTRY.get_sample_value("ems_lag_messages", labels)
+
+
+def test_the_lag_gauge_is_read_at_each_scrape_until_the_client_leaves() -> None:
+    group = f"g{uuid.uuid4().hex[:8]}"
+    metrics, lags = ConsumerMetrics(group, "t"), Lags()
+    metrics.track_lag(lags.read)
+    assert (lag(group, "0"), lag(group, "1")) == (5, 7)
+    lags.now = {1: 3}  # partition 0 handed off, 1 caught up: no call to the metrics
+    assert (lag(group, "0"), lag(group, "1")) == (None, 3)
+    lags.now = None  # a session that keeps no cursor
+    assert lag(group, "1") is None
+    lags.now = {2: 1}
+    metrics.left()
+    assert lag(group, "2") is None
+
+
+def test_a_lag_source_dropped_without_leaving_leaves_the_gauge() -> None:
+    group = f"g{uuid.uuid4().hex[:8]}"
+    metrics, lags = ConsumerMetrics(group, "t"), Lags()
+    metrics.track_lag(lags.read)
+    assert lag(group, "0") == 5
+    del lags
+    gc.collect()
+    assert lag(group, "0") is None
