@@ -29,6 +29,13 @@ from ems.store import Store, driver, migrate
 BASE_URL = "mysql+pymysql://root@127.0.0.1:3306/"
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
+#: The suite's Spark JVMs (the lane's session and the jobs the CLI tests start) each live a
+#: minute or less on a few thousand rows: compiling only with C1 leaves them the same
+#: results for 40% less JVM CPU (91 -> 55 core-seconds for tests/spark alone), while the
+#: other lanes wait for the two cores. spark-submit gives SPARK_SUBMIT_OPTS to the
+#: driver's JVM, the one that does the work under local[N]. The product's jobs keep C2.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -154,6 +154,8 @@ def test_sigterm_during_the_wait_sets_the_stop_event_and_the_handler_is_restored
     assert signal.getsignal(signal.SIGTERM) is before
 
 
+# In the Spark lane although it starts its own JVM: one JVM at a time on the two cores.
+@pytest.mark.xdist_group("spark")
 @pytest.mark.parametrize("whole_group", [False, True], ids=["process", "process-group"])
 def test_sigterm_stops_the_cli_cleanly(
     settings: Settings, tmp_path: Path, whole_group: bool
