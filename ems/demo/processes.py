@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from multiprocessing.context import SpawnProcess
+from multiprocessing.context import ForkServerProcess
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Event, Semaphore
 
@@ -137,14 +137,16 @@ class Pool:
     """Spawned processes sharing a stop event, an error queue and a ready count."""
 
     def __init__(self, config: WorkerConfig) -> None:
-        # spawn, not fork: children open their own connections instead of sharing
-        # the parent's sockets, and behave the same on every platform.
-        self._context = multiprocessing.get_context("spawn")
+        # Not fork: children open their own connections instead of sharing the parent's
+        # sockets. forkserver forks each child from a clean server process that imported
+        # this module once, rather than a new interpreter importing ems for each.
+        self._context = multiprocessing.get_context("forkserver")
+        self._context.set_forkserver_preload([__name__])
         self.config = config
         self._stop = self._context.Event()
         self._errors: Queue[EmsError] = self._context.Queue()
         self._ready = self._context.Semaphore(0)
-        self.processes: dict[str, SpawnProcess] = {}
+        self.processes: dict[str, ForkServerProcess] = {}
         self._gates: dict[str, Event] = {}
 
     def spawn(self, name: str, target: Target, *, gated: bool = False) -> None:

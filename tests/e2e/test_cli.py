@@ -490,6 +490,66 @@ def test_demo_stops_cleanly_on_ctrl_c(cli: Cli, settings: Settings) -> None:
     assert_stopped(settings, "iot.ctrlc", out.splitlines())
 
 
+def descendants(pid: int) -> set[int]:
+    """The processes below `pid`, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def running_pids(pids: set[int]) -> set[int]:
+    alive = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    alive.add(pid)
+        except OSError:
+            pass
+    return alive
+
+
+@pytest.mark.slow
+def test_demo_killed_outright_leaves_no_process_behind(cli: Cli, settings: Settings) -> None:
+    """SIGKILL of the demo sets no stop event: its gateways and handlers see their parent
+    gone, stop publishing and leave the group."""
+    cli.ok("topic", "create", "iot.kill9", "--partitions", "2")
+    demo = cli.popen(
+        "demo", "--duration", "0", "--topic", "iot.kill9", "--producers", "2", "--rate", "400"
+    )
+    try:
+        assert demo.stdout is not None
+        assert demo.stdout.readline() == "using topic iot.kill9 (2 partitions)\n"
+        assert PROGRESS.match(demo.stdout.readline())
+        below = descendants(demo.pid)
+        assert len(below) >= 4, below  # two gateways and the handlers, at least
+    finally:
+        demo.kill()
+        demo.wait()
+    deadline = time.monotonic() + 20
+    while running_pids(below):
+        assert time.monotonic() < deadline, f"outlived the demo: {running_pids(below)}"
+        time.sleep(0.2)
+    count = stored_messages(settings, "iot.kill9")
+    time.sleep(1.0)
+    assert stored_messages(settings, "iot.kill9") == count, "a gateway outlived the demo"
+    described = json.loads(cli.ok("group", "describe", "data-handlers", "--json"))
+    assert [d["members"] for d in described] == [[]], described  # they left, not expired
+
+
 @pytest.mark.slow
 def test_demo_reports_a_failed_producer(cli: Cli) -> None:
     result = cli.run(
