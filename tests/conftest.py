@@ -9,7 +9,6 @@ A missing server fails the run instead of skipping it.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -209,17 +208,6 @@ _SHARED_FIXTURES = {
     "sentinel_redis": "ha",
     "locked_sentinels": "ha",
 }
-
-
-#: What every worker imports while it collects: imported once by the controller before the
-#: workers start, so a fresh checkout's bytecode is written once, not by each worker at once.
-_WORKER_IMPORTS = ("ems.admin.app", "ems.cli.app", "flask", "hypothesis", "pyspark.sql")
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
-        for name in _WORKER_IMPORTS:
-            importlib.import_module(name)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks
