@@ -471,16 +471,26 @@ def test_demo_runs_the_pipeline_while_a_handler_joins_and_one_leaves(
     check_readings(settings, "iot.test", 4)
 
 
-@pytest.mark.slow
-def test_demo_stops_cleanly_on_ctrl_c(cli: Cli, settings: Settings) -> None:
-    cli.ok("topic", "create", "iot.ctrlc", "--partitions", "2")
+def started_demo(cli: Cli, topic: str) -> subprocess.Popen[str]:
+    """The demo on a new two-partition topic, once it printed its first progress line."""
+    cli.ok("topic", "create", topic, "--partitions", "2")
     demo = cli.popen(
-        "demo", "--duration", "0", "--topic", "iot.ctrlc", "--producers", "2", "--rate", "400"
+        "demo", "--duration", "0", "--topic", topic, "--producers", "2", "--rate", "400"
     )
     try:
         assert demo.stdout is not None
-        assert demo.stdout.readline() == "using topic iot.ctrlc (2 partitions)\n"
+        assert demo.stdout.readline() == f"using topic {topic} (2 partitions)\n"
         assert PROGRESS.match(demo.stdout.readline())
+    except BaseException:
+        demo.kill()
+        raise
+    return demo
+
+
+@pytest.mark.slow
+def test_demo_stops_cleanly_on_ctrl_c(cli: Cli, settings: Settings) -> None:
+    demo = started_demo(cli, "iot.ctrlc")
+    try:
         demo.send_signal(signal.SIGINT)
         out, err = demo.communicate(timeout=30)
     finally:
@@ -490,17 +500,22 @@ def test_demo_stops_cleanly_on_ctrl_c(cli: Cli, settings: Settings) -> None:
     assert_stopped(settings, "iot.ctrlc", out.splitlines())
 
 
+def _stat(pid: int | str) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state, ppid, ...)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
 def descendants(pid: int) -> set[int]:
-    """The processes below `pid`, from /proc."""
+    """The processes below `pid`."""
     children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                continue
-            children.setdefault(ppid, []).append(int(entry))
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        fields = _stat(entry)
+        if fields is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry))
     found: set[int] = set()
     todo = [pid]
     while todo:
@@ -511,29 +526,15 @@ def descendants(pid: int) -> set[int]:
 
 
 def running_pids(pids: set[int]) -> set[int]:
-    alive = set()
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
-                    alive.add(pid)
-        except OSError:
-            pass
-    return alive
+    return {pid for pid in pids if (fields := _stat(pid)) is not None and fields[0] != "Z"}
 
 
 @pytest.mark.slow
 def test_demo_killed_outright_leaves_no_process_behind(cli: Cli, settings: Settings) -> None:
     """SIGKILL of the demo sets no stop event: its gateways and handlers see their parent
     gone, stop publishing and leave the group."""
-    cli.ok("topic", "create", "iot.kill9", "--partitions", "2")
-    demo = cli.popen(
-        "demo", "--duration", "0", "--topic", "iot.kill9", "--producers", "2", "--rate", "400"
-    )
+    demo = started_demo(cli, "iot.kill9")
     try:
-        assert demo.stdout is not None
-        assert demo.stdout.readline() == "using topic iot.kill9 (2 partitions)\n"
-        assert PROGRESS.match(demo.stdout.readline())
         below = descendants(demo.pid)
         assert len(below) >= 4, below  # two gateways and the handlers, at least
     finally:
