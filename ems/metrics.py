@@ -128,12 +128,14 @@ class LagGauge(Collector):
 
     def collect(self) -> list[Metric]:
         with self._lock:
-            sources = list(self._sources.values())
+            sources = list(self._sources.items())
         samples: dict[tuple[str, str, str], int] = {}
-        for labels, ref in sources:
+        for owner, (labels, ref) in sources:
             source = ref()
-            lags = source() if source is not None else None
-            for p, lag in (lags or {}).items():
+            if source is None:
+                self.untrack(owner)  # its consumer is gone
+                continue
+            for p, lag in (source() or {}).items():
                 samples[(*labels, str(p))] = lag
         family = self._family()
         for values, lag in sorted(samples.items()):

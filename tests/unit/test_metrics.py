@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Histogram
 
-from ems.metrics import REGISTRY, ConsumerMetrics, FastHistogram
+from ems.metrics import LAG, REGISTRY, ConsumerMetrics, FastHistogram
 from ems.types import Failure, Settlement
 
 BUCKETS = (0.001, 0.01, 0.1, 1.0, 10.0)
@@ -99,3 +99,4 @@ def test_a_lag_source_dropped_without_leaving_leaves_the_gauge() -> None:
     del lags
     gc.collect()
     assert lag(group, "0") is None
+    assert metrics not in LAG._sources  # forgotten, not kept for every scrape
