@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -40,6 +41,9 @@ class FakeKubernetes:
     requests: list[Seen] = field(default_factory=list)
     #: An HTTP status every PATCH answers with instead of applying it (None: apply).
     fail_patches: int | None = None
+    #: Seconds between applying a request and answering it, as a real API server's
+    #: latency: the deployment has changed before the client hears so.
+    answer_delay: float = 0.0
     port: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -111,6 +115,7 @@ def _handler(state: FakeKubernetes) -> type[BaseHTTPRequestHandler]:
             with state.lock:
                 state.requests.append(Seen(method, self.path, content_type, body))
                 code, answer = self._answer(method, content_type, body)
+            time.sleep(state.answer_delay)
             self._send(code, answer)
 
         def _answer(

@@ -287,8 +287,11 @@ def test_consumers_scale_the_fake_deployment(
     )
     store.autoscale.set_policy(group.id, dataclasses.replace(K8S, target_load=5.0))
     assert store.autoscale.policy(group.id) == policy
+    fake.answer_delay = 0.3
     consumers(2, settings.with_(autoscale_interval=0.3, kubeconfig=kubeconfig))
     wait_for(lambda: fake.deployments["prod", "handlers"] > 1)
+    # The decision commits with the change, once the API server has answered the patch.
+    wait_for(lambda: any(d.applied for d in store.autoscale.decisions(group.id, 100)))
     scaled = [d for d in store.autoscale.decisions(group.id, 100) if d.applied]
     assert len(scaled) == 1 and scaled[0].backend == "kubernetes"
     assert fake.deployments["prod", "handlers"] == scaled[0].desired_replicas
