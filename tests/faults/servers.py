@@ -32,21 +32,47 @@ MARIADBD = "/usr/sbin/mariadbd"
 _live: set[subprocess.Popen[bytes]] = set()
 
 
+#: Ports free_port handed out in this process: none is handed out twice.
+_handed_out: set[int] = set()
+
+
+def port_range(worker: str | None, workers: int) -> range:
+    """The ports an xdist worker's servers use (`worker` gwN of `workers`; None: the
+    whole range): below the kernel's range for outgoing connections, which starts at
+    32768 or above, and a slice of its own per worker, so the lanes running side by side
+    never pick each other's ports."""
+    low, high = 20_000, 32_768
+    if worker is None or workers <= 1:
+        return range(low, high)
+    size = (high - low) // workers
+    index = int(worker.removeprefix("gw"))
+    return range(low + index * size, low + (index + 1) * size)
+
+
 def free_port() -> int:
-    """A free port below the kernel's range for outgoing connections: a server's port
-    stays its own while it is down between a kill and its restart, where a port from
-    that range could meanwhile be taken by any client's connection."""
-    low, _ = (int(n) for n in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    """A free port of this worker's range, never handed out before in this process: a
+    server's port stays its own while it is down between a kill and its restart, where
+    a port from the ephemeral range could meanwhile be taken by any client's connection,
+    and one from a shared range by another lane's server."""
+    ports = port_range(
+        os.environ.get("PYTEST_XDIST_WORKER"),
+        int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")),
+    )
+    ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    assert ports.stop <= ephemeral, f"{ports} overlaps the ephemeral range from {ephemeral}"
     rng = random.Random()
     for _ in range(100):
-        port = rng.randrange(20_000, min(low, 32_768))
+        port = rng.choice(ports)
+        if port in _handed_out:
+            continue
         with socket.socket() as probe:
             try:
                 probe.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return port
-    raise AssertionError("no free port below the ephemeral range")
+        _handed_out.add(port)
+        return port
+    raise AssertionError(f"no free port in {ports}")
 
 
 def _kill_leftovers() -> None:

@@ -9,9 +9,27 @@ import pytest
 
 from ems import Producer, Reader
 from ems.config import Settings
-from tests.faults.servers import PrivateMariaDB, PrivateRedis
+from tests.faults.servers import PrivateMariaDB, PrivateRedis, free_port, port_range
 
 pytestmark = pytest.mark.faults
+
+
+def test_a_free_port_is_never_handed_out_twice_in_a_process() -> None:
+    """A server killed for a restart leaves its port free until it comes back: no other
+    server of this process may get it meanwhile."""
+    ports = [free_port() for _ in range(500)]
+    assert len(set(ports)) == len(ports)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4, 8])
+def test_each_xdist_worker_draws_ports_from_a_range_of_its_own(workers: int) -> None:
+    """The lanes run side by side on their own workers: their servers' ports never meet."""
+    ranges = [port_range(f"gw{i}", workers) for i in range(workers)]
+    taken = [p for r in ranges for p in r]
+    assert len(taken) == len(set(taken))
+    assert all(len(r) >= 1000 for r in ranges)
+    assert min(taken) >= 20_000 and max(taken) < 32_768
+    assert port_range(None, 0) == range(20_000, 32_768)
 
 
 def test_private_servers_are_not_the_shared_ones(

@@ -61,30 +61,19 @@ exec /usr/bin/rsync "$@"
 """
 
 
-def _distinct_port(taken: set[int]) -> int:
-    """A free port none of this cluster's other ports uses: each node holds four, and
-    free_port alone may hand out one of them again."""
-    while (port := free_port()) in taken:
-        pass
-    taken.add(port)
-    return port
-
-
 class GaleraNode(PrivateMariaDB):
     """One mariadbd of a GaleraCluster: a PrivateMariaDB with wsrep on, its own SQL,
     group-communication, IST and SST ports."""
 
     name = "galera"
 
-    def __init__(
-        self, root: Path, peers: Sequence[GaleraNode], taken: set[int], *, installed: bool
-    ) -> None:
+    def __init__(self, root: Path, peers: Sequence[GaleraNode], *, installed: bool) -> None:
         root.mkdir(parents=True, exist_ok=True)
         super().__init__(root, installed=installed)
-        self.port = _distinct_port(taken)
-        self.gcomm_port = _distinct_port(taken)
-        self.ist_port = _distinct_port(taken)
-        self.sst_port = _distinct_port(taken)
+        # Besides its SQL port: free_port hands out none of them twice.
+        self.gcomm_port = free_port()
+        self.ist_port = free_port()
+        self.sst_port = free_port()
         self.peers = peers
         #: For the next start only: begin a new cluster; the position to announce.
         self.bootstrap = False
@@ -219,11 +208,10 @@ class GaleraCluster:
     """Three (size) Galera nodes of MariaDB on 127.0.0.1, each with its own datadir."""
 
     def __init__(self, root: Path, size: int = 3) -> None:
-        taken: set[int] = set()
         self.nodes: list[GaleraNode] = []
         for i in range(size):
             # A joiner's datadir comes from node 0, by state transfer.
-            node = GaleraNode(root / f"node{i}", self.nodes, taken, installed=i == 0)
+            node = GaleraNode(root / f"node{i}", self.nodes, installed=i == 0)
             self.nodes.append(node)
 
     def node(self, i: int) -> GaleraNode:
