@@ -36,12 +36,12 @@ _live: set[subprocess.Popen[bytes]] = set()
 _handed_out: set[int] = set()
 
 
-def port_range(worker: str | None, workers: int) -> range:
+def port_range(worker: str | None, workers: int, high: int = 32_768) -> range:
     """The ports an xdist worker's servers use (`worker` gwN of `workers`; None: the
-    whole range): below the kernel's range for outgoing connections, which starts at
-    32768 or above, and a slice of its own per worker, so the lanes running side by side
-    never pick each other's ports."""
-    low, high = 20_000, 32_768
+    whole range): from 20000 up to `high`, the start of the kernel's range for outgoing
+    connections (32768 at most), in a slice of its own per worker, so the lanes running
+    side by side never pick each other's ports."""
+    low = 20_000
     if worker is None or workers <= 1:
         return range(low, high)
     size = (high - low) // workers
@@ -54,12 +54,12 @@ def free_port() -> int:
     server's port stays its own while it is down between a kill and its restart, where
     a port from the ephemeral range could meanwhile be taken by any client's connection,
     and one from a shared range by another lane's server."""
+    ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     ports = port_range(
         os.environ.get("PYTEST_XDIST_WORKER"),
         int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")),
+        min(ephemeral, 32_768),
     )
-    ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    assert ports.stop <= ephemeral, f"{ports} overlaps the ephemeral range from {ephemeral}"
     rng = random.Random()
     for _ in range(100):
         port = rng.choice(ports)
