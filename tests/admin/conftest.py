@@ -8,7 +8,6 @@ import secrets
 from collections.abc import Callable, Iterator
 
 import pytest
-from argon2 import PasswordHasher
 from flask import Flask
 from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
@@ -16,8 +15,8 @@ from werkzeug.test import TestResponse
 from ems.admin.app import create_app
 from ems.admin.services import of
 from ems.config import Settings
-from ems.ops import accounts as accounts_module
 from ems.ops.accounts import Accounts
+from tests.hashing import cheap_password_hashing
 
 PASSWORD = "correct horse battery staple"
 #: One user of each role, by name.
@@ -25,16 +24,6 @@ USERS = {"vera": "viewer", "otto": "operator", "ada": "admin"}
 _CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 
 MakeApp = Callable[..., Flask]
-
-#: argon2id at its cheapest. The console's tests are about who may do what, and the default
-#: parameters cost about a tenth of a second of CPU per account and per sign-in; the
-#: accounts' own tests (tests/integration/test_accounts.py) keep the defaults.
-CHEAP_HASHER = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
-
-
-def cheap_password_hashing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(accounts_module, "_hasher", CHEAP_HASHER)
-    monkeypatch.setattr(accounts_module, "_dummy_hash", None)
 
 
 @pytest.fixture(autouse=True)

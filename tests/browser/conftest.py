@@ -40,8 +40,9 @@ from ems.admin.app import create_app
 from ems.admin.services import of
 from ems.config import Settings
 from ems.ops.accounts import Accounts
-from tests.admin.conftest import PASSWORD, USERS, cheap_password_hashing
+from tests.admin.conftest import PASSWORD, USERS
 from tests.conftest import BROWSER_ARTIFACTS
+from tests.hashing import cheap_password_hashing
 
 CHROMIUM = Path("/usr/bin/chromium")
 #: What Chromium needs on these machines: run as root without a sandbox, no GPU, and none

@@ -1,6 +1,9 @@
 """The admin console's accounts on the real server: users and roles, the last admin,
 argon2 hashes, sign-in and its throttle (the clock moved by ageing the counters' rows),
-API tokens stored as a hash only."""
+API tokens stored as a hash only.
+
+Passwords are hashed at argon2id's cheapest (tests/hashing.py) except in the tests that
+ask for default_hashing: those are about the hash and its parameters."""
 
 from __future__ import annotations
 
@@ -30,9 +33,21 @@ from ems.exceptions import (
 from ems.ops.accounts import Accounts
 from ems.store import Store
 from ems.values.login_limits import ACCOUNT_LIMIT, ADDRESS_LIMIT, WINDOW_SECONDS
+from tests.hashing import cheap_password_hashing
 
 PASSWORD = "correct horse battery"
 OTHER = "another long password"
+
+
+@pytest.fixture
+def default_hashing() -> None:
+    """This test hashes with the product's argon2id parameters."""
+
+
+@pytest.fixture(autouse=True)
+def _hashing(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if "default_hashing" not in request.fixturenames:
+        cheap_password_hashing(monkeypatch)
 
 
 @pytest.fixture
@@ -87,7 +102,7 @@ def test_users_are_added_listed_and_found(accounts: Accounts) -> None:
 
 
 def test_the_stored_hash_is_argon2id_and_holds_no_password(
-    accounts: Accounts, store: Store
+    accounts: Accounts, store: Store, default_hashing: None
 ) -> None:
     accounts.add_user("alice", "admin", PASSWORD)
     (stored,) = rows(store, "SELECT password_hash FROM admin_user WHERE name = 'alice'")[0]
@@ -244,7 +259,7 @@ def test_sign_in_with_the_right_password(accounts: Accounts, store: Store) -> No
 
 
 def test_a_wrong_password_and_an_unknown_name_fail_alike(
-    accounts: Accounts, store: Store, monkeypatch: pytest.MonkeyPatch
+    accounts: Accounts, store: Store, monkeypatch: pytest.MonkeyPatch, default_hashing: None
 ) -> None:
     accounts.add_user("alice", "admin", PASSWORD)
     verified: list[str] = []
@@ -342,7 +357,9 @@ def test_a_failure_after_the_window_starts_a_new_one(accounts: Accounts, store: 
     assert accounts.authenticate("alice", PASSWORD, "10.0.0.1").name == "alice"
 
 
-def test_a_weaker_hash_is_replaced_at_sign_in(accounts: Accounts, store: Store) -> None:
+def test_a_weaker_hash_is_replaced_at_sign_in(
+    accounts: Accounts, store: Store, default_hashing: None
+) -> None:
     alice = accounts.add_user("alice", "admin", PASSWORD)
     weak = PasswordHasher(time_cost=1, memory_cost=8192, parallelism=1).hash(PASSWORD)
     execute(store, "UPDATE admin_user SET password_hash = :h WHERE name = 'alice'", h=weak)
