@@ -29,3 +29,15 @@ def local_server_pid() -> int | None:
         if name in SERVER_NAMES:
             return int(entry.name)
     return None
+
+
+def machine_ticks() -> tuple[int, int]:
+    """This machine's (idle, total) CPU ticks since boot, over all cores (/proc/stat)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return values[3] + values[4], sum(values)  # idle and iowait count as idle
+
+
+def busy_share(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """The share of the machine's CPU time that was busy between two machine_ticks()."""
+    idle, total = after[0] - before[0], after[1] - before[1]
+    return 1 - idle / total if total else 0.0
