@@ -362,9 +362,10 @@ def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
             header = environment(dataclasses.replace(cfg, settings=single))
             for round_no in range(ROUNDS):
                 for name, target in (("one node", single), ("cluster", settings)):
+                    rates = measure(target, f"ha.r{round_no}")
                     raw, busy = raw_batch(target, f"ha.raw{round_no}")
                     got = dataclasses.replace(
-                        measure(target, f"ha.r{round_no}"),
+                        rates,
                         raw=raw,
                         raw_busy=busy,
                         commits=raw_commits(target),
