@@ -28,12 +28,23 @@ from ems.types import Delivery, Settlement
 
 log = logging.getLogger(__name__)
 
-#: Tries of one write against errors that may pass (server gone, deadlocks).
-ATTEMPTS = 5
+#: Seconds one write is tried again, while the lease holds, against errors that may pass:
+#: a server restarting, a cluster still evicting a dead node (Galera's default
+#: evs.suspect_timeout is 5 s), a deadlock. With the database down the lease, renewed
+#: through the same database, ends the tries first.
+PATIENCE = 10.0
+#: Longest pause between two tries: a write goes through within it of the database's
+#: return.
+MAX_DELAY = 1.0
 #: Jobs waiting at most; past it the consume loop waits for the writer.
 MAX_PENDING = 256
 
 Job = tuple[list[Delivery], None] | tuple[None, Settlement]
+
+
+def retry_delay(tries: int) -> float:
+    """The pause after the tries-th failed try: 0.2 s, doubling, at most MAX_DELAY."""
+    return min(0.1 * 2.0**tries, MAX_DELAY)
 
 
 def groups(jobs: Sequence[Job]) -> list[tuple[list[Delivery], list[Settlement]]]:
@@ -125,17 +136,22 @@ class AckWriter:
                 return
 
     def _patiently(self, write: Callable[[], None]) -> bool:
-        """Whether the write went through."""
-        for attempt in range(1, ATTEMPTS + 1):
-            if not self._alive():
-                return False  # past the lease deadline: commit nothing
+        """Whether the write went through: tried until it does, the lease ends or
+        PATIENCE has passed, with pauses of retry_delay between tries."""
+        give_up_at = time.monotonic() + PATIENCE
+        tries = 0
+        while self._alive():  # past the lease deadline: commit nothing
+            tries += 1
             try:
                 write()
                 return True
             except EmsError as exc:
-                log.warning("log or ack batch not written (attempt %d): %s", attempt, exc)
+                log.warning("log or ack batch not written (try %d): %s", tries, exc)
             except Exception:  # the writer must outlive any one batch
-                log.exception("log or ack batch not written (attempt %d)", attempt)
-            time.sleep(0.1 * 2**attempt)
-        log.error("log or ack batch dropped after %d attempts", ATTEMPTS)
+                log.exception("log or ack batch not written (try %d)", tries)
+            pause = retry_delay(tries)
+            if time.monotonic() + pause > give_up_at:
+                log.error("log or ack batch dropped after %d tries", tries)
+                return False
+            time.sleep(pause)
         return False

@@ -15,7 +15,7 @@ import pytest
 
 from ems import Consumer, Delivery, TopicAdmin
 from ems.config import Settings
-from ems.consumer.ack_writer import ATTEMPTS
+from ems.consumer import ack_writer
 from ems.exceptions import DatabaseUnavailable
 from ems.maintenance.purge import purge_retention
 from ems.store import Store
@@ -134,7 +134,11 @@ def test_a_nack_fenced_by_a_newer_generation_of_the_same_owner_is_delivered_agai
 
 
 def test_acks_the_writer_gave_up_on_are_delivered_again_and_the_cursor_waits_for_them(
-    settings: Settings, store: Store, topic: TopicInfo
+    settings: Settings,
+    store: Store,
+    topic: TopicInfo,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     failed: list[Delivery] = []
     seen: list[Delivery] = []
@@ -145,8 +149,11 @@ def test_acks_the_writer_gave_up_on_are_delivered_again_and_the_cursor_waits_for
             failed.append(d)
             raise ValueError("first try fails")
 
-    # A long lease: the writer's tries run out while the lease holds. A short first rung
-    # of the retry ladder: m7's second try comes after half a second, not the default 10 s.
+    # A long lease and a short patience: the writer gives up while the lease holds. A
+    # short first rung of the retry ladder: m7's second try comes after half a second,
+    # not the default 10 s.
+    monkeypatch.setattr(ack_writer, "PATIENCE", 2.0)
+    caplog.set_level(logging.ERROR, logger=ack_writer.__name__)
     options: dict[str, Any] = {"lease_ttl": 30.0, "renew_every": 1.0, "retry_ladder": "0.5s"}
     consumer = Consumer("g", "t", handler, settings=settings, start="earliest", **options)
     r = Running(consumer, seen)
@@ -157,7 +164,8 @@ def test_acks_the_writer_gave_up_on_are_delivered_again_and_the_cursor_waits_for
         lock = "SELECT * FROM group_offset WHERE group_id = %s FOR UPDATE"
         with holding(store, lock, (group_id,)), Killer(settings, CURSOR_COMMIT) as killer:
             produce(settings, 5, keys=1, first=5)
-            wait_for(lambda: len(killer.killed) >= ATTEMPTS, timeout=30)
+            wait_for(lambda: "dropped after" in caplog.text, timeout=30)
+            assert len(killer.killed) >= 2
             assert cursor(store, group_id) == 5
         # The writer gave up on m5..m9 (m7's retry row among them): they come again.
         wait_for(lambda: bodies(seen).count("m7") >= 2)

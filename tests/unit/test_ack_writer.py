@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import threading
 import time
 
 import pytest
 
-from ems.consumer.ack_writer import ATTEMPTS, AckWriter, groups
+from ems.consumer import ack_writer
+from ems.consumer.ack_writer import MAX_DELAY, PATIENCE, AckWriter, groups, retry_delay
 from ems.consumer.state import merge
 from ems.exceptions import DatabaseUnavailable
 from ems.types import Delivery, Failure, Settlement
@@ -78,22 +80,86 @@ def test_nothing_is_written_past_the_lease_deadline() -> None:
     assert dropped == [{0}]
 
 
-def test_a_write_given_up_names_its_partitions(monkeypatch: pytest.MonkeyPatch) -> None:
+class FakeTime:
+    """The writer's clock: sleeping moves it on at once."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeTime:
+    fake = FakeTime()
+    monkeypatch.setattr(ack_writer, "time", fake)
+    return fake
+
+
+def test_pauses_between_tries_double_from_a_fifth_of_a_second_up_to_a_second() -> None:
+    assert [retry_delay(n) for n in range(1, 7)] == [0.2, 0.4, 0.8, MAX_DELAY, 1.0, 1.0]
+
+
+def test_a_write_given_up_names_its_partitions(clock: FakeTime) -> None:
     """The writer's caller must learn which partitions' state ran ahead of the database."""
-    monkeypatch.setattr("ems.consumer.ack_writer.time.sleep", lambda s: None)
-    tries: list[Settlement] = []
+    tried_at: list[float] = []
     dropped: list[set[int]] = []
 
     def failing(s: Settlement) -> None:
-        tries.append(s)
+        tried_at.append(clock.now)
         raise DatabaseUnavailable("gone")
 
     writer = AckWriter(lambda rows: None, failing, lambda: True, dropped.append)
     writer.settled(Settlement(done=[(0, 1)], cursors={3: (7, 1)}))
     writer.flush()
     writer.close()
-    assert len(tries) == ATTEMPTS
     assert dropped == [{0, 3}]
+    # Tried until PATIENCE ran out, never more than MAX_DELAY apart, and given up at
+    # once after the last try rather than after one more pause.
+    assert tried_at[0] == 0.0
+    assert PATIENCE - MAX_DELAY < tried_at[-1] <= PATIENCE
+    assert all(0 < b - a <= MAX_DELAY + 1e-9 for a, b in itertools.pairwise(tried_at))
+    assert clock.now == tried_at[-1]
+
+
+def test_a_write_outlasts_a_failover_and_goes_through_soon_after_it(clock: FakeTime) -> None:
+    """A database away for 4 s (a Galera cluster evicting its dead writer node takes
+    several seconds): the write is not given up, and goes through within MAX_DELAY of the
+    database's return."""
+    written: list[float] = []
+    dropped: list[set[int]] = []
+
+    def settle(s: Settlement) -> None:
+        if clock.now < 4.0:
+            raise DatabaseUnavailable("the cluster is evicting a node")
+        written.append(clock.now)
+
+    writer = AckWriter(lambda rows: None, settle, lambda: True, dropped.append)
+    writer.settled(Settlement(done=[(0, 1)]))
+    writer.wait_written(0)
+    writer.close()
+    assert dropped == []
+    assert len(written) == 1 and 4.0 <= written[0] <= 4.0 + MAX_DELAY
+
+
+def test_tries_stop_when_the_lease_ends(clock: FakeTime) -> None:
+    tries: list[float] = []
+    dropped: list[set[int]] = []
+
+    def failing(s: Settlement) -> None:
+        tries.append(clock.now)
+        raise DatabaseUnavailable("gone")
+
+    writer = AckWriter(lambda rows: None, failing, lambda: clock.now < 2.0, dropped.append)
+    writer.settled(Settlement(done=[(0, 1)]))
+    writer.flush()
+    writer.close()
+    assert dropped == [{0}]
+    assert tries and max(tries) < 2.0
 
 
 def test_wait_written_returns_once_at_most_that_many_settlements_are_unwritten() -> None:
