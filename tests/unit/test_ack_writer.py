@@ -6,6 +6,7 @@ import datetime as dt
 import itertools
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -104,8 +105,11 @@ def test_pauses_between_tries_double_from_a_fifth_of_a_second_up_to_a_second() -
     assert [retry_delay(n) for n in range(1, 7)] == [0.2, 0.4, 0.8, MAX_DELAY, 1.0, 1.0]
 
 
-def test_a_write_given_up_names_its_partitions(clock: FakeTime) -> None:
-    """The writer's caller must learn which partitions' state ran ahead of the database."""
+def settle_failing(
+    clock: FakeTime, settlement: Settlement, alive: Callable[[], bool] = lambda: True
+) -> tuple[list[float], list[set[int]]]:
+    """Hand the settlement to a writer whose database always refuses it; the times it
+    was tried at, and the partitions the writer said it gave up on."""
     tried_at: list[float] = []
     dropped: list[set[int]] = []
 
@@ -113,10 +117,16 @@ def test_a_write_given_up_names_its_partitions(clock: FakeTime) -> None:
         tried_at.append(clock.now)
         raise DatabaseUnavailable("gone")
 
-    writer = AckWriter(lambda rows: None, failing, lambda: True, dropped.append)
-    writer.settled(Settlement(done=[(0, 1)], cursors={3: (7, 1)}))
+    writer = AckWriter(lambda rows: None, failing, alive, dropped.append)
+    writer.settled(settlement)
     writer.flush()
     writer.close()
+    return tried_at, dropped
+
+
+def test_a_write_given_up_names_its_partitions(clock: FakeTime) -> None:
+    """The writer's caller must learn which partitions' state ran ahead of the database."""
+    tried_at, dropped = settle_failing(clock, Settlement(done=[(0, 1)], cursors={3: (7, 1)}))
     assert dropped == [{0, 3}]
     # Tried until PATIENCE ran out, never more than MAX_DELAY apart, and given up at
     # once after the last try rather than after one more pause.
@@ -147,17 +157,7 @@ def test_a_write_outlasts_a_failover_and_goes_through_soon_after_it(clock: FakeT
 
 
 def test_tries_stop_when_the_lease_ends(clock: FakeTime) -> None:
-    tries: list[float] = []
-    dropped: list[set[int]] = []
-
-    def failing(s: Settlement) -> None:
-        tries.append(clock.now)
-        raise DatabaseUnavailable("gone")
-
-    writer = AckWriter(lambda rows: None, failing, lambda: clock.now < 2.0, dropped.append)
-    writer.settled(Settlement(done=[(0, 1)]))
-    writer.flush()
-    writer.close()
+    tries, dropped = settle_failing(clock, Settlement(done=[(0, 1)]), lambda: clock.now < 2.0)
     assert dropped == [{0}]
     assert tries and max(tries) < 2.0
 
