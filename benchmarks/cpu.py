@@ -9,11 +9,16 @@ from pathlib import Path
 SERVER_NAMES = ("mariadbd", "mysqld")
 
 
+def stat_fields(path: str | Path) -> list[str]:
+    """The fields of a /proc stat file (a process's or a thread's) after the command
+    name, which sits in parentheses and may hold spaces and parentheses: state, ppid,
+    ... (proc(5) numbers them from 3). OSError once the process or thread has ended."""
+    return Path(path).read_text().rsplit(")", 1)[1].split()
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time the process has used so far."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    # Fields after the command name, which sits in parentheses and may hold spaces.
-    fields = stat.rsplit(")", 1)[1].split()
+    fields = stat_fields(f"/proc/{pid}/stat")
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 

@@ -33,12 +33,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import pymysql
-from sqlalchemy.engine import make_url
-
 from benchmarks.cpu import busy_share, machine_ticks
 from benchmarks.docs_figures import results_path
-from benchmarks.harness import BenchConfig
+from benchmarks.harness import BenchConfig, mysql_connect
 from benchmarks.report import environment
 from ems import Consumer, Delivery, Producer, Record, TopicAdmin
 from ems.config import Settings
@@ -146,15 +143,6 @@ def measure(settings: Settings, name: str) -> Rates:
     return Rates(single, batch_rate, threads_rate, 0.0, consume)
 
 
-def _connect(settings: Settings) -> pymysql.Connection:
-    """One autocommit PyMySQL connection to the node ems writes through."""
-    url = make_url(migrate.node_url(settings))
-    return pymysql.connect(
-        host=url.host, port=url.port or 3306, user=url.username or "root",
-        password=url.password or "", database=url.database, autocommit=True,
-    )  # fmt: skip
-
-
 def raw_batch(settings: Settings, name: str) -> tuple[float, float]:
     """Batches of BATCH rows over the partitions with PyMySQL on one autocommit
     connection, each the very INSERT ems builds (ems.store.messages.insert_statements: hex
@@ -163,7 +151,7 @@ def raw_batch(settings: Settings, name: str) -> tuple[float, float]:
     and the share of the machine's CPU that was busy meanwhile."""
     reset(settings)
     topic = TopicAdmin(settings).create(name, PARTITIONS)
-    conn = _connect(settings)
+    conn = mysql_connect(migrate.node_url(settings))
     offsets = [0] * PARTITIONS
 
     def one_batch() -> int:
@@ -188,7 +176,7 @@ def raw_commits(settings: Settings) -> float:
     """One-row UPDATEs a second, each its own commit, on one autocommit connection: what
     a commit costs on the system whatever it writes (on a cluster, the write set's round
     through the group and its certification)."""
-    conn = _connect(settings)
+    conn = mysql_connect(migrate.node_url(settings))
     try:
         conn.query("CREATE TABLE IF NOT EXISTS bench_commit (id INT PRIMARY KEY, n BIGINT)")
         conn.query("REPLACE INTO bench_commit VALUES (1, 0)")

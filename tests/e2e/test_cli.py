@@ -16,6 +16,7 @@ from contextlib import closing
 import pytest
 from sqlalchemy import create_engine, text
 
+from benchmarks.cpu import stat_fields
 from ems.config import Settings
 from ems.offsets.reader import Reader
 from ems.store import migrate
@@ -501,10 +502,10 @@ def test_demo_stops_cleanly_on_ctrl_c(cli: Cli, settings: Settings) -> None:
 
 
 def _stat(pid: int | str) -> list[str] | None:
-    """The fields of /proc/PID/stat after the command name (state, ppid, ...)."""
+    """The fields of /proc/PID/stat after the command name (state, ppid, ...); None once
+    the process has ended."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()
+        return stat_fields(f"/proc/{pid}/stat")
     except OSError:
         return None
 

@@ -25,6 +25,7 @@ from pathlib import Path
 import pymysql
 import redis
 
+from benchmarks.cpu import stat_fields
 from ems.store import driver
 from tests.tls import Certificate
 
@@ -312,10 +313,9 @@ def _all_stopped(pid: int) -> bool:
     states = []
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            stat = (task / "stat").read_text()
+            states.append(stat_fields(task / "stat")[0])
         except FileNotFoundError:  # a thread that just ended
             continue
-        states.append(stat.rsplit(")", 1)[1].split()[0])
     return all(state in ("T", "t") for state in states)
 
 
