@@ -165,7 +165,9 @@ def test_acks_the_writer_gave_up_on_are_delivered_again_and_the_cursor_waits_for
         with holding(store, lock, (group_id,)), Killer(settings, CURSOR_COMMIT) as killer:
             produce(settings, 5, keys=1, first=5)
             wait_for(lambda: "dropped after" in caplog.text, timeout=30)
-            assert len(killer.killed) >= 2
+            # Each try's cursor commit was killed: four tries in 2 s (at 0, 0.2, 0.6 and
+            # 1.4 s; the next would come after 2.4 s), three at least on a loaded machine.
+            assert len(killer.killed) >= 3
             assert cursor(store, group_id) == 5
         # The writer gave up on m5..m9 (m7's retry row among them): they come again.
         wait_for(lambda: bodies(seen).count("m7") >= 2)
