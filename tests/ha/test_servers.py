@@ -70,6 +70,23 @@ def test_a_killed_node_leaves_two_primary_and_rejoins_with_what_it_missed(
     assert _notes(cluster.node(0)) == ["before", "while node 0 was down"]
 
 
+def test_a_node_that_left_a_running_cluster_may_not_start_a_new_one(
+    cluster: GaleraCluster,
+) -> None:
+    """Why docker/compose.yaml's nodes decide at each start whether to bootstrap: a node
+    started with --wsrep-new-cluster after it left a cluster that still runs (restart or
+    crash) refuses to start; without the option it rejoins."""
+    node = cluster.node(0)
+    for leave in (node.stop, node.kill9):
+        leave()
+        cluster.wait_size(2, [1, 2])
+        node.bootstrap = True
+        with pytest.raises(AssertionError, match="not be safe to bootstrap the cluster"):
+            node.start(timeout=30)
+        node.start()
+        cluster.wait_size(3)
+
+
 def test_an_isolated_node_refuses_writes_until_healed(cluster: GaleraCluster) -> None:
     cluster.isolate(2)
     status = cluster.node(2).status()

@@ -1,8 +1,15 @@
-"""docker/compose.yaml and docker/Dockerfile, checked by parsing them (no Docker engine needed)."""
+"""docker/compose.yaml and docker/Dockerfile, checked without a Docker engine: the compose
+file against the Compose Specification's schema and by parsing it, the Galera nodes'
+start-up script by running it."""
 
 from __future__ import annotations
 
+import os
 import re
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -208,9 +215,13 @@ def test_the_ha_profile_runs_three_galera_nodes_with_what_ems_requires(
         assert settings_problems(settings) == [], name
         assert flags["wsrep-cluster-address"] == "gcomm://" + ",".join(sorted(nodes)), name
         assert node.get("volumes") and node.get("healthcheck"), name
-    bootstrapping = [n for n, node in nodes.items() if "wsrep-new-cluster" in _flags(node)]
-    assert bootstrapping == ["galera-1"], "exactly one node starts the cluster"
+        # Whether to start a new cluster is decided at each start, by the start-up script.
+        assert "wsrep-new-cluster" not in _flags(node), name
+        assert node["entrypoint"] == nodes["galera-1"]["entrypoint"], name
+        others = sorted(set(nodes) - {name})
+        assert _environment(node)["GALERA_PEERS"].split() == [f"{n}:4567" for n in others]
     assert nodes["galera-2"]["depends_on"]["galera-1"]["condition"] == "service_healthy"
+    assert nodes["galera-3"]["depends_on"]["galera-2"]["condition"] == "service_healthy"
 
 
 def test_the_ha_profile_watches_a_redis_master_and_replica_with_three_sentinels(
@@ -240,3 +251,131 @@ def test_the_ha_profile_reaches_the_cluster_and_the_sentinels(
         target = settings.redis_sentinel
         assert target is not None and target.service == "ems", name
         assert {host for host, _ in target.sentinels} == set(_ha(services, "sentinel-")), name
+
+
+CHECK_JSONSCHEMA = Path(sys.executable).with_name("check-jsonschema")
+
+
+def _check_compose_schema(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [CHECK_JSONSCHEMA, "--builtin-schema", "vendor.compose-spec", path],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_the_compose_file_follows_the_compose_specification() -> None:
+    checked = _check_compose_schema(DOCKER / "compose.yaml")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+@pytest.mark.parametrize(
+    ("good", "bad", "why"),
+    [
+        ("condition: service_healthy", "condition: service_heathy", "is not one of"),
+        ('profiles: ["ha"]', 'profile: ["ha"]', "'profile' w"),
+    ],
+)
+def test_the_schema_check_refuses_a_misspelt_compose_file(
+    tmp_path: Path, good: str, bad: str, why: str
+) -> None:
+    broken = tmp_path / "compose.yaml"
+    broken.write_text((DOCKER / "compose.yaml").read_text().replace(good, bad, 1))
+    checked = _check_compose_schema(broken)
+    assert checked.returncode == 1
+    assert why in checked.stdout
+
+
+@pytest.mark.parametrize("profile", [None, "admin", "ha"])
+def test_every_reference_resolves_in_each_profile(
+    compose: dict[str, Any], services: dict[str, dict[str, Any]], profile: str | None
+) -> None:
+    """What `docker compose --profile P config` resolves beyond the schema: each started
+    service's dependencies start with it, and its named volumes are declared."""
+    started = {n for n, s in services.items() if not s.get("profiles") or profile in s["profiles"]}
+    declared = set(compose.get("volumes") or {})
+    for name in started:
+        service = services[name]
+        assert set(service.get("depends_on") or {}) <= started, name
+        for volume in service.get("volumes") or ():
+            source = volume.split(":", 1)[0]
+            if not source.startswith((".", "/")):
+                assert source in declared, f"{name}: volume {source} is not declared"
+
+
+# -- the Galera nodes' start-up script -------------------------------------------------
+
+
+def _unescaped(text: str) -> str:
+    """A string as compose hands it to the container: $$ is a literal $; a lone $ would be
+    interpolated from the host's environment, which the script must not depend on."""
+    assert "$" not in text.replace("$$", ""), f"unescaped $ in {text!r}"
+    return text.replace("$$", "$")
+
+
+@pytest.fixture
+def peer() -> Iterator[str]:
+    """A node that answers on its group-communication port."""
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        yield f"127.0.0.1:{listening.getsockname()[1]}"
+
+
+def _closed_port() -> str:
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        return f"127.0.0.1:{listening.getsockname()[1]}"
+
+
+def _start_node(service: dict[str, Any], datadir: Path, peers: list[str]) -> list[str]:
+    """Run the node's entrypoint and command as its container would, with the data volume
+    at `datadir` and the image's docker-entrypoint.sh replaced by a stub; the arguments
+    that reached docker-entrypoint.sh."""
+    mount = next(v.split(":", 1)[1] for v in service["volumes"])
+    bin_dir = datadir.parent / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    stub = bin_dir / "docker-entrypoint.sh"
+    stub.write_text('#!/bin/sh\nprintf \'%s\\n\' "$@" > "$ARGS_OUT"\n')
+    stub.chmod(0o755)
+    out = datadir.parent / "args"
+    argv = [_unescaped(part).replace(mount, str(datadir)) for part in service["entrypoint"]]
+    env = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "GALERA_PEERS": " ".join(peers),
+        "ARGS_OUT": str(out),
+    }
+    subprocess.run([*argv, *service["command"]], env=env, check=True, timeout=30)
+    args = out.read_text().splitlines()
+    assert [a for a in args if a != "--wsrep-new-cluster"] == service["command"]
+    return args
+
+
+@pytest.mark.parametrize(
+    ("state", "answers", "bootstraps"),
+    [
+        (None, False, True),  # first start of the first node
+        (None, True, False),  # a joiner's first start, or a disk replaced: state transfer
+        ("safe_to_bootstrap: 0", False, False),  # restart or crash: join
+        ("safe_to_bootstrap: 0", True, False),
+        ("safe_to_bootstrap: 1", False, True),  # the last node to leave starts it again
+        ("safe_to_bootstrap: 1", True, False),
+    ],
+)
+@pytest.mark.parametrize("node", ["galera-1", "galera-3"])
+def test_a_node_starts_a_new_cluster_only_when_it_may_and_no_other_node_answers(
+    services: dict[str, dict[str, Any]],
+    tmp_path: Path,
+    peer: str,
+    node: str,
+    state: str | None,
+    answers: bool,
+    bootstraps: bool,
+) -> None:
+    datadir = tmp_path / "data"
+    datadir.mkdir()
+    if state is not None:
+        (datadir / "grastate.dat").write_text(
+            f"# GALERA saved state\nversion: 2.1\nuuid: 9132ecbf\nseqno: 3\n{state}\n"
+        )
+    peers = [_closed_port(), peer if answers else _closed_port()]
+    args = _start_node(services[node], datadir, peers)
+    assert ("--wsrep-new-cluster" in args) == bootstraps
