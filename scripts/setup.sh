@@ -131,6 +131,14 @@ ensure_faketime() {
     apt_install faketime
 }
 
+# The ha suite and the HA report run Galera's arbitrator (garbd) beside the cluster.
+ensure_garbd() {
+    command -v garbd >/dev/null && return 0
+    if ! is_root; then say "run: apt-get install galera-arbitrator-4 (the ha suite needs it)"; exit 1; fi
+    say "installing Galera's arbitrator"
+    apt_install galera-arbitrator-4
+}
+
 # The browser tests (tests/browser) drive Debian's Chromium with Playwright; without it
 # they skip, saying so.
 ensure_chromium() {
@@ -168,6 +176,6 @@ ensure_python
 case ",$EXTRAS," in *,spark,*) ensure_java; ensure_jdbc_driver ;; esac
 ensure_mariadb
 ensure_redis
-case ",$EXTRAS," in *,dev,*) ensure_faketime; ensure_chromium ;; esac
+case ",$EXTRAS," in *,dev,*) ensure_faketime; ensure_garbd; ensure_chromium ;; esac
 if [ "${EMS_SETUP_SKIP_DB:-}" != 1 ]; then ensure_database; fi
 say "ready"

@@ -23,7 +23,7 @@ from typing import Any
 import pymysql
 import redis
 
-from tests.faults.servers import PrivateMariaDB, PrivateRedis, free_port
+from tests.faults.servers import PrivateMariaDB, PrivateRedis, PrivateServer, free_port
 from tests.tls import Certificate
 
 GALERA_PROVIDER = "/usr/lib/galera/libgalera_smm.so"
@@ -196,6 +196,38 @@ class GaleraNode(PrivateMariaDB):
             return False
         state = _grastate(self.datadir)
         return state["uuid"] != _NO_HISTORY and int(state["seqno"]) < 0
+
+
+class GaleraArbitrator(PrivateServer):
+    """garbd, Galera's arbitrator: a member of the cluster's group that votes in the
+    quorum and takes part in ordering every write set, but stores and applies nothing."""
+
+    name = "garbd"
+
+    def __init__(self, root: Path, peers: Sequence[GaleraNode]) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        super().__init__(root)
+        self.peers = peers
+        self.log = root / "garbd.log"
+
+    def command(self) -> list[str]:
+        gcomm = ",".join(f"127.0.0.1:{peer.gcomm_port}" for peer in self.peers)
+        options = f"gmcast.listen_addr=tcp://127.0.0.1:{self.port}; base_port={self.port}"
+        # Its own workdir: garbd keeps the group view it saw there (gvwstate.dat), and a
+        # second arbitrator reading the first one's would take itself for it.
+        return [
+            "garbd", f"--address=gcomm://{gcomm}", "--group=ems", f"--name={self.root.name}",
+            f"--workdir={self.root}", f"--log={self.log}", f"--options={options}",
+        ]  # fmt: skip
+
+    def answers(self) -> bool:
+        """Synced with the group: from then on every write set waits for it too."""
+        return self.log.exists() and "Shifting JOINED -> SYNCED" in self.log.read_text()
+
+    def log_tail(self) -> str:
+        if not self.log.exists():
+            return "no log"
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-20:])
 
 
 def _grastate(datadir: Path) -> dict[str, str]:

@@ -3,11 +3,13 @@ cut off or the whole cluster down, a Redis master killed under Sentinel."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pymysql
 import pytest
 from redis.sentinel import Sentinel
 
-from tests.ha.servers import GaleraCluster, GaleraNode, SentinelRedis
+from tests.ha.servers import GaleraArbitrator, GaleraCluster, GaleraNode, SentinelRedis
 
 pytestmark = pytest.mark.ha
 
@@ -113,6 +115,23 @@ def test_a_cluster_down_whole_comes_back_from_its_most_advanced_node(
     assert first is not cluster.node(2)  # it stopped before the last write
     for i in range(3):
         assert _notes(cluster.node(i)) == ["on three nodes", "on two nodes"]
+
+
+def test_an_arbitrator_joins_the_group_and_writes_go_on(
+    cluster: GaleraCluster, tmp_path: Path
+) -> None:
+    """garbd, which the HA report uses to tell the group's share of a commit from the
+    appliers': every node counts it, and the cluster commits with it as before."""
+    arbitrator = GaleraArbitrator(tmp_path / "garbd", cluster.nodes)
+    arbitrator.start()
+    try:
+        for node in cluster.nodes:
+            node.wait(lambda s: s["wsrep_cluster_size"] == "4", 10, "4 members")
+        _write(cluster.node(0), "with an arbitrator")
+        assert _notes(cluster.node(2)) == ["with an arbitrator"]
+    finally:
+        arbitrator.stop()
+    cluster.wait_size(3)
 
 
 def test_get_lock_holds_on_one_node_only(cluster: GaleraCluster) -> None:

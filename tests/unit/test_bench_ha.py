@@ -59,3 +59,14 @@ def test_the_verdict_is_on_the_median_of_the_rounds_ratios() -> None:
     assert "3 rounds per system" in text
     missed = report(["- date: now"], one, [Rates(batch=49, consume=4)] * 3, [])
     assert "| 0.49x | 0.49-0.82 | >= 0.5x: **missed** |" in missed
+
+
+def test_the_report_splits_a_batch_between_the_group_and_the_appliers() -> None:
+    one, ha, lone = [Rates(raw=50_000)], [Rates(raw=25_000)], [Rates(raw=40_000)]
+    text = report(["- date: now"], one, ha, [], lone)
+    assert "2.00 ms on one node, 2.50 ms on one Galera node with two arbitrators" in text
+    assert "4.00 ms on the 3-node cluster" in text
+    assert "The group and wsrep add 0.50 ms" in text
+    assert "applying each batch on the same cores add 1.50 ms" in text
+    assert "does 0.80x of one node (range 0.80-0.80)" in text
+    assert "arbitrators" not in report(["- date: now"], one, ha, [])
