@@ -429,8 +429,14 @@ class Database:
             return tuple(cursor.fetchall())
 
     def own_connection(self) -> OwnConnection:
-        """An autocommit connection of the caller's own, opened on first use."""
-        return OwnConnection(self._checkout_raw, self.nodes.stale)
+        """An autocommit connection of the caller's own, opened on first use: the lease
+        renewal's. On a cluster it is opened without the catch-up (a causal read) that
+        other connections wait for: see NodeSet.without_catch_up."""
+        return OwnConnection(self._checkout_blind, self.nodes.stale)
+
+    def _checkout_blind(self) -> PoolProxiedConnection:
+        with self.nodes.without_catch_up():
+            return self._checkout_raw()
 
     def _checkout_raw(self) -> PoolProxiedConnection:
         return self._retrying(self.autocommit_engine.raw_connection)

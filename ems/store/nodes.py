@@ -16,15 +16,20 @@ A node that just became current may not yet have applied every write the cluster
 committed through the old one (Galera applies asynchronously after certification). Each
 new connection to a cluster node therefore waits once for its node to catch up (a causal
 read: wsrep_sync_wait) before it is handed out; afterwards this node commits every write
-ems makes, so its reads see them.
+ems makes, so its reads see them. The one exception is the lease renewal's connection
+(NodeSet.without_catch_up): a renewal is a conditional write, which certification refuses
+when a write it had not seen changed its row, and after the writer node dies the causal
+read waits for the very eviction that holds every commit, so a renewal judged after it
+would find a lease expired that held when the renewal was sent.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 import time
-from collections.abc import Callable, Generator, Sequence
-from contextlib import suppress
+from collections.abc import Callable, Generator, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from functools import partial
 from typing import Any
 
@@ -75,6 +80,8 @@ class NodeSet:
         self.first_again_at = math.inf
         #: Nodes whose settings were checked (set.add is atomic: no lock needed).
         self._checked: set[int] = set()
+        #: Per thread: whether the connections it opens now skip the catch-up.
+        self._local = threading.local()
 
     @property
     def cluster(self) -> bool:
@@ -93,6 +100,19 @@ class NodeSet:
     def _failback_due(self) -> bool:
         return self.current != 0 and time.monotonic() >= self.first_again_at
 
+    @contextmanager
+    def without_catch_up(self) -> Iterator[None]:
+        """Connections this thread opens meanwhile skip the causal read that waits until
+        their node has applied every write the cluster committed (see the module's
+        docstring). Only for statements that stay correct on a node still catching up:
+        a conditional write that Galera refuses at commit (certification) when a write
+        it had not seen changed its row, such as the lease renewal."""
+        self._local.blind = True
+        try:
+            yield
+        finally:
+            self._local.blind = False
+
     def where(self, index: int) -> str:
         host, port = self.addresses[index]
         return f"{host}:{port}"
@@ -109,7 +129,8 @@ class NodeSet:
         status = {str(name).lower(): str(value) for name, value in (yield _STATUS)}
         problem = node_problem(status)
         if problem is None:
-            yield _CATCH_UP
+            if not getattr(self._local, "blind", False):
+                yield _CATCH_UP
             if index != self.current:
                 self.current = index
                 self.switched_at = time.monotonic()

@@ -15,8 +15,12 @@ from sqlalchemy import text
 from ems import TopicAdmin
 from ems.aio import Producer as AsyncProducer
 from ems.config import Settings
+from ems.consumer.groups import ensure_group
+from ems.exceptions import DatabaseUnavailable
+from ems.store import Store
 from ems.store.database import Database
 from tests.ha.servers import GaleraCluster
+from tests.integration import seed
 
 pytestmark = pytest.mark.ha
 
@@ -116,3 +120,36 @@ def _rows(galera: GaleraCluster, i: int, sql: str) -> list[tuple[object, ...]]:
             return [tuple(row) for row in cursor.fetchall()]
     finally:
         conn.close()
+
+
+def test_a_lease_renewed_while_the_cluster_evicts_its_killed_writer_holds(
+    ha_settings: Settings, galera: GaleraCluster
+) -> None:
+    """After a kill -9 of the node ems writes through, the cluster commits nothing until
+    it has evicted that node (about 3 s here). A lease renewal sent meanwhile through the
+    next node must be judged when it was sent: if it first waited for that node to catch
+    up (a causal read waits for the same eviction), a lease whose last renewal left less
+    than the stall would be found expired, and the member would drop its partitions and
+    rejoin under a new identity, though its lease is longer than the stall."""
+    store = Store(ha_settings)
+    try:
+        topic = TopicAdmin(ha_settings, store=store).create("lease-failover", 1)
+        group = ensure_group(store, "g", topic, seed.options(None))
+        store.leases.register(group.id, "member", "h", 1, ttl=10)
+        heartbeat = store.leases.heartbeat()
+        try:
+            assert heartbeat.renew("member", ttl=2.0)  # on node 0: left 2 s, less than the stall
+            galera.node(0).kill9()
+            with pytest.raises(DatabaseUnavailable):
+                heartbeat.renew("member", ttl=4.0)  # its connection went with the node
+            sent = time.monotonic()
+            assert heartbeat.renew("member", ttl=4.0), "the lease was found expired"
+            stalled = time.monotonic() - sent
+        finally:
+            heartbeat.close()
+        # The renewal waited in its commit for the eviction, past the lease's old expiry.
+        assert stalled > 2.0, f"the cluster did not stall ({stalled:.2f} s)"
+        (member,) = store.leases.members(group.id)
+        assert member.expires_in > 0
+    finally:
+        store.db.dispose()

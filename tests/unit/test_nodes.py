@@ -15,13 +15,17 @@ SETTINGS = [("ROW", 2, "ON")]
 SYNCED = [("wsrep_ready", "ON"), ("wsrep_cluster_status", "Primary"), ("wsrep_local_state", "4")]
 
 
-def _vet(nodes: NodeSet, index: int, status: list[tuple[object, ...]]) -> str | None:
+def _vet(
+    nodes: NodeSet, index: int, status: list[tuple[object, ...]], sent: list[str] | None = None
+) -> str | None:
     """Run node `index`'s vetting, answering its settings read, its status read and its
-    catch-up read."""
+    catch-up read; the statements go to `sent`."""
     vetting = nodes.vet(index)
     statement = next(vetting)
     try:
         while True:
+            if sent is not None:
+                sent.append(statement)
             if "@@binlog_format" in statement:
                 answer: list[tuple[object, ...]] = SETTINGS
             elif "SHOW GLOBAL STATUS" in statement:
@@ -39,6 +43,22 @@ def test_a_usable_node_becomes_current_and_older_connections_stale() -> None:
     assert _vet(nodes, 1, SYNCED) is None
     assert nodes.current == 1 and nodes.candidates() == [1, 2, 0]
     assert nodes.stale(born) and not nodes.stale(time.monotonic())
+
+
+def test_a_connection_opened_without_catch_up_skips_only_the_causal_read() -> None:
+    nodes = NodeSet(URLS)
+    sent: list[str] = []
+    assert _vet(nodes, 1, SYNCED, sent) is None
+    assert "wsrep_sync_wait" in sent[-1]
+    sent.clear()
+    with nodes.without_catch_up():
+        assert _vet(nodes, 2, SYNCED, sent) is None
+    assert not any("wsrep_sync_wait" in statement for statement in sent)
+    assert nodes.current == 2  # still vetted: usable, and the node to write through
+    assert _vet(nodes, 2, SYNCED, sent) is None
+    assert "wsrep_sync_wait" in sent[-1]  # only within the block
+    with nodes.without_catch_up():
+        assert "not ready" in (_vet(nodes, 0, [("wsrep_ready", "OFF")]) or "")
 
 
 def test_a_node_out_of_the_primary_component_stays_behind() -> None:
