@@ -85,7 +85,8 @@ def _ems_sessions(galera: GaleraCluster, i: int) -> int:
 
 def test_the_node_ems_writes_through_killed(scenario: Scenario, galera: GaleraCluster) -> None:
     """a. kill -9 of node 0, which every process writes through, mid-stream: they all
-    move to node 1 and carry on; node 0 comes back by state transfer with every row."""
+    move to node 1 and carry on, every member keeping its lease (4 s, renewed each second)
+    through the cluster's stall; node 0 comes back by state transfer with every row."""
     scenario.wait_acks(200)
     assert _ems_sessions(galera, 0) > 0 and _ems_sessions(galera, 1) == 0
     galera.node(0).kill9()
@@ -95,6 +96,7 @@ def test_the_node_ems_writes_through_killed(scenario: Scenario, galera: GaleraCl
     assert _ems_sessions(galera, 1) > 0 and _ems_sessions(galera, 2) == 0
     galera.node(0).restart()
     _assert_kept(scenario, galera, killed)
+    assert not any(scenario.fencings().values()), scenario.stderr_tails()
 
 
 def test_the_writer_cut_off_from_the_others(scenario: Scenario, galera: GaleraCluster) -> None:
