@@ -76,6 +76,13 @@ def free_port() -> int:
     raise AssertionError(f"no free port in {ports}")
 
 
+def tail(log: Path, lines: int = 20) -> str:
+    """The last lines of a server's log file, for a failing assertion."""
+    if not log.exists():
+        return f"no {log.name} yet"
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+
+
 def _kill_leftovers() -> None:
     for proc in list(_live):
         if proc.poll() is None:
@@ -236,9 +243,7 @@ class PrivateMariaDB(PrivateServer):
         return True
 
     def log_tail(self) -> str:
-        if not self.error_log.exists():
-            return "no error log"
-        return "\n".join(self.error_log.read_text(errors="replace").splitlines()[-20:])
+        return tail(self.error_log)
 
 
 class PrivateRedis(PrivateServer):

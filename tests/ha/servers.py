@@ -23,7 +23,7 @@ from typing import Any
 import pymysql
 import redis
 
-from tests.faults.servers import PrivateMariaDB, PrivateRedis, PrivateServer, free_port
+from tests.faults.servers import PrivateMariaDB, PrivateRedis, PrivateServer, free_port, tail
 from tests.tls import Certificate
 
 GALERA_PROVIDER = "/usr/lib/galera/libgalera_smm.so"
@@ -225,9 +225,7 @@ class GaleraArbitrator(PrivateServer):
         return self.log.exists() and "Shifting JOINED -> SYNCED" in self.log.read_text()
 
     def log_tail(self) -> str:
-        if not self.log.exists():
-            return "no log"
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-20:])
+        return tail(self.log)
 
 
 def _grastate(datadir: Path) -> dict[str, str]:
@@ -420,9 +418,7 @@ class PrivateSentinel(PrivateRedis):
         return [binary, str(self.config), "--sentinel"]
 
     def log_tail(self) -> str:
-        if not self.log.exists():
-            return "no log"
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-15:])
+        return tail(self.log, 15)
 
     def ask(self, subcommand: str) -> Any:
         """SENTINEL <subcommand> <service>, raw; None when this sentinel does not answer."""
