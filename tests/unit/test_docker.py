@@ -19,6 +19,7 @@ import yaml
 
 from ems.config import Settings
 from ems.store.nodes import settings_problems
+from tests.faults.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
@@ -321,9 +322,9 @@ def peer() -> Iterator[str]:
         yield f"127.0.0.1:{listening.getsockname()[1]}"
 
 
-def _closed_port() -> str:
-    with socket.create_server(("127.0.0.1", 0)) as listening:
-        return f"127.0.0.1:{listening.getsockname()[1]}"
+def _nobody() -> str:
+    """An address where no node answers."""
+    return f"127.0.0.1:{free_port()}"
 
 
 def _start_node(service: dict[str, Any], datadir: Path, peers: list[str]) -> list[str]:
@@ -376,6 +377,6 @@ def test_a_node_starts_a_new_cluster_only_when_it_may_and_no_other_node_answers(
         (datadir / "grastate.dat").write_text(
             f"# GALERA saved state\nversion: 2.1\nuuid: 9132ecbf\nseqno: 3\n{state}\n"
         )
-    peers = [_closed_port(), peer if answers else _closed_port()]
+    peers = [_nobody(), peer if answers else _nobody()]
     args = _start_node(services[node], datadir, peers)
     assert ("--wsrep-new-cluster" in args) == bootstraps
