@@ -21,7 +21,7 @@ from sqlalchemy.engine import make_url
 
 from ems.config import Settings
 from ems.exceptions import BelowLowWatermark, DatabaseUnavailable, EmsError, UnknownTopic
-from ems.store.database import RECYCLE, _errno, translate_code
+from ems.store.database import RECYCLE, _errno, in_transaction, translate_code
 from ems.store.messages import (
     _INSERT,
     _LOCK_LOWS,
@@ -157,12 +157,12 @@ class AsyncMessageStore:
                 _close(conn)
                 await self.close()  # its idle mates likely went with it (a restart)
             else:
-                self._give_back(conn, born)
+                await self._give_back(conn, born)
             raise error from exc
         except BaseException:
             _close(conn)  # cancelled mid-statement: its state is unknown
             raise
-        self._give_back(conn, born)
+        await self._give_back(conn, born)
         return result
 
     @staticmethod
@@ -271,7 +271,20 @@ class AsyncMessageStore:
             problems.append(f"{self._nodes.where(index)}: {problem}")
         raise DatabaseUnavailable(unusable(problems))
 
-    def _give_back(self, conn: Any, born: float) -> None:
+    async def _give_back(self, conn: Any, born: float) -> None:
+        # The list, not each caller, makes sure no connection waits in it inside a
+        # transaction: a statement group that failed half-way left its earlier rows open,
+        # and the next group on the connection would commit them (its BEGIN) or run its
+        # own autocommit INSERT inside them, to be lost with them.
+        if in_transaction(conn):
+            try:
+                await conn.rollback()
+            except _DRIVER_ERRORS:
+                _close(conn)
+                return
+            except BaseException:
+                _close(conn)  # cancelled mid-rollback: its state is unknown
+                raise
         if len(self._idle) < self.settings.pool_size:
             self._idle.append((conn, born))
         else:

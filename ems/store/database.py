@@ -9,6 +9,7 @@ from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
 
 import pymysql
+from pymysql.constants.SERVER_STATUS import SERVER_STATUS_IN_TRANS
 from pymysql.cursors import Cursor
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, ExceptionContext
@@ -265,6 +266,15 @@ class DirectConnections:
         return conn
 
     def _give_back(self, conn: Any, born: float) -> None:
+        # The list, not each caller, makes sure no connection waits in it inside a
+        # transaction: the next statement on it would run in that transaction, and its
+        # autocommit would then commit or lose what the earlier one left.
+        if in_transaction(conn):
+            try:
+                conn.rollback()
+            except pymysql.err.Error:
+                _close(conn)
+                return
         if len(self._idle) < self._keep:
             self._idle.append((conn, born))
         else:
@@ -338,6 +348,14 @@ def _detached(connect: Callable[[], PoolProxiedConnection]) -> Any:
     conn = proxied.dbapi_connection
     assert conn is not None
     return conn
+
+
+def in_transaction(conn: Any) -> bool:
+    """Whether the server's last reply on this driver connection (PyMySQL or asyncmy:
+    both keep its status flags) said a transaction is open. After an error reply the flag
+    is the one before it, so a transaction the error ended may still read as open: a
+    rollback then costs a round trip and changes nothing."""
+    return bool(conn.server_status & SERVER_STATUS_IN_TRANS)
 
 
 def _close(conn: Any) -> None:

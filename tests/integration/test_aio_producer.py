@@ -338,3 +338,72 @@ async def test_a_failed_flush_fails_every_caller_of_its_group() -> None:
     assert all(isinstance(r, InvalidInput) for r in results)
     assert await group.submit([4]) == [8]
     await group.wait_idle()
+
+
+# -- a statement of a split batch refused ------------------------------------------------
+
+
+def _big_batch(count: int, tag: str) -> list[Record]:
+    """Records large enough that a batch of them is sent as several INSERTs."""
+    pad = "x" * 20_000
+    return [Record(f"{tag}-{i}|{pad}", key="k") for i in range(count)]
+
+
+def _labels(rows: list[tuple[int, int, bytes]]) -> list[str]:
+    return sorted(body.split(b"|")[0].decode() for _, _, body in rows)
+
+
+async def test_a_split_batch_refused_in_a_later_statement_is_stored_once(
+    topics: TopicAdmin, settings: Settings, store: Store
+) -> None:
+    """A batch of several INSERTs whose third meets a stored offset (a hole filled with a
+    tombstone while the producer was slow): the earlier statements' rows must not stay
+    behind in an open transaction, to be committed by the retry beside its own copy."""
+    from ems.store.messages import insert_statements
+    from ems.types import NewMessage
+
+    topics.create("t", 1)
+    info = store.topics.get("t")
+    batch = _big_batch(120, "b")
+    split = insert_statements(
+        [NewMessage(info.id, 0, 1 + i, None, None, r.body.encode()) for i, r in enumerate(batch)]
+    )
+    assert split is not None and len(split) >= 3
+    async with Producer(settings) as producer:
+        await producer.send("t", "first")  # seeds the counter: the batch takes 1..120
+        store.messages.insert_tombstones(info.id, 0, range(100, 101))
+        placed = await producer.send_batch("t", batch)
+        assert len({m.offset for m in placed}) == 120
+        # A single send after the refusal: on the connection the batch used, it must be
+        # committed on its own, not inside what the batch left open.
+        await producer.send("t", "after")
+    labels = _labels(stored(store))
+    assert labels == sorted(["first", "after", *(f"b-{i}" for i in range(120))])
+
+
+async def test_no_connection_returns_to_the_pool_inside_a_transaction(
+    topics: TopicAdmin, settings: Settings, store: Store
+) -> None:
+    """A single INSERT on the connection a refused split batch used is committed at once:
+    acknowledged means committed, not merely visible to the producer's own session."""
+    from ems.exceptions import DuplicateKey
+    from ems.store.aio import AsyncMessageStore
+    from ems.types import NewMessage
+
+    topics.create("t", 1)
+    info = store.topics.get("t")
+    store.messages.insert_tombstones(info.id, 0, range(100, 101))
+    rows = [
+        NewMessage(info.id, 0, i, None, None, r.body.encode())
+        for i, r in enumerate(_big_batch(120, "b"))
+    ]
+    aio_store = AsyncMessageStore(settings)
+    try:
+        with pytest.raises(DuplicateKey):
+            await aio_store.insert(rows, None)
+        await aio_store.insert([NewMessage(info.id, 0, 500, None, None, b"single")], None)
+        # Read from another connection while the store is still open.
+        assert _labels(stored(store)) == ["single"]
+    finally:
+        await aio_store.close()
+    assert _labels(stored(store)) == ["single"]

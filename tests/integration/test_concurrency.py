@@ -1,5 +1,6 @@
 """Real producer processes against the real servers: 8 producers (4 of the sync Producer,
-4 of ems.aio's, each with four tasks sharing it), Redis losing this deployment's counters
+4 of ems.aio's, each with four tasks sharing it; now and then a batch split into several
+INSERTs), Redis losing this deployment's counters
 in the middle, producers killed between allocation and insert, one of each kind killed
 mid-stream, and a deliberately slow transaction, over a fresh topic and over one
 whose history retention has purged. Each fault waits for the producers' progress and
@@ -10,9 +11,11 @@ must read back gap-free."""
 from __future__ import annotations
 
 import os
+import random
 import signal
 import threading
 import time
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
@@ -20,10 +23,12 @@ from sqlalchemy import text
 
 from ems import Reader, TopicAdmin
 from ems.config import Settings
+from ems.exceptions import BelowLowWatermark, DuplicateKey
 from ems.maintenance.purge import purge_retention
 from ems.store import Store
 from tests import forked
 from tests.integration import seed
+from tests.procs.producer import label
 
 pytestmark = pytest.mark.slow
 PARTITIONS = 4
@@ -61,7 +66,7 @@ class Follower(threading.Thread):
             while not self.stop.is_set():
                 for p in range(PARTITIONS):
                     batch = self.reader.read_partition("conc", p, self.cursors[p], limit=200)
-                    self.seen += [(p, m.offset, m.body.decode()) for m in batch.messages]
+                    self.seen += [(p, m.offset, label(m.body)) for m in batch.messages]
                     self.cursors[p] = batch.next_offset
                 time.sleep(0.02)
         except BaseException as exc:  # surfaced by the test
@@ -69,6 +74,36 @@ class Follower(threading.Thread):
 
     def caught_up(self) -> bool:
         return self.cursors == self.reader.high_watermarks("conc")
+
+
+class Planter(threading.Thread):
+    """Stores a tombstone a little ahead of each partition's high watermark now and then,
+    as a reader does when it fills the hole of a producer that was slow: producers then
+    meet a stored offset anywhere in a send, also in a later statement of a split batch,
+    and must retry with fresh offsets without storing anything twice."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(daemon=True)
+        self.store = Store(settings)
+        self.stop = threading.Event()
+        self.planted = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        rng = random.Random(7)
+        try:
+            topic = self.store.topics.get("conc")
+            while not self.stop.wait(0.15):
+                marks = self.store.messages.next_offsets(topic.id)
+                for p, high in marks.items():
+                    with suppress(DuplicateKey, BelowLowWatermark):
+                        at = high + rng.randrange(5, 60)
+                        self.store.messages.insert_tombstones(topic.id, p, range(at, at + 1))
+                        self.planted += 1
+        except BaseException as exc:  # surfaced by the test
+            self.error = exc
+        finally:
+            self.store.close()
 
 
 def _count_acks(paths: list[Path]) -> int:
@@ -121,6 +156,7 @@ def test_crashes_and_redis_loss_lose_and_duplicate_nothing(
     lows = _purge_history(settings, 200) if purged else dict.fromkeys(range(PARTITIONS), 0)
     follower = Follower(settings)
     follower.start()
+    planter = Planter(settings)
 
     hung = _spawn(settings, "hang")
     _wait_line(hung, "allocated")
@@ -137,6 +173,7 @@ def test_crashes_and_redis_loss_lose_and_duplicate_nothing(
     ]
     slow = _spawn(settings, "slow", "3", str(ack_files[8]))
     _wait_line(slow, "inserted")
+    planter.start()
 
     # The faults strike while the producers are sending: each waits on their progress.
     at_loss = _wait_acks(ack_files, 800)
@@ -158,6 +195,10 @@ def test_crashes_and_redis_loss_lose_and_duplicate_nothing(
     producers[7].wait(timeout=10)
     hung.wait(timeout=10)
     hung_again.wait(timeout=10)
+    planter.stop.set()
+    planter.join(timeout=10)
+    assert planter.error is None, planter.error
+    assert planter.planted > 0
     # Sending went on across both faults.
     assert at_loss < after_kill < _count_acks(ack_files)
 
@@ -187,9 +228,9 @@ def test_crashes_and_redis_loss_lose_and_duplicate_nothing(
     store.close()
     readable = [r for r in stored if r[1] >= lows[r[0]]]  # what a reader can reach
     stored = [r for r in stored if r[1] >= follower.origin[r[0]]]  # sent during the test
-    bodies = [bytes(b).decode() for _, _, b in stored]
+    bodies = [label(bytes(b)) for _, _, b in stored]
     assert len(bodies) == len(set(bodies)), "a message is stored twice"
-    where = {bytes(b).decode(): (p, o) for p, o, b in stored}
+    where = {label(bytes(b)): (p, o) for p, o, b in stored}
     for body, place in acks.items():
         assert where.get(body) == place, f"acknowledged {body} at {place}, stored {where.get(body)}"
         assert place[1] >= lows[place[0]], f"{body} stored below the low watermark: {place}"

@@ -94,3 +94,28 @@ def test_statements_keep_order_and_stay_under_the_size_limit(settings: Settings)
         for values in s.split(b" VALUES ", 1)[1].split(b"),(")
     ]
     assert offsets == list(range(2000))
+
+
+def test_the_insert_connections_never_wait_inside_a_transaction(
+    store: Store, topic: TopicInfo
+) -> None:
+    """The pool of INSERT connections, not each caller, ends a transaction left open:
+    a connection given back inside one holds its rows uncommitted, and the next INSERT on
+    it would run in that transaction."""
+    direct = store.db.direct
+    conn, born = direct._take()
+    conn.begin()
+    conn.query(
+        b"INSERT INTO message (topic_id, partition_no, offset_no, body) "
+        b"VALUES (%d, 0, 7, 'left open')" % topic.id
+    )
+    direct._give_back(conn, born)
+    direct.execute(
+        [
+            b"INSERT INTO message (topic_id, partition_no, offset_no, body) "
+            b"VALUES (%d, 0, 8, 'single')" % topic.id
+        ]
+    )
+    with store.db.connect() as other:
+        bodies = other.execute(text("SELECT body FROM message ORDER BY offset_no")).scalars()
+        assert [bytes(b) for b in bodies] == [b"single"]

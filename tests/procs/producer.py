@@ -35,18 +35,33 @@ def _settings(url: str) -> Settings:
     return Settings(database_url=url, gap_timeout=1.0)
 
 
+#: Bodies of a split batch carry this much padding after a "|": 50 of them are more
+#: than one INSERT can hold, so the batch is sent as two statements in one transaction.
+SPLIT_PAD = 12_000
+SPLIT_BATCH = 50
+
+
 def _next_records(rng: random.Random, name: str, sent: int, count: int) -> list[Record]:
-    """The next send: one message or a batch of 5 or 20, numbered on from `sent`."""
-    n = min(rng.choice([1, 1, 5, 20]), count - sent)
+    """The next send, numbered on from `sent`: one message, a batch of 5 or 20, or now
+    and then a batch large enough to be split into several statements."""
+    split = rng.random() < 0.1
+    n = min(SPLIT_BATCH if split else rng.choice([1, 1, 5, 20]), count - sent)
+    pad = "|" + "x" * SPLIT_PAD if split else ""
     return [
-        Record(f"{name}-{sent + i}".encode(), key=f"project-{rng.randrange(30)}") for i in range(n)
+        Record(f"{name}-{sent + i}{pad}".encode(), key=f"project-{rng.randrange(30)}")
+        for i in range(n)
     ]
 
 
+def label(body: bytes) -> str:
+    """A message's name, without a split batch's padding."""
+    return body.split(b"|", 1)[0].decode()
+
+
 def _record_acks(acks: TextIO, records: list[Record], placed: list[RecordMetadata]) -> None:
-    """One line per acknowledged message: "partition offset body"."""
+    """One line per acknowledged message: "partition offset label"."""
     for record, meta in zip(records, placed, strict=True):
-        acks.write(f"{meta.partition} {meta.offset} {record.body.decode()}\n")
+        acks.write(f"{meta.partition} {meta.offset} {label(record.body)}\n")
 
 
 def produce(
