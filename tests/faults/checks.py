@@ -24,6 +24,12 @@ from pathlib import Path
 Place = tuple[int, int]
 
 
+def label(body: bytes | str) -> str:
+    """A message's name: its body up to the padding of a split batch (after "|")."""
+    text = body.decode() if isinstance(body, bytes) else body
+    return text.split("|", 1)[0]
+
+
 @dataclass(frozen=True)
 class Ack:
     at: float

@@ -1,7 +1,7 @@
-"""A scenario's moving parts: streaming producer processes and a cluster group of member
-processes on one topic, started against given servers (a private server, or a fault proxy
-in front of one), and, at the end, the judge's verdict over what they recorded and what
-the database holds.
+"""A scenario's moving parts: streaming producer processes (the thread-safe Producer and
+ems.aio's, alternately) and a cluster group of member processes on one topic, started
+against given servers (a private server, or a fault proxy in front of one), and, at the
+end, the judge's verdict over what they recorded and what the database holds.
 
 The processes get their servers from EMS_DATABASE_URL / EMS_REDIS_URL, so each can be
 routed through its own proxy; the harness itself reads the truth over `settings`, straight
@@ -27,7 +27,7 @@ from ems.config import Settings
 from ems.store.database import Database
 from tests import forked
 from tests.conftest import reset_state
-from tests.faults.checks import Place, Recorded, Verdict, judge, read_records
+from tests.faults.checks import Place, Recorded, Verdict, judge, label, read_records
 from tests.faults.servers import PrivateMariaDB, PrivateRedis
 from tests.faults.workload import TOPIC
 
@@ -91,8 +91,9 @@ class Scenario:
         members = [self._spawn_member() for _ in range(self.members)]
         producers = []
         for i in range(self.producers):
-            name = f"producer-{i}"
-            args = ["produce", name, str(self.workdir / f"{name}.log"), str(self.rate)]
+            # Every other one an ems.aio.Producer: each fault meets both kinds.
+            name, mode = f"producer-{i}", "aproduce" if i % 2 else "produce"
+            args = [mode, name, str(self.workdir / f"{name}.log"), str(self.rate)]
             producers.append(self._spawn(name, *args, *(["identical"] if self.identical else [])))
         for member in members:
             member.client_id = _first_line(member)
@@ -245,7 +246,7 @@ class Scenario:
                 {"t": topic_id},
             )
             stored: dict[Place, tuple[str, bool]] = {
-                (int(p), int(o)): (bytes(b).decode(), bool(t)) for p, o, b, t in rows
+                (int(p), int(o)): (label(bytes(b)), bool(t)) for p, o, b, t in rows
             }
             lows = dict(
                 conn.execute(
