@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ems.consumer.ack_writer import AckWriter
 from ems.consumer.state import Outcome, PartitionState, Policy, expired, moved_cursors, settle
-from ems.exceptions import LockConflict, StaleGeneration
+from ems.exceptions import LeaseLost, LockConflict, StaleGeneration
 from ems.offsets.budget import mean_size, rows_to_scan
 from ems.types import (
     IN_FLIGHT_SPAN,
@@ -304,9 +304,11 @@ class ClusterSession:
     def write(self, settlement: Settlement) -> None:
         """Runs on the caller's thread or the ack writer's; touches no partition state.
         Partitions whose earlier writes were dropped are left out: their state is read
-        again from the database before anything of theirs is written."""
+        again from the database before anything of theirs is written. Past the lease
+        deadline it writes nothing and raises LeaseLost, as a failed write: the caller
+        must not count it as written."""
         if not self.membership.lease_valid():
-            return
+            raise LeaseLost("the lease deadline passed; the settlement was not written")
         with self._unwritten_lock:
             untrusted = settlement.partitions() & self._unwritten
         if untrusted:

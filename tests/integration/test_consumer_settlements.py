@@ -85,6 +85,47 @@ def test_an_ack_batch_the_writer_gave_up_on_is_delivered_again(
     assert seed.sql(store, "SELECT committed_offset FROM group_offset") == [(3,)]
 
 
+def test_a_settlement_skipped_as_the_lease_lapsed_counts_as_not_written(
+    settings: Settings, store: Store, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lease deadline passes between the ack writer's check and the write: the write
+    commits nothing, and the writer must take that as a failed write (the partition read
+    again from its stored cursor), never as written, or a later cursor commit, once the
+    lease is valid again, would pass a failed message whose retry row was never written."""
+    consumer = Consumer("g", topic, settings=settings, start="earliest", store=store, **FAST)
+    with consumer:
+        got = seed.poll_until(consumer, 3)
+        consumer.session.writer.flush()  # their start rows are written
+        membership = consumer.membership
+        valid = membership.lease_valid
+        # On the ack writer's thread, until it is done with the settlement below: its
+        # check sees the lease valid, the write's own check just after it sees it lapsed,
+        # and so does every later check; then the lease is valid again (a renewal
+        # answered late), as the real deadline says. The consume loop's checks and the
+        # heartbeat's keep the real deadline.
+        answers = iter([True, False])
+        done = threading.Event()
+
+        def lease_valid() -> bool:
+            if done.is_set() or threading.current_thread().name != "ems-acks":
+                return valid()
+            return next(answers, False)
+
+        monkeypatch.setattr(membership, "lease_valid", lease_valid)
+        monkeypatch.setattr(consumer.session.writer, "_alive", lease_valid)
+        consumer.settle(
+            [Outcome(got[0], "boom", 0.0), Outcome(got[1]), Outcome(got[2])], wait=False
+        )
+        consumer.session.writer.flush()
+        done.set()
+        assert next(answers, None) is None  # the write's check was reached
+        again = seed.poll_until(consumer, 3)
+        assert sorted(d.offset for d in again) == [0, 1, 2]
+        consumer.ack(again)
+    assert seed.sql(store, "SELECT committed_offset FROM group_offset") == [(3,)]
+    assert seed.sql(store, "SELECT COUNT(*) FROM retry_message") == [(0,)]
+
+
 def test_a_member_past_its_local_deadline_consumes_again_once_renewed(
     settings: Settings, store: Store, topic: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
