@@ -66,8 +66,13 @@ _SET_CURSOR = (
     "WHERE group_id = %s AND partition_no = %s"
 )
 # What a dead member had in flight is handed back (its log rows deleted): its window past
-# the old cursor, and redeliveries of the retries dropped below. Found nowhere else once
-# the cursor moved (ems.store.in_flight); the new cursor decides what comes next.
+# the old cursor (or past the low watermark, when the cursor lies below it), and
+# redeliveries of the retries dropped below. Found nowhere else once the cursor moved
+# (ems.store.in_flight); the new cursor decides what comes next.
+_LOW_OF_GROUP = (
+    "SELECT pl.low_offset FROM consumer_group g JOIN partition_low pl "
+    "ON pl.topic_id = g.topic_id AND pl.partition_no = %s WHERE g.id = %s"
+)
 _HAND_BACK_WINDOW = (
     "DELETE FROM topic_group_log WHERE group_id = %s AND partition_no = %s "
     f"AND offset_no >= %s AND offset_no < %s + {IN_FLIGHT_SPAN} AND state = 'start'"
@@ -184,8 +189,9 @@ class ResetStore:
             items = sorted(cursors.items())
             conn.exec_driver_sql(_SET_CURSOR, [(o, generation, group_id, p) for p, o in items])
             for p, o in items:
-                old = current.get(p, o)
-                conn.exec_driver_sql(_HAND_BACK_WINDOW, (group_id, p, old, old))
+                low = conn.exec_driver_sql(_LOW_OF_GROUP, (p, group_id)).scalar()
+                start = max(current.get(p, o), int(low or 0))
+                conn.exec_driver_sql(_HAND_BACK_WINDOW, (group_id, p, start, start))
                 conn.exec_driver_sql(_HAND_BACK_RETRIED, (group_id, p, o))
             dropped = sum(
                 int(conn.exec_driver_sql(_DROP_RETRIES, (group_id, p, o)).rowcount)

@@ -14,6 +14,7 @@ from sqlalchemy import text
 
 from ems import Consumer, Producer, TopicAdmin
 from ems.config import Settings
+from ems.maintenance.purge import purge_retention
 from ems.ops.reset import OffsetReset, ResetTarget
 from ems.store import Store
 from ems.store.alarms import _IN_FLIGHT
@@ -196,3 +197,61 @@ def test_a_reset_hands_back_what_a_dead_member_had_in_flight(
         (a.id,),
     )
     assert rows == [(3, "start"), (22, "done")]
+
+
+def test_a_group_far_behind_retention_keeps_its_batch_in_flight(
+    settings: Settings, store: Store
+) -> None:
+    """A group whose cursor lies more than IN_FLIGHT_SPAN offsets below the low watermark
+    reads from the watermark: its batch lies past [cursor, cursor + span), yet it is in
+    flight for every reader of that set (the view, the purge's floors, the reclaim of a
+    dead member's rows), so the retention purge keeps it and a nack retries it."""
+    topic = TopicAdmin(settings, store=store).create("far", 1, retention_hours=1)
+    low = IN_FLIGHT_SPAN + 500
+    seed.messages(store, topic, 0, range(low + 100), 48)
+    group = seed.group(store, "g", topic, ack_timeout=600)
+    seed.commit(store, group, 0, 0)
+    store.purge.delete(topic.id, [(0, 0, low)])  # a purge while the group was away
+    options: dict[str, Any] = {"start": "earliest", "batch_size": 50, **FAST}
+    with Consumer("g", "far", settings=settings, store=store, **options) as c:
+        batch = c.poll(timeout=5)
+        c.session.writer.flush()  # their start rows are written
+        assert [d.offset for d in batch] == list(range(low, low + 50))
+        view = {(int(g), int(p)): int(n) for g, p, n in seed.sql(store, _VIEW)}
+        assert view == {(group.id, 0): 50}
+        floors = dict(seed.sql(store, _FLIGHT_FLOORS, (topic.id, topic.id)))
+        assert floors == {0: low}
+        purge_retention(store, settings)
+        assert seed.offsets(store, topic, 0)[:50] == list(range(low, low + 50))
+        c.nack(batch, "later", delay=0)
+        retried: list[int] = []
+
+        def redelivered() -> bool:
+            got = c.poll(timeout=0.2)
+            retried.extend(d.offset for d in got if d.attempt == 2)
+            c.ack(got)
+            return len(retried) >= 50
+
+        seed.wait_until(redelivered)
+        assert sorted(retried) == list(range(low, low + 50))
+    assert seed.sql(store, "SELECT COUNT(*) FROM dead_message") == [(0,)]
+
+
+def test_a_reset_hands_back_a_dead_members_batch_read_from_the_low_watermark(
+    settings: Settings, store: Store, topic: TopicInfo, groups: list[GroupInfo]
+) -> None:
+    """The dead member's cursor lay far below the low watermark, so its batch was read
+    from the watermark: the reset finds it there and hands it back."""
+    a = groups[0]
+    low = IN_FLIGHT_SPAN + 500
+    seed.messages(store, topic, 0, range(low, low + 50), 0)
+    store.purge.delete(topic.id, [(0, 0, low)])
+    seed.commit(store, a, 0, 0)
+    for o in range(low, low + 5):
+        seed.log(store, a, 0, o, state="start", client="gone")
+    OffsetReset(settings, store=store).reset(
+        "a", ResetTarget(kind="offset", offset=low + 20), topic="t", partition=0
+    )
+    assert seed.sql(store, "SELECT COUNT(*) FROM topic_group_log WHERE group_id = %s", (a.id,)) == [
+        (0,)
+    ]
