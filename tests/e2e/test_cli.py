@@ -246,7 +246,8 @@ def test_produce_verbose_then_tail_from_beginning(cli: Cli, settings: Settings) 
     rows = [(int(p), int(o), k, b) for p, o, k, b in (line.split("\t", 3) for line in lines)]
     assert_offset_order(rows)
     where = {(p, o): body for p, o, _, body in rows}
-    assert where == {pos: body for pos, body in zip(placed, bodies, strict=True)}
+    shown = [body.replace("\t", "\\t") for body in bodies]  # escaped: one column each
+    assert where == {pos: body for pos, body in zip(placed, shown, strict=True)}
     assert {key for _, _, key, _ in rows} == {"-"}
 
 
