@@ -305,7 +305,9 @@ def test_produce_sends_lines_as_they_arrive_and_flushes_on_a_signal(
     read_end, write_end = os.pipe()
     errors = tmp_path / "stderr"
     with open(read_end, "rb") as stdin, errors.open("w") as stderr:
-        child = forked.spawn("ems.cli", ["produce", "live"], env=cli.env, stdin=stdin, stderr=stderr)
+        child = forked.spawn(
+            "ems.cli", ["produce", "live"], env=cli.env, stdin=stdin, stderr=stderr
+        )
     with open(write_end, "wb", buffering=0) as pipe:  # kept open: no end of input
         try:
             pipe.write(b"one\ntwo\nthree\n")
@@ -425,9 +427,7 @@ def test_database_unreachable_exits_3(cli: Cli, args: tuple[str, ...]) -> None:
     assert "MySQL is unreachable" in result.stderr
 
 
-def test_a_mysql_or_mariadb_url_works_as_most_people_write_it(
-    cli: Cli, settings: Settings
-) -> None:
+def test_a_mysql_or_mariadb_url_works_as_most_people_write_it(cli: Cli, settings: Settings) -> None:
     cli.ok("topic", "create", "t", "--partitions", "1")
     for scheme in ("mysql", "mariadb"):
         url = scheme + "://" + settings.database_url.split("://", 1)[1]

@@ -22,7 +22,7 @@ def missing(settings: Settings) -> Settings:
 
 def test_the_thread_based_paths_say_the_database_does_not_exist(missing: Settings) -> None:
     started = time.monotonic()
-    with pytest.raises(UnknownDatabase, match="does not exist.*ems db create"):
+    with pytest.raises(UnknownDatabase, match=r"does not exist.*ems db create"):
         TopicAdmin(missing).list()
     with pytest.raises(UnknownDatabase), Producer(missing) as producer:
         producer.send("t", "x")
