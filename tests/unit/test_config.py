@@ -127,7 +127,10 @@ def test_mysql_and_mariadb_urls_mean_pymysql(given: str, used: str) -> None:
         assert settings.database_name == "db"
         assert all(node.startswith("mysql+pymysql://") for node in settings.database_nodes)
     cluster = Settings(database_url="mariadb://u:pw@h1,h2:3307/db")
-    assert cluster.database_nodes == ("mysql+pymysql://u:pw@h1:3306/db", "mysql+pymysql://u:pw@h2:3307/db")
+    assert cluster.database_nodes == (
+        "mysql+pymysql://u:pw@h1:3306/db",
+        "mysql+pymysql://u:pw@h2:3307/db",
+    )
 
 
 @pytest.mark.parametrize(
