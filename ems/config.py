@@ -36,6 +36,10 @@ ADMIN_ROLES = ("viewer", "operator", "admin")
 _HEADER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")
 #: A group value of EMS_ADMIN_TRUSTED_ROLES: what the proxy puts in the header.
 _GROUP_VALUE = re.compile(r"[A-Za-z0-9_.:@/+-]{1,128}")
+#: Database URL schemes ems serves, all through PyMySQL: what people write for MySQL and
+#: MariaDB (SQLAlchemy would take a bare mysql:// as MySQLdb, which ems does not install).
+DATABASE_SCHEMES = ("mysql", "mariadb", "mysql+pymysql", "mariadb+pymysql")
+DATABASE_DRIVER = "mysql+pymysql"
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("", "0", "false", "no", "off")
 
@@ -168,6 +172,7 @@ class Settings:
             )
         if not isinstance(self.database_url, str):
             raise InvalidSetting(f"EMS_DATABASE_URL must be text, not {self.database_url!r}")
+        object.__setattr__(self, "database_url", database_url(self.database_url))
         # Parsed once here, so a malformed host list fails when the settings are made.
         _ = self.database_nodes, self.redis_sentinel
         self._check_admin()
@@ -254,6 +259,20 @@ class Settings:
             admin_trusted_roles=trusted_roles(env.get("EMS_ADMIN_TRUSTED_ROLES", "")),
             **values,  # type: ignore[arg-type]
         )
+
+
+def database_url(url: str) -> str:
+    """The URL with its scheme as ems connects: mysql://, mariadb:// (and their +pymysql
+    forms) become mysql+pymysql://, for one host or a cluster's list. Any other scheme or
+    driver is refused here, naming the scheme only: the URL may hold a password."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in DATABASE_SCHEMES:
+        given = repr(f"{scheme[:32]}://") if sep else "a URL without a scheme"
+        raise InvalidSetting(
+            "EMS_DATABASE_URL must be a mysql:// or mariadb:// URL "
+            f"(mysql://USER:PASSWORD@HOST:PORT/DATABASE; ems connects with PyMySQL), not {given}"
+        )
+    return f"{DATABASE_DRIVER}://{rest}"
 
 
 def _number(env: Mapping[str, str], bound: Bound) -> int | float:

@@ -51,6 +51,15 @@ class InvalidSetting(InvalidInput):
     """A setting is not valid."""
 
 
+class UnknownDatabase(InvalidSetting):
+    """The database EMS_DATABASE_URL names does not exist on the server: run `ems db
+    create`, then `ems db upgrade`."""
+
+
+class SchemaOutOfDate(InvalidInput):
+    """The database has no ems schema, or not the newest one: run `ems db upgrade`."""
+
+
 class InvalidOffset(InvalidInput):
     """An offset must be a non-negative integer."""
 

@@ -13,6 +13,7 @@ order given (ems.store.nodes).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -67,6 +68,24 @@ def database_nodes(url: str) -> tuple[str, ...]:
     if len(set(nodes)) != len(nodes):
         raise InvalidSetting("EMS_DATABASE_URL names a node twice")
     return tuple(f"{head}{userinfo}{_netloc(host, port)}{tail}" for host, port in nodes)
+
+
+_PASSWORD_OPTION = re.compile(r"((?:^|[?&])(?:sentinel_)?password=)[^&]*")
+
+
+def redacted(url: str) -> str:
+    """The URL as a log line or a message may show it: its password, and a password or
+    sentinel_password option, as ***."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    netloc, slash, tail = rest.partition("/")
+    userinfo, at, hosts = netloc.rpartition("@")
+    user, colon, _ = userinfo.partition(":")
+    userinfo = f"{user}:***" if colon else userinfo
+    path, question, query = tail.partition("?")
+    query = _PASSWORD_OPTION.sub(r"\1***", query)
+    return f"{scheme}://{userinfo}{at}{hosts}{slash}{path}{question}{query}"
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from redis.connection import ConnectionInterface
 from ems.config import Settings
 from ems.exceptions import EmsError
 from ems.offsets.redis_clients import client_for, pool_for, resp_for
+from ems.urls import redacted
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +134,8 @@ class Listener:
         self.connected = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ems-wakeups", daemon=True)
+        #: The loss of Redis was logged at WARNING, and its return not yet.
+        self._warned = False
 
     def start(self) -> None:
         self._thread.start()
@@ -146,11 +149,26 @@ class Listener:
             try:
                 self._listen()
             except (redis.RedisError, OSError) as exc:
-                log.info("wake-up listener lost Redis (%s); polling until it returns", exc)
+                self._lost(exc)
             except Exception:  # a wake-up is a hint: never let one end the listener
                 log.exception("wake-up listener failed; polling until it restarts")
             self.connected.clear()
             self._stop.wait(RECONNECT_EVERY)
+
+    def _lost(self, exc: BaseException) -> None:
+        """Said once per outage at WARNING: without Redis every new message waits for
+        the next poll, which an operator should know; each retry after it only at DEBUG."""
+        where = redacted(self.settings.redis_url)
+        if self._warned:
+            log.debug("wake-up listener still cannot reach Redis at %s (%s)", where, exc)
+            return
+        self._warned = True
+        log.warning(
+            "wake-up listener cannot reach Redis at %s (%s): polling for new messages "
+            "until it answers",
+            where,
+            exc,
+        )
 
     def _listen(self) -> None:
         client = client_for(self.settings, socket_connect_timeout=self.settings.connect_timeout)
@@ -158,6 +176,10 @@ class Listener:
         try:
             pubsub.subscribe(*self.callbacks)
             self.connected.set()
+            if self._warned:
+                self._warned = False
+                where = redacted(self.settings.redis_url)
+                log.info("wake-up listener reached Redis at %s again", where)
             while not self._stop.is_set():
                 message = pubsub.get_message(timeout=0.5)
                 if message is not None:

@@ -8,13 +8,11 @@ import sys
 import click
 
 from ems.cli.common import settings
-from ems.cli.params import MAX_OFFSET
+from ems.cli.params import MAX_OFFSET, max_body_option
 from ems.cli.render import json_line, text_line
 from ems.consumer import Consumer
 from ems.exit_codes import EXIT_FAILURE
 from ems.types import Delivery
-
-DEFAULT_BODY_CHARS = 1000
 
 
 class OutputClosed(BaseException):
@@ -62,13 +60,7 @@ class Printer:
     "--max-messages", "-n", type=click.IntRange(1, MAX_OFFSET), help="Stop after N messages."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per message.")
-@click.option(
-    "--max-body",
-    type=click.IntRange(0, MAX_OFFSET),
-    default=DEFAULT_BODY_CHARS,
-    show_default=True,
-    help="Characters of a body shown on a text line; 0 shows all. --json is never cut.",
-)
+@max_body_option
 @click.option(
     "--metrics-port",
     type=click.IntRange(min=0, max=65535),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import click
 
 from ems.cli.common import settings
+from ems.exceptions import SchemaOutOfDate
 from ems.store import Store
 from ems.store.readonly import VIEW_NAMES, account, grant_statements
 
@@ -51,7 +52,8 @@ def upgrade(quiet: bool) -> None:
 
 @db.command()
 def current() -> None:
-    """Print the database's schema revision and the newest one available."""
+    """Print the database's schema revision and the newest one available. Exits 2 when
+    they differ (no schema yet, or an older one), so a script can tell."""
     from ems.store import migrate
 
     config = settings()
@@ -59,8 +61,16 @@ def current() -> None:
     head = migrate.head_revision(config)
     click.echo(f"current: {found or '(none)'}")
     click.echo(f"head:    {head or '(none)'}")
+    name = config.database_name
+    if found is None:
+        raise SchemaOutOfDate(
+            f"database {name} has no ems schema: run `ems db upgrade` to create it"
+        )
     if found != head:
-        click.echo("run `ems db upgrade` to migrate", err=True)
+        raise SchemaOutOfDate(
+            f"database {name} is at revision {found}, not {head}: run `ems db upgrade` "
+            "(or, if it is newer, use the ems release that migrated it)"
+        )
 
 
 @db.command("grant-readonly")

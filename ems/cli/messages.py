@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
+import shlex
 import sys
 from collections.abc import Sequence
 from contextlib import closing
@@ -30,7 +31,7 @@ from ems.display import (
 )
 from ems.exceptions import ConflictingOptions, InvalidKey
 from ems.groups import utc
-from ems.ops.query import DEFAULT_LIMIT, MAX_LIMIT, FoundMessage, MessageQuery
+from ems.ops.query import DEFAULT_LIMIT, MAX_LIMIT, FindResult, FoundMessage, MessageQuery
 from ems.types import StoredMessage
 
 #: Characters of a body a table row shows.
@@ -158,6 +159,11 @@ def get(
     show_default=True,
     help="Print at most this many messages.",
 )
+@click.option(
+    "--after-id",
+    type=click.IntRange(0, MAX_OFFSET),
+    help="Only messages after this one (by created_at, then id): the next page.",
+)
 @full_option
 @json_option
 def find(
@@ -168,11 +174,13 @@ def find(
     until: str | None,
     partition: int | None,
     limit: int,
+    after_id: int | None,
     full: bool,
     as_json: bool,
 ) -> None:
     """Messages of TOPIC created in [--since, --until), oldest first, optionally only
-    those with --key (searched across partitions) or of one --partition."""
+    those with --key (searched across partitions) or of one --partition. When more
+    matched than --limit, stderr says the command that shows the next ones (--after-id)."""
     with closing(MessageQuery(settings())) as query:
         result = query.find(
             topic,
@@ -181,13 +189,21 @@ def find(
             until=until,
             partition=partition,
             limit=limit,
+            after_id=after_id,
         )
     body_limit = 0 if full else ROW_BODY_LIMIT
     if as_json:
         records = [
             message_record(result.topic, m, 0 if full else BODY_LIMIT) for m in result.messages
         ]
-        echo_json({"topic": result.topic, "messages": records, "more": result.more})
+        echo_json(
+            {
+                "topic": result.topic,
+                "messages": records,
+                "more": result.more,
+                "next_after_id": result.next_after_id,
+            }
+        )
         return
     rows = [
         [
@@ -201,8 +217,28 @@ def find(
         for m in result.messages
     ]
     click.echo(table(("partition", "offset", "created (UTC)", "key", "headers", "body"), rows))
-    if result.more:
-        last = result.messages[-1].created_at
-        click.echo(
-            f"(more: the first {limit} shown; continue with --since '{when(last)}')", err=True
-        )
+    if result.next_after_id is not None:
+        shown_key = None if key is None else _key(key, key_base64)
+        again = next_find(result, shown_key, partition, limit, full)
+        click.echo(f"(more: {limit} shown; continue with: {again})", err=True)
+
+
+def next_find(
+    result: FindResult, key: str | bytes | None, partition: int | None, limit: int, full: bool
+) -> str:
+    """The command that shows the next page: the same query, its window as resolved (an
+    age such as 2h would move), after the last message shown."""
+    args = ["ems", "msg", "find", result.topic]
+    if isinstance(key, str) and key.isprintable():
+        args += ["--key", key]
+    elif key is not None:
+        raw = key.encode("utf-8") if isinstance(key, str) else key
+        args += ["--key", base64.b64encode(raw).decode("ascii"), "--key-base64"]
+    if result.since is not None:
+        args += ["--since", when(result.since)]
+    if result.until is not None:
+        args += ["--until", when(result.until)]
+    if partition is not None:
+        args += ["--partition", str(partition)]
+    args += ["--limit", str(limit), *(["--full"] if full else [])]
+    return shlex.join([*args, "--after-id", str(result.next_after_id)])

@@ -44,3 +44,13 @@ PARTITION = click.IntRange(0, MAX_INT)
 COUNT = click.IntRange(0, MAX_INT)
 #: A whole number of INT size whose meaning a policy checks itself (its message names it).
 WHOLE = click.IntRange(-MAX_INT, MAX_INT)
+
+#: Characters of a body a text line of `ems consume` or `ems tail` shows by default.
+DEFAULT_BODY_CHARS = 1000
+max_body_option = click.option(
+    "--max-body",
+    type=click.IntRange(0, MAX_OFFSET),
+    default=DEFAULT_BODY_CHARS,
+    show_default=True,
+    help="Characters of a body shown on a text line; 0 shows all. --json and --raw are never cut.",
+)

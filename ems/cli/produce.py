@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from contextlib import closing
 
 import click
 
 from ems.cli.common import settings
+from ems.cli.stdin_lines import Source, pump, stop_signals
 from ems.exceptions import EmsError
 from ems.producer import Producer
 from ems.topics import TopicAdmin
 from ems.types import Record
 
-#: Lines per send_batch: one allocation and one multi-row INSERT each.
-BATCH_LINES = 500
+#: As a shell reports a command ended by SIGINT (128 + 2).
+EXIT_INTERRUPTED = 130
 
 
 def _parse_headers(
@@ -28,18 +29,6 @@ def _parse_headers(
             raise click.BadParameter(f"{item!r} is not name=value", ctx=ctx, param=param)
         headers[name] = value
     return headers or None
-
-
-def batched_lines(lines: Iterable[bytes], size: int) -> Iterator[list[bytes]]:
-    """Lines without their trailing newline, in lists of at most `size`."""
-    batch: list[bytes] = []
-    for line in lines:
-        batch.append(line[:-1] if line.endswith(b"\n") else line)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 @click.command()
@@ -56,19 +45,47 @@ def batched_lines(lines: Iterable[bytes], size: int) -> Iterator[list[bytes]]:
 )
 @click.option("--verbose", "-v", is_flag=True, help="Print 'partition offset' per message.")
 def produce(topic: str, key: str | None, headers: Mapping[str, str] | None, verbose: bool) -> None:
-    """Publish each line of stdin to TOPIC as one message."""
+    """Publish each line of stdin to TOPIC as one message.
+
+    Lines go in batches as they arrive: a batch is sent once 500 lines wait or the oldest
+    has waited 50 ms, so `tail -F app.log | ems produce T` publishes as the log grows.
+    Ctrl-C or SIGTERM stop the reading: the lines read (and those already in the pipe)
+    are sent, the count is printed, and the exit status is 0. A second one ends the
+    command at once (exit 130), leaving what was not sent yet."""
     with closing(Producer(settings())) as producer:
         TopicAdmin(producer.settings, store=producer.store).get(topic)  # fail before reading
-        stdin = sys.stdin.buffer
         sent = 0
+
+        def send(lines: list[bytes]) -> None:
+            nonlocal sent
+            placed = producer.send_batch(topic, [Record(b, key, headers) for b in lines])
+            sent += len(placed)
+            if verbose:
+                click.echo("\n".join(f"{m.partition} {m.offset}" for m in placed))
+
         try:
-            for lines in batched_lines(stdin, BATCH_LINES):
-                placed = producer.send_batch(topic, [Record(b, key, headers) for b in lines])
-                sent += len(placed)
-                if verbose:
-                    click.echo("\n".join(f"{m.partition} {m.offset}" for m in placed))
+            with stop_signals() as stop:
+                source = Source(sys.stdin.buffer, stop.wakeup)
+                try:
+                    ended = pump(source, send, stop)
+                finally:
+                    source.close()
         except EmsError:
             if sent:
                 click.echo(f"{sent} messages were produced before the error", err=True)
             raise
-    click.echo(f"produced {sent} messages to {topic}", err=True)
+        except KeyboardInterrupt:
+            click.echo(
+                f"interrupted again: produced {sent} messages to {topic}; "
+                "lines read after them were not sent",
+                err=True,
+            )
+            raise SystemExit(EXIT_INTERRUPTED) from None
+    if ended.unfinished:
+        click.echo(
+            f"{ended.signal}: an unfinished line ({ended.unfinished} bytes, no newline yet) "
+            "was not sent",
+            err=True,
+        )
+    stopped = f" (stopped by {ended.signal})" if ended.signal else ""
+    click.echo(f"produced {sent} messages to {topic}{stopped}", err=True)

@@ -1,6 +1,7 @@
 """How `ems consume` prints a delivery (pure).
 
-A text line is `partition<TAB>offset<TAB>key<TAB>body` and always one line: UTF-8 text is
+A text line is `partition<TAB>offset<TAB>key<TAB>body` and always one line (`ems tail`
+prints the same lines): UTF-8 text is
 shown as text with control characters escaped (`\\n`, `\\t`, `\\x1b`), anything else as
 `base64:` and its base64, and long bodies are cut with a `…[+N chars]` / `…[+N bytes]`
 marker. This is for reading; --json lines are exact: full bodies, binary as base64.
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any
+from typing import Any, Protocol
 
 from ems.groups import utc
 from ems.types import Delivery
@@ -53,7 +54,20 @@ def _render_binary(data: bytes, limit: int) -> str:
     return BASE64_MARKER + base64.b64encode(keep).decode("ascii") + marker
 
 
-def text_line(d: Delivery, body_limit: int = 0) -> str:
+class Placed(Protocol):
+    """What a text line shows: a delivery (`ems consume`) or a stored message (`ems tail`)."""
+
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def body(self) -> bytes: ...
+
+
+def text_line(d: Placed, body_limit: int = 0) -> str:
     key = NO_KEY if d.key is None else render_bytes(d.key)
     return f"{d.partition}\t{d.offset}\t{key}\t{render_bytes(d.body, body_limit)}"
 

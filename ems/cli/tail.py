@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import sys
 import time
+from collections.abc import Callable
 from contextlib import closing
 
 import click
 
 from ems.cli.common import settings
-from ems.cli.params import MAX_OFFSET, seconds
+from ems.cli.params import MAX_OFFSET, max_body_option, seconds
+from ems.cli.render import text_line
 from ems.offsets.reader import Reader
 from ems.types import PartitionBatch
 
 #: Seconds to sleep when no partition had anything ready.
 POLL_INTERVAL = 0.1
 READ_LIMIT = 500
+#: What --raw writes for a message without a key (the text lines show "-" too).
+NO_KEY = b"-"
 
 
 class Budget:
@@ -55,21 +60,34 @@ def start_offsets(
     return {p: marks[p] for p in wanted}
 
 
-def format_batch(batch: PartitionBatch) -> str:
-    return "\n".join(
-        "\t".join(
-            (
-                str(m.partition),
-                str(m.offset),
-                "-" if m.key is None else m.key.decode("utf-8", errors="replace"),
-                m.body.decode("utf-8", errors="replace"),
-            )
-        )
+def format_batch(batch: PartitionBatch, body_limit: int) -> str:
+    """The batch as `ems consume` prints deliveries: one line per message, safe to show."""
+    return "\n".join(text_line(m, body_limit) for m in batch.messages)
+
+
+def raw_batch(batch: PartitionBatch) -> bytes:
+    """The batch's keys and bodies as stored, for a pipe that wants the bytes."""
+    return b"".join(
+        b"%d\t%d\t%b\t%b\n" % (m.partition, m.offset, NO_KEY if m.key is None else m.key, m.body)
         for m in batch.messages
     )
 
 
-def follow(reader: Reader, topic: str, cursors: dict[int, int], budget: Budget) -> None:
+def write(batch: PartitionBatch, body_limit: int, raw: bool) -> None:
+    if raw:
+        sys.stdout.buffer.write(raw_batch(batch))
+        sys.stdout.buffer.flush()
+    else:
+        click.echo(format_batch(batch, body_limit).encode("utf-8"))
+
+
+def follow(
+    reader: Reader,
+    topic: str,
+    cursors: dict[int, int],
+    budget: Budget,
+    show: Callable[[PartitionBatch], None],
+) -> None:
     """Round-robin over the partitions until the budget is spent."""
     while not budget.spent():
         got = 0
@@ -79,7 +97,7 @@ def follow(reader: Reader, topic: str, cursors: dict[int, int], budget: Budget) 
             batch = reader.read_partition(topic, partition, offset, budget.limit())
             cursors[partition] = batch.next_offset
             if batch.messages:
-                click.echo(format_batch(batch))
+                show(batch)
                 got += len(batch.messages)
                 budget.take(len(batch.messages))
         if not got:
@@ -98,21 +116,31 @@ def follow(reader: Reader, topic: str, cursors: dict[int, int], budget: Budget) 
     help="Stop after this many seconds in all.",
 )
 @click.option("--partition", "-p", type=click.IntRange(0, MAX_OFFSET), help="Follow one partition.")
+@max_body_option
+@click.option(
+    "--raw",
+    is_flag=True,
+    help="Write keys and bodies as stored (bytes, not escaped, never cut): for a pipe.",
+)
 def tail(
     topic: str,
     from_beginning: bool,
     max_messages: int | None,
     timeout: float | None,
     partition: int | None,
+    max_body: int,
+    raw: bool,
 ) -> None:
-    """Print TOPIC's messages as `partition<TAB>offset<TAB>key<TAB>body` lines."""
+    """Print TOPIC's messages as `partition<TAB>offset<TAB>key<TAB>body` lines, shown as
+    `ems consume` shows them: text with control characters escaped, binary as base64,
+    long bodies cut. --raw writes the stored bytes instead."""
     budget = Budget(max_messages, timeout)
     try:
         with closing(Reader(settings())) as reader:
             cursors = start_offsets(reader, topic, partition, from_beginning)
             where = "beginning" if from_beginning else "end"
             click.echo(f"following {topic} from the {where}: {_positions(cursors)}", err=True)
-            follow(reader, topic, cursors, budget)
+            follow(reader, topic, cursors, budget, lambda b: write(b, max_body, raw))
     except KeyboardInterrupt:
         pass  # Ctrl-C is how a follow without --max-messages or --timeout ends
 

@@ -13,6 +13,7 @@ from ems.config import Settings
 from ems.demo.monitor import Monitor, summary
 from ems.demo.processes import Pool, WorkerConfig, run_gateway, run_handler, sigint_ignored
 from ems.exceptions import TopicExists
+from ems.offsets.allocators import check_redis
 from ems.store import Store
 from ems.topics import TopicAdmin
 from ems.types import TopicInfo
@@ -53,7 +54,17 @@ def ensure_topic(settings: Settings, name: str, partitions: int, echo: Echo) -> 
     return info
 
 
+def check_servers(settings: Settings) -> None:
+    """MySQL, and Redis when it allocates offsets, answer before the demo creates its
+    topic and group: with either unreachable the demo would fail half set up."""
+    with closing(Store(settings)) as store:
+        store.messages.now()
+    if settings.allocator == "redis":
+        check_redis(settings)
+
+
 def run_demo(settings: Settings, options: DemoOptions, echo: Echo, echo_err: Echo) -> None:
+    check_servers(settings)
     info = ensure_topic(settings, options.topic, options.partitions, echo)
     config = WorkerConfig(
         settings=settings,

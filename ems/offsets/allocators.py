@@ -83,6 +83,17 @@ def redis_errors() -> Iterator[None]:
         raise RedisUnavailable(f"Redis is unreachable: {exc}") from exc
 
 
+def check_redis(settings: Settings) -> None:
+    """RedisUnavailable unless Redis (a Sentinel service's master) answers a PING within
+    the settings' connection attempts."""
+    client = redis_client(settings)
+    try:
+        with redis_errors():
+            client.ping()
+    finally:
+        client.close()
+
+
 @contextmanager
 def sent_once() -> Iterator[None]:
     """For a command that must not run twice: a failed connection leaves its outcome

@@ -57,11 +57,15 @@ class FindResult:
     since: dt.datetime | None
     until: dt.datetime | None
     messages: tuple[StoredMessage, ...]
-    #: More messages matched than the limit let through; ask again with since set to the
-    #: last one's created_at (and skip what was seen) to page on.
+    #: More messages matched than the limit let through.
     more: bool
     #: For a key query: the partition the producer's partitioner puts this key on.
     key_partition: int | None = None
+
+    @property
+    def next_after_id(self) -> int | None:
+        """The after_id that pages on (the last message's id); None on the last page."""
+        return self.messages[-1].id if self.more else None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -222,21 +226,26 @@ class MessageQuery(StoreClient):
         until: When = None,
         partition: int | None = None,
         limit: int = DEFAULT_LIMIT,
+        after_id: int | None = None,
     ) -> FindResult:
-        """Messages of a topic created in [since, until), oldest first: with `key`, only
-        that key's (across partitions, by the key index); with `partition`, only that
-        partition's. Every argument is checked before anything is read."""
+        """Messages of a topic created in [since, until), oldest first (by created_at,
+        then id): with `key`, only that key's (across partitions, by the key index); with
+        `partition`, only that partition's; with `after_id`, those after that message in
+        this order (a result's next_after_id pages on, however many messages share one
+        created_at). Every argument is checked before anything is read."""
         info = self.topic(topic)
         check_limit(limit)
         encoded = encode_key(key)
         if partition is not None:
             check_partition(info, partition)
+        after = self._after(info, after_id)
         start, end = window(since, until, self.store.messages.now())
+        q = self.store.queries
         if encoded is not None:
-            rows = self.store.queries.by_key(info.id, encoded, start, end, limit + 1, partition)
+            rows = q.by_key(info.id, encoded, start, end, limit + 1, partition, after)
         else:
             partitions = list(range(info.partitions)) if partition is None else [partition]
-            rows = self.store.queries.in_range(info.id, partitions, start, end, limit + 1)
+            rows = q.in_range(info.id, partitions, start, end, limit + 1, after)
         return FindResult(
             topic=info.name,
             since=start,
@@ -245,6 +254,22 @@ class MessageQuery(StoreClient):
             more=len(rows) > limit,
             key_partition=None if encoded is None else partition_for_key(encoded, info.partitions),
         )
+
+    def _after(self, info: TopicInfo, after_id: int | None) -> tuple[dt.datetime, int] | None:
+        """The (created_at, id) cursor of message `after_id`, which must be the topic's."""
+        if after_id is None:
+            return None
+        if isinstance(after_id, bool) or not isinstance(after_id, int) or after_id < 0:
+            raise InvalidCursor(f"after_id must be a message id, not {shown(after_id)}")
+        found = self.store.queries.by_id(after_id)
+        if found is None:
+            raise InvalidCursor(
+                f"there is no message {after_id} to go on after (purged by retention?): "
+                "go on with since set to the last time shown"
+            )
+        if found.topic_id != info.id:
+            raise InvalidCursor(f"message {after_id} is not a message of topic {info.name!r}")
+        return found.created_at, found.id
 
     def search(
         self,

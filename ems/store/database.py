@@ -3,6 +3,7 @@ and the plain driver connections of the insert path."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -25,6 +26,7 @@ from ems.exceptions import (
     EmsError,
     LockConflict,
     StoreError,
+    UnknownDatabase,
 )
 from ems.store import driver
 from ems.store.nodes import NodeSet
@@ -32,7 +34,10 @@ from ems.store.nodes import NodeSet
 T = TypeVar("T")
 
 # MySQL / MariaDB error numbers, grouped by what the caller can do about them.
-_UNREACHABLE = {1040, 1045, 1049, 1053, 1077, 2002, 2003, 2005, 2006, 2013, 2055}
+_UNREACHABLE = {1040, 1045, 1053, 1077, 2002, 2003, 2005, 2006, 2013, 2055}
+#: ER_BAD_DB_ERROR: the server answered, and has no database of the URL's name. Bad
+#: input, not a lost server: retrying cannot help, `ems db create` does.
+_NO_DATABASE = {1049}
 #: A Galera node that left the primary component answers every statement with 1047
 #: ("WSREP has not yet prepared node for application use"): its connections are as good
 #: as lost, and the next ones go to another node (ems.store.nodes).
@@ -81,11 +86,22 @@ def translate_code(code: int | None, detail: str, *, lost: bool) -> EmsError:
         return DatabaseReadOnly(f"MySQL takes no writes: {detail}")
     if code in _NODE_NOT_READY:
         return DatabaseUnavailable(f"the MySQL node takes no statements: {detail}")
+    if code in _NO_DATABASE:
+        return unknown_database(detail)
     if code in _UNREACHABLE or lost:
         return DatabaseUnavailable(f"MySQL is unreachable: {detail}")
     if code in _NO_SCHEMA:
         return StoreError(f"{detail}; run `ems db upgrade` to create the schema")
     return StoreError(detail)
+
+
+def unknown_database(detail: str) -> UnknownDatabase:
+    found = re.search(r"Unknown database '([^']*)'", detail)
+    name = repr(found.group(1)) if found else "named by EMS_DATABASE_URL"
+    return UnknownDatabase(
+        f"the database {name} does not exist on the server: run `ems db create` to create "
+        "it, then `ems db upgrade`"
+    )
 
 
 @contextmanager

@@ -30,23 +30,25 @@ _AT = f"SELECT {_COLUMNS} FROM message WHERE topic_id = %s AND partition_no = %s
 _BY_ID = f"SELECT {_COLUMNS} FROM message WHERE id = %s"
 _BY_IDS = f"SELECT {_COLUMNS} FROM message WHERE id IN ({{ids}})"
 # Ordered by the index itself: (created_at, id) follows (topic_id, msg_key, created_at).
+# Keyset order: a query goes on after (created_at, id) of the last row seen. The lower
+# bound is raised to that created_at, so the index range starts there, and the rows of
+# that same instant up to the last id are skipped (many rows can share one instant).
+_AFTER = "AND (created_at > %s OR id > %s)"
 _BY_KEY = (
     f"SELECT {_COLUMNS} FROM message WHERE topic_id = %s AND msg_key = %s "
-    "AND created_at >= %s AND created_at < %s {partition} ORDER BY created_at, id LIMIT %s"
+    f"AND created_at >= %s AND created_at < %s {{partition}} {_AFTER} "
+    "ORDER BY created_at, id LIMIT %s"
 )
 _IN_PARTITION = "AND partition_no = %s"
 # One branch per partition, each an ordered range read of (topic_id, partition_no,
 # created_at) that stops after `limit` rows; only ids travel, the rows follow by id.
 _KEYS_IN_RANGE = (
     "(SELECT created_at, id FROM message WHERE topic_id = %s AND partition_no = %s "
-    "AND created_at >= %s AND created_at < %s AND tombstone = 0 "
+    f"AND created_at >= %s AND created_at < %s AND tombstone = 0 {_AFTER} "
     "ORDER BY created_at, id LIMIT %s)"
 )
-# Keyset pages of summaries (no body). A page goes on after (created_at, id) of the last
-# row seen: the lower bound is raised to that created_at, so the index range starts there,
-# and the rows of that same instant up to the last id are skipped.
+# Keyset pages of summaries (no body), in the same order.
 _SUMMARY = "id, topic_id, partition_no, offset_no, msg_key, LENGTH(body), created_at"
-_AFTER = "AND (created_at > %s OR id > %s)"
 _KEY_PAGE = (
     f"SELECT {_SUMMARY} FROM message WHERE topic_id = %s AND msg_key = %s "
     f"AND created_at >= %s AND created_at < %s {{partition}} {_AFTER} "
@@ -130,11 +132,14 @@ class QueryStore:
         until: dt.datetime | None,
         limit: int,
         partition: int | None = None,
+        after: After = None,
     ) -> list[StoredMessage]:
-        """Messages with this key created in [since, until), oldest first, at most limit."""
+        """Messages with this key created in [since, until), after the cursor, oldest
+        first, at most limit."""
         sql = _BY_KEY.format(partition="" if partition is None else _IN_PARTITION)
-        where: tuple[object, ...] = (topic_id, key, since or EARLIEST, until or LATEST)
-        params = (*where, *(() if partition is None else (partition,)), limit)
+        lower, upper, at, last_id = _bounds(since, until, after)
+        where: tuple[object, ...] = (topic_id, key, lower, upper)
+        params = (*where, *(() if partition is None else (partition,)), at, last_id, limit)
         return [stored_message(r) for r in self.db.select(sql, params)]
 
     def in_range(
@@ -144,17 +149,18 @@ class QueryStore:
         since: dt.datetime | None,
         until: dt.datetime | None,
         limit: int,
+        after: After = None,
     ) -> list[StoredMessage]:
-        """Messages (no tombstones) of these partitions created in [since, until), merged
-        in (created_at, id) order, at most limit. Each partition contributes at most
-        `limit` index entries, so the cost does not grow with the range's size."""
+        """Messages (no tombstones) of these partitions created in [since, until), after
+        the cursor, merged in (created_at, id) order, at most limit. Each partition
+        contributes at most `limit` index entries, so the cost does not grow with the
+        range's size."""
+        lower, upper, at, last_id = _bounds(since, until, after)
         keys: list[tuple[dt.datetime, int]] = []
         for i in range(0, len(partitions), PARTITIONS_PER_STATEMENT):
             chunk = partitions[i : i + PARTITIONS_PER_STATEMENT]
             sql = " UNION ALL ".join([_KEYS_IN_RANGE] * len(chunk))
-            params = [
-                v for p in chunk for v in (topic_id, p, since or EARLIEST, until or LATEST, limit)
-            ]
+            params = [v for p in chunk for v in (topic_id, p, lower, upper, at, last_id, limit)]
             keys += [(r[0], int(r[1])) for r in self.db.select(sql, tuple(params))]
         chosen = [message_id for _, message_id in sorted(keys)[:limit]]
         return self.by_ids(chosen)

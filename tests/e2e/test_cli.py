@@ -3,6 +3,7 @@ against the real MariaDB and Redis, configured only through EMS_* variables."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -12,16 +13,21 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from sqlalchemy import create_engine, text
 
 from benchmarks.cpu import stat_fields
+from ems import Producer
+from ems.cli.app import cli as cli_app
 from ems.config import Settings
 from ems.offsets.reader import Reader
 from ems.store import migrate
 from ems.topics import TopicAdmin
 from tests import forked
+from tests.integration.seeding import scalar
 
 UNREACHABLE_DB = "mysql+pymysql://root@127.0.0.1:1/ems"
 UNREACHABLE_REDIS = "redis://127.0.0.1:1/0"
@@ -240,7 +246,8 @@ def test_produce_verbose_then_tail_from_beginning(cli: Cli, settings: Settings) 
     rows = [(int(p), int(o), k, b) for p, o, k, b in (line.split("\t", 3) for line in lines)]
     assert_offset_order(rows)
     where = {(p, o): body for p, o, _, body in rows}
-    assert where == {pos: body for pos, body in zip(placed, bodies, strict=True)}
+    shown = [body.replace("\t", "\\t") for body in bodies]  # escaped: one column each
+    assert where == {pos: body for pos, body in zip(placed, shown, strict=True)}
     assert {key for _, _, key, _ in rows} == {"-"}
 
 
@@ -276,6 +283,78 @@ def test_produce_in_batches(cli: Cli, settings: Settings) -> None:
     assert result.stderr == "produced 1234 messages to bulk\n"
     with closing(Reader(settings)) as reader:
         assert sum(reader.high_watermarks("bulk").values()) == 1234
+
+
+def stored_bodies(settings: Settings, topic: str) -> list[bytes]:
+    with closing(Reader(settings)) as reader:
+        bodies = [
+            m.body
+            for partition, high in reader.high_watermarks(topic).items()
+            for m in reader.read_partition(topic, partition, 0, max(1, high)).messages
+        ]
+    return sorted(bodies)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_produce_sends_lines_as_they_arrive_and_flushes_on_a_signal(
+    cli: Cli, settings: Settings, sig: signal.Signals, tmp_path: Path
+) -> None:
+    """`tail -F app.log | ems produce T`: a line is published soon after it arrives, not
+    when 500 have, and Ctrl-C or SIGTERM sends what was read before it ends."""
+    cli.ok("topic", "create", "live", "--partitions", "2")
+    read_end, write_end = os.pipe()
+    errors = tmp_path / "stderr"
+    with open(read_end, "rb") as stdin, errors.open("w") as stderr:
+        child = forked.spawn(
+            "ems.cli", ["produce", "live"], env=cli.env, stdin=stdin, stderr=stderr
+        )
+    with open(write_end, "wb", buffering=0) as pipe:  # kept open: no end of input
+        try:
+            pipe.write(b"one\ntwo\nthree\n")
+            deadline = time.monotonic() + 30
+            while stored_bodies(settings, "live") != [b"one", b"three", b"two"]:
+                assert child.poll() is None, errors.read_text()
+                assert time.monotonic() < deadline, "lines held back while stdin stays open"
+                time.sleep(0.05)
+            # Lines in the pipe when the signal comes are read and sent; an unfinished
+            # one is not (it is not a line yet) and is reported.
+            pipe.write(b"four\nfive\nsi")
+            child.send_signal(sig)
+            code = child.wait(timeout=30)
+        finally:
+            child.kill()
+    report = errors.read_text()
+    assert code == 0, report
+    assert "Traceback" not in report and "Aborted" not in report
+    assert report.splitlines()[-2:] == [
+        f"{sig.name}: an unfinished line (2 bytes, no newline yet) was not sent",
+        f"produced 5 messages to live (stopped by {sig.name})",
+    ]
+    assert stored_bodies(settings, "live") == sorted([b"one", b"two", b"three", b"four", b"five"])
+
+
+def test_tail_shows_bodies_safely_and_raw_bytes_on_request(cli: Cli, settings: Settings) -> None:
+    """A body cannot act on the operator's terminal or break the columns; --raw writes
+    the bytes for a pipe that wants them."""
+    cli.ok("topic", "create", "odd", "--partitions", "1")
+    bodies = [b"\x1b[2J\x1b]0;owned\x07red", b"a\tb\rc\nd", b"\xff\xfebinary", b"plain"]
+    with Producer(settings) as producer:
+        for body in bodies:
+            producer.send("odd", body, key=b"k\x1b[0m")
+    args = ("tail", "odd", "--from-beginning", "-n", "4", "--timeout", "30")
+    out = cli.ok(*args)
+    assert "\x1b" not in out and "\r" not in out
+    assert [line.split("\t") for line in out.splitlines()] == [
+        ["0", "0", "k\\x1b[0m", "\\x1b[2J\\x1b]0;owned\\x07red"],
+        ["0", "1", "k\\x1b[0m", "a\\tb\\rc\\nd"],
+        ["0", "2", "k\\x1b[0m", "base64:" + base64.b64encode(b"\xff\xfebinary").decode()],
+        ["0", "3", "k\\x1b[0m", "plain"],
+    ]
+    raw = CliRunner().invoke(cli_app, [*args, "--raw"], obj=settings)
+    assert raw.exit_code == 0, raw.stderr
+    assert raw.stdout_bytes == b"".join(
+        b"0\t%d\tk\x1b[0m\t%b\n" % (offset, body) for offset, body in enumerate(bodies)
+    )
 
 
 def test_tail_starts_at_the_end(cli: Cli) -> None:
@@ -348,6 +427,41 @@ def test_database_unreachable_exits_3(cli: Cli, args: tuple[str, ...]) -> None:
     assert "MySQL is unreachable" in result.stderr
 
 
+def test_a_mysql_or_mariadb_url_works_as_most_people_write_it(cli: Cli, settings: Settings) -> None:
+    cli.ok("topic", "create", "t", "--partitions", "1")
+    for scheme in ("mysql", "mariadb"):
+        url = scheme + "://" + settings.database_url.split("://", 1)[1]
+        result = cli.run("topic", "list", env={"EMS_DATABASE_URL": url})
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.splitlines()[1].split()[0] == "t"
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["postgresql://ems:hunter2@127.0.0.1/ems", "mysql+mysqldb://ems:hunter2@127.0.0.1/ems"],
+)
+def test_a_database_url_ems_cannot_serve_exits_2(cli: Cli, url: str) -> None:
+    result = cli.run("topic", "list", env={"EMS_DATABASE_URL": url})
+    assert_clean_error(result, 2)
+    assert "EMS_DATABASE_URL" in result.stderr and "mysql://" in result.stderr
+    assert "hunter2" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args", [("topic", "list"), ("produce", "t"), ("tail", "t"), ("db", "current")]
+)
+def test_a_database_that_does_not_exist_exits_2_and_says_to_create_it(
+    cli: Cli, fresh_database: Settings, args: tuple[str, ...]
+) -> None:
+    started = time.monotonic()
+    result = cli.run(*args, input="x\n", env={"EMS_DATABASE_URL": fresh_database.database_url})
+    assert_clean_error(result, 2)
+    assert f"database {fresh_database.database_name!r} does not exist" in result.stderr
+    assert "ems db create" in result.stderr
+    assert "unreachable" not in result.stderr
+    assert time.monotonic() - started < 10  # refused at once, not retried as a lost server
+
+
 def test_redis_unreachable_on_produce_exits_3(cli: Cli, settings: Settings) -> None:
     cli.ok("topic", "create", "t", "--partitions", "2")
     result = cli.run("produce", "t", input="x\ny\n", env={"EMS_REDIS_URL": UNREACHABLE_REDIS})
@@ -391,7 +505,12 @@ def test_db_create_and_upgrade(cli: Cli, fresh_database: Settings) -> None:
     assert run("db", "create") == f"database {name} created\n"
     assert run("db", "create") == f"database {name} already exists\n"
     assert run("db", "create", "--quiet") == ""
-    assert run("db", "current").splitlines()[0] == "current: (none)"
+    unmigrated = cli.run("db", "current", env=env)
+    assert unmigrated.returncode == 2, unmigrated
+    assert unmigrated.stdout.splitlines()[0] == "current: (none)"
+    assert unmigrated.stderr == (
+        f"error: database {name} has no ems schema: run `ems db upgrade` to create it\n"
+    )
     assert run("db", "upgrade", "--quiet") == ""
     head = migrate.head_revision(fresh_database)
     assert migrate.current_revision(fresh_database) == head
@@ -553,7 +672,15 @@ def test_demo_killed_outright_leaves_no_process_behind(cli: Cli, settings: Setti
 
 
 @pytest.mark.slow
-def test_demo_reports_a_failed_producer(cli: Cli) -> None:
+@pytest.mark.parametrize(
+    ("server", "url"),
+    [("EMS_REDIS_URL", UNREACHABLE_REDIS), ("EMS_DATABASE_URL", UNREACHABLE_DB)],
+    ids=["redis", "mysql"],
+)
+def test_demo_with_a_server_unreachable_changes_nothing(
+    cli: Cli, settings: Settings, server: str, url: str
+) -> None:
+    """Both servers are checked before the demo creates its topic and group."""
     result = cli.run(
         "demo",
         "--duration",
@@ -562,9 +689,13 @@ def test_demo_reports_a_failed_producer(cli: Cli) -> None:
         "iot.noredis",
         "--producers",
         "2",
-        env={"EMS_REDIS_URL": UNREACHABLE_REDIS},
+        env={server: url},
         fresh=True,
     )
     assert result.returncode == 3, result.stderr
-    assert result.stderr.splitlines()[-1].startswith("error: Redis is unreachable")
+    assert result.stderr.splitlines()[-1].startswith("error: ")
+    assert "unreachable" in result.stderr.splitlines()[-1]
     assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+    assert stored_topics(cli) == []
+    assert scalar(settings, "SELECT COUNT(*) FROM consumer_group") == 0

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from sqlalchemy import text
 
 from ems import TopicAdmin
 from ems.cli.app import cli
 from ems.config import Settings
+from ems.store import Store
 from tests.integration.seeding import dead_letters_of, publish, scalar, snapshot
 
 BAD = (b"bad-0", b"bad-1")
@@ -91,6 +95,66 @@ def test_msg_find_by_key_shows_binary_as_base64_and_cuts_long_bodies(
     assert_error(run(settings, "msg", "find", "t", "--key", "%%", "--key-base64"))
     limited = ok_json(settings, "msg", "find", "t", "--limit", "1")
     assert len(limited["messages"]) == 1 and limited["more"]
+
+
+def next_find(stderr: str) -> list[str] | None:
+    """The arguments of the command the hint says to run next; None without a hint."""
+    if not stderr:
+        return None
+    hint = re.search(r"continue with: ems (msg find .*)\)$", stderr.strip())
+    assert hint, stderr
+    return shlex.split(hint.group(1))
+
+
+def test_msg_find_pages_on_past_messages_that_share_one_timestamp(
+    settings: Settings, topic: str
+) -> None:
+    """More messages than --limit with one created_at: the hint's next command goes on
+    after the last message shown, never back to the same rows."""
+    placed = publish(settings, "t", [(None, f"m{i}") for i in range(8)])
+    store = Store(settings)
+    try:
+        with store.db.connect() as conn:
+            same = conn.execute(text("SELECT MIN(created_at) FROM message")).scalar()
+            conn.execute(text("UPDATE message SET created_at = :at"), {"at": same})
+    finally:
+        store.close()
+    seen: list[tuple[int, int]] = []
+    args: list[str] | None = ["msg", "find", "t", "--limit", "3", "--since", "1000d"]
+    pages = 0
+    while args is not None:
+        pages += 1
+        assert pages <= 4, f"still paging after {seen}"
+        result = run(settings, *args)
+        assert result.exit_code == 0, (result.stdout, result.stderr)
+        rows = result.stdout.splitlines()[1:]
+        seen += [(int(line.split()[0]), int(line.split()[1])) for line in rows]
+        args = next_find(result.stderr)
+    assert pages == 3
+    assert sorted(seen) == sorted((m.partition, m.offset) for m in placed)
+    assert len(seen) == len(set(seen)) == 8
+
+    first = ok_json(settings, "msg", "find", "t", "--limit", "5")
+    rest = ok_json(
+        settings, "msg", "find", "t", "--limit", "5", "--after-id", str(first["next_after_id"])
+    )
+    assert first["more"] and not rest["more"] and rest["next_after_id"] is None
+    ids = [m["id"] for m in first["messages"] + rest["messages"]]
+    assert sorted(ids) == ids and len(set(ids)) == 8
+
+
+def test_msg_find_after_an_id_of_another_topic_or_none_is_bad_input(
+    settings: Settings, topic: str
+) -> None:
+    TopicAdmin(settings).create("other", 1)
+    (elsewhere,) = publish(settings, "other", [(None, "x")])
+    publish(settings, "t", [(None, "y")])
+    other_id = ok_json(settings, "msg", "find", "other")["messages"][0]["id"]
+    assert_error(
+        run(settings, "msg", "find", "t", "--after-id", str(other_id)), match="not a message of"
+    )
+    assert_error(run(settings, "msg", "find", "t", "--after-id", "999999"), match="999999")
+    assert elsewhere.offset == 0
 
 
 def test_msg_bad_input_exits_2_and_changes_nothing(settings: Settings, topic: str) -> None:

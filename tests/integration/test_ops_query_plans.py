@@ -30,12 +30,14 @@ def test_key_and_time_queries_read_their_index_in_order(settings: Settings, stor
         conn.execute(text("ANALYZE TABLE message"))
     since, until = T0 + dt.timedelta(hours=1), T0 + dt.timedelta(hours=2)
     by_key = q._BY_KEY.format(partition="")
-    (row,) = seed.explain(store, by_key, (topic.id, b"k7", since, until, 101))
-    assert row["key"] == "ix_message_topic_id_msg_key_created_at_id"
-    assert "filesort" not in str(row["Extra"])
-    for row in seed.explain(store, q._KEYS_IN_RANGE, (topic.id, 3, since, until, 101)):
-        assert row["key"] == "ix_message_topic_id_partition_no_created_at_id"
+    # The first page (after nothing: the lower bound and id 0), and a page after a cursor.
+    for after in ((since, 0), (since + dt.timedelta(minutes=30), 5000)):
+        (row,) = seed.explain(store, by_key, (topic.id, b"k7", since, until, *after, 101))
+        assert row["key"] == "ix_message_topic_id_msg_key_created_at_id"
         assert "filesort" not in str(row["Extra"])
+        for row in seed.explain(store, q._KEYS_IN_RANGE, (topic.id, 3, since, until, *after, 101)):
+            assert row["key"] == "ix_message_topic_id_partition_no_created_at_id"
+            assert "filesort" not in str(row["Extra"])
     found = MessageQuery(settings, store=store).find("t", since=since, until=until, limit=5)
     assert [m.created_at for m in found.messages] == [
         since + dt.timedelta(seconds=i) for i in range(5)

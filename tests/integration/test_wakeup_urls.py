@@ -5,6 +5,7 @@ not lost in silence. Each server here is a private redis-server of the test's ow
 
 from __future__ import annotations
 
+import logging
 import queue
 import shutil
 import socket
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ems import Producer, TopicAdmin
+from ems import Consumer, Producer, TopicAdmin
 from ems.config import Settings
 from ems.exceptions import InvalidSetting
 from ems.wakeups import Listener, Publisher, topic_channel
@@ -153,3 +154,29 @@ def test_a_redis_url_ems_cannot_serve_is_refused_up_front(settings: Settings, ur
         settings.with_(redis_url=url)
     with pytest.raises(InvalidSetting, match="EMS_REDIS_URL"):
         Settings.from_env({"EMS_REDIS_URL": url})
+
+
+def test_a_consumer_warns_once_naming_the_url_when_redis_is_unreachable(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without Redis a consumer still gets its messages (by polling), but the operator is
+    told once, at WARNING, which URL failed, without its password; the retries that
+    follow do not repeat it."""
+    TopicAdmin(settings).create("t", 1)
+    unreachable = settings.with_(redis_url=f"redis://:{SECRET}@127.0.0.1:1/0")
+    caplog.set_level(logging.DEBUG, logger="ems.wakeups")
+    with Producer(settings) as producer:
+        producer.send("t", "polled")
+    with Consumer("g", "t", settings=unreachable, start="earliest") as consumer:
+        got = consumer.poll(timeout=20)
+        assert [d.body for d in got] == [b"polled"]
+        consumer.ack(got)
+        deadline = time.monotonic() + 20
+        while sum(r.getMessage().startswith("wake-up listener") for r in caplog.records) < 3:
+            assert time.monotonic() < deadline, caplog.text
+            time.sleep(0.05)
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, caplog.text
+    message = warnings[0].getMessage()
+    assert "redis://:***@127.0.0.1:1/0" in message and "polling" in message, message
+    assert SECRET not in caplog.text

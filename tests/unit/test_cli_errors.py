@@ -11,7 +11,7 @@ from ems import exceptions as ex
 from ems.cli import cli
 from ems.cli.common import table
 from ems.cli.errors import EmsGroup
-from ems.cli.produce import batched_lines
+from ems.cli.stdin_lines import LineSplitter, Linger
 from ems.exit_codes import exit_code_for
 
 UNREACHABLE_DB = "mysql+pymysql://root@127.0.0.1:1/ems"
@@ -125,10 +125,27 @@ def test_usage_errors_exit_2(args: list[str]) -> None:
     assert "Usage:" in result.stderr
 
 
-def test_batched_lines_strips_only_the_trailing_newline() -> None:
-    lines = [b"a\n", b" b \r\n", b"\n", b"c\td\n", b"last"]
-    assert list(batched_lines(lines, 2)) == [[b"a", b" b \r"], [b"", b"c\td"], [b"last"]]
-    assert list(batched_lines([], 3)) == []
+def test_lines_are_split_on_newlines_only_and_an_unfinished_one_is_kept() -> None:
+    splitter = LineSplitter()
+    assert splitter.feed(b"a\n b \r") == [b"a"]
+    assert splitter.feed(b"\n\nc\td") == [b" b \r", b""]
+    assert splitter.feed(b"e") == []
+    assert splitter.feed(b"f\nla") == [b"c\tdef"]
+    assert splitter.rest() == b"la"
+    assert splitter.rest() == b""
+
+
+def test_a_batch_is_due_when_full_or_when_its_oldest_line_lingered() -> None:
+    waiting = Linger(size=3, linger=0.05)
+    assert waiting.wait(10.0) is None and not waiting.due(10.0)
+    waiting.add([b"a"], 10.0)
+    waiting.add([b"b"], 10.04)
+    assert not waiting.due(10.04) and waiting.wait(10.04) == pytest.approx(0.01)
+    assert waiting.due(10.05) and waiting.take() == [b"a", b"b"]
+    waiting.add([b"1", b"2", b"3", b"4"], 20.0)
+    assert waiting.due(20.0)  # full: no linger
+    assert waiting.take() == [b"1", b"2", b"3"]
+    assert waiting.lines == [b"4"] and waiting.due(20.05)
 
 
 def test_table_aligns_columns_and_shows_none_as_dash() -> None:

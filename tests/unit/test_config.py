@@ -106,3 +106,51 @@ def test_bad_admin_settings_in_code() -> None:
         Settings(admin_read_only="yes")  # type: ignore[arg-type]
     with pytest.raises(InvalidSetting):
         Settings(admin_trusted_header="X-G", admin_trusted_roles=(("g", "superuser"),))
+
+
+@pytest.mark.parametrize(
+    ("given", "used"),
+    [
+        ("mysql://u:pw@h:3306/db", "mysql+pymysql://u:pw@h:3306/db"),
+        ("mariadb://u@h/db?charset=utf8mb4", "mysql+pymysql://u@h/db?charset=utf8mb4"),
+        ("MySQL://u@h/db", "mysql+pymysql://u@h/db"),
+        ("mariadb+pymysql://u@h/db", "mysql+pymysql://u@h/db"),
+        ("mysql+pymysql://u@h/db", "mysql+pymysql://u@h/db"),
+        ("mysql://u:pw@h1:3306,h2:3307/db", "mysql+pymysql://u:pw@h1:3306,h2:3307/db"),
+    ],
+)
+def test_mysql_and_mariadb_urls_mean_pymysql(given: str, used: str) -> None:
+    """What most people write (mysql://, mariadb://) is what ems can serve: PyMySQL. Left
+    as given, SQLAlchemy would look for MySQLdb, which ems does not install."""
+    for settings in (Settings(database_url=given), Settings.from_env({"EMS_DATABASE_URL": given})):
+        assert settings.database_url == used
+        assert settings.database_name == "db"
+        assert all(node.startswith("mysql+pymysql://") for node in settings.database_nodes)
+    cluster = Settings(database_url="mariadb://u:pw@h1,h2:3307/db")
+    assert cluster.database_nodes == (
+        "mysql+pymysql://u:pw@h1:3306/db",
+        "mysql+pymysql://u:pw@h2:3307/db",
+    )
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://u:hunter2@h/db",
+        "mysql+mysqldb://u:hunter2@h/db",
+        "mysql+asyncmy://u:hunter2@h/db",
+        "mysql+mysqlconnector://u:hunter2@h/db",
+        "mariadb+mariadbconnector://u:hunter2@h/db",
+        "sqlite:///tmp/db",
+        "h:3306/db",
+        "",
+    ],
+)
+def test_database_urls_ems_cannot_serve_are_refused_when_settings_are_made(url: str) -> None:
+    for make in (
+        lambda: Settings(database_url=url),
+        lambda: Settings.from_env({"EMS_DATABASE_URL": url}),
+    ):
+        with pytest.raises(InvalidSetting, match="EMS_DATABASE_URL") as caught:
+            make()
+        assert "hunter2" not in str(caught.value)  # a refused URL's password is not echoed

@@ -7,7 +7,8 @@ import pymysql
 import pytest
 
 from ems.config import Settings
-from ems.exceptions import DatabaseReadOnly, DatabaseUnavailable
+from ems.exceptions import DatabaseReadOnly, DatabaseUnavailable, InvalidInput, UnknownDatabase
+from ems.exit_codes import exit_code_for
 from ems.store import Database
 from ems.store.database import translate
 
@@ -45,3 +46,14 @@ def test_a_cluster_node_out_of_the_primary_component_counts_as_lost() -> None:
     error = translate(pymysql.err.OperationalError(1047, "WSREP has not yet prepared node"))
     assert isinstance(error, DatabaseUnavailable)
     assert not isinstance(error, DatabaseReadOnly)
+
+
+def test_an_unknown_database_is_bad_input_not_an_unreachable_server() -> None:
+    """Error 1049: the server answered, and the URL names a database it does not have.
+    Retrying cannot help; the operator runs `ems db create`."""
+    error = translate(pymysql.err.OperationalError(1049, "Unknown database 'nope'"))
+    assert isinstance(error, UnknownDatabase)
+    assert isinstance(error, InvalidInput)
+    assert not isinstance(error, DatabaseUnavailable)
+    assert "does not exist" in str(error) and "ems db create" in str(error)
+    assert exit_code_for(error) == 2

@@ -8,7 +8,7 @@ from ems.config import Settings
 from ems.exceptions import InvalidSetting
 from ems.offsets.redis_clients import resp_for
 from ems.store.nodes import node_problem, settings_problems
-from ems.urls import SentinelTarget, database_nodes, sentinel_target
+from ems.urls import SentinelTarget, database_nodes, redacted, sentinel_target
 
 
 def test_a_single_host_url_is_one_node_unchanged() -> None:
@@ -126,3 +126,23 @@ def test_tls_options_of_a_sentinel_url_reach_the_sentinels_and_the_master() -> N
     assert dict(target.tls_options) == {"ssl_ca_certs": "/etc/ca.pem", "ssl_cert_reqs": "required"}
     with pytest.raises(InvalidSetting, match="ssl_ca_certs"):
         Settings(redis_url="redis+sentinel://s1/ems/0?ssl_ca_certs=/etc/ca.pem")  # not TLS
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+        ("redis://:pw@h:1/0", "redis://:***@h:1/0"),
+        ("rediss://user:p%40w@h/0?ssl_cert_reqs=none", "rediss://user:***@h/0?ssl_cert_reqs=none"),
+        ("redis://user@h/0", "redis://user@h/0"),
+        ("unix://:pw@/run/redis.sock?db=1", "unix://:***@/run/redis.sock?db=1"),
+        ("unix:///run/redis.sock?password=pw&db=1", "unix:///run/redis.sock?password=***&db=1"),
+        (
+            "redis+sentinel://:pw@s1,s2:26380/svc/0?sentinel_password=spw",
+            "redis+sentinel://:***@s1,s2:26380/svc/0?sentinel_password=***",
+        ),
+        ("mysql+pymysql://u:pw@h1,h2/ems", "mysql+pymysql://u:***@h1,h2/ems"),
+    ],
+)
+def test_a_url_is_shown_without_its_passwords(url: str, shown: str) -> None:
+    assert redacted(url) == shown

@@ -1,0 +1,41 @@
+"""A database URL naming a database the server does not have: the server answered, so it
+is bad input (UnknownDatabase, `ems db create` names the fix), raised at once rather than
+retried as a lost server, on the thread-based and the asyncio paths alike."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from ems import Producer, TopicAdmin
+from ems.config import Settings
+from ems.exceptions import UnknownDatabase
+from ems.store.aio import AsyncMessageStore
+
+
+@pytest.fixture
+def missing(settings: Settings) -> Settings:
+    return settings.with_(database_url=settings.database_url + "_never_created")
+
+
+def test_the_thread_based_paths_say_the_database_does_not_exist(missing: Settings) -> None:
+    started = time.monotonic()
+    with pytest.raises(UnknownDatabase, match=r"does not exist.*ems db create"):
+        TopicAdmin(missing).list()
+    with pytest.raises(UnknownDatabase), Producer(missing) as producer:
+        producer.send("t", "x")
+    assert time.monotonic() - started < 5  # not retried with backoff
+
+
+def test_the_asyncio_path_says_the_database_does_not_exist(missing: Settings) -> None:
+    async def lookup() -> None:
+        store = AsyncMessageStore(missing)
+        try:
+            await store.topic("t")
+        finally:
+            await store.close()
+
+    with pytest.raises(UnknownDatabase, match=f"database {missing.database_name!r} does not"):
+        asyncio.run(lookup())
