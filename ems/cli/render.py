@@ -2,7 +2,8 @@
 
 A text line is `partition<TAB>offset<TAB>key<TAB>body` and always one line (`ems tail`
 prints the same lines): UTF-8 text is
-shown as text with control characters escaped (`\\n`, `\\t`, `\\x1b`), anything else as
+shown as text with everything a terminal acts on escaped (`\\n`, `\\t`, `\\x1b`, `\\x9b`,
+`\\u202e`; a backslash doubled, so an escape cannot be forged), anything else as
 `base64:` and its base64, and long bodies are cut with a `…[+N chars]` / `…[+N bytes]`
 marker. This is for reading; --json lines are exact: full bodies, binary as base64.
 """
@@ -13,17 +14,12 @@ import base64
 import json
 from typing import Any, Protocol
 
+from ems.display import escape
 from ems.groups import utc
 from ems.types import Delivery
 
 BASE64_MARKER = "base64:"
 NO_KEY = "-"
-
-_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)} | {
-    ord("\t"): "\\t",
-    ord("\n"): "\\n",
-    ord("\r"): "\\r",
-}
 
 
 def decode_text(data: bytes) -> str | None:
@@ -43,7 +39,7 @@ def render_bytes(data: bytes, limit: int = 0) -> str:
     cut = text if limit == 0 else text[:limit]
     rest = len(text) - len(cut)
     marker = f"…[+{rest} chars]" if rest else ""
-    return cut.translate(_ESCAPES) + marker
+    return escape(cut) + marker
 
 
 def _render_binary(data: bytes, limit: int) -> str:

@@ -222,3 +222,12 @@ def test_consume_and_group_usage_errors_exit_2(args: list[str]) -> None:
     result = CliRunner().invoke(cli, args, env={"EMS_DATABASE_URL": UNREACHABLE_DB})
     assert result.exit_code == 2
     assert "Usage:" in result.stderr
+
+
+def test_nothing_a_terminal_acts_on_gets_through_and_escapes_cannot_be_forged() -> None:
+    """C1 controls (0x9b is a one-byte CSI), direction overrides and zero-width characters
+    are escaped too, and a literal backslash is doubled, so a body cannot print a line
+    that looks like an escaped one."""
+    shown = render_bytes("a\x9b31mb\u202ec\u200bd\\x1b".encode())
+    assert shown == "a\\x9b31mb\\u202ec\\u200bd\\\\x1b"
+    assert shown.isprintable()
