@@ -350,9 +350,11 @@ def test_database_unreachable_exits_3(cli: Cli, args: tuple[str, ...]) -> None:
 
 def test_redis_unreachable_on_produce_exits_3(cli: Cli, settings: Settings) -> None:
     cli.ok("topic", "create", "t", "--partitions", "2")
-    result = cli.run("produce", "t", input="x\ny\n", env={"EMS_REDIS_URL": UNREACHABLE_REDIS})
+    env = {"EMS_REDIS_URL": UNREACHABLE_REDIS, "EMS_SEND_TIMEOUT": "0"}  # one attempt
+    result = cli.run("produce", "t", input="x\ny\n", env=env)
     assert_clean_error(result, 3)
     assert "Redis is unreachable" in result.stderr
+    assert "EMS_SEND_TIMEOUT" in result.stderr
     with closing(TopicAdmin(settings)) as admin:
         assert sum(s.messages for s in admin.describe("t")) == 0
 
@@ -562,7 +564,7 @@ def test_demo_reports_a_failed_producer(cli: Cli) -> None:
         "iot.noredis",
         "--producers",
         "2",
-        env={"EMS_REDIS_URL": UNREACHABLE_REDIS},
+        env={"EMS_REDIS_URL": UNREACHABLE_REDIS, "EMS_SEND_TIMEOUT": "0"},
         fresh=True,
     )
     assert result.returncode == 3, result.stderr
