@@ -79,6 +79,7 @@ BOUNDS = {
     "idle_transaction_timeout": Bound(
         "EMS_IDLE_TRANSACTION_TIMEOUT", 1, 3600, whole=True, zero=True
     ),
+    "send_timeout": Bound("EMS_SEND_TIMEOUT", 0, MAX_SECONDS),
     "connect_attempts": Bound("EMS_CONNECT_ATTEMPTS", 1, 100, whole=True),
     "pool_size": Bound("EMS_POOL_SIZE", 1, 1000, whole=True),
     "autoscale_interval": Bound("EMS_AUTOSCALE_INTERVAL", 0.001, MAX_SECONDS, zero=True),
@@ -116,6 +117,13 @@ class Settings:
     #: With a cluster URL, a process that moved off the first node looks for it again
     #: this often (seconds; 0: never), so every process comes back to one writer node.
     node_failback: float = 30.0
+    #: Seconds a send (Producer.send / send_batch, sync and asyncio) keeps retrying
+    #: through a lost Redis master, a lost database node or a server taking no writes
+    #: before it raises SendTimeout; 0: one attempt. Like Kafka's delivery.timeout.ms (120
+    #: s there): a little above a failover under Redis Sentinel's defaults (30 s
+    #: down-after-milliseconds, then the vote and the promotion, a few seconds more),
+    #: which also covers Galera's eviction of a silent node (evs.inactive_timeout 15 s).
+    send_timeout: float = 45.0
     #: Attempts against an unreachable server before a typed error is raised.
     connect_attempts: int = 3
     #: Connection pool size per engine.

@@ -239,6 +239,14 @@ class RedisOutcomeUnknown(RedisUnavailable):
     again. The producer re-seeds its counters from MySQL and allocates anew."""
 
 
+class SendTimeout(ServerUnavailable):
+    """A send could not be completed within its bound (EMS_SEND_TIMEOUT): it retried
+    through a lost or failing-over Redis or database node, or a server taking no writes,
+    and the server did not come back in time. The last failure is its __cause__. The
+    messages may or may not be stored: an insert whose reply was lost may have committed;
+    a send that returned is always stored, and one message is never stored twice."""
+
+
 class SparkUnavailable(ServerUnavailable):
     """Spark cannot start here: pyspark or a Java runtime is missing."""
 

@@ -8,6 +8,9 @@ queue is empty. Nothing waits for a timer unless a linger is configured (then a 
 first sleeps that long, to gather more). The same idea as ems.producer.group_commit for
 threads, where a waiting caller leads instead of a task.
 
+Each send gives a deadline; a flush is given the earliest of its group's (see
+ems.producer.group_commit).
+
 Cancellation: a send cancelled while its items are still queued takes them out, so they
 are never written; once a flush has taken them, the flush is not the caller's and runs on
 for the others (the cancelled caller is not told where its items landed).
@@ -16,6 +19,7 @@ for the others (the cancelled caller is not told where its items landed).
 from __future__ import annotations
 
 import asyncio
+import math
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
@@ -25,20 +29,24 @@ R = TypeVar("R")
 
 
 class _Request(Generic[T, R]):
-    __slots__ = ("future", "items", "taken")
+    __slots__ = ("deadline", "future", "items", "taken")
 
-    def __init__(self, items: Sequence[T], future: asyncio.Future[list[R]]) -> None:
+    def __init__(
+        self, items: Sequence[T], deadline: float, future: asyncio.Future[list[R]]
+    ) -> None:
         self.items = items
+        self.deadline = deadline
         self.future = future
         self.taken = False
 
 
 class AsyncGroupCommit(Generic[T, R]):
-    """flush(items) -> one result per item, all-or-none for the items it is given."""
+    """flush(items, deadline) -> one result per item, all-or-none for the items it is
+    given; deadline is the earliest of their senders'."""
 
     def __init__(
         self,
-        flush: Callable[[list[T]], Awaitable[list[R]]],
+        flush: Callable[[list[T], float], Awaitable[list[R]]],
         max_items: int,
         *,
         max_flushes: int = 2,
@@ -54,9 +62,9 @@ class AsyncGroupCommit(Generic[T, R]):
         self._running = 0
         self._flushers: set[asyncio.Task[None]] = set()
 
-    async def submit(self, items: Sequence[T]) -> list[R]:
+    async def submit(self, items: Sequence[T], deadline: float = math.inf) -> list[R]:
         loop = asyncio.get_running_loop()
-        request: _Request[T, R] = _Request(items, loop.create_future())
+        request: _Request[T, R] = _Request(items, deadline, loop.create_future())
         self._queue.append(request)
         if self._running < self._max_flushes:
             self._running += 1
@@ -99,7 +107,7 @@ class AsyncGroupCommit(Generic[T, R]):
     async def _run(self, group: list[_Request[T, R]]) -> None:
         items = [item for request in group for item in request.items]
         try:
-            results = await self._flush(items)
+            results = await self._flush(items, min(request.deadline for request in group))
         except asyncio.CancelledError:
             for request in group:
                 request.future.cancel()

@@ -4,7 +4,9 @@ with the sends of concurrent tasks committed together (ems.aio.group)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Self
@@ -12,19 +14,13 @@ from typing import Self
 from ems.aio.group import AsyncGroupCommit
 from ems.aio.wakeups import AsyncPublisher
 from ems.config import Settings
-from ems.exceptions import (
-    BelowLowWatermark,
-    DatabaseUnavailable,
-    DuplicateKey,
-    LockConflict,
-    RedisOutcomeUnknown,
-)
+from ems.exceptions import BelowLowWatermark, DuplicateKey, EmsError, RedisUnavailable
 from ems.metrics import published
 from ems.offsets.aio import AsyncMySQLAllocator, AsyncOffsetAllocator, AsyncRedisAllocator
 from ems.offsets.allocators import redis_errors
+from ems.producer.deadline import PASSING, Attempts
 from ems.producer.partitioner import RoundRobin
 from ems.producer.planning import (
-    AMBIGUOUS_ATTEMPTS,
     CONFLICT_ATTEMPTS,
     GROUP_MAX,
     Outgoing,
@@ -40,6 +36,8 @@ from ems.store.aio import AsyncMessageStore
 from ems.types import NewMessage, Record, RecordMetadata, TopicInfo
 from ems.validation import check_name
 
+log = logging.getLogger(__name__)
+
 
 class Producer:
     """Publishes messages to topics from asyncio code. Share one per process: every task
@@ -51,6 +49,10 @@ class Producer:
     wait that long for more. A send cancelled before its group is taken writes nothing;
     once taken, the group is committed for the others, and the cancelled send raises
     CancelledError either way: it never reports a message it did not see committed.
+
+    As ems.Producer's, a send rides out a lost Redis master, a lost database node and a
+    server that takes no writes for up to `settings.send_timeout` seconds
+    (EMS_SEND_TIMEOUT), then raises SendTimeout; bad input raises at once.
     """
 
     def __init__(self, settings: Settings | None = None, *, linger: float = 0.0) -> None:
@@ -86,20 +88,23 @@ class Producer:
         key: str | bytes | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> RecordMetadata:
-        """Publish one message; returns its partition and offset once committed."""
-        info = self._topics.get(topic) or await self._topic(topic)
+        """Publish one message; returns its partition and offset once committed. Raises
+        SendTimeout if Redis or the database stayed away for the whole send timeout."""
+        deadline = time.monotonic() + self.settings.send_timeout
+        info = self._topics.get(topic) or await self._topic(topic, deadline)
         prepared = prepare(info, Record(body, key, headers), {}, self._round_robin)
-        (placed,) = await self._committer(info).submit((prepared,))
+        (placed,) = await self._committer(info).submit((prepared,), deadline)
         return RecordMetadata(info.name, placed.partition, placed.offset)
 
     async def send_batch(self, topic: str, records: Iterable[Outgoing]) -> list[RecordMetadata]:
         """Publish messages with one allocation per partition and one multi-row INSERT
         (shared with concurrent sends). All or none are committed; results in input order."""
-        info = self._topics.get(topic) or await self._topic(topic)
+        deadline = time.monotonic() + self.settings.send_timeout
+        info = self._topics.get(topic) or await self._topic(topic, deadline)
         prepared = prepare_batch(info, records, self._round_robin)
         if not prepared:
             return []
-        placed = await self._committer(info).submit(prepared)
+        placed = await self._committer(info).submit(prepared, deadline)
         name = info.name
         return [RecordMetadata(name, m.partition, m.offset) for m in placed]
 
@@ -125,57 +130,91 @@ class Producer:
 
     # -- steps -----------------------------------------------------------------------
 
-    async def _topic(self, name: str) -> TopicInfo:
-        """The topic, looked up once however many tasks ask at the same time. The lookup
-        is shielded: a caller cancelled meanwhile does not cancel it for the others."""
+    async def _topic(self, name: str, deadline: float) -> TopicInfo:
+        """The topic, looked up once however many tasks ask at the same time (within the
+        first one's deadline: the earliest of theirs). The lookup is shielded: a caller
+        cancelled meanwhile does not cancel it for the others."""
         check_name(name, "topic")
         loading = self._loading.get(name)
         if loading is None:
-            loading = asyncio.ensure_future(self._load(name))
+            loading = asyncio.ensure_future(self._load(name, deadline))
             self._loading[name] = loading
             loading.add_done_callback(lambda _: self._loading.pop(name, None))
         return await asyncio.shield(loading)
 
-    async def _load(self, name: str) -> TopicInfo:
-        info = await self.store.topic(name)
-        # Redis is not trusted to remember: seed the counters from MySQL first.
-        await self._reseed(info)
-        self._topics[name] = info
-        return info
+    async def _load(self, name: str, deadline: float) -> TopicInfo:
+        attempts = self._attempts(deadline)
+        while True:
+            try:
+                info = await self.store.topic(name)
+                # Redis is not trusted to remember: seed the counters from MySQL first.
+                await self._reseed(info)
+            except PASSING as exc:
+                await self._pause(attempts, exc)
+                continue
+            self._topics[name] = info
+            return info
 
     def _committer(self, info: TopicInfo) -> AsyncGroupCommit[Prepared, NewMessage]:
         committer = self._committers.get(info.id)
         if committer is None:
 
-            async def flush(items: list[Prepared]) -> list[NewMessage]:
-                return await self._insert(info, items)
+            async def flush(items: list[Prepared], deadline: float) -> list[NewMessage]:
+                return await self._insert(info, items, deadline)
 
             committer = AsyncGroupCommit(flush, GROUP_MAX, linger=self.linger)
             self._committers[info.id] = committer
         return committer
 
-    async def _insert(self, info: TopicInfo, prepared: Sequence[Prepared]) -> list[NewMessage]:
+    async def _insert(
+        self, info: TopicInfo, prepared: Sequence[Prepared], deadline: float
+    ) -> list[NewMessage]:
+        """As Producer._insert: allocate, place and commit, trying again until the
+        deadline while a server is away; fresh offsets only once no insert of these rows
+        may have committed."""
         counts = partition_counts(prepared)
-        for _ in range(CONFLICT_ATTEMPTS):
-            firsts = await self._allocate(info, counts)
-            if firsts is not None:
-                rows = place(info.id, prepared, firsts)
-                if await self._commit(rows):
-                    await self._wakeups.messages(info.id, {r.partition: r.offset for r in rows})
-                    published(info.name).inc(len(rows))  # once per group commit
-                    return rows
-            await self._reseed(info)
-        raise offset_conflict(info, len(prepared))
+        attempts = self._attempts(deadline)
+        conflicts, reseed = 0, False
+        while True:
+            try:
+                if reseed:
+                    await self._reseed(info)
+                    reseed = False
+                firsts = await self._allocate(info, counts)
+                rows = None if firsts is None else place(info.id, prepared, firsts)
+                if rows is not None and await self._commit(rows, attempts):
+                    break
+            except PASSING as exc:
+                # As Producer._insert: a lost allocation is not sent again, and the
+                # counters are re-seeded after any Redis failure.
+                reseed = reseed or isinstance(exc, RedisUnavailable)
+                await self._pause(attempts, exc)
+                continue
+            conflicts += 1
+            if conflicts == CONFLICT_ATTEMPTS:
+                raise offset_conflict(info, len(prepared))
+            reseed = True
+        await self._wakeups.messages(info.id, {r.partition: r.offset for r in rows})
+        published(info.name).inc(len(rows))  # once per group commit
+        return rows
+
+    def _attempts(self, deadline: float) -> Attempts:
+        return Attempts(deadline, self.settings.send_timeout)
+
+    @staticmethod
+    async def _pause(attempts: Attempts, error: EmsError) -> None:
+        """Wait before the next attempt; SendTimeout once the deadline has passed."""
+        wait = attempts.pause_after(error, time.monotonic())
+        if attempts.failures == 1:
+            log.warning("a send waits for its servers (%s); trying again", error)
+        await asyncio.sleep(wait)
 
     async def _allocate(self, info: TopicInfo, counts: Mapping[int, int]) -> dict[int, int] | None:
-        """As Producer._allocate: None when the counter went back or the outcome of the
-        allocation is unknown. Under a lock, so the ends of a partition are seen in the
-        order Redis handed them out (two flushes may allocate at once)."""
+        """As Producer._allocate: None when the counter went back. Under a lock, so the
+        ends of a partition are seen in the order Redis handed them out (two flushes may
+        allocate at once)."""
         async with self._allocating:
-            try:
-                firsts = await self.allocator.allocate(info.id, counts)
-            except RedisOutcomeUnknown:
-                return None
+            firsts = await self.allocator.allocate(info.id, counts)
             if not self._ends.accept(info.id, firsts, counts):
                 return None
         return firsts
@@ -186,30 +225,27 @@ class Producer:
             seeds = self._ends.floors(info.id, seeds)
             await self.allocator.reseed(info.id, seeds)
 
-    async def _commit(self, rows: list[NewMessage]) -> bool:
+    async def _commit(self, rows: list[NewMessage], attempts: Attempts) -> bool:
         """As Producer._commit: False if an offset was taken or lies below its partition's
-        low watermark; a lost connection sends the same rows again with the same write
-        token, whose presence at the first row's place then tells whether the first
-        attempt committed."""
+        low watermark and no attempt of ours is stored; a lost connection sends the same
+        rows again, until the deadline, with the same write token, whose presence at the
+        first row's place then tells whether an earlier attempt committed."""
         token = secrets.randbits(63)
-        delay = 0.1
-        for attempt in range(AMBIGUOUS_ATTEMPTS + 1):
+        tried = verify = False
+        while True:
             try:
+                if verify:
+                    first = rows[0]
+                    stored = await self.store.write_token_at(
+                        first.topic_id, first.partition, first.offset
+                    )
+                    return stored == token
                 await self.store.insert(rows, token)
                 return True
-            except DuplicateKey:
-                if attempt == 0:
+            except (DuplicateKey, BelowLowWatermark):
+                if not tried:
                     return False
-                first = rows[0]
-                stored = await self.store.write_token_at(
-                    first.topic_id, first.partition, first.offset
-                )
-                return stored == token
-            except BelowLowWatermark:
-                return False
-            except (DatabaseUnavailable, LockConflict):
-                if attempt == AMBIGUOUS_ATTEMPTS:
-                    raise
-                await asyncio.sleep(delay)
-                delay *= 2
-        return False  # pragma: no cover
+                verify = True
+            except PASSING as exc:
+                tried = True
+                await self._pause(attempts, exc)

@@ -7,10 +7,14 @@ waits for a timer; under load, callers that arrive during a flush ride along wit
 one. Two flushes in flight (the default) let one group be allocated and sent while the
 previous one waits for its commit. The same idea as InnoDB's group commit and Kafka's
 producer batches, without a linger delay.
+
+Each caller gives a deadline; a flush is given the earliest of its group's, as a Kafka
+batch expires by its oldest record, so no caller waits past its own for the group's sake.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -21,10 +25,11 @@ R = TypeVar("R")
 
 
 class _Request(Generic[T, R]):
-    __slots__ = ("done", "error", "finished", "items", "lead", "result", "wake")
+    __slots__ = ("deadline", "done", "error", "finished", "items", "lead", "result", "wake")
 
-    def __init__(self, items: Sequence[T]) -> None:
+    def __init__(self, items: Sequence[T], deadline: float) -> None:
         self.items = items
+        self.deadline = deadline
         self.result: list[R] = []
         self.error: BaseException | None = None
         self.finished = False
@@ -41,12 +46,15 @@ class _Request(Generic[T, R]):
 
 
 class GroupCommit(Generic[T, R]):
-    """flush(items) -> one result per item; it is all-or-none for the items it is given.
-    At most max_flushes flushes run at once, so one flush waiting on the disk does not
-    hold back the next group."""
+    """flush(items, deadline) -> one result per item; it is all-or-none for the items it
+    is given, and deadline is the earliest of their callers'. At most max_flushes flushes
+    run at once, so one flush waiting on the disk does not hold back the next group."""
 
     def __init__(
-        self, flush: Callable[[list[T]], list[R]], max_items: int, max_flushes: int = 2
+        self,
+        flush: Callable[[list[T], float], list[R]],
+        max_items: int,
+        max_flushes: int = 2,
     ) -> None:
         self._flush = flush
         self._max_items = max_items
@@ -55,7 +63,7 @@ class GroupCommit(Generic[T, R]):
         self._queue: deque[_Request[T, R]] = deque()
         self._leaders = 0
 
-    def submit(self, items: Sequence[T]) -> list[R]:
+    def submit(self, items: Sequence[T], deadline: float = math.inf) -> list[R]:
         with self._lock:
             alone = not self._queue and self._leaders < self._max_flushes
             if alone:
@@ -64,10 +72,10 @@ class GroupCommit(Generic[T, R]):
             # Nobody waits: flush at once, without the request and its locks (the common
             # case of a single sender, where they cost as much as the allocation).
             try:
-                return self._flush(list(items))
+                return self._flush(list(items), deadline)
             finally:
                 self._resign()
-        request: _Request[T, R] = _Request(items)
+        request: _Request[T, R] = _Request(items, deadline)
         with self._lock:
             self._queue.append(request)
             if self._leaders < self._max_flushes:
@@ -117,7 +125,7 @@ class GroupCommit(Generic[T, R]):
     def _run(self, group: list[_Request[T, R]]) -> None:
         items = [item for request in group for item in request.items]
         try:
-            results = self._flush(items)
+            results = self._flush(items, min(request.deadline for request in group))
         except BaseException as exc:  # every caller in the group sees the failure
             for request in group:
                 request.error = exc

@@ -17,8 +17,6 @@ MAX_BATCH = 10_000
 GROUP_MAX = 1_000
 #: Fresh ranges to try when offsets collide (Redis lost its counters, a hole was filled).
 CONFLICT_ATTEMPTS = 8
-#: Re-sends of the same rows when the database dropped the connection mid-insert.
-AMBIGUOUS_ATTEMPTS = 3
 
 Outgoing = Record | bytes | str | Mapping[str, object]
 #: (partition, key, headers JSON, body) of a validated message.

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
 from ems.config import Settings
-from ems.exceptions import (
-    BelowLowWatermark,
-    DatabaseUnavailable,
-    DuplicateKey,
-    LockConflict,
-    RedisOutcomeUnknown,
-)
+from ems.exceptions import BelowLowWatermark, DuplicateKey, EmsError, RedisUnavailable
 from ems.metrics import published
 from ems.offsets.allocators import (
     MySQLAllocator,
@@ -25,10 +20,10 @@ from ems.offsets.allocators import (
 )
 from ems.offsets.redis_clients import resp_for
 from ems.offsets.resp import RespConnection
+from ems.producer.deadline import PASSING, Attempts
 from ems.producer.group_commit import GroupCommit
 from ems.producer.partitioner import RoundRobin
 from ems.producer.planning import (
-    AMBIGUOUS_ATTEMPTS,
     CONFLICT_ATTEMPTS,
     GROUP_MAX,
     MAX_BATCH,
@@ -50,6 +45,8 @@ from ems.wakeups import Publisher
 
 __all__ = ["GROUP_MAX", "MAX_BATCH", "Outgoing", "Producer", "went_back"]
 
+log = logging.getLogger(__name__)
+
 
 class Producer(StoreClient):
     """Publishes messages to topics. Thread-safe; share one per process.
@@ -58,6 +55,10 @@ class Producer(StoreClient):
     at the same time from several threads are committed together (one offset range per
     partition, one INSERT), so many threads sending single messages cost about what one
     thread sending batches does.
+
+    A send rides out a lost Redis master, a lost database node and a server that takes
+    no writes for up to `settings.send_timeout` seconds (EMS_SEND_TIMEOUT), trying again
+    with backoff, and then raises SendTimeout; bad input raises at once.
     """
 
     def __init__(
@@ -82,7 +83,7 @@ class Producer(StoreClient):
     @property
     def allocator(self) -> OffsetAllocator:
         """Created on first use, so a producer can be built while Redis is down: its
-        sends raise RedisUnavailable until Redis answers."""
+        sends wait for Redis within their bound (see send)."""
         if self._allocator is None:
             with redis_errors():
                 self._allocator = self._default_allocator()
@@ -111,20 +112,23 @@ class Producer(StoreClient):
         key: str | bytes | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> RecordMetadata:
-        """Publish one message; returns its partition and offset once committed."""
-        info = self._topic(topic)
+        """Publish one message; returns its partition and offset once committed. Raises
+        SendTimeout if Redis or the database stayed away for the whole send timeout."""
+        deadline = time.monotonic() + self.settings.send_timeout
+        info = self._topics.get(topic) or self._topic(topic, deadline)
         prepared = prepare(info, Record(body, key, headers), {}, self._round_robin)
-        (placed,) = self._committer(info).submit((prepared,))
+        (placed,) = self._committer(info).submit((prepared,), deadline)
         return RecordMetadata(info.name, placed.partition, placed.offset)
 
     def send_batch(self, topic: str, messages: Iterable[Outgoing]) -> list[RecordMetadata]:
         """Publish messages with one allocation per partition and one multi-row INSERT.
         All or none are committed. Results are in input order."""
-        info = self._topic(topic)
+        deadline = time.monotonic() + self.settings.send_timeout
+        info = self._topics.get(topic) or self._topic(topic, deadline)
         prepared = prepare_batch(info, messages, self._round_robin)
         if not prepared:
             return []
-        placed = self._committer(info).submit(prepared)
+        placed = self._committer(info).submit(prepared, deadline)
         name = info.name
         return [RecordMetadata(name, m.partition, m.offset) for m in placed]
 
@@ -136,15 +140,19 @@ class Producer(StoreClient):
 
     # -- steps -----------------------------------------------------------------------
 
-    def _topic(self, name: str) -> TopicInfo:
-        info = self._topics.get(name)
-        if info is None:
-            check_name(name, "topic")
-            info = self.store.topics.get(name)
-            # Redis is not trusted to remember: seed the counters from MySQL first.
-            self._reseed(info)
+    def _topic(self, name: str, deadline: float) -> TopicInfo:
+        check_name(name, "topic")
+        attempts = self._attempts(deadline)
+        while True:
+            try:
+                info = self.store.topics.get(name)
+                # Redis is not trusted to remember: seed the counters from MySQL first.
+                self._reseed(info)
+            except PASSING as exc:
+                self._pause(attempts, exc)
+                continue
             self._topics[name] = info
-        return info
+            return info
 
     def _committer(self, info: TopicInfo) -> GroupCommit[Prepared, NewMessage]:
         committer = self._committers.get(info.id)
@@ -152,22 +160,55 @@ class Producer(StoreClient):
             with self._committers_lock:
                 committer = self._committers.get(info.id)
                 if committer is None:
-                    committer = GroupCommit(lambda items: self._insert(info, items), GROUP_MAX)
+                    committer = GroupCommit(
+                        lambda items, deadline: self._insert(info, items, deadline), GROUP_MAX
+                    )
                     self._committers[info.id] = committer
         return committer
 
-    def _insert(self, info: TopicInfo, prepared: Sequence[Prepared]) -> list[NewMessage]:
+    def _insert(
+        self, info: TopicInfo, prepared: Sequence[Prepared], deadline: float
+    ) -> list[NewMessage]:
+        """Allocate, place and commit, trying again until the deadline while a server is
+        away. Fresh offsets are taken only while no insert of these rows may have
+        committed: _commit settles that before it returns."""
         counts = partition_counts(prepared)
-        for _ in range(CONFLICT_ATTEMPTS):
-            firsts = self._allocate(info, counts)
-            if firsts is not None:
-                rows = place(info.id, prepared, firsts)
-                if self._commit(rows):
-                    self._wakeups.messages(info.id, {r.partition: r.offset for r in rows})
-                    published(info.name).inc(len(rows))  # once per group commit
-                    return rows
-            self._reseed(info)
-        raise offset_conflict(info, len(prepared))
+        attempts = self._attempts(deadline)
+        conflicts, reseed = 0, False
+        while True:
+            try:
+                if reseed:
+                    self._reseed(info)
+                    reseed = False
+                firsts = self._allocate(info, counts)
+                rows = None if firsts is None else place(info.id, prepared, firsts)
+                if rows is not None and self._commit(rows, attempts):
+                    break
+            except PASSING as exc:
+                # An allocation whose reply was lost (RedisOutcomeUnknown) is not sent
+                # again: it may have run. A lost Redis may also come back empty or as a
+                # lagging replica, so the counters are re-seeded before the next range.
+                reseed = reseed or isinstance(exc, RedisUnavailable)
+                self._pause(attempts, exc)
+                continue
+            conflicts += 1
+            if conflicts == CONFLICT_ATTEMPTS:
+                raise offset_conflict(info, len(prepared))
+            reseed = True
+        self._wakeups.messages(info.id, {r.partition: r.offset for r in rows})
+        published(info.name).inc(len(rows))  # once per group commit
+        return rows
+
+    def _attempts(self, deadline: float) -> Attempts:
+        return Attempts(deadline, self.settings.send_timeout)
+
+    @staticmethod
+    def _pause(attempts: Attempts, error: EmsError) -> None:
+        """Wait before the next attempt; SendTimeout once the deadline has passed."""
+        wait = attempts.pause_after(error, time.monotonic())
+        if attempts.failures == 1:
+            log.warning("a send waits for its servers (%s); trying again", error)
+        time.sleep(wait)
 
     def _allocate(self, info: TopicInfo, counts: Mapping[int, int]) -> dict[int, int] | None:
         """The first offset of a fresh range per partition; None when a counter handed out
@@ -176,12 +217,7 @@ class Producer(StoreClient):
         stored or purged offsets. Ranges are taken under a lock so that the ends of one
         partition are seen in the order Redis gave them."""
         with self._allocating:
-            try:
-                firsts = self.allocator.allocate(info.id, counts)
-            except RedisOutcomeUnknown:
-                # Not sent again: it may have run. A lost connection may also mean a
-                # Redis restarted empty, so the counters are re-seeded first.
-                return None
+            firsts = self.allocator.allocate(info.id, counts)
             if not self._ends.accept(info.id, firsts, counts):
                 return None
         return firsts
@@ -195,33 +231,32 @@ class Producer(StoreClient):
             seeds = self._ends.floors(info.id, seeds)
         self.allocator.reseed(info.id, seeds)
 
-    def _commit(self, rows: list[NewMessage]) -> bool:
+    def _commit(self, rows: list[NewMessage], attempts: Attempts) -> bool:
         """Insert the rows; False if an offset was taken or lies below its partition's low
-        watermark. A dropped connection leaves the outcome unknown, so the same rows are
-        sent again with the same random write token, stored on the write's first row; on
-        a duplicate-key answer, that row holding our token means the first attempt
-        committed (all of it: a write is atomic), and any other row there, however alike,
-        means none of it did. A deadlock rolled the statement back, so the same rows go
-        again."""
+        watermark, and no attempt of ours is stored. A dropped connection leaves the
+        outcome unknown, so the same rows are sent again, until the send's deadline, with
+        the same random write token, stored on the write's first row; when an offset is
+        then found taken (or purged past), that row holding our token means an earlier
+        attempt committed (all of it: a write is atomic), and any other row there, however
+        alike, means none did. Until that is known no other offsets are taken, so a
+        message is never stored twice. A deadlock or a read-only refusal wrote nothing,
+        and the same rows go again. At the deadline: SendTimeout, the outcome unknown."""
         token = secrets.randbits(63)
-        delay = 0.1
-        for attempt in range(AMBIGUOUS_ATTEMPTS + 1):
+        tried = verify = False
+        while True:
             try:
+                if verify:
+                    first = rows[0]
+                    stored = self.store.messages.write_token_at(
+                        first.topic_id, first.partition, first.offset
+                    )
+                    return stored == token
                 self.store.messages.insert(rows, token)
                 return True
-            except DuplicateKey:
-                if attempt == 0:
+            except (DuplicateKey, BelowLowWatermark):
+                if not tried:
                     return False
-                first = rows[0]
-                stored = self.store.messages.write_token_at(
-                    first.topic_id, first.partition, first.offset
-                )
-                return stored == token
-            except BelowLowWatermark:
-                return False
-            except (DatabaseUnavailable, LockConflict):
-                if attempt == AMBIGUOUS_ATTEMPTS:
-                    raise
-                time.sleep(delay)
-                delay *= 2
-        return False  # pragma: no cover
+                verify = True
+            except PASSING as exc:
+                tried = True
+                self._pause(attempts, exc)

@@ -464,9 +464,11 @@ def test_a_database_that_does_not_exist_exits_2_and_says_to_create_it(
 
 def test_redis_unreachable_on_produce_exits_3(cli: Cli, settings: Settings) -> None:
     cli.ok("topic", "create", "t", "--partitions", "2")
-    result = cli.run("produce", "t", input="x\ny\n", env={"EMS_REDIS_URL": UNREACHABLE_REDIS})
+    env = {"EMS_REDIS_URL": UNREACHABLE_REDIS, "EMS_SEND_TIMEOUT": "0"}  # one attempt
+    result = cli.run("produce", "t", input="x\ny\n", env=env)
     assert_clean_error(result, 3)
     assert "Redis is unreachable" in result.stderr
+    assert "EMS_SEND_TIMEOUT" in result.stderr
     with closing(TopicAdmin(settings)) as admin:
         assert sum(s.messages for s in admin.describe("t")) == 0
 
@@ -689,7 +691,7 @@ def test_demo_with_a_server_unreachable_changes_nothing(
         "iot.noredis",
         "--producers",
         "2",
-        env={server: url},
+        env={server: url, "EMS_SEND_TIMEOUT": "0"},
         fresh=True,
     )
     assert result.returncode == 3, result.stderr

@@ -53,6 +53,12 @@ def _assert_kept(s: Scenario, galera: GaleraCluster, since: float) -> None:
     assert len(set(counts)) == 1 and counts[0] >= verdict.acknowledged, counts
 
 
+def _assert_no_send_failed(s: Scenario) -> None:
+    """The fault was shorter than a send's bound (EMS_SEND_TIMEOUT, 45 s by default, which
+    the processes keep): every send waited it out, none raised."""
+    assert s.recorded().failed == 0, s.stderr_tails()
+
+
 def _count(galera: GaleraCluster, i: int, sql: str, *, dirty: bool = False) -> int:
     """One number read on node i; dirty: even outside the primary component (which
     refuses reads otherwise)."""
@@ -86,7 +92,8 @@ def _ems_sessions(galera: GaleraCluster, i: int) -> int:
 def test_the_node_ems_writes_through_killed(scenario: Scenario, galera: GaleraCluster) -> None:
     """a. kill -9 of node 0, which every process writes through, mid-stream: they all
     move to node 1 and carry on, every member keeping its lease (4 s, renewed each second)
-    through the cluster's stall; node 0 comes back by state transfer with every row."""
+    and every send waiting through the cluster's stall; node 0 comes back by state
+    transfer with every row."""
     scenario.wait_acks(200)
     assert _ems_sessions(galera, 0) > 0 and _ems_sessions(galera, 1) == 0
     galera.node(0).kill9()
@@ -97,6 +104,7 @@ def test_the_node_ems_writes_through_killed(scenario: Scenario, galera: GaleraCl
     galera.node(0).restart()
     _assert_kept(scenario, galera, killed)
     assert not any(scenario.fencings().values()), scenario.stderr_tails()
+    _assert_no_send_failed(scenario)
 
 
 def test_the_writer_cut_off_from_the_others(scenario: Scenario, galera: GaleraCluster) -> None:
@@ -137,9 +145,10 @@ def test_the_whole_cluster_down_and_bootstrapped(scenario: Scenario, galera: Gal
 def test_the_redis_master_killed(
     scenario: Scenario, galera: GaleraCluster, sentinels: SentinelRedis
 ) -> None:
-    """d. kill -9 of the Redis master: Sentinel promotes the replica, whose counters may be
-    behind (asynchronous replication); producers meet the stored offsets on the unique key,
-    re-seed and go on; members get wake-ups from the new master."""
+    """d. kill -9 of the Redis master: sends wait (none fails) until Sentinel promotes the
+    replica, whose counters may be behind (asynchronous replication); producers meet the
+    stored offsets on the unique key, re-seed and go on; members get wake-ups from the new
+    master."""
     scenario.wait_acks(200)
     old = sentinels.kill9_master()
     sentinels.wait_failover(timeout=15)
@@ -148,6 +157,7 @@ def test_the_redis_master_killed(
     scenario.wait("members handling again", _handling_since(failed_over))
     sentinels.restart(old)
     _assert_kept(scenario, galera, failed_over)
+    _assert_no_send_failed(scenario)
 
 
 def test_a_rolling_restart_of_every_node(scenario: Scenario, galera: GaleraCluster) -> None:

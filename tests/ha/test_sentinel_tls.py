@@ -16,7 +16,7 @@ import pytest
 
 from ems import Consumer, Delivery, Producer, TopicAdmin
 from ems.config import Settings
-from ems.exceptions import RedisUnavailable
+from ems.exceptions import RedisUnavailable, SendTimeout
 from ems.store import migrate
 from ems.wakeups import Listener, topic_channel
 from tests.conftest import reset_state
@@ -119,15 +119,18 @@ def test_a_ca_that_did_not_sign_the_servers_is_a_clear_error(
 ) -> None:
     stranger = self_signed(tmp_path / "stranger")
     url = tls_sentinels.url().replace(str(tls_sentinels.tls.cert), str(stranger.cert))  # type: ignore[union-attr]
-    settings = Settings(database_url=galera.url(), redis_url=url, connect_attempts=1)
+    settings = Settings(
+        database_url=galera.url(), redis_url=url, connect_attempts=1, send_timeout=0
+    )
     migrate.create_database(settings)
     migrate.upgrade(settings)
     TopicAdmin(settings).create("tls-stranger", 1)
     producer = Producer(settings)
     started = time.monotonic()
     try:
-        with pytest.raises(RedisUnavailable, match=r"(?i)certificate"):
+        with pytest.raises(SendTimeout, match=r"(?i)certificate") as raised:
             producer.send("tls-stranger", b"x")
+        assert isinstance(raised.value.__cause__, RedisUnavailable)
     finally:
         producer.close()
     assert time.monotonic() - started < 30

@@ -24,6 +24,7 @@ from ems.exceptions import (
     InvalidKey,
     InvalidName,
     RedisUnavailable,
+    SendTimeout,
     UnknownTopic,
 )
 from ems.store import Store
@@ -163,9 +164,11 @@ async def test_unreachable_redis_is_a_typed_error_and_writes_nothing(
     topics: TopicAdmin, settings: Settings, store: Store, url: str
 ) -> None:
     topics.create("t", 1)
-    async with Producer(settings.with_(redis_url=url, connect_timeout=0.5)) as producer:
-        with pytest.raises(RedisUnavailable):
+    local = settings.with_(redis_url=url, connect_timeout=0.5, send_timeout=0)
+    async with Producer(local) as producer:
+        with pytest.raises(SendTimeout) as raised:
             await producer.send("t", b"x")
+    assert isinstance(raised.value.__cause__, RedisUnavailable)
     assert stored(store) == []
 
 
@@ -323,7 +326,7 @@ async def test_cancelled_while_its_group_is_in_flight_lets_the_group_commit(
 async def test_a_failed_flush_fails_every_caller_of_its_group() -> None:
     calls: list[list[int]] = []
 
-    async def flush(items: list[int]) -> list[int]:
+    async def flush(items: list[int], deadline: float) -> list[int]:
         calls.append(items)
         await asyncio.sleep(0)
         if 13 in items:

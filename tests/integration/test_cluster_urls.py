@@ -9,7 +9,7 @@ import pytest
 
 from ems import Producer
 from ems.config import Settings
-from ems.exceptions import ClusterMisconfigured, DatabaseUnavailable
+from ems.exceptions import ClusterMisconfigured, DatabaseUnavailable, SendTimeout
 from ems.store import Store, migrate
 from tests.conftest import connect
 from tests.faults.servers import free_port
@@ -34,12 +34,13 @@ def test_migrations_refuse_a_server_without_galera_as_a_cluster_node(settings: S
 def test_when_no_node_answers_each_is_named(settings: Settings) -> None:
     dead = [free_port(), free_port()]
     url = f"mysql+pymysql://root@127.0.0.1:{dead[0]},127.0.0.1:{dead[1]}/ems"
-    producer = Producer(settings.with_(database_url=url, connect_attempts=1))
+    producer = Producer(settings.with_(database_url=url, connect_attempts=1, send_timeout=0))
     try:
-        with pytest.raises(DatabaseUnavailable) as raised:
+        with pytest.raises(SendTimeout) as raised:
             producer.send("t", b"x")
     finally:
         producer.close()
+    assert isinstance(raised.value.__cause__, DatabaseUnavailable)
     assert all(f"127.0.0.1:{port}" in str(raised.value) for port in dead)
 
 

@@ -19,6 +19,7 @@ from ems.exceptions import (
     InvalidName,
     InvalidPartitionCount,
     RedisUnavailable,
+    SendTimeout,
     TopicExists,
     UnknownTopic,
 )
@@ -189,15 +190,18 @@ def test_one_bad_message_rejects_the_whole_batch(
 
 
 def test_unreachable_database_is_a_typed_error() -> None:
+    """A send gives up after its bound (here 0: one attempt), its cause the database's."""
     settings = Settings(
         database_url="mysql+pymysql://root@127.0.0.1:1/ems",
         connect_timeout=1,
         connect_attempts=2,
+        send_timeout=0,
     )
     with pytest.raises(DatabaseUnavailable):
         TopicAdmin(settings).list()
-    with pytest.raises(DatabaseUnavailable):
+    with pytest.raises(SendTimeout, match="MySQL is unreachable") as raised:
         Producer(settings).send("t", b"x")
+    assert isinstance(raised.value.__cause__, DatabaseUnavailable)
 
 
 @pytest.mark.parametrize(
@@ -214,9 +218,10 @@ def test_unreachable_redis_is_a_typed_error_and_writes_nothing(
     topics: TopicAdmin, settings: Settings, store: Store, url: str
 ) -> None:
     topics.create("t", 1)
-    producer = Producer(settings.with_(redis_url=url, connect_timeout=0.5))
-    with pytest.raises(RedisUnavailable):
+    producer = Producer(settings.with_(redis_url=url, connect_timeout=0.5, send_timeout=0))
+    with pytest.raises(SendTimeout) as raised:
         producer.send("t", b"x")
+    assert isinstance(raised.value.__cause__, RedisUnavailable)
     assert rows(store) == []
 
 

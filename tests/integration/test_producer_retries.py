@@ -12,7 +12,7 @@ from sqlalchemy import text
 
 from ems import Producer, Record, TopicAdmin
 from ems.config import Settings
-from ems.exceptions import DatabaseUnavailable
+from ems.exceptions import DatabaseUnavailable, SendTimeout
 from ems.store import Store
 from ems.store.messages import MessageStore
 from ems.types import NewMessage
@@ -125,7 +125,11 @@ def test_identical_rows_of_another_producer_are_not_taken_for_ours(
 
 
 def test_database_down_for_good_is_a_typed_error(store: Store) -> None:
-    store.messages = _LosesAnswers(store, times=99, commit_first=False)
-    with Producer(store.settings, store=store) as producer, pytest.raises(DatabaseUnavailable):
+    """The same rows are sent again until the send's bound, then SendTimeout."""
+    store.messages = _LosesAnswers(store, times=10**6, commit_first=False)
+    local = store.settings.with_(send_timeout=1.0)
+    with Producer(local, store=store) as producer, pytest.raises(SendTimeout) as raised:
         producer.send("t", b"a")
+    assert isinstance(raised.value.__cause__, DatabaseUnavailable)
+    assert store.messages.calls > 4, "fewer tries than before the bound"
     assert _stored(store) == []

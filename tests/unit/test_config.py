@@ -40,6 +40,19 @@ def test_bad_settings(env: dict[str, str]) -> None:
         Settings.from_env(env)
 
 
+def test_send_timeout() -> None:
+    """45 s by default (a failover under Sentinel's defaults, with room); 0 is one
+    attempt; a negative, infinite or unparsable value is refused, naming the variable."""
+    assert Settings.from_env({}).send_timeout == 45.0
+    assert Settings.from_env({"EMS_SEND_TIMEOUT": "2.5"}).send_timeout == 2.5
+    assert Settings.from_env({"EMS_SEND_TIMEOUT": "0"}).send_timeout == 0
+    for bad in ("-1", "inf", "nan", "soon", "off"):
+        with pytest.raises(InvalidSetting, match="EMS_SEND_TIMEOUT"):
+            Settings.from_env({"EMS_SEND_TIMEOUT": bad})
+    with pytest.raises(InvalidSetting, match="EMS_SEND_TIMEOUT"):
+        Settings(send_timeout=-0.5)
+
+
 def test_jdbc_jar_from_env() -> None:
     from ems.config import DEFAULT_JDBC_JAR
 

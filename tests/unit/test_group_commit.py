@@ -15,7 +15,7 @@ class Recorder:
         self.delay, self.fail_on = delay, fail_on
         self.lock = threading.Lock()
 
-    def flush(self, items: list[int]) -> list[int]:
+    def flush(self, items: list[int], deadline: float) -> list[int]:
         with self.lock:
             self.groups.append(list(items))
         time.sleep(self.delay)
@@ -72,7 +72,7 @@ def test_a_failed_flush_fails_exactly_its_group() -> None:
 
 
 def test_base_exceptions_reach_the_caller() -> None:
-    def flush(items: list[int]) -> list[int]:
+    def flush(items: list[int], deadline: float) -> list[int]:
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
@@ -83,7 +83,7 @@ def test_two_flushes_overlap_but_never_more() -> None:
     running, peak = 0, 0
     lock = threading.Lock()
 
-    def flush(items: list[int]) -> list[int]:
+    def flush(items: list[int], deadline: float) -> list[int]:
         nonlocal running, peak
         with lock:
             running += 1
@@ -107,3 +107,30 @@ def test_one_flush_at_a_time_when_asked() -> None:
         results = list(pool.map(lambda i: gc.submit([i]), range(80)))
     assert results == [[i * 10] for i in range(80)]
     assert len(rec.groups) < 80
+
+
+def test_a_flush_is_given_the_earliest_deadline_of_its_group() -> None:
+    """A group waits no longer than its most hurried caller: one caller holds the flush
+    while three queue with deadlines 30, 10 and 20; they are flushed together, by 10."""
+    entered, release = threading.Event(), threading.Event()
+    seen: list[tuple[list[int], float]] = []
+
+    def flush(items: list[int], deadline: float) -> list[int]:
+        seen.append((list(items), deadline))
+        if items == [0]:
+            entered.set()
+            release.wait(10)
+        return items
+
+    gc = GroupCommit(flush, max_items=100, max_flushes=1)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        first = pool.submit(gc.submit, [0], 99.0)
+        assert entered.wait(10)
+        queued = [pool.submit(gc.submit, [i], d) for i, d in [(1, 30.0), (2, 10.0), (3, 20.0)]]
+        deadline = time.monotonic() + 10
+        while len(gc._queue) < 3:  # all three queued behind the flush
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        release.set()
+        assert first.result() == [0] and [f.result() for f in queued] == [[1], [2], [3]]
+    assert seen == [([0], 99.0), ([1, 2, 3], 10.0)]
