@@ -23,6 +23,7 @@ from ems import TopicAdmin
 from ems.config import Settings
 from ems.store import Store
 from tests import forked
+from tests.procs.producer import label
 
 pytestmark = pytest.mark.slow
 PARTITIONS = 8
@@ -125,7 +126,7 @@ def read_lines(path: Path) -> list[tuple[float, int, int, str]]:
     rows = []
     for line in path.read_text().splitlines():
         t, p, o, body = line.split(" ", 3)
-        rows.append((float(t), int(p), int(o), body))
+        rows.append((float(t), int(p), int(o), label(body.encode())))
     return rows
 
 
