@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from ems import Producer, Record, TopicAdmin
+from ems import Producer, Record, RecordMetadata, TopicAdmin
 from ems import aio as ems_aio
 from ems.config import Settings
 from ems.exceptions import (
@@ -143,6 +143,23 @@ def test_a_send_during_a_redis_outage_returns_once_redis_is_back(
     assert stored(fault_settings) == [b"before", b"during"]
 
 
+async def asyncio_send_through_an_outage(
+    producer: ems_aio.Producer, proxy: FaultProxy
+) -> tuple[RecordMetadata, float]:
+    """Cut the proxy's connections and refuse new ones while a send starts, heal it after
+    OUTAGE; the send's place and how long it took."""
+    proxy.refuse()
+    proxy.cut_all()
+    tried = proxy.connections
+    started = time.monotonic()
+    sending = asyncio.ensure_future(producer.send("t", b"during", key="k"))
+    await async_until(lambda: proxy.connections > tried or sending.done(), "a try")
+    await asyncio.sleep(OUTAGE)  # the fault's length, not a wait for a result
+    proxy.heal()
+    placed = await asyncio.wait_for(sending, 90)
+    return placed, time.monotonic() - started
+
+
 @pytest.mark.asyncio
 async def test_an_asyncio_send_during_a_redis_outage_returns_once_redis_is_back(
     fault_settings: Settings, redis_proxy: FaultProxy
@@ -150,16 +167,7 @@ async def test_an_asyncio_send_during_a_redis_outage_returns_once_redis_is_back(
     TopicAdmin(fault_settings).create("t", 2)
     async with ems_aio.Producer(through_redis(fault_settings, redis_proxy)) as producer:
         await producer.send("t", b"before", key="k")
-        redis_proxy.refuse()
-        redis_proxy.cut_all()
-        tried = redis_proxy.connections
-        started = time.monotonic()
-        sending = asyncio.ensure_future(producer.send("t", b"during", key="k"))
-        await async_until(lambda: redis_proxy.connections > tried or sending.done(), "a try")
-        await asyncio.sleep(OUTAGE)
-        redis_proxy.heal()
-        placed = await asyncio.wait_for(sending, 90)
-        took = time.monotonic() - started
+        placed, took = await asyncio_send_through_an_outage(producer, redis_proxy)
     assert took >= OUTAGE
     assert placed.offset == 1
     assert stored(fault_settings) == [b"before", b"during"]
@@ -199,16 +207,7 @@ async def test_an_asyncio_send_during_a_database_outage_returns_once_it_is_back(
     local = through_db(fault_settings, db_proxy, private_mariadb.port)
     async with ems_aio.Producer(local) as producer:
         await producer.send("t", b"before")
-        db_proxy.refuse()
-        db_proxy.cut_all()
-        tried = db_proxy.connections
-        started = time.monotonic()
-        sending = asyncio.ensure_future(producer.send("t", b"during"))
-        await async_until(lambda: db_proxy.connections > tried or sending.done(), "a try")
-        await asyncio.sleep(OUTAGE)
-        db_proxy.heal()
-        placed = await asyncio.wait_for(sending, 90)
-        took = time.monotonic() - started
+        placed, took = await asyncio_send_through_an_outage(producer, db_proxy)
     assert took >= OUTAGE
     assert placed.offset == 1
     assert stored(fault_settings) == [b"before", b"during"]
