@@ -56,6 +56,12 @@ class UnknownDatabase(InvalidSetting):
     create`, then `ems db upgrade`."""
 
 
+class DatabaseAccessDenied(InvalidSetting):
+    """The server refused the user of EMS_DATABASE_URL (a wrong user or password, or a
+    user without access to that database): raised at once, never waited for as a lost
+    server would be."""
+
+
 class SchemaOutOfDate(InvalidInput):
     """The database has no ems schema, or not the newest one: run `ems db upgrade`."""
 

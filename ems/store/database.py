@@ -20,6 +20,7 @@ from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 from ems.config import Settings
 from ems.exceptions import (
     BelowLowWatermark,
+    DatabaseAccessDenied,
     DatabaseReadOnly,
     DatabaseUnavailable,
     DuplicateKey,
@@ -34,7 +35,10 @@ from ems.store.nodes import NodeSet
 T = TypeVar("T")
 
 # MySQL / MariaDB error numbers, grouped by what the caller can do about them.
-_UNREACHABLE = {1040, 1045, 1053, 1077, 2002, 2003, 2005, 2006, 2013, 2055}
+_UNREACHABLE = {1040, 1053, 1077, 2002, 2003, 2005, 2006, 2013, 2055}
+#: ER_ACCESS_DENIED_ERROR, ER_DBACCESS_DENIED_ERROR: the server answered and refused the
+#: user. It will not pass by itself, so it is bad input, never waited for.
+_ACCESS_DENIED = {1044, 1045}
 #: ER_BAD_DB_ERROR: the server answered, and has no database of the URL's name. Bad
 #: input, not a lost server: retrying cannot help, `ems db create` does.
 _NO_DATABASE = {1049}
@@ -88,6 +92,8 @@ def translate_code(code: int | None, detail: str, *, lost: bool) -> EmsError:
         return DatabaseUnavailable(f"the MySQL node takes no statements: {detail}")
     if code in _NO_DATABASE:
         return unknown_database(detail)
+    if code in _ACCESS_DENIED:
+        return access_denied(detail)
     if code in _UNREACHABLE or lost:
         return DatabaseUnavailable(f"MySQL is unreachable: {detail}")
     if code in _NO_SCHEMA:
@@ -101,6 +107,15 @@ def unknown_database(detail: str) -> UnknownDatabase:
     return UnknownDatabase(
         f"the database {name} does not exist on the server: run `ems db create` to create "
         "it, then `ems db upgrade`"
+    )
+
+
+def access_denied(detail: str) -> DatabaseAccessDenied:
+    found = re.search(r"for user '([^']*)'", detail)
+    user = repr(found.group(1)) if found else "of EMS_DATABASE_URL"
+    return DatabaseAccessDenied(
+        f"MySQL refused the user {user}: check the user and password of EMS_DATABASE_URL "
+        f"and the user's grants ({detail})"
     )
 
 

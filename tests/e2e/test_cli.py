@@ -462,6 +462,16 @@ def test_a_database_that_does_not_exist_exits_2_and_says_to_create_it(
     assert time.monotonic() - started < 10  # refused at once, not retried as a lost server
 
 
+def test_a_password_the_server_refuses_exits_2_at_once(cli: Cli, settings: Settings) -> None:
+    url = settings.database_url.replace("root@", "root:wrong@")
+    started = time.monotonic()
+    result = cli.run("produce", "t", input="x\n", env={"EMS_DATABASE_URL": url})
+    assert_clean_error(result, 2)
+    assert "refused the user" in result.stderr and "unreachable" not in result.stderr
+    assert "wrong" not in result.stderr  # the password is never shown
+    assert time.monotonic() - started < 10  # refused at once, not waited for
+
+
 def test_redis_unreachable_on_produce_exits_3(cli: Cli, settings: Settings) -> None:
     cli.ok("topic", "create", "t", "--partitions", "2")
     env = {"EMS_REDIS_URL": UNREACHABLE_REDIS, "EMS_SEND_TIMEOUT": "0"}  # one attempt

@@ -11,7 +11,7 @@ import pytest
 
 from ems import Producer, TopicAdmin
 from ems.config import Settings
-from ems.exceptions import UnknownDatabase
+from ems.exceptions import DatabaseAccessDenied, UnknownDatabase
 from ems.store.aio import AsyncMessageStore
 
 
@@ -39,3 +39,30 @@ def test_the_asyncio_path_says_the_database_does_not_exist(missing: Settings) ->
 
     with pytest.raises(UnknownDatabase, match=f"database {missing.database_name!r} does not"):
         asyncio.run(lookup())
+
+
+@pytest.fixture
+def refused(settings: Settings) -> Settings:
+    """The right server and database, a password the server refuses."""
+    return settings.with_(database_url=settings.database_url.replace("root@", "root:wrong@"))
+
+
+def test_a_refused_user_is_bad_input_raised_at_once_not_waited_for(refused: Settings) -> None:
+    """Access denied (1045) will not pass by itself: a send must not wait its whole
+    EMS_SEND_TIMEOUT for it, nor say the server is unreachable."""
+    started = time.monotonic()
+    with pytest.raises(DatabaseAccessDenied, match=r"refused the user 'root'.*password"):
+        TopicAdmin(refused).list()
+    with pytest.raises(DatabaseAccessDenied), Producer(refused) as producer:
+        producer.send("t", "x")
+
+    async def lookup() -> None:
+        store = AsyncMessageStore(refused)
+        try:
+            await store.topic("t")
+        finally:
+            await store.close()
+
+    with pytest.raises(DatabaseAccessDenied):
+        asyncio.run(lookup())
+    assert time.monotonic() - started < 5  # not retried with backoff
