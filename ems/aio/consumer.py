@@ -119,6 +119,9 @@ class Consumer:
             "backend": backend,
         }
         self._sync: SyncConsumer | None = None
+        #: The member while start() joins: its client id is the one it registers under, so
+        #: a task that already sees it in the group can name it before start() returns.
+        self._joining: SyncConsumer | None = None
         self._worker = ThreadPoolExecutor(1, thread_name_prefix=f"ems-aio-{group}")
         self._starting: asyncio.Future[None] | None = None
         self._stopping = threading.Event()
@@ -131,7 +134,12 @@ class Consumer:
 
     @property
     def client_id(self) -> str:
-        return self._member.client_id
+        """This member's id in the group: set from the join on, while start() may still be
+        under way (and a new one after a lapsed lease made the member join again)."""
+        member = self._sync or self._joining
+        if member is None:
+            raise RuntimeError("the consumer has not joined: await start() first")
+        return member.client_id
 
     @property
     def _member(self) -> SyncConsumer:
@@ -161,8 +169,10 @@ class Consumer:
                 raise InvalidSetting(
                     f"group {self.group!r} is ordered: concurrency above 1 needs an unordered group"
                 )
+            self._joining = member
             member.start()
         except BaseException:
+            self._joining = None
             member.close()
             raise
         self._sync = member

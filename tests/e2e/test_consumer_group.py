@@ -94,10 +94,12 @@ def leader_of(settings: Settings) -> str | None:
         store.close()
 
 
-def wait_until(check: Callable[[], bool], timeout: float) -> float:
+def wait_until(
+    check: Callable[[], bool], timeout: float, why: Callable[[], str] = lambda: ""
+) -> float:
     started = time.monotonic()
     while not check():
-        assert time.monotonic() - started < timeout, "timed out"
+        assert time.monotonic() - started < timeout, f"timed out {why()}"
         time.sleep(0.05)
     return time.monotonic() - started
 
@@ -115,9 +117,28 @@ def settled_among(settings: Settings, live: list[Member]) -> Callable[[], bool]:
     return check
 
 
-def producer(settings: Settings, name: str, count: int, rate: int, acks: Path) -> forked.Child:
-    args = [settings.database_url, "produce", name, str(count), str(acks), str(rate)]
+def streamer(settings: Settings, name: str, rate: int, acks: Path) -> forked.Child:
+    """A producer that sends until stop_streaming(): the tests keep producing until they
+    have seen every member they wait on handle something, however slow the machine."""
+    args = [settings.database_url, "stream", name, str(acks), str(rate)]
     return forked.spawn("tests.procs.producer", args, env=_env())
+
+
+def stop_streaming(producers: list[forked.Child]) -> None:
+    for p in producers:
+        p.send_signal(signal.SIGTERM)
+    for p in producers:
+        assert p.wait(timeout=60) == 0
+
+
+def handled_by(live: list[Member]) -> Callable[[], bool]:
+    """Whether every member of `live` has handled at least one message."""
+    return lambda: all(m.out.exists() and m.out.stat().st_size for m in live)
+
+
+def idle(members: list[Member]) -> str:
+    ids = [m.client_id for m in members if not read_lines(m.out)]
+    return f"members that handled nothing: {ids}"
 
 
 def read_lines(path: Path) -> list[tuple[float, int, int, str]]:
@@ -137,8 +158,9 @@ def test_group_under_churn(
     first = [members() for _ in range(3)]
     wait_until(settled_among(settings, first), TTL * 2)
     acks = [tmp_path / f"acks-{i}.txt" for i in range(2)]
-    producers = [producer(settings, f"p{i}", 3000, 250, acks[i]) for i in range(2)]
-    time.sleep(2)
+    producers = [streamer(settings, f"p{i}", 250, acks[i]) for i in range(2)]
+    # Producers stream and every member has work before the first kill.
+    wait_until(handled_by(first), 30, lambda: idle(first))
 
     victim = next(m for m in first if m.client_id != leader_of(settings))
     victim.kill()
@@ -153,17 +175,19 @@ def test_group_under_churn(
     live.remove(quitter)
     wait_until(settled_among(settings, live), TTL + 2)
 
+    before = generation(settings)
     newcomer = members()
-    time.sleep(0.2)  # the rebalance is under way
+    # The leader has begun the rebalance (its first assignment write) when it is killed.
+    wait_until(lambda: generation(settings) > before, 30, lambda: "(no rebalance)")
     leader = next(m for m in live if m.client_id == leader_of(settings))
     leader.kill()
     live = [m for m in live if m is not leader] + [newcomer]
     failover = wait_until(settled_among(settings, live), TTL + 2 + 2)
 
-    for p in producers:
-        assert p.wait(timeout=60) == 0
+    # Producers stream on until every live member, the newcomer too, has handled some.
+    wait_until(handled_by(live), 30, lambda: idle(live))
+    stop_streaming(producers)
     produced = _acked(acks)
-    assert len(produced) == 6000
 
     def handled() -> set[tuple[int, int]]:
         return {(p, o) for m in (*first, joiner, newcomer) for _, p, o, _ in read_lines(m.out)}
@@ -192,8 +216,9 @@ def test_sync_and_async_members_in_one_group_under_kill_and_sigterm(
     first = [members(kind) for kind in ("sync", "aio", "sync", "aio")]
     wait_until(settled_among(settings, first), TTL * 2)
     acks = [tmp_path / f"acks-{i}.txt" for i in range(2)]
-    producers = [producer(settings, f"p{i}", 1500, 250, acks[i]) for i in range(2)]
-    time.sleep(1.5)
+    producers = [streamer(settings, f"p{i}", 250, acks[i]) for i in range(2)]
+    # Producers stream and every member has work before the kill.
+    wait_until(handled_by(first), 30, lambda: idle(first))
 
     leader = leader_of(settings)
     victim, quitter = _two_aio(first, leader)
@@ -207,10 +232,11 @@ def test_sync_and_async_members_in_one_group_under_kill_and_sigterm(
     live.append(joiner)
     wait_until(settled_among(settings, live), TTL + 2)
 
-    for p in producers:
-        assert p.wait(timeout=60) == 0
+    # Producers stream on until the joiner has handled some: however long the kill, the
+    # SIGTERM and the join took, the joiner gets work.
+    wait_until(handled_by(live), 30, lambda: idle(live))
+    stop_streaming(producers)
     produced = _acked(acks)
-    assert len(produced) == 3000
     everyone = [*first, joiner]
 
     def handled() -> set[tuple[int, int]]:
@@ -233,11 +259,20 @@ def _two_aio(first: list[Member], leader: str | None) -> tuple[Member, Member]:
 
 
 def _acked(acks: list[Path]) -> dict[tuple[int, int], str]:
-    return {
-        (int(p), int(o)): body
-        for path in acks
-        for p, o, body in (line.split(" ", 2) for line in path.read_text().splitlines())
-    }
+    """Each acknowledged message by (partition, offset); no two acks share one."""
+    lines = [line.split(" ", 2) for path in acks for line in path.read_text().splitlines()]
+    produced = {(int(p), int(o)): body for p, o, body in lines}
+    assert produced and len(produced) == len(lines), "two acks for one offset"
+    return produced
+
+
+def generation(settings: Settings) -> int:
+    store = Store(settings)
+    try:
+        with store.db.connect() as conn:
+            return int(conn.execute(text("SELECT generation FROM consumer_group")).scalar_one())
+    finally:
+        store.close()
 
 
 def _check_order_and_duplicates(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import threading
 import time
 from collections import Counter
@@ -115,6 +116,29 @@ async def test_two_async_members_share_the_partitions_and_see_each_message_once_
     assert scalar(settings, "SELECT COUNT(*) FROM topic_group_log WHERE state = 'done'") == 400
     assert scalar(settings, "SELECT SUM(committed_offset) FROM group_offset") == 400
     assert scalar(settings, "SELECT COUNT(*) FROM consumer_client") == 0
+
+
+async def test_the_client_id_names_the_member_once_it_has_joined(
+    settings: Settings, topic: str
+) -> None:
+    """Another task that sees the member in the group (its lease row, its partitions) can
+    name it, though start() has not returned. start() is held right after the join: the
+    group wake-up it then publishes goes to a Redis that accepts and never answers AUTH
+    (the listening socket's backlog completes the connection; nobody reads it)."""
+    with socket.create_server(("127.0.0.1", 0)) as mute:
+        port = mute.getsockname()[1]
+        held = settings.with_(redis_url=f"redis://:pw@127.0.0.1:{port}/0", connect_timeout=120)
+        consumer = Consumer("g", "t", settings=held, **FAST)
+        starting = asyncio.ensure_future(consumer.start())
+        await eventually(lambda: scalar(settings, "SELECT COUNT(*) FROM consumer_client") == 1)
+        joined = scalar(settings, "SELECT client_id FROM consumer_client")
+        assert not starting.done(), "start() returned: the join was not held"
+        assert consumer.client_id == joined
+    # The mute server is closed: its connections are reset, the wake-up is dropped (a
+    # hint), and start() returns.
+    await asyncio.wait_for(starting, 30)
+    assert consumer.client_id == joined
+    await consumer.close()
 
 
 async def test_a_sync_and_an_async_member_share_one_group(

@@ -5,6 +5,9 @@ modes:
                               send COUNT messages (singles and batches), append one line per
                               acknowledged message: "partition offset body"; at most RATE
                               messages per second when given
+  stream NAME ACKFILE RATE    as produce, at RATE messages per second, until SIGTERM: then
+                              it finishes the send in hand, records it and exits 0 (for a
+                              test that keeps producing until it has seen what it waits for)
   aproduce NAME COUNT ACKFILE [RATE]
                               the same with ems.aio.Producer: four tasks share one producer
                               (their sends are committed together), each sending a quarter
@@ -18,7 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import random
+import signal
 import sys
+import threading
 import time
 from typing import TextIO
 
@@ -65,14 +70,20 @@ def _record_acks(acks: TextIO, records: list[Record], placed: list[RecordMetadat
 
 
 def produce(
-    settings: Settings, name: str, count: int, ackfile: str, rate: float | None = None
+    settings: Settings,
+    name: str,
+    count: int | None,
+    ackfile: str,
+    rate: float | None = None,
+    stop: threading.Event | None = None,
 ) -> None:
+    """COUNT messages, or (count None) until `stop` is set."""
     rng = random.Random(name)
     started = time.monotonic()
     with Producer(settings) as producer, open(ackfile, "a", buffering=1) as acks:
-        sent = 0
-        while sent < count:
-            records = _next_records(rng, name, sent, count)
+        sent, limit = 0, count or sys.maxsize
+        while sent < limit and not (stop and stop.is_set()):
+            records = _next_records(rng, name, sent, limit)
             if len(records) == 1:
                 placed = [producer.send(TOPIC, records[0].body, key=records[0].key)]
             else:
@@ -81,6 +92,12 @@ def produce(
             sent += len(records)
             if rate:
                 time.sleep(max(0.0, started + sent / rate - time.monotonic()))
+
+
+def stream(settings: Settings, name: str, ackfile: str, rate: float) -> None:
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    produce(settings, name, None, ackfile, rate, stop)
 
 
 async def aproduce(
@@ -162,6 +179,8 @@ def main(argv: list[str]) -> None:
     if mode == "produce":
         rate = float(args[3]) if len(args) > 3 else None
         produce(settings, args[0], int(args[1]), args[2], rate)
+    elif mode == "stream":
+        stream(settings, args[0], args[1], float(args[2]))
     elif mode == "aproduce":
         rate = float(args[3]) if len(args) > 3 else None
         asyncio.run(aproduce(settings, args[0], int(args[1]), args[2], rate))
