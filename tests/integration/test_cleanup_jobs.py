@@ -297,9 +297,11 @@ def test_retry_due_wakes_groups_and_drops_retries_of_vanished_messages(
     seed.retry(store, group, 0, 3, msg_id=999_999, due_in=-1)
     seed.log(store, group, 0, 3, state="retry")
     client = redis.Redis.from_url(settings.redis_url)
-    pubsub = client.pubsub(ignore_subscribe_messages=True)
+    pubsub = client.pubsub()
     pubsub.subscribe(group_channel(settings, group.id))
-    time.sleep(0.1)
+    # Subscribed once Redis has confirmed it: a wake-up published before is lost.
+    confirmed = pubsub.get_message(timeout=30)
+    assert confirmed is not None and confirmed["type"] == "subscribe"
 
     counts = retry_due(store, settings)
 
@@ -307,7 +309,6 @@ def test_retry_due_wakes_groups_and_drops_retries_of_vanished_messages(
     deadline = time.monotonic() + 3
     message = None
     while message is None and time.monotonic() < deadline:
-        # None also stands for the subscription's own confirmation, which is skipped.
         message = pubsub.get_message(timeout=0.5)
     assert message is not None and message["data"] == b"changed"
     offsets = seed.sql(store, "SELECT offset_no FROM retry_message ORDER BY offset_no")

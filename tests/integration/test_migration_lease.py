@@ -44,16 +44,17 @@ def test_a_second_migration_is_refused_while_the_first_holds_the_lease(engine: E
 
 
 def test_a_second_migration_waits_for_the_first_to_end(engine: Engine) -> None:
-    ended = threading.Event()
+    holding, ended = threading.Event(), threading.Event()
 
     def first() -> None:
         with migration_lease(engine):
-            time.sleep(1.0)
-        ended.set()
+            holding.set()
+            time.sleep(1.0)  # how long the first migration runs
+            ended.set()  # before the release: the second can only come after this
 
     runner = threading.Thread(target=first)
     runner.start()
-    time.sleep(0.3)
+    assert holding.wait(30), "the first migration never took the lease"
     with migration_lease(engine, wait=10.0):
         assert ended.is_set()
     runner.join()
