@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import threading
-import time
 from collections.abc import Callable
 
 import pytest
@@ -49,9 +48,10 @@ def test_start_rows_join_a_group_unless_a_settlement_before_them_failed_or_hande
 
 def test_everything_handed_over_is_written_in_order_and_flush_waits_for_it() -> None:
     written: list[str] = []
-    gate = threading.Event()
+    gate, entered = threading.Event(), threading.Event()
 
     def start(rows: list[Delivery]) -> None:
+        entered.set()
         gate.wait(5)
         written.append("start " + ",".join(str(r.offset) for r in rows))
 
@@ -60,7 +60,7 @@ def test_everything_handed_over_is_written_in_order_and_flush_waits_for_it() -> 
 
     writer = AckWriter(start, settle, lambda: True, lambda partitions: None)
     writer.started([d(1)])
-    time.sleep(0.05)  # the writer now waits in the first start
+    assert entered.wait(5)  # the writer now waits in the first start
     writer.settled(Settlement(done=[(0, 1)]))
     writer.started([d(2)])
     writer.settled(Settlement(done=[(0, 2)]))
