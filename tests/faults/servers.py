@@ -101,6 +101,7 @@ class PrivateServer:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        root.mkdir(parents=True, exist_ok=True)  # a fixture's folder, or the bench's new one
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.paused = False
