@@ -15,6 +15,15 @@ from ems.exceptions import DatabaseAccessDenied, UnknownDatabase
 from ems.store.aio import AsyncMessageStore
 
 
+async def _lookup(settings: Settings) -> None:
+    """A topic lookup on the asyncio producer's store."""
+    store = AsyncMessageStore(settings)
+    try:
+        await store.topic("t")
+    finally:
+        await store.close()
+
+
 @pytest.fixture
 def missing(settings: Settings) -> Settings:
     return settings.with_(database_url=settings.database_url + "_never_created")
@@ -30,15 +39,8 @@ def test_the_thread_based_paths_say_the_database_does_not_exist(missing: Setting
 
 
 def test_the_asyncio_path_says_the_database_does_not_exist(missing: Settings) -> None:
-    async def lookup() -> None:
-        store = AsyncMessageStore(missing)
-        try:
-            await store.topic("t")
-        finally:
-            await store.close()
-
     with pytest.raises(UnknownDatabase, match=f"database {missing.database_name!r} does not"):
-        asyncio.run(lookup())
+        asyncio.run(_lookup(missing))
 
 
 @pytest.fixture
@@ -56,13 +58,6 @@ def test_a_refused_user_is_bad_input_raised_at_once_not_waited_for(refused: Sett
     with pytest.raises(DatabaseAccessDenied), Producer(refused) as producer:
         producer.send("t", "x")
 
-    async def lookup() -> None:
-        store = AsyncMessageStore(refused)
-        try:
-            await store.topic("t")
-        finally:
-            await store.close()
-
     with pytest.raises(DatabaseAccessDenied):
-        asyncio.run(lookup())
+        asyncio.run(_lookup(refused))
     assert time.monotonic() - started < 5  # not retried with backoff
