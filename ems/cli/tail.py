@@ -11,15 +11,15 @@ import click
 
 from ems.cli.common import settings
 from ems.cli.params import MAX_OFFSET, max_body_option, seconds
-from ems.cli.render import text_line
+from ems.cli.render import NO_KEY, text_line
 from ems.offsets.reader import Reader
 from ems.types import PartitionBatch
 
 #: Seconds to sleep when no partition had anything ready.
 POLL_INTERVAL = 0.1
 READ_LIMIT = 500
-#: What --raw writes for a message without a key (the text lines show "-" too).
-NO_KEY = b"-"
+#: What --raw writes for a message without a key: what the text lines show.
+RAW_NO_KEY = NO_KEY.encode()
 
 
 class Budget:
@@ -68,7 +68,8 @@ def format_batch(batch: PartitionBatch, body_limit: int) -> str:
 def raw_batch(batch: PartitionBatch) -> bytes:
     """The batch's keys and bodies as stored, for a pipe that wants the bytes."""
     return b"".join(
-        b"%d\t%d\t%b\t%b\n" % (m.partition, m.offset, NO_KEY if m.key is None else m.key, m.body)
+        b"%d\t%d\t%b\t%b\n"
+        % (m.partition, m.offset, RAW_NO_KEY if m.key is None else m.key, m.body)
         for m in batch.messages
     )
 
