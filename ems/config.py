@@ -80,6 +80,7 @@ BOUNDS = {
         "EMS_IDLE_TRANSACTION_TIMEOUT", 1, 3600, whole=True, zero=True
     ),
     "send_timeout": Bound("EMS_SEND_TIMEOUT", 0, MAX_SECONDS),
+    "relay_interval": Bound("EMS_RELAY_INTERVAL", 0.001, MAX_SECONDS),
     "connect_attempts": Bound("EMS_CONNECT_ATTEMPTS", 1, 100, whole=True),
     "pool_size": Bound("EMS_POOL_SIZE", 1, 1000, whole=True),
     "autoscale_interval": Bound("EMS_AUTOSCALE_INTERVAL", 0.001, MAX_SECONDS, zero=True),
@@ -124,6 +125,10 @@ class Settings:
     #: down-after-milliseconds, then the vote and the promotion, a few seconds more),
     #: which also covers Galera's eviction of a silent node (evs.inactive_timeout 15 s).
     send_timeout: float = 45.0
+    #: Seconds between the passes of a producer's outbox relay, which moves the messages
+    #: of committed transactional sends into their topics. A commit through SQLAlchemy
+    #: wakes it at once; a plain PyMySQL commit is seen within this interval.
+    relay_interval: float = 0.2
     #: Attempts against an unreachable server before a typed error is raised.
     connect_attempts: int = 3
     #: Connection pool size per engine.

@@ -136,6 +136,16 @@ class UnsupportedGroup(InvalidInput):
     cursors in memory; ordered groups take no out-of-order redelivery)."""
 
 
+class InvalidTransaction(InvalidInput):
+    """A transactional send was given what cannot carry it: neither a SQLAlchemy Session
+    or Connection nor a PyMySQL connection, or one in autocommit."""
+
+
+class ForeignTransaction(InvalidTransaction):
+    """A transactional send's connection reaches another server than the one that holds
+    this ems database: its transaction cannot hold ems's rows."""
+
+
 # -- lookups ---------------------------------------------------------------------------
 
 

@@ -132,12 +132,16 @@ def _admin_connection(settings: Settings) -> pymysql.Connection:
     return conn
 
 
+#: Tables the migrations fill and no test empties: the installation's name.
+KEPT_TABLES = {"installation"}
+
+
 def _written_tables_sql(database: str) -> str:
+    tables = [t.name for t in metadata.sorted_tables if t.name not in KEPT_TABLES]
     has_rows = " UNION ALL ".join(
-        f"SELECT '{t.name}' FROM DUAL WHERE EXISTS (SELECT 1 FROM `{t.name}`)"
-        for t in metadata.sorted_tables
+        f"SELECT '{t}' FROM DUAL WHERE EXISTS (SELECT 1 FROM `{t}`)" for t in tables
     )
-    names = ", ".join(f"'{t.name}'" for t in metadata.sorted_tables)
+    names = ", ".join(f"'{t}'" for t in tables)
     moved = (
         "SELECT table_name FROM information_schema.tables "
         f"WHERE table_schema = '{database}' AND table_name IN ({names}) AND auto_increment > 1"

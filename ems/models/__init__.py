@@ -22,6 +22,7 @@ from ems.models.operations import (
     SchedulerLease,
     TopicWatermark,
 )
+from ems.models.outbox import Installation, MessageOutbox, OutboxRelay
 from ems.models.topics import PartitionHead, PartitionLow, Topic
 
 metadata = Base.metadata
@@ -43,14 +44,17 @@ __all__ = [
     "DeadMessage",
     "GroupLeader",
     "GroupOffset",
+    "Installation",
     "JobRun",
     "LagReport",
     "LagReportRun",
     "LogSummary",
     "LogSummaryStage",
     "Message",
+    "MessageOutbox",
     "MessageTimeIndex",
     "OffsetSnapshot",
+    "OutboxRelay",
     "PartitionAssignment",
     "PartitionHead",
     "PartitionLow",

@@ -19,6 +19,7 @@ from ems.store.lag_reports import LagReportStore
 from ems.store.leases import LeaseStore
 from ems.store.maintenance import MaintenanceStore
 from ems.store.messages import MessageStore
+from ems.store.outbox import OutboxStore
 from ems.store.plans import PlanStore
 from ems.store.purge import PurgeStore
 from ems.store.queries import QueryStore
@@ -40,6 +41,7 @@ class Store:
         self.db = database or Database(settings)
         self.topics = TopicStore(self.db)
         self.messages = MessageStore(self.db)
+        self.outbox = OutboxStore(self.db)
         self.heads = HeadStore(self.db)
         self.groups = GroupStore(self.db)
         self.leases = LeaseStore(self.db)

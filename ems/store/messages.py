@@ -181,7 +181,7 @@ def values(m: NewMessage) -> bytes:
     """One message's VALUES tuple without the guard: INSERT_HEAD + b",".join(values(m)
     for m in rows) is the plain multi-row INSERT of the same rows in the same encoding
     (the producer benchmark's raw baseline writes exactly that)."""
-    key, headers = _key_headers(m)
+    key, headers = key_headers(m.key, m.headers)
     return _ROW % (m.topic_id, m.partition, b"%d" % m.offset, key, headers, hexlify(m.body))
 
 
@@ -190,20 +190,19 @@ def below_low(lows: Mapping[int, int], messages: Sequence[NewMessage]) -> bool:
     return any(m.offset < lows.get(m.partition, 0) for m in messages)
 
 
-def _key_headers(m: NewMessage) -> tuple[bytes, bytes]:
+def key_headers(key: bytes | None, text: str | None) -> tuple[bytes, bytes]:
     """The key and headers literals. Binary values travel as hex literals: one C call each
     instead of the driver's escaping, and valid whatever the session's sql_mode
     (backslashes mean nothing in them). Headers are JSON text, which MySQL 8 refuses from
     a binary string, so their literal carries a utf8mb4 introducer."""
-    key = b"NULL" if m.key is None else b"X'%b'" % hexlify(m.key)
-    text = m.headers
+    key_sql = b"NULL" if key is None else b"X'%b'" % hexlify(key)
     headers = b"NULL" if text is None else b"_utf8mb4 X'%b'" % hexlify(text.encode())
-    return key, headers
+    return key_sql, headers
 
 
 def _row(m: NewMessage, offset: bytes, token: int | None) -> bytes:
     """One VALUES tuple of the producer's INSERT, with its write token or NULL."""
-    key, headers = _key_headers(m)
+    key, headers = key_headers(m.key, m.headers)
     body = hexlify(m.body)
     if token is None:
         return _ROW_UNTOKENED % (m.topic_id, m.partition, offset, key, headers, body)

@@ -69,8 +69,10 @@ def test_round_trip(scratch: Settings) -> None:
     assert _views(scratch) == set(VIEW_NAMES)
 
 
+#: The tables of transactional publishing (0015).
+OUTBOX_TABLES = {"message_outbox", "outbox_relay", "installation"}
 #: Tables of migrations after 0005 (the accounts migration adds the console's).
-LATER_TABLES = {*ACCOUNT_TABLES, "message_time_index"}
+LATER_TABLES = {*ACCOUNT_TABLES, "message_time_index", *OUTBOX_TABLES}
 
 
 def test_the_views_migration_drops_only_its_views(scratch: Settings) -> None:
@@ -119,9 +121,34 @@ def test_the_time_index_migration_adds_and_drops_its_table(scratch: Settings) ->
     assert "message_time_index" in _tables(scratch)
     migrate.downgrade(scratch, "0008")
     assert "message_time_index" not in _tables(scratch)
-    assert {t.name for t in metadata.sorted_tables} - {"message_time_index"} <= _tables(scratch)
+    assert {t.name for t in metadata.sorted_tables} - {"message_time_index", *OUTBOX_TABLES} <= (
+        _tables(scratch)
+    )
     migrate.upgrade(scratch)
     assert "message_time_index" in _tables(scratch)
+
+
+def _installations(settings: Settings) -> list[str]:
+    engine = create_engine(settings.database_url)
+    try:
+        with engine.connect() as conn:
+            return [r[0] for r in conn.execute(text("SELECT uuid FROM installation"))]
+    finally:
+        engine.dispose()
+
+
+def test_the_outbox_migration_adds_its_tables_and_names_the_installation(
+    scratch: Settings,
+) -> None:
+    migrate.upgrade(scratch)
+    assert OUTBOX_TABLES <= _tables(scratch)
+    (first,) = _installations(scratch)
+    assert len(first) == 36
+    migrate.downgrade(scratch, "0014")
+    assert _tables(scratch) & OUTBOX_TABLES == set()
+    migrate.upgrade(scratch)
+    (second,) = _installations(scratch)
+    assert second != first  # a new installation is a new name
 
 
 def _client_indexes(settings: Settings) -> dict[str, list[str]]:

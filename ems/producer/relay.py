@@ -1,0 +1,149 @@
+"""The relay: moves committed outbox rows into the stream, with offsets.
+
+A transactional send leaves its messages in the outbox (ems.store.outbox) inside the
+caller's transaction. Once that commits, a relay takes the topic's committed rows, oldest
+first, allocates their offsets as any send does, inserts them and deletes them from the
+outbox in one transaction of its own. A relay whose insert meets a taken offset (Redis lost
+its counters) rolls back, re-seeds and tries again, like a send; a move whose reply was lost
+is judged by the outbox itself (rows gone: it committed). Every producer that sent
+transactionally runs one in a thread (RelayLoop), woken after its callers' commits where the
+caller's library says when (SQLAlchemy sessions), and on a short interval otherwise; the
+scheduler runs one too, for rows whose producer died between the caller's commit and the
+move.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+from ems.exceptions import BelowLowWatermark, DuplicateKey, EmsError
+from ems.producer.planning import CONFLICT_ATTEMPTS, offset_conflict, partition_counts, place
+from ems.store.outbox import OutboxStore
+from ems.types import TopicInfo
+
+log = logging.getLogger(__name__)
+
+#: Most rows one move takes (one allocation per partition, one multi-row INSERT).
+MOVE_MAX = 1_000
+
+
+class Placer(Protocol):
+    """What a relay borrows from its producer: offsets, and the wake-up after a move."""
+
+    def allocate_for(self, info: TopicInfo, counts: Mapping[int, int]) -> dict[int, int] | None:
+        """First offset of a fresh range per partition; None: Redis went back."""
+
+    def reseed_for(self, info: TopicInfo) -> None: ...
+
+    def woken(self, info: TopicInfo, lasts: Mapping[int, int]) -> None:
+        """Tell consumers that offsets up to these were stored."""
+
+
+class _WentBack(Exception):
+    """A counter handed out a range below one it handed out before."""
+
+
+class Relay:
+    """One pass moves every topic's committed outbox rows (run_once)."""
+
+    def __init__(
+        self,
+        outbox: OutboxStore,
+        topic: Callable[[int], TopicInfo | None],
+        placer: Placer,
+        move_max: int = MOVE_MAX,
+    ) -> None:
+        self._outbox = outbox
+        self._topic = topic
+        self._placer = placer
+        self._move_max = move_max
+
+    def run_once(self) -> int:
+        """Move what waits now, every topic; the number of messages moved."""
+        moved = 0
+        for topic_id in self._outbox.waiting():
+            info = self._topic(topic_id)
+            if info is None:  # the topic was deleted; its rows go with it
+                continue
+            while True:
+                count = self.move(info)
+                moved += count
+                if count < self._move_max:
+                    break
+        return moved
+
+    def move(self, info: TopicInfo) -> int:
+        """Move up to move_max of the topic's oldest committed rows; 0 when none wait or
+        another relay is moving them."""
+        conflicts, reseed = 0, False
+        while True:
+            if reseed:
+                self._placer.reseed_for(info)
+            try:
+                return self._move(info)
+            except (DuplicateKey, BelowLowWatermark, _WentBack):
+                conflicts += 1
+                if conflicts == CONFLICT_ATTEMPTS:
+                    raise offset_conflict(info, self._move_max) from None
+                reseed = True
+
+    def _move(self, info: TopicInfo) -> int:
+        with self._outbox.relay(info.id, self._move_max) as batch:
+            if batch is None or not batch.rows:
+                return 0
+            items = [(r.partition, r.key, r.headers, r.body) for r in batch.rows]
+            firsts = self._placer.allocate_for(info, partition_counts(items))
+            if firsts is None:
+                raise _WentBack()
+            rows = place(info.id, items, firsts)
+            batch.move(rows)
+        self._placer.woken(info, {r.partition: r.offset for r in rows})
+        return len(rows)
+
+
+class RelayLoop:
+    """A relay in a daemon thread: a pass after each poke and every `interval` seconds.
+    A poke that finds nothing (the caller's commit was still on its way) is followed by
+    a few quick passes, so a commit is relayed within milliseconds, not an interval."""
+
+    #: Seconds between the passes that follow a poke which found nothing.
+    QUICK = (0.002, 0.005, 0.01, 0.02, 0.05)
+
+    def __init__(self, relay: Relay, interval: float) -> None:
+        self._relay = relay
+        self._interval = interval
+        self._poked = threading.Event()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ems-relay", daemon=True)
+        self._thread.start()
+
+    def poke(self) -> None:
+        self._poked.set()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stopped.set()
+        self._poked.set()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        quick: list[float] = []
+        while not self._stopped.is_set():
+            poked = self._poked.wait(quick.pop(0) if quick else self._interval)
+            self._poked.clear()
+            if self._stopped.is_set():
+                return
+            moved = self._pass()
+            if poked and moved == 0:
+                quick = list(self.QUICK)
+            elif moved:
+                quick = []
+
+    def _pass(self) -> int:
+        try:
+            return self._relay.run_once()
+        except EmsError as exc:  # a server away: the next pass tries again
+            log.warning("the outbox relay could not move messages (%s); trying again", exc)
+            return 0
