@@ -70,16 +70,16 @@ _INSTALLATION_HERE = "SELECT uuid FROM installation ORDER BY id LIMIT 1"
 
 
 #: Key, in the caller's connection's info, of what to wake when its transaction ends.
-_ON_COMMIT = "ems.on_commit"
+ON_COMMIT = "ems.on_commit"
 
 
 def _committing(conn: Connection) -> None:
-    for wake in conn.info.pop(_ON_COMMIT, ()):
+    for wake in conn.info.pop(ON_COMMIT, ()):
         wake()
 
 
 def _rolling_back(conn: Connection) -> None:
-    conn.info.pop(_ON_COMMIT, None)
+    conn.info.pop(ON_COMMIT, None)
 
 
 # SQLAlchemy tells of a commit as it sends it, not after: a relay woken here may look
@@ -171,7 +171,7 @@ class CallerConnection:
         """Have wake called when the caller commits (SQLAlchemy only: a PyMySQL
         connection says nothing, and its rows are found by the relay's next pass)."""
         if self._sa is not None:
-            self._sa.info.setdefault(_ON_COMMIT, set()).add(wake)
+            self._sa.info.setdefault(ON_COMMIT, set()).add(wake)
 
     def session_id(self) -> int | None:
         """The server's id of this connection (a reconnect changes it), if known."""
@@ -217,25 +217,43 @@ class OutboxWriter:
             self._installation = str(rows[0][0])
         return self._installation
 
-    def _check(self, conn: CallerConnection) -> None:
-        session = conn.session_id()
-        if session is not None and self._checked.get(conn.dbapi, -1) == session:
-            return
-        expected = self.installation()
-        try:
-            rows = conn.execute(_INSTALLATION.format(schema=self.schema), ())
-        except StoreError as exc:
-            raise ForeignTransaction(
-                f"the transaction's connection does not reach the ems database {self.schema} "
-                f"({exc}): a transactional send needs the server that holds it"
-            ) from None
-        if not rows or str(rows[0][0]) != expected:
+    @property
+    def identity_sql(self) -> str:
+        """Reads, through the caller's connection, the installation it reaches."""
+        return _INSTALLATION.format(schema=self.schema)
+
+    def checked(self, dbapi: Any, session: int | None) -> bool:
+        """Whether this connection was found to reach this database (and has not
+        reconnected since)."""
+        return session is not None and self._checked.get(dbapi, -1) == session
+
+    def confirm(self, rows: Sequence[tuple[Any, ...]], dbapi: Any, session: int | None) -> None:
+        """Judge what identity_sql read: ForeignTransaction unless this installation."""
+        if not rows or str(rows[0][0]) != self.installation():
             raise ForeignTransaction(
                 f"the transaction's connection reaches another ems database than {self.schema} "
                 "of this producer (another server, or a copy): its commit would not publish"
             )
         if session is not None:
-            self._checked[conn.dbapi] = session
+            self._checked[dbapi] = session
+
+    def unreachable(self, error: StoreError) -> ForeignTransaction:
+        """identity_sql failed: the caller's server has no such database or table."""
+        return ForeignTransaction(
+            f"the transaction's connection does not reach the ems database {self.schema} "
+            f"({error}): a transactional send needs the server that holds it"
+        )
+
+    def _check(self, conn: CallerConnection) -> None:
+        session = conn.session_id()
+        if self.checked(conn.dbapi, session):
+            return
+        self.installation()  # read first: a failure here is ems's, not the caller's
+        try:
+            rows = conn.execute(self.identity_sql, ())
+        except StoreError as exc:
+            raise self.unreachable(exc) from None
+        self.confirm(rows, conn.dbapi, session)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,68 @@
+"""A transactional send from asyncio code: the outbox rows written through the caller's
+SQLAlchemy AsyncSession or AsyncConnection (any async MySQL driver), with the checks and
+statements of ems.store.outbox."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+
+from ems.exceptions import InvalidTransaction, StoreError
+from ems.store.database import translate
+from ems.store.outbox import ON_COMMIT, OutboxItem, OutboxWriter, outbox_statements
+
+
+async def _connection(tx: object) -> AsyncConnection:
+    if isinstance(tx, AsyncSession):
+        tx = await tx.connection()
+    if not isinstance(tx, AsyncConnection):
+        raise InvalidTransaction(
+            "an asyncio transactional send takes a SQLAlchemy AsyncSession or "
+            f"AsyncConnection, not a {type(tx).__name__}"
+        )
+    return tx
+
+
+async def _execute(conn: AsyncConnection, sql: str, params: tuple[object, ...]) -> list[Any]:
+    try:
+        result = await conn.exec_driver_sql(sql, params)
+    except SQLAlchemyError as exc:
+        raise translate(exc) from exc
+    return [tuple(r) for r in result] if result.returns_rows else []
+
+
+async def write(
+    writer: OutboxWriter,
+    tx: object,
+    topic_id: int,
+    items: Sequence[OutboxItem],
+    on_commit: Callable[[], None] | None = None,
+) -> None:
+    """As OutboxWriter.write, awaited."""
+    conn = await _connection(tx)
+    sync = conn.sync_connection
+    assert sync is not None  # an AsyncConnection handed out is started
+    dbapi = sync.connection.dbapi_connection
+    if dbapi is not None and dbapi.get_autocommit():
+        raise InvalidTransaction(
+            "the connection is in autocommit: each statement would commit alone, so a "
+            "transactional send needs a connection inside a transaction"
+        )
+    driver = sync.connection.driver_connection
+    thread_id = getattr(driver, "thread_id", None)
+    session = thread_id() if callable(thread_id) else None
+    if not writer.checked(dbapi, session):
+        await asyncio.to_thread(writer.installation)
+        try:
+            rows = await _execute(conn, writer.identity_sql, ())
+        except StoreError as exc:
+            raise writer.unreachable(exc) from None
+        writer.confirm(rows, dbapi, session)
+    for sql, params in outbox_statements(writer.schema, topic_id, items):
+        await _execute(conn, sql, params)
+    if on_commit is not None:
+        sync.info.setdefault(ON_COMMIT, set()).add(on_commit)
