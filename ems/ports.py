@@ -1,9 +1,11 @@
-"""The narrow interfaces the consume path needs from storage and wake-ups.
+"""The narrow interfaces the SDK needs from storage, offset counters and wake-ups.
 
-Coordination and the consumer depend on these Protocols, never on the whole Store. Two
-things implement them: the MySQL store (ems.store, by structure: it imports nothing from
-here) and the in-memory twin in ems.testing, which runs the same membership, handoff and
-session logic at unit speed and lets users test their handlers without servers.
+Coordination, the consumer and both producers depend on these Protocols, never on the
+whole Store. Two things implement them: MySQL and Redis (ems.store and ems.offsets, by
+structure: they import nothing from here but the allocator ports) and the in-memory twin
+in ems.testing, which runs the same producer, membership, handoff and session logic at
+unit speed and lets users test their handlers without servers. ems.backend (and
+ems.aio.backend) bundle one implementation of each for a client.
 
 Every time below (lease expiries, pause ends, hole ages) is on the storage's clock, never
 the caller's: for MySQL that is NOW(6).
@@ -22,6 +24,7 @@ from ems.types import (
     GroupInfo,
     LeaderInfo,
     MemberInfo,
+    NewMessage,
     PartitionStats,
     Settlement,
     TopicInfo,
@@ -170,10 +173,12 @@ class MessageLog(Protocol):
     def high_watermarks(self, topic: TopicInfo) -> dict[int, int]: ...
 
 
-class Topics(Protocol):
+class TopicLookup(Protocol):
     def get(self, name: str) -> TopicInfo:
         """UnknownTopic when there is none of that name."""
 
+
+class Topics(TopicLookup, Protocol):
     def partition_stats(self, topic: TopicInfo, *, exact: bool = False) -> list[PartitionStats]:
         """Per partition: watermarks and counts."""
 
@@ -223,6 +228,105 @@ class CoordinationStore(Protocol):
     def groups(self) -> Cursors: ...
 
 
+# -- publishing ------------------------------------------------------------------------
+
+
+class MessageWrites(Protocol):
+    """The producer's write step and what it reads back around it. The rows of one call
+    are one atomic write: the message table's unique key (topic, partition, offset) and
+    the partitions' low watermarks judge it, never the producer."""
+
+    def insert(self, messages: Sequence[NewMessage], token: int | None = None) -> None:
+        """Store all rows or none, the first carrying the write token: DuplicateKey if an
+        offset is taken, BelowLowWatermark if one lies below its partition's low
+        watermark."""
+
+    def write_token_at(self, topic_id: int, partition: int, offset: int) -> int | None:
+        """The write token of the row at this place (None: no row, or one written without
+        a token): whether a write whose reply was lost committed."""
+
+    def seed_offsets(self, topic_id: int) -> dict[int, int]:
+        """Where each partition's counter must start: past its highest stored offset
+        (tombstones too) and never below its low watermark; partitions never written or
+        purged are left out."""
+
+
+class Messages(MessageLog, MessageWrites, Protocol):
+    """The message table as a whole: read by partition readers, written by producers."""
+
+
+class PublishStore(Protocol):
+    """Everything a Producer reads and writes."""
+
+    @property
+    def topics(self) -> TopicLookup: ...
+
+    @property
+    def messages(self) -> MessageWrites: ...
+
+    def close(self) -> None: ...
+
+
+class Storage(ConsumeStore, PublishStore, Protocol):
+    """What a backend stores in: both clients' needs, on one set of tables."""
+
+    @property
+    def topics(self) -> Topics: ...
+
+    @property
+    def messages(self) -> Messages: ...
+
+
+class OffsetAllocator(Protocol):
+    """The counters that hand out offset ranges (Redis INCRBY, partition_head rows, or
+    the twin's dict). Not trusted alone: the unique key is the final arbiter, and a
+    producer whose insert hits it re-seeds the counters and tries again."""
+
+    def allocate(self, topic_id: int, counts: Mapping[int, int]) -> dict[int, int]:
+        """Reserve counts[p] offsets in each partition p; return the first offset of each."""
+
+    def reseed(self, topic_id: int, next_offsets: Mapping[int, int]) -> None:
+        """Make sure the next offsets handed out are at least next_offsets[p]. Reaches
+        the counters' server even with nothing to raise (RedisUnavailable if it cannot):
+        a producer re-seeds after an allocation whose outcome it does not know, and must
+        learn there whether the server answers at all."""
+
+    def close(self) -> None: ...
+
+
+class AsyncPublishStore(Protocol):
+    """PublishStore for ems.aio's Producer, flat and awaited: the same rules."""
+
+    async def topic(self, name: str) -> TopicInfo:
+        """As TopicLookup.get."""
+
+    async def insert(self, messages: Sequence[NewMessage], token: int | None) -> None:
+        """As MessageWrites.insert."""
+
+    async def write_token_at(self, topic_id: int, partition: int, offset: int) -> int | None:
+        """As MessageWrites.write_token_at."""
+
+    async def seed_offsets(self, topic_id: int) -> dict[int, int]:
+        """As MessageWrites.seed_offsets."""
+
+    async def close(self) -> None: ...
+
+
+class AsyncOffsetAllocator(Protocol):
+    """As OffsetAllocator, awaited."""
+
+    async def allocate(self, topic_id: int, counts: Mapping[int, int]) -> dict[int, int]:
+        """Reserve counts[p] offsets in each partition p; return the first offset of each."""
+
+    async def reseed(self, topic_id: int, next_offsets: Mapping[int, int]) -> None:
+        """Make sure the next offsets handed out are at least next_offsets[p]."""
+
+    async def close(self) -> None: ...
+
+
+# -- wake-ups ----------------------------------------------------------------------------
+
+
 class Notifier(Protocol):
     """Wake-ups sent: fire and forget, never an error (readers fall back to polling)."""
 
@@ -250,3 +354,11 @@ class _Flag(Protocol):
 
 #: Channel name -> callback taking the payload: what a Subscription is opened with.
 Callbacks = Mapping[str, Callable[[str], None]]
+
+
+class AsyncNotifier(Protocol):
+    """Notifier's messages wake-up for ems.aio's Producer: a hint, never an error."""
+
+    async def messages(self, topic_id: int, last_offsets: Mapping[int, int]) -> None: ...
+
+    async def close(self) -> None: ...

@@ -23,8 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar
 
+from ems.backend import Backend
 from ems.config import Settings
-from ems.consumer.builder import Backend
 from ems.consumer.consumer import IDLE_WAIT, POLL_WAIT, failed, many
 from ems.consumer.consumer import Consumer as SyncConsumer
 from ems.consumer.groups import GroupOptions

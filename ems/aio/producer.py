@@ -11,13 +11,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Self
 
+from ems.aio.backend import AsyncBackend, mysql_aio_backend
 from ems.aio.group import AsyncGroupCommit
-from ems.aio.wakeups import AsyncPublisher
 from ems.config import Settings
 from ems.exceptions import BelowLowWatermark, DuplicateKey, EmsError, RedisUnavailable
 from ems.metrics import published
-from ems.offsets.aio import AsyncMySQLAllocator, AsyncOffsetAllocator, AsyncRedisAllocator
-from ems.offsets.allocators import redis_errors
+from ems.ports import AsyncOffsetAllocator
 from ems.producer.deadline import PASSING, Attempts
 from ems.producer.partitioner import RoundRobin
 from ems.producer.planning import (
@@ -32,7 +31,6 @@ from ems.producer.planning import (
     prepare,
     prepare_batch,
 )
-from ems.store.aio import AsyncMessageStore
 from ems.types import NewMessage, Record, RecordMetadata, TopicInfo
 from ems.validation import check_name
 
@@ -53,18 +51,30 @@ class Producer:
     As ems.Producer's, a send rides out a lost Redis master, a lost database node and a
     server that takes no writes for up to `settings.send_timeout` seconds
     (EMS_SEND_TIMEOUT), then raises SendTimeout; bad input raises at once.
+
+    It runs on MySQL and Redis (`settings`, or the environment), or on the `backend`
+    given (whose settings it then uses), such as ems.testing's in-memory twin.
     """
 
-    def __init__(self, settings: Settings | None = None, *, linger: float = 0.0) -> None:
-        self.settings = settings or Settings.from_env()
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        linger: float = 0.0,
+        backend: AsyncBackend | None = None,
+    ) -> None:
+        if backend is None:
+            backend = mysql_aio_backend(settings or Settings.from_env())
+        self.backend = backend
+        self.settings = backend.settings
         self.linger = linger
-        self.store = AsyncMessageStore(self.settings)
+        self.store = backend.store
         self._allocator: AsyncOffsetAllocator | None = None
         self._topics: dict[str, TopicInfo] = {}
         self._loading: dict[str, asyncio.Future[TopicInfo]] = {}
         self._round_robin = RoundRobin()
         self._committers: dict[int, AsyncGroupCommit[Prepared, NewMessage]] = {}
-        self._wakeups = AsyncPublisher(self.settings)
+        self._wakeups = backend.notifier
         self._ends = RangeEnds()
         self._allocating = asyncio.Lock()
 
@@ -72,11 +82,7 @@ class Producer:
     def allocator(self) -> AsyncOffsetAllocator:
         """Created on first use (no connection is opened before the first command)."""
         if self._allocator is None:
-            if self.settings.allocator == "mysql":
-                self._allocator = AsyncMySQLAllocator(self.store)
-            else:
-                with redis_errors():
-                    self._allocator = AsyncRedisAllocator.for_settings(self.settings)
+            self._allocator = self.backend.allocator()
         return self._allocator
 
     # -- public API ------------------------------------------------------------------

@@ -8,10 +8,12 @@ from contextlib import closing
 
 import click
 
+from ems.backend import mysql_backend
 from ems.cli.common import settings
 from ems.cli.stdin_lines import Source, pump, stop_signals
 from ems.exceptions import EmsError
 from ems.producer import Producer
+from ems.store import Store
 from ems.topics import TopicAdmin
 from ems.types import Record
 
@@ -52,8 +54,12 @@ def produce(topic: str, key: str | None, headers: Mapping[str, str] | None, verb
     Ctrl-C or SIGTERM stop the reading: the lines read (and those already in the pipe)
     are sent, the count is printed, and the exit status is 0. A second one ends the
     command at once (exit 130), leaving what was not sent yet."""
-    with closing(Producer(settings())) as producer:
-        TopicAdmin(producer.settings, store=producer.store).get(topic)  # fail before reading
+    config = settings()
+    with (
+        closing(Store(config)) as store,
+        closing(Producer(backend=mysql_backend(config, store))) as producer,
+    ):
+        TopicAdmin(config, store=store).get(topic)  # fail before reading
         sent = 0
 
         def send(lines: list[bytes]) -> None:

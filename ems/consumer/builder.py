@@ -1,13 +1,11 @@
-"""Assembles a consumer's collaborators on a backend: the MySQL store and Redis wake-ups,
-or the in-memory twin of ems.testing."""
+"""Assembles a consumer's collaborators on a backend (ems.backend): the MySQL store and
+Redis wake-ups, or the in-memory twin of ems.testing."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from ems.autoscale.step import Autoscaler, autoscaler_for
-from ems.config import Settings
+from ems.backend import Backend
 from ems.consumer.broadcast import BroadcastSession
 from ems.consumer.cluster import ClusterSession
 from ems.consumer.groups import GroupOptions, ensure_group
@@ -18,37 +16,10 @@ from ems.coordination.load import LoadMeter
 from ems.coordination.membership import Membership
 from ems.metrics import ConsumerMetrics
 from ems.offsets.reader import PartitionReader
-from ems.ports import Callbacks, ConsumeStore, Notifier, Subscription
+from ems.ports import Subscription
 from ems.retry import parse_ladder
-from ems.store import Store
 from ems.types import GroupInfo, TopicInfo
-from ems.wakeups import Listener, Publisher, group_channel, topic_channel
-
-
-@dataclass(frozen=True)
-class Backend:
-    """What a consumer runs on: its storage (closed with the consumer when it owns it),
-    wake-ups sent and received, and the leader's autoscaling step (None: off)."""
-
-    settings: Settings
-    store: ConsumeStore
-    owns_store: bool
-    notifier: Notifier
-    subscribe: Callable[[Callbacks], Subscription]
-    autoscaler: Callable[[GroupInfo], Autoscaler | None]
-
-
-def mysql_backend(settings: Settings, store: Store | None = None) -> Backend:
-    """MySQL (the store given, which stays the caller's, or one opened here) and Redis."""
-    opened = store or Store(settings)
-    return Backend(
-        settings=settings,
-        store=opened,
-        owns_store=store is None,
-        notifier=Publisher(settings),
-        subscribe=lambda callbacks: Listener(settings, callbacks),
-        autoscaler=lambda group: autoscaler_for(opened, group, settings),
-    )
+from ems.wakeups import group_channel, topic_channel
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from types import FrameType, TracebackType
 
+from ems.backend import Backend, mysql_backend
 from ems.config import Settings
-from ems.consumer.builder import Backend, build, mysql_backend
+from ems.consumer.builder import build
 from ems.consumer.groups import GroupOptions
 from ems.consumer.state import Outcome
 from ems.exceptions import (

@@ -6,7 +6,6 @@ unknown, and the producer re-seeds instead), a re-seed is set-if-greater and may
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol
 
 import redis
 import redis.asyncio
@@ -22,17 +21,8 @@ from ems.offsets.allocators import (
     sent_once,
 )
 from ems.offsets.redis_clients import async_client_for
+from ems.ports import AsyncOffsetAllocator
 from ems.store.aio import AsyncMessageStore
-
-
-class AsyncOffsetAllocator(Protocol):
-    async def allocate(self, topic_id: int, counts: Mapping[int, int]) -> dict[int, int]:
-        """Reserve counts[p] offsets in each partition p; return the first offset of each."""
-
-    async def reseed(self, topic_id: int, next_offsets: Mapping[int, int]) -> None:
-        """Make sure the next offsets handed out are at least next_offsets[p]."""
-
-    async def close(self) -> None: ...
 
 
 def async_redis_client(settings: Settings, *, retrying: bool = True) -> redis.asyncio.Redis:
@@ -108,3 +98,12 @@ class AsyncMySQLAllocator:
 
     async def close(self) -> None:
         return None
+
+
+def async_allocator_for(settings: Settings, store: AsyncMessageStore) -> AsyncOffsetAllocator:
+    """The allocator settings.allocator names (no connection is opened before the first
+    command)."""
+    if settings.allocator == "mysql":
+        return AsyncMySQLAllocator(store)
+    with redis_errors():
+        return AsyncRedisAllocator.for_settings(settings)

@@ -1,13 +1,13 @@
-"""Offset allocators. Both hand out contiguous ranges per (topic, partition); neither is
-trusted alone: the message table's unique key is the final arbiter, and a producer whose
-insert hits it re-seeds the allocator from MySQL (set-if-greater) and tries again."""
+"""Offset allocators (ems.ports.OffsetAllocator). Both hand out contiguous ranges per
+(topic, partition); neither is trusted alone: the message table's unique key is the final
+arbiter, and a producer whose insert hits it re-seeds the allocator from MySQL
+(set-if-greater) and tries again."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Protocol
 
 import redis
 from redis.backoff import ExponentialBackoff
@@ -15,8 +15,9 @@ from redis.retry import Retry
 
 from ems.config import Settings
 from ems.exceptions import RedisOutcomeUnknown, RedisReplyError, RedisUnavailable
-from ems.offsets.redis_clients import client_for
+from ems.offsets.redis_clients import client_for, resp_for
 from ems.offsets.resp import ErrorReply, Reply, RespConnection, check, pack
+from ems.ports import OffsetAllocator
 from ems.store.topics import HeadStore
 
 # Raise a counter to ARGV[1] unless it is already higher; returns the value now held.
@@ -45,17 +46,6 @@ return ends
 def offset_key(prefix: str, topic_id: int, partition: int) -> str:
     """The Redis counter of a partition: it holds the partition's next offset."""
     return f"{prefix}offset:{topic_id}:{partition}"
-
-
-class OffsetAllocator(Protocol):
-    def allocate(self, topic_id: int, counts: Mapping[int, int]) -> dict[int, int]:
-        """Reserve counts[p] offsets in each partition p; return the first offset of each."""
-
-    def reseed(self, topic_id: int, next_offsets: Mapping[int, int]) -> None:
-        """Make sure the next offsets handed out are at least next_offsets[p]. Reaches
-        Redis even with nothing to raise (RedisUnavailable if it cannot): a producer
-        re-seeds after an allocation whose outcome it does not know, and must learn
-        there whether Redis answers at all."""
 
 
 def redis_client(settings: Settings, *, single: bool = False, retrying: bool = True) -> redis.Redis:
@@ -149,6 +139,10 @@ class RedisAllocator:
         with redis_errors():
             pipe.execute()
 
+    def close(self) -> None:
+        self.client.close()
+        self.once.close()
+
 
 class RespAllocator:
     """RedisAllocator's keys and scripts over a RespConnection: the same counters at about
@@ -231,3 +225,21 @@ class MySQLAllocator:
     def reseed(self, topic_id: int, next_offsets: Mapping[int, int]) -> None:
         if next_offsets:
             self.heads.raise_to(topic_id, dict(next_offsets))
+
+    def close(self) -> None:
+        pass  # the producer's store, closed with it
+
+
+def allocator_for(settings: Settings, heads: HeadStore) -> OffsetAllocator:
+    """The allocator settings.allocator names: partition_head rows, or Redis counters
+    over a RespConnection (redis-py's client where that speaks what RESP here does not:
+    TLS, a unix socket). RedisUnavailable when Redis cannot be reached."""
+    if settings.allocator == "mysql":
+        return MySQLAllocator(heads)
+    with redis_errors():
+        conn = resp_for(
+            settings, timeout=settings.connect_timeout, retries=settings.connect_attempts
+        )
+        if conn is None:
+            return RedisAllocator.for_settings(settings, single=True)
+    return RespAllocator(conn, settings.redis_prefix)

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from ems.backend import mysql_backend
 from ems.config import Settings
 from ems.exceptions import (
     ConflictingOptions,
@@ -345,7 +346,7 @@ class DeadLetters(StoreClient):
     @property
     def producer(self) -> Producer:
         if self._producer is None:
-            self._producer = Producer(self.settings, store=self.store)
+            self._producer = Producer(backend=mysql_backend(self.settings, self.store))
         return self._producer
 
     # -- purge ---------------------------------------------------------------------------

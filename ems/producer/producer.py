@@ -7,19 +7,14 @@ import secrets
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Self
 
+from ems.backend import Backend, mysql_backend
 from ems.config import Settings
 from ems.exceptions import BelowLowWatermark, DuplicateKey, EmsError, RedisUnavailable
 from ems.metrics import published
-from ems.offsets.allocators import (
-    MySQLAllocator,
-    OffsetAllocator,
-    RedisAllocator,
-    RespAllocator,
-    redis_errors,
-)
-from ems.offsets.redis_clients import resp_for
-from ems.offsets.resp import RespConnection
+from ems.ports import OffsetAllocator
 from ems.producer.deadline import PASSING, Attempts
 from ems.producer.group_commit import GroupCommit
 from ems.producer.partitioner import RoundRobin
@@ -37,18 +32,15 @@ from ems.producer.planning import (
     prepare_batch,
     went_back,
 )
-from ems.store import Store
-from ems.store.client import StoreClient
 from ems.types import NewMessage, Record, RecordMetadata, TopicInfo
 from ems.validation import check_name
-from ems.wakeups import Publisher
 
 __all__ = ["GROUP_MAX", "MAX_BATCH", "Outgoing", "Producer", "went_back"]
 
 log = logging.getLogger(__name__)
 
 
-class Producer(StoreClient):
+class Producer:
     """Publishes messages to topics. Thread-safe; share one per process.
 
     `send` and `send_batch` return only after the rows are committed in MySQL. Calls made
@@ -59,23 +51,24 @@ class Producer(StoreClient):
     A send rides out a lost Redis master, a lost database node and a server that takes
     no writes for up to `settings.send_timeout` seconds (EMS_SEND_TIMEOUT), trying again
     with backoff, and then raises SendTimeout; bad input raises at once.
+
+    It runs on MySQL and Redis (`settings`, or the environment), or on the `backend`
+    given (whose settings it then uses): ems.backend.mysql_backend on a Store the caller
+    keeps, or ems.testing's in-memory twin.
     """
 
-    def __init__(
-        self,
-        settings: Settings | None = None,
-        *,
-        store: Store | None = None,
-        allocator: OffsetAllocator | None = None,
-    ) -> None:
-        super().__init__(settings, store=store)
-        self._allocator = allocator
-        self._own_redis: RespConnection | None = None
+    def __init__(self, settings: Settings | None = None, *, backend: Backend | None = None) -> None:
+        if backend is None:
+            backend = mysql_backend(settings or Settings.from_env())
+        self.backend = backend
+        self.settings = backend.settings
+        self.store = backend.store
+        self._allocator: OffsetAllocator | None = None
         self._topics: dict[str, TopicInfo] = {}
         self._round_robin = RoundRobin()
         self._committers: dict[int, GroupCommit[Prepared, NewMessage]] = {}
         self._committers_lock = threading.Lock()
-        self._wakeups = Publisher(self.settings)
+        self._wakeups = backend.notifier
         #: Per topic id and partition, the end of the last range its counter handed out.
         self._ends = RangeEnds()
         self._allocating = threading.Lock()
@@ -85,23 +78,8 @@ class Producer(StoreClient):
         """Created on first use, so a producer can be built while Redis is down: its
         sends wait for Redis within their bound (see send)."""
         if self._allocator is None:
-            with redis_errors():
-                self._allocator = self._default_allocator()
+            self._allocator = self.backend.allocator()
         return self._allocator
-
-    def _default_allocator(self) -> OffsetAllocator:
-        if self.settings.allocator == "mysql":
-            return MySQLAllocator(self.store.heads)
-        prefix = self.settings.redis_prefix
-        conn = resp_for(
-            self.settings,
-            timeout=self.settings.connect_timeout,
-            retries=self.settings.connect_attempts,
-        )
-        if conn is None:  # TLS or a unix socket: redis-py speaks those
-            return RedisAllocator.for_settings(self.settings, single=True)
-        self._own_redis = conn
-        return RespAllocator(conn, prefix)
 
     # -- public API ------------------------------------------------------------------
 
@@ -134,9 +112,21 @@ class Producer(StoreClient):
 
     def close(self) -> None:
         self._wakeups.close()
-        if self._own_redis is not None:
-            self._own_redis.close()
-        super().close()
+        if self._allocator is not None:
+            self._allocator.close()
+        if self.backend.owns_store:
+            self.store.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
     # -- steps -----------------------------------------------------------------------
 

@@ -10,9 +10,9 @@ from ems.store import Store
 
 
 class StoreClient:
-    """Base of the classes that run on a Store (the admin APIs, the operations, the
-    producer): settings as given or read from the environment, and the store passed in,
-    which stays the caller's to close, or one opened here and closed by close()."""
+    """Base of the classes that run on a Store (the admin APIs, the operations):
+    settings as given or read from the environment, and the store passed in, which stays
+    the caller's to close, or one opened here and closed by close()."""
 
     def __init__(self, settings: Settings | None = None, *, store: Store | None = None) -> None:
         self.settings = settings or Settings.from_env()

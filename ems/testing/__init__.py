@@ -1,6 +1,6 @@
-"""Test without servers: an in-memory twin of ems's storage and wake-ups that runs the
-real consumer, membership and handoff code (MemoryBroker), and a clock that moves on cue
-(ManualClock)."""
+"""Test without servers: an in-memory twin of ems's storage, offset counters and wake-ups
+that runs the real producers (ems.Producer, ems.aio.Producer) and the real consumer,
+membership and handoff code (MemoryBroker), and a clock that moves on cue (ManualClock)."""
 
 from ems.testing.broker import MemoryBroker
 from ems.testing.memory import DeadLetter, LogRow, ManualClock, MemoryStore

@@ -2,35 +2,35 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ems.aio import Producer as AsyncProducer
+from ems.aio.backend import AsyncBackend
+from ems.backend import Backend
 from ems.config import Settings
 from ems.consumer import Consumer, Handler
-from ems.consumer.builder import Backend
 from ems.exceptions import UnknownGroup
-from ems.producer.partitioner import RoundRobin, partition_for_key
-from ems.testing.bus import LocalBus, LocalNotifier, LocalSubscription
+from ems.producer import Producer
+from ems.producer.planning import Outgoing
+from ems.testing.bus import AsyncLocalNotifier, LocalBus, LocalNotifier, LocalSubscription
+from ems.testing.counters import AsyncMemoryCounters, AsyncMemoryStore, MemoryCounters
 from ems.testing.memory import Clock, DeadLetter, LogRow, MemoryStore, utc_now
-from ems.types import GroupInfo, Record, RecordMetadata, TopicInfo
+from ems.types import GroupInfo, RecordMetadata, TopicInfo
 from ems.validation import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_RETENTION_HOURS,
     check_name,
     check_partitions,
-    encode_body,
-    encode_headers,
-    encode_key,
 )
 
 
 class MemoryBroker:
-    """Topics, a producer's send and consumers that run the real group protocol
-    (leases, the leader's sticky assignment, cooperative handoff, the consumption log,
-    the retry ladder and dead letters) on in-memory tables, with wake-ups as direct
-    calls. What a message goes through is what it goes through on MySQL and Redis,
-    minus the servers: nothing survives the process.
+    """Topics, and the real producers and consumers (validation, partitioning, offset
+    ranges and their conflicts; leases, the leader's sticky assignment, cooperative
+    handoff, the consumption log, the retry ladder and dead letters) on in-memory tables
+    and counters, with wake-ups as direct calls. What a message goes through is what it
+    goes through on MySQL and Redis, minus the servers: nothing survives the process.
 
         broker = MemoryBroker()
         broker.create_topic("readings", partitions=2)
@@ -43,9 +43,9 @@ class MemoryBroker:
         self.settings = settings or Settings(gap_timeout=1.0)
         self.store = MemoryStore(clock)
         self.bus = LocalBus()
-        self._notifier = LocalNotifier(self.bus, self.settings)
-        self._round_robin = RoundRobin()
-        self._sending = threading.Lock()
+        #: The offset counters, one set for every producer on the broker (as one Redis).
+        self.counters = MemoryCounters()
+        self._producer = self.producer()
 
     # -- topics and publishing -----------------------------------------------------------
 
@@ -68,39 +68,26 @@ class MemoryBroker:
         key: str | bytes | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> RecordMetadata:
-        """As Producer.send: the same validation and partitioning (by key, else round
-        robin), offsets without gaps, and the wake-up."""
-        (placed,) = self.send_batch(topic, [Record(body, key, headers)])
-        return placed
+        """Producer.send, by the broker's own Producer."""
+        return self._producer.send(topic, body, key, headers)
 
-    def send_batch(self, topic: str, records: Iterable[Record]) -> list[RecordMetadata]:
-        info = self.store.topics.get(check_name(topic, "topic"))
-        prepared = []
-        for r in records:
-            body = encode_body(r.body, info.max_body_bytes)
-            key = encode_key(r.key)
-            encode_headers(r.headers)  # the producer's checks
-            partition = (
-                self._round_robin.next(info.id, info.partitions)
-                if key is None
-                else partition_for_key(key, info.partitions)
-            )
-            prepared.append((partition, key, r.headers, body))
-        placed: list[RecordMetadata] = []
-        last: dict[int, int] = {}
-        with self._sending:
-            for partition, key, headers, body in prepared:
-                offset = self.store.messages.next_offset(info.id, partition)
-                self.store.messages.put(info, partition, offset, body, key, headers)
-                placed.append(RecordMetadata(info.name, partition, offset))
-                last[partition] = offset
-        if last:
-            self._notifier.messages(info.id, last)
-        return placed
+    def send_batch(self, topic: str, records: Iterable[Outgoing]) -> list[RecordMetadata]:
+        """Producer.send_batch, by the broker's own Producer."""
+        return self._producer.send_batch(topic, records)
 
-    # -- consuming -----------------------------------------------------------------------
+    def producer(self) -> Producer:
+        """An ems.Producer on this broker: the real one (validation, partitioning, offset
+        ranges, the write and its conflicts), on the twin's tables and counters."""
+        return Producer(backend=self.backend())
+
+    def aio_producer(self, *, linger: float = 0.0) -> AsyncProducer:
+        """An ems.aio.Producer on this broker, as producer() is."""
+        return AsyncProducer(backend=self.aio_backend(), linger=linger)
+
+    # -- backends --------------------------------------------------------------------------
 
     def backend(self) -> Backend:
+        """What one Producer or Consumer runs on here (a backend serves one client)."""
         return Backend(
             settings=self.settings,
             store=self.store,
@@ -108,7 +95,19 @@ class MemoryBroker:
             notifier=LocalNotifier(self.bus, self.settings),
             subscribe=lambda callbacks: LocalSubscription(self.bus, callbacks),
             autoscaler=lambda group: None,
+            allocator=lambda: self.counters,
         )
+
+    def aio_backend(self) -> AsyncBackend:
+        """What one ems.aio Producer runs on here."""
+        return AsyncBackend(
+            settings=self.settings,
+            store=AsyncMemoryStore(self.store),
+            notifier=AsyncLocalNotifier(self.bus, self.settings),
+            allocator=lambda: AsyncMemoryCounters(self.counters),
+        )
+
+    # -- consuming -----------------------------------------------------------------------
 
     def consumer(
         self, group: str, topic: str, handler: Handler | None = None, **options: Any

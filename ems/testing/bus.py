@@ -67,3 +67,16 @@ class LocalSubscription:
         self.connected.clear()
         for channel, callback in self.callbacks.items():
             self.bus.unsubscribe(channel, callback)
+
+
+class AsyncLocalNotifier:
+    """ems.ports.AsyncNotifier on a LocalBus: LocalNotifier's wake-ups, awaited."""
+
+    def __init__(self, bus: LocalBus, settings: Settings) -> None:
+        self.notifier = LocalNotifier(bus, settings)
+
+    async def messages(self, topic_id: int, last_offsets: Mapping[int, int]) -> None:
+        self.notifier.messages(topic_id, last_offsets)
+
+    async def close(self) -> None:
+        pass

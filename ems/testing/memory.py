@@ -1,4 +1,5 @@
-"""The in-memory twin of the consume path's storage (ems.ports), table by table.
+"""The in-memory twin of the SDK's storage (ems.ports.Storage), table by table (the
+rows in ems.testing.tables, the topic and message tables in ems.testing.messages).
 
 Each method is one atomic step under one lock, as one statement or transaction is on the
 server, and keeps the server's rules: leases and pauses on the twin's clock, leader
@@ -8,296 +9,37 @@ nothing), one log row per (group, partition, offset), retries claimed for a leas
 
 from __future__ import annotations
 
-import bisect
 import datetime as dt
-import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 
-from ems.exceptions import (
-    DuplicateKey,
-    NotLeader,
-    StaleGeneration,
-    TopicExists,
-    UnknownTopic,
+from ems.exceptions import DuplicateKey, NotLeader, StaleGeneration
+from ems.testing.messages import MemoryMessages, MemoryTopics
+from ems.testing.tables import (
+    ClientRow,
+    Clock,
+    DeadLetter,
+    LeaderRow,
+    LogRow,
+    ManualClock,
+    RetryRow,
+    Tables,
+    after,
+    utc_now,
 )
 from ems.types import (
     AssignmentRow,
     Delivery,
     Failure,
-    Fetched,
     GroupInfo,
     LeaderInfo,
     MemberInfo,
-    PartitionStats,
     Settlement,
-    StoredMessage,
     TopicInfo,
 )
 from ems.values.fetch import within_budget
 
-Clock = Callable[[], dt.datetime]
-
-
-def utc_now() -> dt.datetime:
-    """Naive UTC, as the server's NOW(6) reads in an ems session."""
-    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
-
-
-class ManualClock:
-    """A clock that moves only when told: leases expire and retries fall due on cue."""
-
-    def __init__(self, start: dt.datetime | None = None) -> None:
-        self._now = start or utc_now()
-        self._lock = threading.Lock()
-
-    def __call__(self) -> dt.datetime:
-        with self._lock:
-            return self._now
-
-    def advance(self, seconds: float) -> None:
-        with self._lock:
-            self._now += dt.timedelta(seconds=seconds)
-
-
-def _after(now: dt.datetime, seconds: float) -> dt.datetime:
-    return now + dt.timedelta(seconds=seconds)
-
-
-@dataclass
-class _Client:
-    group_id: int
-    host: str
-    pid: int
-    expires: dt.datetime
-    cpu_percent: float | None = None
-    load_rate: float | None = None
-
-
-@dataclass
-class _Leader:
-    client_id: str | None = None
-    epoch: int = 0
-    expires: dt.datetime = dt.datetime(1970, 1, 2)
-
-
-@dataclass
-class LogRow:
-    """A consumption-log row: the last delivery of one message to one group."""
-
-    client_id: str
-    state: str
-    attempts: int
-    error: str | None = None
-
-
-@dataclass
-class RetryRow:
-    topic_id: int
-    message_id: int
-    attempts: int
-    due: dt.datetime
-    error: str
-
-
-@dataclass(frozen=True)
-class DeadLetter:
-    """A message a group gave up on, with its own copy of the message."""
-
-    group_id: int
-    partition: int
-    offset: int
-    message: StoredMessage
-    attempts: int
-    error: str
-
-
-@dataclass
-class Tables:
-    """Every row of the twin, and the lock that makes each step atomic."""
-
-    clock: Clock = utc_now
-    lock: threading.RLock = field(default_factory=threading.RLock)
-    topics: dict[str, TopicInfo] = field(default_factory=dict)
-    #: (topic id, partition) -> offset -> row (tombstones too).
-    partitions: dict[tuple[int, int], dict[int, StoredMessage]] = field(default_factory=dict)
-    #: (topic id, partition) -> low watermark, for partitions a purge emptied below it.
-    lows: dict[tuple[int, int], int] = field(default_factory=dict)
-    groups: dict[int, GroupInfo] = field(default_factory=dict)
-    paused_until: dict[int, dt.datetime] = field(default_factory=dict)
-    leaders: dict[int, _Leader] = field(default_factory=dict)
-    clients: dict[str, _Client] = field(default_factory=dict)
-    assignments: dict[int, dict[int, AssignmentRow]] = field(default_factory=dict)
-    offsets: dict[int, dict[int, int]] = field(default_factory=dict)
-    #: (group id, partition, offset) -> row.
-    log: dict[tuple[int, int, int], LogRow] = field(default_factory=dict)
-    retries: dict[tuple[int, int, int], RetryRow] = field(default_factory=dict)
-    dead: list[DeadLetter] = field(default_factory=list)
-    _ids: dict[str, int] = field(default_factory=dict)
-    #: (topic id, partition) -> its stored offsets in order; message id -> row: the
-    #: indexes a fetch, a watermark and a dead letter's copy use, as on the server.
-    _sorted: dict[tuple[int, int], list[int]] = field(default_factory=dict)
-    _by_id: dict[int, StoredMessage] = field(default_factory=dict)
-
-    def next_id(self, table: str) -> int:
-        self._ids[table] = self._ids.get(table, 0) + 1
-        return self._ids[table]
-
-    def rows(self, topic_id: int, partition: int) -> dict[int, StoredMessage]:
-        return self.partitions.setdefault((topic_id, partition), {})
-
-    def stored_offsets(self, topic_id: int, partition: int) -> list[int]:
-        """The partition's stored offsets (tombstones too), in order."""
-        return self._sorted.setdefault((topic_id, partition), [])
-
-    def add(
-        self,
-        topic_id: int,
-        partition: int,
-        offset: int,
-        body: bytes,
-        *,
-        key: bytes | None = None,
-        headers: Mapping[str, str] | None = None,
-        tombstone: bool = False,
-    ) -> StoredMessage:
-        """Store one row at its offset; DuplicateKey when the offset is taken."""
-        rows = self.rows(topic_id, partition)
-        if offset in rows:
-            raise DuplicateKey(f"offset {offset} of partition {partition} is taken")
-        m = StoredMessage(
-            id=self.next_id("message"),
-            topic_id=topic_id,
-            partition=partition,
-            offset=offset,
-            key=key,
-            headers=dict(headers or {}),
-            body=body,
-            created_at=self.clock(),
-            tombstone=tombstone,
-        )
-        rows[offset] = self._by_id[m.id] = m
-        bisect.insort(self.stored_offsets(topic_id, partition), offset)
-        return m
-
-    def message(self, message_id: int) -> StoredMessage | None:
-        return self._by_id.get(message_id)
-
-    def live(self, client_id: str, now: dt.datetime) -> bool:
-        client = self.clients.get(client_id)
-        return client is not None and client.expires > now
-
-
-class MemoryTopics:
-    def __init__(self, t: Tables) -> None:
-        self.t = t
-
-    def create(
-        self, name: str, partitions: int, retention_hours: int, max_body_bytes: int
-    ) -> TopicInfo:
-        with self.t.lock:
-            if name in self.t.topics:
-                raise TopicExists(f"topic {name!r} already exists")
-            info = TopicInfo(
-                id=self.t.next_id("topic"),
-                name=name,
-                partitions=partitions,
-                retention_hours=retention_hours,
-                max_body_bytes=max_body_bytes,
-                created_at=self.t.clock(),
-            )
-            self.t.topics[name] = info
-            return info
-
-    def get(self, name: str) -> TopicInfo:
-        with self.t.lock:
-            info = self.t.topics.get(name)
-        if info is None:
-            raise UnknownTopic(f"unknown topic {name!r}")
-        return info
-
-    def partition_stats(self, topic: TopicInfo, *, exact: bool = False) -> list[PartitionStats]:
-        with self.t.lock:
-            stats = []
-            for p in range(topic.partitions):
-                rows, stored = self.t.rows(topic.id, p), self.t.stored_offsets(topic.id, p)
-                low = stored[0] if stored else None
-                high = stored[-1] + 1 if stored else self.t.lows.get((topic.id, p), 0)
-                tombstones = sum(1 for m in rows.values() if m.tombstone)
-                stats.append(
-                    PartitionStats(
-                        partition=p,
-                        low_watermark=low,
-                        high_watermark=high,
-                        messages=len(rows) - tombstones if exact else _span(low, high),
-                        tombstones=tombstones if exact else None,
-                    )
-                )
-            return stats
-
-
-def _span(low: int | None, high: int) -> int:
-    """Stored offsets between the watermarks, tombstones included (the server's rule)."""
-    return high - low if low is not None else 0
-
-
-class MemoryMessages:
-    def __init__(self, t: Tables) -> None:
-        self.t = t
-
-    def put(
-        self,
-        topic: TopicInfo,
-        partition: int,
-        offset: int,
-        body: bytes,
-        key: bytes | None = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> StoredMessage:
-        """Store one message at a given offset (DuplicateKey when it is taken): a test
-        leaves holes by skipping offsets."""
-        with self.t.lock:
-            return self.t.add(topic.id, partition, offset, body, key=key, headers=headers)
-
-    def next_offset(self, topic_id: int, partition: int) -> int:
-        with self.t.lock:
-            stored = self.t.stored_offsets(topic_id, partition)
-            return stored[-1] + 1 if stored else self.t.lows.get((topic_id, partition), 0)
-
-    def fetch(
-        self,
-        topic_id: int,
-        partition: int,
-        from_offset: int,
-        limit: int,
-        max_bytes: int,
-        *,
-        at_least_one: bool = True,
-    ) -> Fetched:
-        with self.t.lock:
-            rows, stored = (
-                self.t.rows(topic_id, partition),
-                self.t.stored_offsets(topic_id, partition),
-            )
-            start = bisect.bisect_left(stored, from_offset)
-            window = [rows[o] for o in stored[start : start + limit]]
-        kept = within_budget([len(m.body) for m in window], max_bytes, at_least_one)
-        return Fetched(rows=window[:kept], cut=kept < len(window))
-
-    def low_offset(self, topic_id: int, partition: int) -> int | None:
-        with self.t.lock:
-            return self.t.lows.get((topic_id, partition))
-
-    def now(self) -> dt.datetime:
-        return self.t.clock()
-
-    def insert_tombstones(self, topic_id: int, partition: int, offsets: Iterable[int]) -> None:
-        with self.t.lock:
-            for o in offsets:  # one row at a time, as the server's statements go
-                self.t.add(topic_id, partition, o, b"", tombstone=True)
-
-    def high_watermarks(self, topic: TopicInfo) -> dict[int, int]:
-        return {p: self.next_offset(topic.id, p) for p in range(topic.partitions)}
+__all__ = ["Clock", "DeadLetter", "LogRow", "ManualClock", "MemoryStore", "utc_now"]
 
 
 class MemoryGroups:
@@ -317,7 +59,7 @@ class MemoryGroups:
                 raise DuplicateKey(f"group {spec.name!r} exists")
             group = replace(spec, id=self.t.next_id("group"), topic_id=topic.id, generation=0)
             self.t.groups[group.id] = group
-            self.t.leaders[group.id] = _Leader()
+            self.t.leaders[group.id] = LeaderRow()
             if group.mode == "cluster":
                 self.t.offsets[group.id] = {
                     p: self._start(topic.id, p, group.start_position)
@@ -365,7 +107,7 @@ class MemoryGroups:
             now = self.t.clock()
             if self.t.paused_until.get(group_id, now) > now:
                 return None
-            until = self.t.paused_until[group_id] = _after(now, seconds)
+            until = self.t.paused_until[group_id] = after(now, seconds)
             return until
 
     def pause_left(self, group_id: int) -> float | None:
@@ -388,7 +130,7 @@ class MemoryLeases:
         with self.t.lock:
             if client_id in self.t.clients:
                 raise DuplicateKey(f"client {client_id!r} exists")
-            self.t.clients[client_id] = _Client(group_id, host, pid, _after(self.t.clock(), ttl))
+            self.t.clients[client_id] = ClientRow(group_id, host, pid, after(self.t.clock(), ttl))
 
     def renew(
         self,
@@ -403,7 +145,7 @@ class MemoryLeases:
             if not self.t.live(client_id, now):
                 return False
             client = self.t.clients[client_id]
-            client.expires = _after(now, ttl)
+            client.expires = after(now, ttl)
             if cpu_percent is not None:
                 client.cpu_percent = cpu_percent
             if load_rate is not None:
@@ -441,7 +183,7 @@ class MemoryLeases:
                 return None
             if not holds:
                 row.epoch += 1
-            row.client_id, row.expires = client_id, _after(now, ttl)
+            row.client_id, row.expires = client_id, after(now, ttl)
             return row.epoch
 
     def leader(self, group_id: int) -> LeaderInfo | None:
@@ -577,7 +319,7 @@ class MemoryConsumption:
             self.t.retries.pop(key, None)
             state = "dead"
         else:
-            due = _after(self.t.clock(), f.delay)
+            due = after(self.t.clock(), f.delay)
             self.t.retries[key] = RetryRow(topic_id, f.message_id, f.attempts, due, f.error)
             state = "retry"
         self._log_failure(group_id, client_id, f, state)
@@ -613,7 +355,7 @@ class MemoryConsumption:
             out = []
             for key, m in found:
                 r = self.t.retries[key]
-                r.due = _after(now, lease)
+                r.due = after(now, lease)
                 out.append(
                     Delivery(
                         topic=topic,
@@ -631,7 +373,8 @@ class MemoryConsumption:
 
 
 class MemoryStore:
-    """The twin of ems.store.Store for everything a consumer uses (ems.ports.ConsumeStore)."""
+    """The twin of ems.store.Store for everything a consumer and a producer use
+    (ems.ports.Storage)."""
 
     def __init__(self, clock: Clock = utc_now) -> None:
         self.tables = Tables(clock=clock)

@@ -17,6 +17,7 @@ import pytest
 from ems import Consumer, Producer, TopicAdmin
 from ems.autoscale.backends import KubernetesBackend
 from ems.autoscale.step import Autoscaler, autoscaler_for
+from ems.backend import mysql_backend
 from ems.config import Settings
 from ems.consumer.groups import ensure_group
 from ems.exceptions import NotLeader
@@ -119,7 +120,7 @@ def test_within_the_cooldown_the_next_decision_holds(
 def test_the_lag_above_its_threshold_adds_a_replica(
     settings: Settings, store: Store, group: GroupInfo
 ) -> None:
-    with Producer(settings, store=store) as producer:
+    with Producer(backend=mysql_backend(settings, store)) as producer:
         for i in range(30):
             producer.send("t", f"m{i}")
     store.autoscale.set_policy(group.id, ScalePolicy(target_load=1000, lag_threshold=20))

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 import pytest
 
 from ems import TopicAdmin
+from ems.backend import mysql_backend
 from ems.config import Settings
 from ems.consumer.groups import ensure_group
 from ems.exceptions import DatabaseUnavailable, NotLeader, StaleGeneration
@@ -148,7 +149,7 @@ def test_group_creation_sets_cursors_at_the_start_position(
     from ems import Producer
 
     topic = TopicAdmin(settings, store=store).create("t2", 2)
-    with Producer(settings, store=store) as producer:
+    with Producer(backend=mysql_backend(settings, store)) as producer:
         producer.send_batch("t2", [b"x"] * 6)
     earliest = ensure_group(store, "early", topic, OPTIONS)
     latest = ensure_group(store, "late", topic, seed.options(None, start="latest"))

@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from ems import Consumer, Producer, Record, TopicAdmin
+from ems.backend import mysql_backend
 from ems.config import Settings
 from ems.exceptions import BelowLowWatermark, DatabaseUnavailable
 from ems.maintenance.purge import delete_consumed, purge_retention
@@ -98,7 +99,7 @@ class _Recording:
 def test_a_counter_that_went_back_is_reseeded_before_any_insert(
     settings: Settings, store: Store, topic: TopicInfo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with Producer(settings, store=store) as producer:
+    with Producer(backend=mysql_backend(settings, store)) as producer:
         producer.send_batch("t", [Record(f"m{i}") for i in range(10)])
         recording = _Recording(store)
         monkeypatch.setattr(store.messages, "insert", recording)
@@ -128,7 +129,7 @@ def test_a_stalled_producer_does_not_land_below_consumed_and_purged_offsets(
         insert(rows, *token)
 
     monkeypatch.setattr(store.messages, "insert", stall_first)
-    slow = Producer(settings, store=store)
+    slow = Producer(backend=mysql_backend(settings, store))
     outcome: list[Any] = []
     sender = threading.Thread(target=lambda: outcome.append(slow.send("d", "slow")))
     consumer = Consumer("g", "d", settings=settings, start="earliest", **FAST)

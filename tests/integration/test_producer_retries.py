@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import text
 
 from ems import Producer, Record, TopicAdmin
+from ems.backend import mysql_backend
 from ems.config import Settings
 from ems.exceptions import DatabaseUnavailable, SendTimeout
 from ems.store import Store
@@ -52,7 +53,7 @@ def store(settings: Settings) -> Iterator[Store]:
 
 def test_lost_answer_after_commit_is_not_a_duplicate(store: Store) -> None:
     store.messages = _LosesAnswers(store, times=1, commit_first=True)
-    with Producer(store.settings, store=store) as producer:
+    with Producer(backend=mysql_backend(store.settings, store)) as producer:
         placed = producer.send_batch("t", [Record(b"a", headers={"h": "1"}), Record(b"b")])
     assert [p.offset for p in placed] == [0, 1]
     assert _stored(store) == [(0, b"a"), (1, b"b")]
@@ -60,7 +61,7 @@ def test_lost_answer_after_commit_is_not_a_duplicate(store: Store) -> None:
 
 def test_lost_connection_before_commit_is_sent_again(store: Store) -> None:
     store.messages = _LosesAnswers(store, times=2, commit_first=False)
-    with Producer(store.settings, store=store) as producer:
+    with Producer(backend=mysql_backend(store.settings, store)) as producer:
         assert producer.send("t", b"a").offset == 0
     assert _stored(store) == [(0, b"a")]
 
@@ -86,7 +87,7 @@ def test_someone_elses_rows_mean_fresh_offsets(store: Store) -> None:
             MessageStore.insert(self, messages, *token)
 
     store.messages = _Raced(store, times=0, commit_first=False)
-    with Producer(store.settings, store=store) as producer:
+    with Producer(backend=mysql_backend(store.settings, store)) as producer:
         placed = producer.send("t", b"mine")
     assert placed.offset == 1
     assert _stored(store) == [(0, b"other"), (1, b"mine")]
@@ -115,7 +116,7 @@ def test_identical_rows_of_another_producer_are_not_taken_for_ours(
 ) -> None:
     store.messages = _TwinTakesTheOffsets(store, times=0, commit_first=False)
     body = b"heartbeat " + b"x" * size
-    with Producer(store.settings, store=store) as producer:
+    with Producer(backend=mysql_backend(store.settings, store)) as producer:
         placed = producer.send_batch("t", [Record(body, key="gw-1", headers={"v": "1"})] * count)
     assert store.messages.calls >= 2, "the lost connection was never met"
     assert [p.offset for p in placed] == list(range(count, 2 * count))
@@ -128,7 +129,10 @@ def test_database_down_for_good_is_a_typed_error(store: Store) -> None:
     """The same rows are sent again until the send's bound, then SendTimeout."""
     store.messages = _LosesAnswers(store, times=10**6, commit_first=False)
     local = store.settings.with_(send_timeout=1.0)
-    with Producer(local, store=store) as producer, pytest.raises(SendTimeout) as raised:
+    with (
+        Producer(backend=mysql_backend(local, store)) as producer,
+        pytest.raises(SendTimeout) as raised,
+    ):
         producer.send("t", b"a")
     assert isinstance(raised.value.__cause__, DatabaseUnavailable)
     assert store.messages.calls > 4, "fewer tries than before the bound"

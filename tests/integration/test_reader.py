@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -10,6 +11,7 @@ import pymysql
 import pytest
 
 from ems import Producer, Reader, TopicAdmin
+from ems.backend import mysql_backend
 from ems.config import Settings
 from ems.exceptions import (
     DuplicateKey,
@@ -156,6 +158,9 @@ class _StaleOnce:
     def reseed(self, topic_id: int, next_offsets: Mapping[int, int]) -> None:
         self.inner.reseed(topic_id, next_offsets)
 
+    def close(self) -> None:
+        self.inner.close()
+
 
 def test_producer_that_lost_its_offset_to_a_tombstone_retries(
     settings: Settings, topic: TopicInfo, reader: Reader, store: Store
@@ -164,7 +169,8 @@ def test_producer_that_lost_its_offset_to_a_tombstone_retries(
         p.send_batch("t", [b"a", b"b"])
     store.messages.insert_tombstones(topic.id, 0, [2])
     allocator = _StaleOnce(RedisAllocator.for_settings(settings), 2)
-    with Producer(settings, allocator=allocator) as late:
+    backend = dataclasses.replace(mysql_backend(settings), allocator=lambda: allocator)
+    with Producer(backend=backend) as late:
         placed = late.send("t", b"late")
     assert placed.offset >= 3
     time.sleep(settings.gap_timeout + 0.2)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from sqlalchemy import text
 
 from ems import Producer, Reader, TopicAdmin
+from ems.backend import mysql_backend
 from ems.config import Settings
 from ems.store import Store
 
@@ -35,7 +36,7 @@ def _kill_connections_of(settings: Settings, victim: Store) -> int:
 def test_producer_and_reader_survive_dropped_connections(settings: Settings) -> None:
     TopicAdmin(settings).create("t", 1)
     store = Store(settings)
-    producer = Producer(settings, store=store)
+    producer = Producer(backend=mysql_backend(settings, store))
     reader = Reader(settings, store=store)
     producer.send("t", b"before")
     assert _kill_connections_of(settings, store) >= 2

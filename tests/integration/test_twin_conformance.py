@@ -1,12 +1,13 @@
-"""The in-memory twin (ems.testing) keeps the MySQL store's rules: every test here runs
-once on the real server and once on the twin, through the ports the consumer uses."""
+"""The in-memory twin (ems.testing) keeps the MySQL store's and Redis's rules: every test
+here runs once on the real servers and once on the twin, through the ports the consumer
+uses, and through the real producers (ems.Producer and ems.aio.Producer) on each."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
 
 import pytest
 from hypothesis import HealthCheck, given
@@ -14,111 +15,37 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from ems.consumer.groups import ensure_group
-from ems.exceptions import DuplicateKey, NotLeader, StaleGeneration
+from ems.exceptions import (
+    BelowLowWatermark,
+    DuplicateKey,
+    EmsError,
+    NotLeader,
+    StaleGeneration,
+)
 from ems.offsets.reader import PartitionReader
-from ems.ports import ConsumeStore
+from ems.producer.partitioner import partition_for_key
 from ems.store import Store
-from ems.testing import MemoryStore
 from ems.types import (
     Delivery,
     Failure,
     Fetched,
     GroupInfo,
     NewMessage,
+    Record,
     Settlement,
     TopicInfo,
 )
 from ems.validation import MAX_BATCH_BYTES
-from tests.integration import seed
-
-
-@dataclass
-class Twin:
-    """One of the two implementations, and what the ports do not cover: seeding and
-    reading back rows."""
-
-    store: ConsumeStore
-    create_topic: Callable[[str, int], TopicInfo]
-    put: Callable[[TopicInfo, int, int, bytes], None]
-    log_state: Callable[[GroupInfo, int, int], tuple[str, int] | None]
-    dead: Callable[[GroupInfo], list[tuple[int, int, bytes]]]
-    #: A purge that emptied a partition below a low watermark.
-    empty: Callable[[TopicInfo, int, int], None]
-
-
-def _mysql(store: Store) -> Twin:
-    def put(topic: TopicInfo, partition: int, offset: int, body: bytes) -> None:
-        store.messages.insert([NewMessage(topic.id, partition, offset, None, None, body)])
-
-    def log_state(group: GroupInfo, partition: int, offset: int) -> tuple[str, int] | None:
-        rows = seed.sql(
-            store,
-            "SELECT state, attempts FROM topic_group_log "
-            "WHERE group_id = %s AND partition_no = %s AND offset_no = %s",
-            (group.id, partition, offset),
-        )
-        return (str(rows[0][0]), int(rows[0][1])) if rows else None
-
-    def dead(group: GroupInfo) -> list[tuple[int, int, bytes]]:
-        rows = seed.sql(
-            store,
-            "SELECT partition_no, offset_no, body FROM dead_message WHERE group_id = %s "
-            "ORDER BY partition_no, offset_no",
-            (group.id,),
-        )
-        return [(int(p), int(o), bytes(b)) for p, o, b in rows]
-
-    def empty(topic: TopicInfo, partition: int, low: int) -> None:
-        where = (topic.id, partition)
-        seed.sql(store, "DELETE FROM message WHERE topic_id = %s AND partition_no = %s", where)
-        seed.sql(
-            store,
-            "INSERT INTO partition_low (topic_id, partition_no, low_offset) VALUES (%s, %s, %s)",
-            (*where, low),
-        )
-
-    return Twin(
-        store=store,
-        create_topic=lambda name, n: store.topics.create(name, n, 24, 1 << 20),
-        put=put,
-        log_state=log_state,
-        dead=dead,
-        empty=empty,
-    )
-
-
-def _memory() -> Twin:
-    store = MemoryStore()
-
-    def log_state(group: GroupInfo, partition: int, offset: int) -> tuple[str, int] | None:
-        row = store.tables.log.get((group.id, partition, offset))
-        return None if row is None else (row.state, row.attempts)
-
-    def empty(topic: TopicInfo, partition: int, low: int) -> None:
-        with store.tables.lock:
-            store.tables.partitions.pop((topic.id, partition), None)
-            store.tables.lows[(topic.id, partition)] = low
-
-    return Twin(
-        store=store,
-        empty=empty,
-        create_topic=lambda name, n: store.topics.create(name, n, 24, 1 << 20),
-        put=lambda topic, p, o, body: store.messages.put(topic, p, o, body) and None,
-        log_state=log_state,
-        dead=lambda group: [
-            (d.partition, d.offset, d.message.body)
-            for d in store.tables.dead
-            if d.group_id == group.id
-        ],
-    )
+from tests.integration import seed, twins
+from tests.integration.twins import Twin
 
 
 @pytest.fixture(params=["mysql", "memory"])
 def twin(request: pytest.FixtureRequest) -> Iterator[Twin]:
     if request.param == "mysql":
-        yield _mysql(request.getfixturevalue("store"))
+        yield twins.mysql(request.getfixturevalue("store"))
     else:
-        yield _memory()
+        yield twins.memory()
 
 
 @pytest.fixture
@@ -445,3 +372,249 @@ def test_reads_cut_by_the_byte_budget_join_up_to_the_whole_partition(
         assert got  # more promised: each read makes progress
     assert seen == bodies and at == len(bodies)
     assert reader.read(topic.id, 0, at, limit, budget).messages == []
+
+
+# -- publishing: the write step, the offset counters and the real producers ----------------
+
+
+def _rows(
+    twin: Twin, topic: TopicInfo
+) -> dict[tuple[int, int], tuple[bytes | None, object, bytes]]:
+    """(partition, offset) -> (key, headers, body) of every row of the topic."""
+    return {
+        (m.partition, m.offset): (m.key, m.headers, m.body)
+        for p in range(topic.partitions)
+        for m in twin.store.messages.fetch(topic.id, p, 0, 100, MAX_BATCH_BYTES).rows
+    }
+
+
+def test_a_write_is_all_or_nothing_under_the_key_and_the_low_watermark(
+    twin: Twin, topic: TopicInfo
+) -> None:
+    messages = twin.store.messages
+    t = topic.id
+    messages.insert(
+        [
+            NewMessage(t, 0, 0, b"k", '{"h":"v"}', b"a"),
+            NewMessage(t, 0, 1, None, None, b"b"),
+            NewMessage(t, 1, 0, None, None, b"c"),
+        ],
+        42,
+    )
+    places = [(0, 0), (0, 1), (1, 0), (0, 2)]
+    assert [messages.write_token_at(t, p, o) for p, o in places] == [42, None, None, None]
+    with pytest.raises(DuplicateKey):  # the second row's offset is taken: neither is stored
+        messages.insert(
+            [NewMessage(t, 0, 2, None, None, b"new"), NewMessage(t, 0, 1, None, None, b"b2")], 43
+        )
+    twin.empty(topic, 2, 5)
+    with pytest.raises(BelowLowWatermark):  # partition 2's row lies below 5: neither is
+        messages.insert(
+            [NewMessage(t, 3, 0, None, None, b"x"), NewMessage(t, 2, 4, None, None, b"y")], 44
+        )
+    messages.insert([NewMessage(t, 2, 5, None, None, b"d")])
+    assert _rows(twin, topic) == {
+        (0, 0): (b"k", {"h": "v"}, b"a"),
+        (0, 1): (None, {}, b"b"),
+        (1, 0): (None, {}, b"c"),
+        (2, 5): (None, {}, b"d"),
+    }
+    assert messages.seed_offsets(t) == {0: 2, 1: 1, 2: 6}
+    twin.empty(topic, 3, 7)  # a partition emptied below its low watermark starts there
+    assert messages.seed_offsets(t) == {0: 2, 1: 1, 2: 6, 3: 7}
+
+
+@pytest.fixture(params=["sync", "aio"])
+def flavour(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.mark.parametrize("kind", ["redis", "mysql"])
+def test_counters_hand_out_ranges_and_are_reseeded_upward_only(
+    twin: Twin, topic: TopicInfo, kind: str, flavour: str
+) -> None:
+    t = topic.id
+    if flavour == "sync":
+        backend = twin.backend(kind)
+        counters = backend.allocator()
+        allocate, reseed = counters.allocate, counters.reseed
+    else:
+        loop = asyncio.new_event_loop()
+        aio_counters = twin.aio_backend(kind).allocator()
+
+        def allocate(topic_id: int, counts: Mapping[int, int]) -> dict[int, int]:
+            return loop.run_until_complete(aio_counters.allocate(topic_id, counts))
+
+        def reseed(topic_id: int, next_offsets: Mapping[int, int]) -> None:
+            loop.run_until_complete(aio_counters.reseed(topic_id, next_offsets))
+
+    try:
+        assert allocate(t, {0: 3}) == {0: 0}
+        assert allocate(t, {0: 2, 1: 1}) == {0: 3, 1: 0}
+        reseed(t, {0: 4, 1: 10})  # 4 lies below partition 0's counter: it stays at 5
+        assert allocate(t, {0: 1, 1: 2}) == {0: 5, 1: 10}
+        reseed(t, {})
+        assert allocate(t, {2: 1, 3: 4}) == {2: 0, 3: 0}
+        assert allocate(t, {1: 1, 3: 1}) == {1: 12, 3: 4}
+    finally:
+        if flavour == "sync":
+            counters.close()
+            backend.notifier.close()
+        else:
+            loop.run_until_complete(aio_counters.close())
+            loop.close()
+
+
+@pytest.fixture
+def producer(twin: Twin, flavour: str) -> Iterator[twins.Sender]:
+    sender = twins.sender(twin, flavour)
+    yield sender
+    sender.close()
+
+
+def test_sends_store_the_rows_they_report(
+    twin: Twin, topic: TopicInfo, producer: twins.Sender
+) -> None:
+    one = producer.send("t", b"a", key="k1", headers={"h": "v"})
+    batch = producer.send_batch(
+        "t",
+        [
+            Record(b"b", "k1"),
+            b"c",
+            {"body": "d", "key": b"k2", "headers": {"x": "y"}},
+            "e",
+        ],
+    )
+    placed = [one, *batch]
+    assert {m.topic for m in placed} == {"t"}
+    rows = _rows(twin, topic)
+    assert [rows[(m.partition, m.offset)] for m in placed] == [
+        (b"k1", {"h": "v"}, b"a"),
+        (b"k1", {}, b"b"),
+        (None, {}, b"c"),
+        (b"k2", {"x": "y"}, b"d"),
+        (None, {}, b"e"),
+    ]
+    assert len(rows) == len(placed)
+    by_partition: dict[int, list[int]] = {}
+    for m in placed:
+        by_partition.setdefault(m.partition, []).append(m.offset)
+    assert all(offsets == list(range(len(offsets))) for offsets in by_partition.values())
+    # Each write's token is stored with its first row only (what a lost reply is told by).
+    tokens = [twin.store.messages.write_token_at(topic.id, m.partition, m.offset) for m in placed]
+    assert None not in tokens[:2] and tokens[0] != tokens[1] and tokens[2:] == [None] * 3
+    assert producer.send_batch("t", []) == []
+
+
+def test_keys_choose_partitions_as_kafka_does_and_keyless_messages_go_round_robin(
+    twin: Twin, topic: TopicInfo, producer: twins.Sender
+) -> None:
+    keys = [f"project-{i}" for i in range(12)]
+    placed = producer.send_batch("t", [Record(b"x", k) for k in keys])
+    assert [m.partition for m in placed] == [partition_for_key(k.encode(), 4) for k in keys]
+    singles = [producer.send("t", b"y", key=k).partition for k in keys[:4]]
+    assert singles == [m.partition for m in placed[:4]]
+    keyless = [producer.send("t", b"z").partition for _ in range(6)]
+    keyless += [m.partition for m in producer.send_batch("t", [b"z"] * 6)]
+    assert keyless == [0, 1, 2, 3] * 3
+
+
+def _refusals(producer: twins.Sender) -> list[tuple[str, str]]:
+    """What each bad call raised, by type and message."""
+    bad: list[Callable[[], object]] = [
+        lambda: producer.send("no spaces", b"x"),
+        lambda: producer.send("nowhere", b"x"),
+        lambda: producer.send("t", b"x" * ((1 << 20) + 1)),
+        lambda: producer.send("t", b"x", headers={"n": 1}),  # type: ignore[dict-item]
+        lambda: producer.send("t", b"x", headers=["n"]),  # type: ignore[arg-type]
+        lambda: producer.send("t", b"x", key=b"k" * 256),
+        lambda: producer.send("t", 5),  # type: ignore[arg-type]
+        lambda: producer.send_batch("t", [b"ok", Record(b"x", headers={"n": 1})]),  # type: ignore[dict-item]
+        lambda: producer.send_batch("t", [b"ok", 5]),  # type: ignore[list-item]
+    ]
+    found = []
+    for call in bad:
+        with pytest.raises(EmsError) as raised:
+            call()
+        found.append((type(raised.value).__name__, str(raised.value)))
+    return found
+
+
+def test_bad_input_is_refused_before_anything_is_written(
+    twin: Twin, topic: TopicInfo, producer: twins.Sender
+) -> None:
+    assert [name for name, _ in _refusals(producer)] == [
+        "InvalidName",
+        "UnknownTopic",
+        "BodyTooLarge",
+        "InvalidHeaders",
+        "InvalidHeaders",
+        "InvalidKey",
+        "InvalidBody",
+        "InvalidHeaders",
+        "InvalidInput",
+    ]
+    assert twin.store.messages.high_watermarks(topic) == {0: 0, 1: 0, 2: 0, 3: 0}
+
+
+def test_a_taken_offset_makes_the_producer_reseed_and_succeed(
+    twin: Twin, producer: twins.Sender
+) -> None:
+    one = twin.create_topic("one", 1)
+    assert producer.send("one", b"a").offset == 0
+    twin.put(one, 0, 1, b"squatter")  # a row the counter knows nothing of
+    assert producer.send("one", b"b").offset == 2
+    twin.put(one, 0, 3, b"squatter")
+    # [3, 5) was handed out and refused whole; the counter goes past it, so 4 is a hole.
+    assert [m.offset for m in producer.send_batch("one", [b"c", b"d"])] == [5, 6]
+    assert {o: body for (_, o), (_, _, body) in _rows(twin, one).items()} == {
+        0: b"a",
+        1: b"squatter",
+        2: b"b",
+        3: b"squatter",
+        5: b"c",
+        6: b"d",
+    }
+
+
+def test_below_the_low_watermark_is_refused_and_the_producer_moves_past_it(
+    twin: Twin, producer: twins.Sender
+) -> None:
+    one = twin.create_topic("one", 1)
+    assert producer.send("one", b"a").offset == 0
+    twin.empty(one, 0, 5)  # a purge emptied the partition up to 5: the counter is at 1
+    assert producer.send("one", b"b").offset == 5
+    assert _rows(twin, one) == {(0, 5): (None, {}, b"b")}
+
+
+def test_counters_that_lost_their_values_are_noticed_and_reseeded(
+    twin: Twin, producer: twins.Sender
+) -> None:
+    one = twin.create_topic("one", 1)
+    assert [m.offset for m in producer.send_batch("one", [b"a", b"b"])] == [0, 1]
+    twin.lose_counters()  # a restart without persistence: the next range starts at 0
+    assert producer.send("one", b"c").offset == 2
+    assert [m.offset for m in producer.send_batch("one", [b"d", b"e"])] == [3, 4]
+    assert sorted(_rows(twin, one)) == [(0, o) for o in range(5)]
+
+
+def _publish_script(twin: Twin, flavour: str) -> list[object]:
+    """Every outcome of one run of sends and bad calls on a fresh twin."""
+    topic = twin.create_topic("t", 4)
+    sender = twins.sender(twin, flavour)
+    try:
+        outcomes: list[object] = [sender.send("t", b"a", key="project-7")]
+        outcomes += sender.send_batch("t", [Record(b"x", f"k{i}") for i in range(10)])
+        outcomes += sender.send_batch("t", [b"y", "z", {"body": b"w", "key": "k3"}])
+        outcomes += [sender.send("t", b"b"), sender.send("t", b"c", key=b"k3")]
+        outcomes += _refusals(sender)
+        outcomes.append(twin.store.messages.high_watermarks(topic))
+    finally:
+        sender.close()
+    return outcomes
+
+
+def test_mysql_and_the_twin_place_and_refuse_alike(store: Store, flavour: str) -> None:
+    on_mysql = _publish_script(twins.mysql(store), flavour)
+    assert on_mysql == _publish_script(twins.memory(), flavour)
+    assert sum(on_mysql[-1].values()) == 16  # type: ignore[attr-defined]

@@ -3,6 +3,7 @@ in-memory twin (ems.testing): the same code that runs on MySQL and Redis, no ser
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -216,6 +217,36 @@ def test_a_running_consumer_wakes_on_a_send_from_another_thread() -> None:
         consumer.stop()
         runner.join(10)
     assert broker.committed("g", "t") == {0: 1}
+
+
+def test_the_brokers_producers_share_its_counters_and_reach_its_consumers() -> None:
+    """broker.producer() and broker.aio_producer() are the real producers on the twin:
+    with the broker's own send they take offsets from one set of counters (as producers
+    sharing one Redis do), and a running consumer gets every message in order."""
+    broker = MemoryBroker()
+    broker.create_topic("t")
+    handled: list[bytes] = []
+    consumer = broker.consumer("g", "t", lambda d: handled.append(d.body), **FAST)
+    runner = threading.Thread(target=consumer.run, kwargs={"handle_signals": False})
+    runner.start()
+
+    async def publish_async() -> list[int]:
+        async with broker.aio_producer() as producer:
+            return [m.offset for m in await producer.send_batch("t", [b"c", b"d"])]
+
+    try:
+        wait_until(lambda: owned(consumer) == {0})
+        assert broker.send("t", b"a").offset == 0
+        with broker.producer() as producer:
+            assert producer.send("t", b"b").offset == 1
+        assert asyncio.run(publish_async()) == [2, 3]
+        assert broker.send_batch("t", [b"e"])[0].offset == 4
+        wait_until(lambda: len(handled) == 5)
+    finally:
+        consumer.stop()
+        runner.join(10)
+    assert handled == [b"a", b"b", b"c", b"d", b"e"]
+    assert broker.committed("g", "t") == {0: 5}
 
 
 def test_the_guides_example_runs() -> None:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from ems.offsets.budget import rows_to_scan
 from ems.offsets.reader import PartitionReader
 from ems.testing import MemoryStore
-from ems.testing.memory import MemoryMessages
+from ems.testing.messages import MemoryMessages
 from ems.types import Fetched
 from ems.values.fetch import within_budget
 

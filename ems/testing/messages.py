@@ -1,0 +1,183 @@
+"""The in-memory twin of the topic and message tables (ems.ports.Topics and Messages):
+what partition readers fetch, and what producers insert, under the server's unique key
+(topic, partition, offset) and low watermarks."""
+
+from __future__ import annotations
+
+import bisect
+import datetime as dt
+import json
+from collections.abc import Iterable, Mapping, Sequence
+
+from ems.exceptions import BelowLowWatermark, DuplicateKey, TopicExists, UnknownTopic
+from ems.testing.tables import Tables
+from ems.types import Fetched, NewMessage, PartitionStats, StoredMessage, TopicInfo
+from ems.values.fetch import within_budget
+
+
+class MemoryTopics:
+    def __init__(self, t: Tables) -> None:
+        self.t = t
+
+    def create(
+        self, name: str, partitions: int, retention_hours: int, max_body_bytes: int
+    ) -> TopicInfo:
+        with self.t.lock:
+            if name in self.t.topics:
+                raise TopicExists(f"topic {name!r} already exists")
+            info = TopicInfo(
+                id=self.t.next_id("topic"),
+                name=name,
+                partitions=partitions,
+                retention_hours=retention_hours,
+                max_body_bytes=max_body_bytes,
+                created_at=self.t.clock(),
+            )
+            self.t.topics[name] = info
+            return info
+
+    def get(self, name: str) -> TopicInfo:
+        with self.t.lock:
+            info = self.t.topics.get(name)
+        if info is None:
+            raise UnknownTopic(f"unknown topic {name!r}")
+        return info
+
+    def partition_stats(self, topic: TopicInfo, *, exact: bool = False) -> list[PartitionStats]:
+        with self.t.lock:
+            stats = []
+            for p in range(topic.partitions):
+                rows, stored = self.t.rows(topic.id, p), self.t.stored_offsets(topic.id, p)
+                low = stored[0] if stored else None
+                high = stored[-1] + 1 if stored else self.t.lows.get((topic.id, p), 0)
+                tombstones = sum(1 for m in rows.values() if m.tombstone)
+                stats.append(
+                    PartitionStats(
+                        partition=p,
+                        low_watermark=low,
+                        high_watermark=high,
+                        messages=len(rows) - tombstones if exact else _span(low, high),
+                        tombstones=tombstones if exact else None,
+                    )
+                )
+            return stats
+
+
+def _span(low: int | None, high: int) -> int:
+    """Stored offsets between the watermarks, tombstones included (the server's rule)."""
+    return high - low if low is not None else 0
+
+
+class MemoryMessages:
+    def __init__(self, t: Tables) -> None:
+        self.t = t
+
+    def put(
+        self,
+        topic: TopicInfo,
+        partition: int,
+        offset: int,
+        body: bytes,
+        key: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> StoredMessage:
+        """Store one message at a given offset (DuplicateKey when it is taken): a test
+        leaves holes by skipping offsets."""
+        with self.t.lock:
+            return self.t.add(topic.id, partition, offset, body, key=key, headers=headers)
+
+    def empty(self, topic: TopicInfo, partition: int, low: int) -> None:
+        """What a purge that emptied the partition below `low` leaves: no rows, and a
+        low watermark no producer writes below."""
+        with self.t.lock:
+            self.t.empty(topic.id, partition, low)
+
+    # -- a producer's write step (ems.ports.MessageWrites) --------------------------------
+
+    def insert(self, messages: Sequence[NewMessage], token: int | None = None) -> None:
+        """All rows or none, as the server's INSERT: BelowLowWatermark if an offset lies
+        below its partition's low watermark, DuplicateKey if one is taken (or repeated);
+        the first row carries the write token."""
+        with self.t.lock:
+            self._check(messages)
+            for i, m in enumerate(messages):
+                self.t.add(
+                    m.topic_id,
+                    m.partition,
+                    m.offset,
+                    m.body,
+                    key=m.key,
+                    headers=json.loads(m.headers) if m.headers else None,
+                    token=token if i == 0 else None,
+                )
+
+    def _check(self, messages: Sequence[NewMessage]) -> None:
+        """The server's refusals, before any row is written."""
+        lows = self.t.lows
+        if any(m.offset < lows.get((m.topic_id, m.partition), 0) for m in messages):
+            raise BelowLowWatermark(
+                "an offset lies below its partition's low watermark; nothing was inserted"
+            )
+        places: set[tuple[int, int, int]] = set()
+        for m in messages:
+            place = (m.topic_id, m.partition, m.offset)
+            if place in places or m.offset in self.t.rows(m.topic_id, m.partition):
+                raise DuplicateKey(f"offset {m.offset} of partition {m.partition} is taken")
+            places.add(place)
+
+    def write_token_at(self, topic_id: int, partition: int, offset: int) -> int | None:
+        with self.t.lock:
+            m = self.t.rows(topic_id, partition).get(offset)
+            return None if m is None else self.t.tokens.get(m.id)
+
+    def seed_offsets(self, topic_id: int) -> dict[int, int]:
+        """Past each partition's highest stored offset, never below its low watermark."""
+        with self.t.lock:
+            seeds = {p: low for (t, p), low in self.t.lows.items() if t == topic_id}
+            for t, p in list(self.t.partitions):
+                stored = self.t.stored_offsets(t, p) if t == topic_id else None
+                if stored:
+                    seeds[p] = max(stored[-1] + 1, seeds.get(p, 0))
+            return seeds
+
+    # -- a partition reader's (ems.ports.MessageLog) --------------------------------------
+
+    def next_offset(self, topic_id: int, partition: int) -> int:
+        with self.t.lock:
+            stored = self.t.stored_offsets(topic_id, partition)
+            return stored[-1] + 1 if stored else self.t.lows.get((topic_id, partition), 0)
+
+    def fetch(
+        self,
+        topic_id: int,
+        partition: int,
+        from_offset: int,
+        limit: int,
+        max_bytes: int,
+        *,
+        at_least_one: bool = True,
+    ) -> Fetched:
+        with self.t.lock:
+            rows, stored = (
+                self.t.rows(topic_id, partition),
+                self.t.stored_offsets(topic_id, partition),
+            )
+            start = bisect.bisect_left(stored, from_offset)
+            window = [rows[o] for o in stored[start : start + limit]]
+        kept = within_budget([len(m.body) for m in window], max_bytes, at_least_one)
+        return Fetched(rows=window[:kept], cut=kept < len(window))
+
+    def low_offset(self, topic_id: int, partition: int) -> int | None:
+        with self.t.lock:
+            return self.t.lows.get((topic_id, partition))
+
+    def now(self) -> dt.datetime:
+        return self.t.clock()
+
+    def insert_tombstones(self, topic_id: int, partition: int, offsets: Iterable[int]) -> None:
+        with self.t.lock:
+            for o in offsets:  # one row at a time, as the server's statements go
+                self.t.add(topic_id, partition, o, b"", tombstone=True)
+
+    def high_watermarks(self, topic: TopicInfo) -> dict[int, int]:
+        return {p: self.next_offset(topic.id, p) for p in range(topic.partitions)}
