@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ems.autoscale.step import Autoscaler, autoscaler_for
 from ems.config import Settings
 from ems.offsets.allocators import allocator_for
-from ems.ports import Callbacks, Notifier, OffsetAllocator, Storage, Subscription
+from ems.ports import Callbacks, Notifier, OffsetAllocator, Outbox, Storage, Subscription
 from ems.store import Store
 from ems.types import GroupInfo
 from ems.wakeups import Listener, Publisher
@@ -33,6 +33,8 @@ class Backend:
     subscribe: Callable[[Callbacks], Subscription]
     autoscaler: Callable[[GroupInfo], Autoscaler | None]
     allocator: Callable[[], OffsetAllocator]
+    #: Where transactional sends write (None: this backend takes none).
+    outbox: Outbox | None = None
 
 
 def mysql_backend(settings: Settings, store: Store | None = None) -> Backend:
@@ -47,4 +49,5 @@ def mysql_backend(settings: Settings, store: Store | None = None) -> Backend:
         subscribe=lambda callbacks: Listener(settings, callbacks),
         autoscaler=lambda group: autoscaler_for(opened, group, settings),
         allocator=lambda: allocator_for(settings, opened.heads),
+        outbox=opened.outbox,
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 from ems.types import (
@@ -25,6 +26,7 @@ from ems.types import (
     LeaderInfo,
     MemberInfo,
     NewMessage,
+    OutboxRow,
     PartitionStats,
     Settlement,
     TopicInfo,
@@ -322,6 +324,50 @@ class AsyncOffsetAllocator(Protocol):
         """Make sure the next offsets handed out are at least next_offsets[p]."""
 
     async def close(self) -> None: ...
+
+
+# -- transactional publishing -----------------------------------------------------------
+
+#: (partition, key, headers JSON, body) of a validated message.
+OutboxItem = tuple[int, bytes | None, str | None, bytes]
+
+
+class OutboxWrites(Protocol):
+    def write(
+        self,
+        tx: object,
+        topic_id: int,
+        items: Sequence[OutboxItem],
+        on_commit: Callable[[], None] | None = None,
+    ) -> None:
+        """Write the items into the outbox inside the caller's transaction tx, and call
+        on_commit when it commits (where the caller's library tells): InvalidTransaction
+        when tx cannot carry them, ForeignTransaction when it runs on another server."""
+
+
+class RelayBatch(Protocol):
+    """A topic's oldest committed outbox rows, held by one relay's transaction."""
+
+    rows: list[OutboxRow]
+
+    def move(self, messages: Sequence[NewMessage]) -> None:
+        """Insert the rows at their places and delete them from the outbox, at the
+        transaction's commit: DuplicateKey or BelowLowWatermark as MessageWrites.insert."""
+
+
+class Outbox(Protocol):
+    """Transactional publishing's table: written in callers' transactions, emptied by
+    relays into the message table."""
+
+    @property
+    def writer(self) -> OutboxWrites: ...
+
+    def waiting(self) -> list[TopicInfo]:
+        """The topics whose outbox holds committed rows."""
+
+    def relay(self, topic_id: int, limit: int) -> AbstractContextManager[RelayBatch | None]:
+        """Up to limit of the topic's oldest committed rows in a transaction that
+        commits when the block ends; None while another relay holds the topic."""
 
 
 # -- wake-ups ----------------------------------------------------------------------------

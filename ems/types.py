@@ -70,6 +70,17 @@ class NewMessage(NamedTuple):
     body: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    """A transactional send's message, committed and waiting for its offset."""
+
+    id: int
+    partition: int
+    key: bytes | None
+    headers: str | None
+    body: bytes
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class StoredMessage:
     """A message read back from a partition."""

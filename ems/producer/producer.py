@@ -32,6 +32,7 @@ from ems.producer.planning import (
     prepare_batch,
     went_back,
 )
+from ems.producer.transactional import Transactions
 from ems.types import NewMessage, Record, RecordMetadata, TopicInfo
 from ems.validation import check_name
 
@@ -72,6 +73,7 @@ class Producer:
         #: Per topic id and partition, the end of the last range its counter handed out.
         self._ends = RangeEnds()
         self._allocating = threading.Lock()
+        self._transactions = Transactions(backend.outbox, self, self.settings.relay_interval)
 
     @property
     def allocator(self) -> OffsetAllocator:
@@ -89,18 +91,32 @@ class Producer:
         body: bytes | str,
         key: str | bytes | None = None,
         headers: Mapping[str, str] | None = None,
+        *,
+        transaction: object = None,
     ) -> RecordMetadata:
         """Publish one message; returns its partition and offset once committed. Raises
-        SendTimeout if Redis or the database stayed away for the whole send timeout."""
+        SendTimeout if Redis or the database stayed away for the whole send timeout.
+
+        With a transaction (a SQLAlchemy Session or Connection, or a PyMySQL connection,
+        on the server of this ems database), the message is published if and only if that
+        transaction commits, and seen by no consumer before: its offset is not known
+        yet (-1). See docs/transactions.md."""
+        if transaction is not None:
+            return self._send_in(transaction, topic, (Record(body, key, headers),))[0]
         deadline = time.monotonic() + self.settings.send_timeout
         info = self._topics.get(topic) or self._topic(topic, deadline)
         prepared = prepare(info, Record(body, key, headers), {}, self._round_robin)
         (placed,) = self._committer(info).submit((prepared,), deadline)
         return RecordMetadata(info.name, placed.partition, placed.offset)
 
-    def send_batch(self, topic: str, messages: Iterable[Outgoing]) -> list[RecordMetadata]:
+    def send_batch(
+        self, topic: str, messages: Iterable[Outgoing], *, transaction: object = None
+    ) -> list[RecordMetadata]:
         """Publish messages with one allocation per partition and one multi-row INSERT.
-        All or none are committed. Results are in input order."""
+        All or none are committed. Results are in input order. With a transaction: as
+        send's, all of them in their order."""
+        if transaction is not None:
+            return self._send_in(transaction, topic, messages)
         deadline = time.monotonic() + self.settings.send_timeout
         info = self._topics.get(topic) or self._topic(topic, deadline)
         prepared = prepare_batch(info, messages, self._round_robin)
@@ -110,7 +126,13 @@ class Producer:
         name = info.name
         return [RecordMetadata(name, m.partition, m.offset) for m in placed]
 
+    def relay(self) -> int:
+        """Move the messages of committed transactional sends into their topics now (the
+        producer's relay does so by itself); returns how many it moved."""
+        return self._transactions.relay()
+
     def close(self) -> None:
+        self._transactions.close()
         self._wakeups.close()
         if self._allocator is not None:
             self._allocator.close()
@@ -129,6 +151,27 @@ class Producer:
         self.close()
 
     # -- steps -----------------------------------------------------------------------
+
+    def _send_in(
+        self, tx: object, topic: str, messages: Iterable[Outgoing]
+    ) -> list[RecordMetadata]:
+        """A transactional send: validated and partitioned as any, written in tx. No
+        offset is taken, so neither Redis nor the counters are needed here."""
+        info = self._topics.get(topic) or self.store.topics.get(check_name(topic, "topic"))
+        prepared = prepare_batch(info, messages, self._round_robin)
+        return self._transactions.write(tx, info, prepared)
+
+    # The relay's Placer: offsets for moved rows, and what a move tells.
+
+    def allocate_for(self, info: TopicInfo, counts: Mapping[int, int]) -> dict[int, int] | None:
+        return self._allocate(info, counts)
+
+    def reseed_for(self, info: TopicInfo) -> None:
+        self._reseed(info)
+
+    def moved(self, info: TopicInfo, rows: Sequence[NewMessage]) -> None:
+        self._wakeups.messages(info.id, {r.partition: r.offset for r in rows})
+        published(info.name).inc(len(rows))
 
     def _topic(self, name: str, deadline: float) -> TopicInfo:
         check_name(name, "topic")

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from ems.exceptions import BelowLowWatermark, DuplicateKey, EmsError
+from ems.ports import Outbox
 from ems.producer.planning import CONFLICT_ATTEMPTS, offset_conflict, partition_counts, place
-from ems.store.outbox import OutboxStore
-from ems.types import TopicInfo
+from ems.types import NewMessage, TopicInfo
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +38,8 @@ class Placer(Protocol):
 
     def reseed_for(self, info: TopicInfo) -> None: ...
 
-    def woken(self, info: TopicInfo, lasts: Mapping[int, int]) -> None:
-        """Tell consumers that offsets up to these were stored."""
+    def moved(self, info: TopicInfo, rows: Sequence[NewMessage]) -> None:
+        """The rows were stored: wake the topic's consumers, count them published."""
 
 
 class _WentBack(Exception):
@@ -51,23 +51,18 @@ class Relay:
 
     def __init__(
         self,
-        outbox: OutboxStore,
-        topic: Callable[[int], TopicInfo | None],
+        outbox: Outbox,
         placer: Placer,
         move_max: int = MOVE_MAX,
     ) -> None:
         self._outbox = outbox
-        self._topic = topic
         self._placer = placer
         self._move_max = move_max
 
     def run_once(self) -> int:
         """Move what waits now, every topic; the number of messages moved."""
         moved = 0
-        for topic_id in self._outbox.waiting():
-            info = self._topic(topic_id)
-            if info is None:  # the topic was deleted; its rows go with it
-                continue
+        for info in self._outbox.waiting():
             while True:
                 count = self.move(info)
                 moved += count
@@ -100,7 +95,7 @@ class Relay:
                 raise _WentBack()
             rows = place(info.id, items, firsts)
             batch.move(rows)
-        self._placer.woken(info, {r.partition: r.offset for r in rows})
+        self._placer.moved(info, rows)
         return len(rows)
 
 

@@ -16,7 +16,6 @@ import weakref
 from binascii import hexlify
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import pymysql
@@ -40,10 +39,10 @@ from ems.store.messages import (
     insert_statements,
     key_headers,
 )
-from ems.types import NewMessage
+from ems.types import NewMessage, OutboxRow, TopicInfo
 
 #: (partition, key, headers JSON, body) of a validated message (ems.producer.planning).
-OutboxItem = tuple[int, bytes | None, str | None, bytes]
+OutboxItem = tuple[int, bytes | None, str | None, bytes]  # as ems.ports.OutboxItem
 #: What a transactional send writes through: the caller's transaction.
 CallerTransaction = Session | Connection | pymysql.connections.Connection
 
@@ -54,7 +53,12 @@ _ROW = "(%d,%d,%s,%s,X'%s')"
 _PARAMS_ROW = "(%s,%s,%s,%s,%s)"
 _INSTALLATION = "SELECT uuid FROM {schema}.installation ORDER BY id LIMIT 1"
 
-_WAITING = "SELECT DISTINCT topic_id FROM message_outbox"
+# The topics whose outbox holds committed rows: an index scan of the outbox's topic ids
+# (rows of a topic since deleted are left where they are).
+_WAITING = (
+    "SELECT id, name, partitions, retention_hours, max_body_bytes, created_at FROM topic "
+    "WHERE id IN (SELECT DISTINCT topic_id FROM message_outbox) ORDER BY id"
+)
 _ENSURE = "INSERT IGNORE INTO outbox_relay (topic_id) VALUES (%s)"
 # One relay per topic at a time keeps a transaction's rows in order; the others skip the
 # topic rather than wait for it.
@@ -256,15 +260,6 @@ class OutboxWriter:
         self.confirm(rows, conn.dbapi, session)
 
 
-@dataclass(frozen=True, slots=True)
-class OutboxRow:
-    id: int
-    partition: int
-    key: bytes | None
-    headers: str | None
-    body: bytes
-
-
 class RelayBatch:
     """A topic's committed outbox rows, oldest first, taken by one relay inside its
     transaction; move() inserts them at their offsets and deletes them, all at commit."""
@@ -316,9 +311,19 @@ class OutboxStore:
         self.writer = OutboxWriter(db)
         self._ensured: set[int] = set()
 
-    def waiting(self) -> list[int]:
-        """Ids of the topics with committed outbox rows (an index scan of their ids)."""
-        return [int(t) for (t,) in self.db.select(_WAITING, ())]
+    def waiting(self) -> list[TopicInfo]:
+        """The topics with committed outbox rows."""
+        return [
+            TopicInfo(
+                id=int(i),
+                name=n,
+                partitions=int(p),
+                retention_hours=int(r),
+                max_body_bytes=int(m),
+                created_at=c,
+            )
+            for i, n, p, r, m, c in self.db.select(_WAITING, ())
+        ]
 
     @contextmanager
     def relay(self, topic_id: int, limit: int) -> Iterator[RelayBatch | None]:

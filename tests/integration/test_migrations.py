@@ -141,7 +141,7 @@ def test_the_outbox_migration_adds_its_tables_and_names_the_installation(
     scratch: Settings,
 ) -> None:
     migrate.upgrade(scratch)
-    assert OUTBOX_TABLES <= _tables(scratch)
+    assert _tables(scratch) >= OUTBOX_TABLES
     (first,) = _installations(scratch)
     assert len(first) == 36
     migrate.downgrade(scratch, "0014")
