@@ -13,6 +13,7 @@ from ems.aio.wakeups import AsyncPublisher
 from ems.config import Settings
 from ems.offsets.aio import async_allocator_for
 from ems.ports import AsyncNotifier, AsyncOffsetAllocator, AsyncPublishStore
+from ems.producer import Producer
 from ems.store.aio import AsyncMessageStore
 
 
@@ -25,6 +26,9 @@ class AsyncBackend:
     store: AsyncPublishStore
     notifier: AsyncNotifier
     allocator: Callable[[], AsyncOffsetAllocator]
+    #: The thread-based producer whose relay moves this one's transactional sends,
+    #: opened at the first (None: this backend takes none).
+    relay: Callable[[], Producer] | None = None
 
 
 def mysql_aio_backend(settings: Settings) -> AsyncBackend:
@@ -36,4 +40,5 @@ def mysql_aio_backend(settings: Settings) -> AsyncBackend:
         store=store,
         notifier=AsyncPublisher(settings),
         allocator=lambda: async_allocator_for(settings, store),
+        relay=lambda: Producer(settings),
     )

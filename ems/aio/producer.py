@@ -14,9 +14,16 @@ from typing import Self
 from ems.aio.backend import AsyncBackend, mysql_aio_backend
 from ems.aio.group import AsyncGroupCommit
 from ems.config import Settings
-from ems.exceptions import BelowLowWatermark, DuplicateKey, EmsError, RedisUnavailable
+from ems.exceptions import (
+    BelowLowWatermark,
+    DuplicateKey,
+    EmsError,
+    InvalidTransaction,
+    RedisUnavailable,
+)
 from ems.metrics import published
 from ems.ports import AsyncOffsetAllocator
+from ems.producer import Producer as ThreadProducer
 from ems.producer.deadline import PASSING, Attempts
 from ems.producer.partitioner import RoundRobin
 from ems.producer.planning import (
@@ -31,6 +38,8 @@ from ems.producer.planning import (
     prepare,
     prepare_batch,
 )
+from ems.producer.transactional import UNKNOWN_OFFSET
+from ems.store import aio_outbox
 from ems.types import NewMessage, Record, RecordMetadata, TopicInfo
 from ems.validation import check_name
 
@@ -77,6 +86,7 @@ class Producer:
         self._wakeups = backend.notifier
         self._ends = RangeEnds()
         self._allocating = asyncio.Lock()
+        self._relay: ThreadProducer | None = None
 
     @property
     def allocator(self) -> AsyncOffsetAllocator:
@@ -93,18 +103,29 @@ class Producer:
         body: bytes | str,
         key: str | bytes | None = None,
         headers: Mapping[str, str] | None = None,
+        *,
+        transaction: object = None,
     ) -> RecordMetadata:
         """Publish one message; returns its partition and offset once committed. Raises
-        SendTimeout if Redis or the database stayed away for the whole send timeout."""
+        SendTimeout if Redis or the database stayed away for the whole send timeout.
+        With a transaction (a SQLAlchemy AsyncSession or AsyncConnection on the server of
+        this ems database): as ems.Producer.send's, published if and only if it commits."""
+        if transaction is not None:
+            return (await self._send_in(transaction, topic, (Record(body, key, headers),)))[0]
         deadline = time.monotonic() + self.settings.send_timeout
         info = self._topics.get(topic) or await self._topic(topic, deadline)
         prepared = prepare(info, Record(body, key, headers), {}, self._round_robin)
         (placed,) = await self._committer(info).submit((prepared,), deadline)
         return RecordMetadata(info.name, placed.partition, placed.offset)
 
-    async def send_batch(self, topic: str, records: Iterable[Outgoing]) -> list[RecordMetadata]:
+    async def send_batch(
+        self, topic: str, records: Iterable[Outgoing], *, transaction: object = None
+    ) -> list[RecordMetadata]:
         """Publish messages with one allocation per partition and one multi-row INSERT
-        (shared with concurrent sends). All or none are committed; results in input order."""
+        (shared with concurrent sends). All or none are committed; results in input order.
+        With a transaction: as send's."""
+        if transaction is not None:
+            return await self._send_in(transaction, topic, records)
         deadline = time.monotonic() + self.settings.send_timeout
         info = self._topics.get(topic) or await self._topic(topic, deadline)
         prepared = prepare_batch(info, records, self._round_robin)
@@ -119,6 +140,8 @@ class Producer:
         for committer in list(self._committers.values()):
             await committer.wait_idle()
         await self._wakeups.close()
+        if self._relay is not None:
+            await asyncio.to_thread(self._relay.close)
         if self._allocator is not None:
             await self._allocator.close()
         await self.store.close()
@@ -135,6 +158,26 @@ class Producer:
         await self.close()
 
     # -- steps -----------------------------------------------------------------------
+
+    async def _send_in(
+        self, tx: object, topic: str, records: Iterable[Outgoing]
+    ) -> list[RecordMetadata]:
+        """A transactional send: validated and partitioned as any, written in tx by the
+        relay producer's outbox writer, awaited; no offset is taken."""
+        relay = self._relay_producer()
+        writer, wake = relay.transactions.writer()
+        info = self._topics.get(topic) or await self.store.topic(check_name(topic, "topic"))
+        prepared = prepare_batch(info, records, self._round_robin)
+        if prepared:
+            await aio_outbox.write(writer, tx, info.id, prepared, wake)
+        return [RecordMetadata(info.name, p[0], UNKNOWN_OFFSET) for p in prepared]
+
+    def _relay_producer(self) -> ThreadProducer:
+        if self._relay is None:
+            if self.backend.relay is None:
+                raise InvalidTransaction("this producer's backend takes no transactional sends")
+            self._relay = self.backend.relay()
+        return self._relay
 
     async def _topic(self, name: str, deadline: float) -> TopicInfo:
         """The topic, looked up once however many tasks ask at the same time (within the

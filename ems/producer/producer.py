@@ -126,6 +126,11 @@ class Producer:
         name = info.name
         return [RecordMetadata(name, m.partition, m.offset) for m in placed]
 
+    @property
+    def transactions(self) -> Transactions:
+        """This producer's transactional side (its outbox writer and relay)."""
+        return self._transactions
+
     def relay(self) -> int:
         """Move the messages of committed transactional sends into their topics now (the
         producer's relay does so by itself); returns how many it moved."""

@@ -10,11 +10,11 @@ never wait on a hole it made. See docs/transactions.md.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 
 from ems.exceptions import EmsError, InvalidTransaction
-from ems.ports import Outbox
+from ems.ports import Outbox, OutboxWrites
 from ems.producer.planning import Prepared
 from ems.producer.relay import Placer, Relay, RelayLoop
 from ems.types import RecordMetadata, TopicInfo
@@ -44,6 +44,12 @@ class Transactions:
         if prepared:
             outbox.writer.write(tx, info.id, prepared, loop.poke)
         return [RecordMetadata(info.name, p[0], UNKNOWN_OFFSET) for p in prepared]
+
+    def writer(self) -> tuple[OutboxWrites, Callable[[], None]]:
+        """The outbox's writer and what wakes the relay after a commit (ems.aio's
+        producer writes through them, awaited, and relays through this one)."""
+        outbox = self._checked()
+        return outbox.writer, self._started(outbox).poke
 
     def relay(self) -> int:
         """Move what committed transactions left in the outbox, now; how many moved."""

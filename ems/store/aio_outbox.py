@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from ems.exceptions import InvalidTransaction, StoreError
 from ems.store.database import translate
-from ems.store.outbox import ON_COMMIT, OutboxItem, OutboxWriter, outbox_statements
+from ems.store.outbox import ON_COMMIT, OutboxItem, OutboxWriter, identity_of, outbox_statements
 
 
 async def _connection(tx: object) -> AsyncConnection:
@@ -36,13 +36,15 @@ async def _execute(conn: AsyncConnection, sql: str, params: tuple[object, ...]) 
 
 
 async def write(
-    writer: OutboxWriter,
+    writer: object,
     tx: object,
     topic_id: int,
     items: Sequence[OutboxItem],
     on_commit: Callable[[], None] | None = None,
 ) -> None:
-    """As OutboxWriter.write, awaited."""
+    """As OutboxWriter.write, awaited (writer: the MySQL store's)."""
+    if not isinstance(writer, OutboxWriter):
+        raise InvalidTransaction("an asyncio transactional send needs the MySQL store")
     conn = await _connection(tx)
     sync = conn.sync_connection
     assert sync is not None  # an AsyncConnection handed out is started
@@ -52,16 +54,14 @@ async def write(
             "the connection is in autocommit: each statement would commit alone, so a "
             "transactional send needs a connection inside a transaction"
         )
-    driver = sync.connection.driver_connection
-    thread_id = getattr(driver, "thread_id", None)
-    session = thread_id() if callable(thread_id) else None
-    if not writer.checked(dbapi, session):
+    identity = identity_of(sync.connection.driver_connection)
+    if not writer.checked(identity):
         await asyncio.to_thread(writer.installation)
         try:
             rows = await _execute(conn, writer.identity_sql, ())
         except StoreError as exc:
             raise writer.unreachable(exc) from None
-        writer.confirm(rows, dbapi, session)
+        writer.confirm(rows, identity)
     for sql, params in outbox_statements(writer.schema, topic_id, items):
         await _execute(conn, sql, params)
     if on_commit is not None:

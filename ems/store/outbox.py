@@ -12,8 +12,8 @@ so no reader waits on a hole it made, and the relay reads the outbox without loc
 
 from __future__ import annotations
 
-import weakref
 from binascii import hexlify
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -90,6 +90,21 @@ def _rolling_back(conn: Connection) -> None:
 # before the rows are visible, and so looks again shortly (ems.producer.relay.RelayLoop).
 event.listen(Engine, "commit", _committing)
 event.listen(Engine, "rollback", _rolling_back)
+
+
+#: A connection as the installation check remembers it: the driver object's id and the
+#: server's id of its session. Neither alone would do: an object's id is reused once it is
+#: gone, a reconnect keeps the object, and session ids restart with the server.
+Identity = tuple[int, int]
+#: Connections remembered as checked (the least recently used are forgotten).
+_CHECKED_KEPT = 4096
+
+
+def identity_of(driver_connection: Any) -> Identity | None:
+    """The identity of a PyMySQL, mysqlclient, asyncmy or aiomysql connection (None
+    when the driver does not tell its session id: checked at every send then)."""
+    thread_id = getattr(driver_connection, "thread_id", None)
+    return (id(driver_connection), int(thread_id())) if callable(thread_id) else None
 
 
 def quoted_schema(name: str) -> str:
@@ -177,10 +192,8 @@ class CallerConnection:
         if self._sa is not None:
             self._sa.info.setdefault(ON_COMMIT, set()).add(wake)
 
-    def session_id(self) -> int | None:
-        """The server's id of this connection (a reconnect changes it), if known."""
-        thread_id = getattr(self.dbapi, "thread_id", None)
-        return thread_id() if callable(thread_id) else None
+    def identity(self) -> Identity | None:
+        return identity_of(self.dbapi)
 
 
 class OutboxWriter:
@@ -192,7 +205,7 @@ class OutboxWriter:
         self.schema = quoted_schema(db.settings.database_name)
         self._installation: str | None = None
         #: DBAPI connection -> the server connection id it was checked under.
-        self._checked: weakref.WeakKeyDictionary[Any, int | None] = weakref.WeakKeyDictionary()
+        self._checked: OrderedDict[Identity, None] = OrderedDict()
 
     def write(
         self,
@@ -226,20 +239,25 @@ class OutboxWriter:
         """Reads, through the caller's connection, the installation it reaches."""
         return _INSTALLATION.format(schema=self.schema)
 
-    def checked(self, dbapi: Any, session: int | None) -> bool:
+    def checked(self, identity: Identity | None) -> bool:
         """Whether this connection was found to reach this database (and has not
         reconnected since)."""
-        return session is not None and self._checked.get(dbapi, -1) == session
+        if identity is None or identity not in self._checked:
+            return False
+        self._checked.move_to_end(identity)
+        return True
 
-    def confirm(self, rows: Sequence[tuple[Any, ...]], dbapi: Any, session: int | None) -> None:
+    def confirm(self, rows: Sequence[tuple[Any, ...]], identity: Identity | None) -> None:
         """Judge what identity_sql read: ForeignTransaction unless this installation."""
         if not rows or str(rows[0][0]) != self.installation():
             raise ForeignTransaction(
                 f"the transaction's connection reaches another ems database than {self.schema} "
                 "of this producer (another server, or a copy): its commit would not publish"
             )
-        if session is not None:
-            self._checked[dbapi] = session
+        if identity is not None:
+            self._checked[identity] = None
+            if len(self._checked) > _CHECKED_KEPT:
+                self._checked.popitem(last=False)
 
     def unreachable(self, error: StoreError) -> ForeignTransaction:
         """identity_sql failed: the caller's server has no such database or table."""
@@ -249,15 +267,15 @@ class OutboxWriter:
         )
 
     def _check(self, conn: CallerConnection) -> None:
-        session = conn.session_id()
-        if self.checked(conn.dbapi, session):
+        identity = conn.identity()
+        if self.checked(identity):
             return
         self.installation()  # read first: a failure here is ems's, not the caller's
         try:
             rows = conn.execute(self.identity_sql, ())
         except StoreError as exc:
             raise self.unreachable(exc) from None
-        self.confirm(rows, conn.dbapi, session)
+        self.confirm(rows, identity)
 
 
 class RelayBatch:
