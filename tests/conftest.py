@@ -18,6 +18,8 @@ from typing import Any
 import pymysql
 import pytest
 import redis
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
@@ -35,6 +37,15 @@ REDIS_URL = "redis://127.0.0.1:6379/0"
 #: other lanes wait for the two cores. spark-submit gives SPARK_SUBMIT_OPTS to the
 #: driver's JVM, the one that does the work under local[N]. The product's jobs keep C2.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+
+
+# Hypothesis judges its examples by the clock by default (a deadline per example, and a
+# health check on how fast inputs are drawn): on a busy machine both fail tests that
+# are right. What a property test checks is its property, never the time it took.
+hypothesis_settings.register_profile(
+    "ems", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+hypothesis_settings.load_profile("ems")
 
 
 @pytest.fixture(autouse=True)

@@ -36,6 +36,14 @@ T = TypeVar("T")
 
 # MySQL / MariaDB error numbers, grouped by what the caller can do about them.
 _UNREACHABLE = {1040, 1053, 1077, 2002, 2003, 2005, 2006, 2013, 2055}
+#: The server ended the session: MariaDB's idle bounds (4031, ER_CLIENT_INTERACTION_TIMEOUT:
+#: idle_write_transaction_timeout or wait_timeout passed, as a process stalled between the
+#: statements of a transaction on a busy machine), or a KILL (1927). Its transaction went
+#: with it: as a dropped connection, the caller tries again on a new one.
+_SESSION_ENDED = {1927, 4031}
+#: ER_ERROR_DURING_COMMIT: the commit failed and nothing of the transaction stayed (a
+#: Galera node that left the primary component meanwhile): try again, on another node.
+_COMMIT_FAILED = {1180}
 #: ER_ACCESS_DENIED_ERROR, ER_DBACCESS_DENIED_ERROR: the server answered and refused the
 #: user. It will not pass by itself, so it is bad input, never waited for.
 _ACCESS_DENIED = {1044, 1045}
@@ -96,6 +104,10 @@ def translate_code(code: int | None, detail: str, *, lost: bool) -> EmsError:
         return access_denied(detail)
     if code in _UNREACHABLE or lost:
         return DatabaseUnavailable(f"MySQL is unreachable: {detail}")
+    if code in _SESSION_ENDED:
+        return DatabaseUnavailable(f"MySQL ended the session: {detail}")
+    if code in _COMMIT_FAILED:
+        return DatabaseUnavailable(f"MySQL could not commit: {detail}")
     if code in _NO_SCHEMA:
         return StoreError(f"{detail}; run `ems db upgrade` to create the schema")
     return StoreError(detail)

@@ -88,6 +88,8 @@ class Sends:
 
     def failed(self, n: int, exc: EmsError) -> None:
         os.write(self.out, f"fail {time.time():.6f} {n} {type(exc).__name__}\n".encode())
+        # The whole error goes to stderr, which a failed scenario shows (stderr_tails).
+        print(f"send of {n} failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
 
     def acked(self, records: list[Record], placed: list[RecordMetadata]) -> float:
         """Record the acks; the seconds to wait before the next send to keep the rate."""

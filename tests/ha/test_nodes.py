@@ -139,16 +139,19 @@ def test_a_lease_renewed_while_the_cluster_evicts_its_killed_writer_holds(
         heartbeat = store.leases.heartbeat()
         try:
             assert heartbeat.renew("member", ttl=2.0)  # on node 0: left 2 s, less than the stall
+            renewed = time.monotonic()  # the lease ends 2 s after this at the latest
             galera.node(0).kill9()
             with pytest.raises(DatabaseUnavailable):
                 heartbeat.renew("member", ttl=4.0)  # its connection went with the node
-            sent = time.monotonic()
             assert heartbeat.renew("member", ttl=4.0), "the lease was found expired"
-            stalled = time.monotonic() - sent
+            committed = time.monotonic() - renewed
         finally:
             heartbeat.close()
-        # The renewal waited in its commit for the eviction, past the lease's old expiry.
-        assert stalled > 2.0, f"the cluster did not stall ({stalled:.2f} s)"
+        # The renewal waited in its commit for the eviction, past the lease's old expiry
+        # (however long the kill and the failed renewal took on a busy machine).
+        assert committed > 2.0, (
+            f"the renewal committed before the old lease ended ({committed:.2f} s)"
+        )
         (member,) = store.leases.members(group.id)
         assert member.expires_in > 0
     finally:

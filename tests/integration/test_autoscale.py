@@ -52,7 +52,9 @@ def join(store: Store, group: GroupInfo, *loads: tuple[float, float]) -> list[st
     return names
 
 
-def lead(store: Store, group: GroupInfo, client: str = "c0", ttl: float = 10) -> tuple[str, int]:
+def lead(store: Store, group: GroupInfo, client: str = "c0", ttl: float = 600) -> tuple[str, int]:
+    """Take the leader row; by default for longer than any test takes on a busy machine
+    (a scaler step that outlived its leader's lease is refused, rightly)."""
     epoch = store.leases.lead(group.id, client, ttl)
     assert epoch is not None
     return client, epoch

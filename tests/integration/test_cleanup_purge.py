@@ -166,7 +166,9 @@ _partition = st.tuples(
 
 
 @hypothesis_settings(
-    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(plans=st.lists(_partition, min_size=1, max_size=4), chunk=st.integers(1, 12))
 def test_rounds_of_any_size_delete_exactly_what_the_rules_allow(

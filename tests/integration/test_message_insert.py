@@ -36,7 +36,9 @@ _headers = st.dictionaries(st.text(max_size=8), st.text(max_size=12), max_size=3
 
 
 @hsettings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
     body=st.binary(max_size=300),

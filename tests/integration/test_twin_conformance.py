@@ -342,7 +342,9 @@ _reads = itertools.count()
 
 
 @hypothesis_settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
     sizes=st.lists(st.integers(1, 3000), min_size=1, max_size=40),

@@ -57,3 +57,23 @@ def test_an_unknown_database_is_bad_input_not_an_unreachable_server() -> None:
     assert not isinstance(error, DatabaseUnavailable)
     assert "does not exist" in str(error) and "ems db create" in str(error)
     assert exit_code_for(error) == 2
+
+
+@pytest.mark.parametrize(
+    ("code", "text"),
+    [
+        (4031, "The client was disconnected by the server because of inactivity"),
+        (1927, "Connection was killed"),
+        (1180, 'Got error 6 "No such device or address" during COMMIT'),
+    ],
+)
+def test_a_session_the_server_ended_or_a_failed_commit_is_passing(code: int, text: str) -> None:
+    """4031: MariaDB ended a session idle inside a write transaction (the idle write
+    transaction bound) or past its wait_timeout; 1927: the session was killed; 1180: the
+    commit failed (a Galera node that left the primary component during it). Nothing of
+    the transaction stayed, the session or the node is gone: a send tries again (the
+    same write token tells an earlier attempt that did commit), as after a dropped
+    connection, and never gives up on its first failure."""
+    error = translate(pymysql.err.OperationalError(code, text))
+    assert isinstance(error, DatabaseUnavailable)
+    assert not isinstance(error, DatabaseReadOnly)
