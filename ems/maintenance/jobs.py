@@ -26,6 +26,7 @@ from ems.maintenance.checkpoint import CONTROL, JOB_LOCK_TTL, RunControl
 from ems.maintenance.housekeeping import (
     purge_log,
     reclaim_inflight,
+    relay_outbox,
     retry_due,
     snapshots,
     time_index,
@@ -49,6 +50,7 @@ JOBS: dict[str, JobFn] = {
     "snapshots": snapshots,
     "time-index": time_index,
     "alarms": scan_alarms,
+    "relay-outbox": relay_outbox,
 }
 #: Jobs that can count what they would delete without deleting (`--dry-run`).
 DRY_RUNS: dict[str, JobFn] = {

@@ -42,6 +42,7 @@ DEFAULT_INTERVALS: Mapping[str, float] = {
     "snapshots": 30.0,
     "time-index": 60.0,
     "alarms": 30.0,
+    "relay-outbox": 10.0,
 }
 
 

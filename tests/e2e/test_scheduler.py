@@ -227,6 +227,7 @@ def test_scheduler_once_runs_every_job_and_releases(settings: Settings, store: S
             "purge-log",
             "retry-due",
             "reclaim-inflight",
+            "relay-outbox",
             "snapshots",
             "time-index",
         ]
