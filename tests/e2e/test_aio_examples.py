@@ -14,10 +14,12 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pymysql
 import pytest
 
 from ems import TopicAdmin
 from ems.config import Settings
+from ems.store import Store
 from tests import forked
 from tests.integration.test_consumer import scalar
 
@@ -105,3 +107,45 @@ def test_the_fastapi_publisher_and_the_async_data_handler(settings: Settings) ->
     # SIGTERM: the handler acked its last batch, committed and left the group.
     assert scalar(settings, "SELECT SUM(committed_offset) FROM group_offset") == 40
     assert scalar(settings, "SELECT COUNT(*) FROM consumer_client") == 0
+
+
+def test_the_order_service_publishes_exactly_the_committed_orders(settings: Settings) -> None:
+    """docs/transactions.md's example: each accepted order's row and event commit together;
+    an order refused after its send leaves neither."""
+    admin = TopicAdmin(settings)
+    admin.create("order.created", 2)
+    admin.close()
+    service_db = settings.database_name + "_orders"
+    with pymysql.connect(host="127.0.0.1", user="root", autocommit=True) as conn:
+        conn.cursor().execute(f"DROP DATABASE IF EXISTS `{service_db}`")
+        conn.cursor().execute(f"CREATE DATABASE `{service_db}`")
+    env = {**_env(settings), "ORDERS_DATABASE_URL": f"mysql+asyncmy://root@127.0.0.1/{service_db}"}
+    port = _free_port()
+    server = forked.spawn(
+        "uvicorn",
+        ["examples.order_service:app", "--port", str(port), "--log-level", "warning"],
+        env=env,
+    )
+    try:
+        _wait_listening(port, server)
+        url = f"http://127.0.0.1:{port}/orders"
+        totals = [10.0, 20_000.0, 30.5, 99_999.0, 40.0]
+        answers = [_post(url, json.dumps({"customer": "c", "total": t}).encode()) for t in totals]
+        assert [status for status, _ in answers] == [201, 422, 201, 422, 201]
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=20)
+    # The service's closing producer moved what was committed (its last relay pass).
+    events = scalar(settings, "SELECT COUNT(*) FROM message WHERE NOT tombstone")
+    with pymysql.connect(host="127.0.0.1", user="root", database=service_db) as conn:
+        cursor = conn.cursor()
+        cursor.execute("SELECT id FROM orders ORDER BY id")
+        ids = [row[0] for row in cursor.fetchall()]
+        cursor.execute(f"DROP DATABASE `{service_db}`")
+    assert len(ids) == 3 and events == 3
+    store = Store(settings)
+    try:
+        keys = store.db.select("SELECT msg_key FROM message WHERE NOT tombstone", ())
+    finally:
+        store.close()
+    assert sorted(int(k) for (k,) in keys) == ids
