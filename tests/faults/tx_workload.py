@@ -1,0 +1,98 @@
+"""A transactional producer process for the fault tests: an order service that, in each
+transaction of its own database (`shop` on the ems server), inserts an order row and
+publishes that order's messages with `transaction=`, then commits or, now and then, rolls
+back. It records "ack LABEL" after a commit returned and "rolled LABEL" after a rollback;
+a process killed in between records neither, and the order table says what committed.
+
+    python -m tests.faults.tx_workload NAME OUTFILE
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import time
+
+import pymysql
+from sqlalchemy.engine import make_url
+
+from ems import Producer, Record
+from ems.config import Settings
+from ems.exceptions import EmsError
+from tests.faults.workload import TOPIC, _stop_on_term, _writer
+
+SHOP = "shop"
+ORDERS = (
+    "CREATE TABLE IF NOT EXISTS orders ("
+    " label VARCHAR(64) PRIMARY KEY, messages INT NOT NULL) ENGINE=InnoDB"
+)
+
+
+def shop_connection(settings: Settings, *, autocommit: bool = False) -> pymysql.Connection:
+    url = make_url(settings.database_url)
+    return pymysql.connect(
+        host=url.host or "127.0.0.1",
+        port=url.port or 3306,
+        user=url.username or "root",
+        password=url.password or "",
+        database=SHOP,
+        autocommit=autocommit,
+    )
+
+
+def txproduce(name: str, outfile: str) -> None:
+    out = _writer(outfile)
+    settings = Settings.from_env()
+    stopping = _stop_on_term()
+    rng = random.Random(f"{name}-{os.getpid()}")
+    conn = shop_connection(settings)
+    try:
+        with Producer(settings) as producer:
+            print("ready", flush=True)
+            i = 0
+            while not stopping.is_set():
+                label, i = f"{name}-{i}", i + 1
+                n = rng.choice([1, 1, 2, 5])
+                try:
+                    with conn.cursor() as cursor:
+                        cursor.execute("INSERT INTO orders VALUES (%s, %s)", (label, n))
+                    records = [Record(f"{label}/{j}", key=label) for j in range(n)]
+                    producer.send_batch(TOPIC, records, transaction=conn)
+                    if rng.random() < 0.15:
+                        conn.rollback()
+                        os.write(out, f"rolled {label}\n".encode())
+                    else:
+                        conn.commit()
+                        os.write(out, f"ack {time.time():.6f} {label}\n".encode())
+                except (EmsError, pymysql.err.Error) as exc:
+                    print(f"{label} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+                    conn.close()
+                    conn = shop_connection(settings)
+    finally:
+        conn.close()
+        os.close(out)
+
+
+def hold(name: str, outfile: str) -> None:
+    """Open a transaction with one order and its message, say "holding", and commit only
+    when told by SIGTERM (the harness pauses the process meanwhile)."""
+    out = _writer(outfile)
+    settings = Settings.from_env()
+    stopping = _stop_on_term()
+    conn = shop_connection(settings)
+    with Producer(settings) as producer:
+        with conn.cursor() as cursor:
+            cursor.execute("INSERT INTO orders VALUES (%s, 1)", (name,))
+        producer.send(TOPIC, f"{name}/0", key="held", transaction=conn)
+        print("holding", flush=True)
+        stopping.wait()
+        conn.commit()
+        os.write(out, f"ack {time.time():.6f} {name}\n".encode())
+    conn.close()
+    os.close(out)
+
+
+if __name__ == "__main__":
+    mode, *args = sys.argv[1:]
+    {"txproduce": txproduce, "hold": hold}[mode](*args)
