@@ -25,6 +25,7 @@ from benchmarks import (
     purge,
     purge_drop,
     scale,
+    tx,
 )
 from benchmarks import spark as spark_suite
 from benchmarks.harness import BenchConfig, bench_config
@@ -48,6 +49,7 @@ SUITES: dict[str, Callable[[BenchConfig, argparse.Namespace], int]] = {
     "aio-drivers": aio_drivers.run,
     "scale": scale.run,
     "memory": memory.run,
+    "tx": tx.run,
 }
 
 
@@ -173,6 +175,24 @@ def main(argv: list[str] | None = None) -> int:
         type=positive_int,
         default=1_000_000,
         help="memory suite: messages of 256 bytes one member drains (default 1,000,000)",
+    )
+    parser.add_argument(
+        "--tx-rounds",
+        type=positive_int,
+        default=3,
+        help="tx suite: rounds of every workload, the variants' order alternating (default 3)",
+    )
+    parser.add_argument(
+        "--tx-backlog",
+        type=positive_int,
+        default=100_000,
+        help="tx suite: committed outbox rows the relay moves per round (default 100,000)",
+    )
+    parser.add_argument(
+        "--tx-latency-messages",
+        type=positive_int,
+        default=150,
+        help="tx suite: paced messages per latency run, at 50/s (default 150)",
     )
     args = parser.parse_args(argv)
     unknown = [name for name in args.suites if name not in SUITES]

@@ -16,6 +16,9 @@ from benchmarks.__main__ import main
         "--purge-chunk-rows",
         "--aio-consume-messages",
         "--scale-rows",
+        "--tx-rounds",
+        "--tx-backlog",
+        "--tx-latency-messages",
     ],
 )
 @pytest.mark.parametrize("value", ["0", "-3", "x", "1.5"])

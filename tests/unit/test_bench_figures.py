@@ -99,6 +99,19 @@ def test_a_block_keeps_tables_and_checks_and_leaves_out_set_up() -> None:
     assert "| profile | 1 |" not in block
 
 
+def test_a_suite_not_run_yet_has_a_block_saying_so(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    shutil.copytree(figures.RESULTS, results)
+    figures.results_path("assignor", results).unlink()
+    after = figures.render(figures.PAGE.read_text(), results)
+    block = re.search(r"<!-- bench:assignor\b.*?<!-- /bench:assignor -->", after, re.S)
+    assert block is not None
+    assert "**Assignor.** Not run yet: `make bench SUITES=assignor` writes" in block.group()
+    assert "|" not in block.group()  # no figures: none were measured
+    # Once it has run, its figures replace the notice.
+    assert figures.render(after) == figures.PAGE.read_text()
+
+
 def test_a_page_without_a_suite_block_is_refused() -> None:
     text = figures.PAGE.read_text()
     without = re.sub(r"<!-- bench:assignor\b.*?<!-- /bench:assignor -->", "", text, flags=re.S)
