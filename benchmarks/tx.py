@@ -328,7 +328,7 @@ def latency_run(
     )
     fleet = Fleet()
     go, release = fleet.ctx.RawValue("b", 0), fleet.ctx.RawValue("b", 0)
-    hole, held, watch = Hole(), None, None
+    hole, held, watch, offset = Hole(), None, None, -1
     try:
         fleet.spawn(0, consumer, cfg, f"latency{run_no}", messages, fleet.stop)
         fleet.spawn(1, sender, spec, go, fleet.stop_producers)
@@ -336,7 +336,7 @@ def latency_run(
         fleet.wait("live", [0], 120)
         if hold is not None:
             holding = _holder(fleet, cfg, setup, hold, topic_id, release)
-            hole.offset = holding if hold == HOLE else -1
+            offset = holding if hold == HOLE else -1
         if hold == HOLE:
             watch = LockWaits(setup.cfg.settings.database_url)
         go.value = 1
@@ -356,7 +356,7 @@ def latency_run(
         waited = watch.stop() if watch is not None else 0.0
         fleet.close()
     if hold == HOLE:
-        hole = _hole_after(setup, topic_id, hole.offset, waited)
+        hole = _hole_after(setup, topic_id, offset, waited)
     stored = stored_times(setup, topic_id)
     return LatencyRun(
         committed=committed, delivered=delivered, stored=stored, behind=behind, held=held
