@@ -146,6 +146,11 @@ def test_the_page_says_what_an_open_transaction_costs_and_what_a_hole_would() ->
     assert "| relay moving a backlog of committed outbox rows (1,000 per move) | 100,000 " in text
     assert "| 25,000 | 20.0 | 0.50x |" in text  # msg/s, CPU us/msg, vs send_batch
     assert "- every transaction's order stored" in text
+    assert "Of 20 paced sends, 0 started more than 10 ms late." in text
+    lost = LatencyRun(committed={0: 1.0, 1: 2.0}, delivered={0: 1.002}, behind=1)
+    alone = page(latencies={"plain": [lost]}).render()
+    assert "Of 2 paced sends, 1 started more than 10 ms late; 1 never delivered." in alone
+    assert "plain sends -, transactional sends -." in alone
     failed = page(problems=["dual, 1 per transaction: 10 sent, 9 stored"]).render()
     assert "- dual, 1 per transaction: 10 sent, 9 stored" in failed
     assert "every transaction's order stored" not in failed
