@@ -80,6 +80,8 @@ class Producer:
         self.store = backend.store
         self._allocator: AsyncOffsetAllocator | None = None
         self._topics: dict[str, TopicInfo] = {}
+        #: Topics looked up by transactional sends, which take no offset: not re-seeded.
+        self._looked_up: dict[str, TopicInfo] = {}
         self._loading: dict[str, asyncio.Future[TopicInfo]] = {}
         self._round_robin = RoundRobin()
         self._committers: dict[int, AsyncGroupCommit[Prepared, NewMessage]] = {}
@@ -166,7 +168,9 @@ class Producer:
         relay producer's outbox writer, awaited; no offset is taken."""
         relay = self._relay_producer()
         writer, wake = relay.transactions.writer()
-        info = self._topics.get(topic) or await self.store.topic(check_name(topic, "topic"))
+        info = self._topics.get(topic) or self._looked_up.get(topic)
+        if info is None:
+            info = self._looked_up[topic] = await self.store.topic(check_name(topic, "topic"))
         prepared = prepare_batch(info, records, self._round_robin)
         if prepared:
             await aio_outbox.write(writer, tx, info.id, prepared, wake)

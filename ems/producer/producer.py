@@ -66,6 +66,8 @@ class Producer:
         self.store = backend.store
         self._allocator: OffsetAllocator | None = None
         self._topics: dict[str, TopicInfo] = {}
+        #: Topics looked up by transactional sends, which take no offset: not re-seeded.
+        self._looked_up: dict[str, TopicInfo] = {}
         self._round_robin = RoundRobin()
         self._committers: dict[int, GroupCommit[Prepared, NewMessage]] = {}
         self._committers_lock = threading.Lock()
@@ -162,7 +164,9 @@ class Producer:
     ) -> list[RecordMetadata]:
         """A transactional send: validated and partitioned as any, written in tx. No
         offset is taken, so neither Redis nor the counters are needed here."""
-        info = self._topics.get(topic) or self.store.topics.get(check_name(topic, "topic"))
+        info = self._topics.get(topic) or self._looked_up.get(topic)
+        if info is None:
+            info = self._looked_up[topic] = self.store.topics.get(check_name(topic, "topic"))
         prepared = prepare_batch(info, messages, self._round_robin)
         return self._transactions.write(tx, info, prepared)
 
