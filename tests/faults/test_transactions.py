@@ -19,6 +19,7 @@ from ems import Consumer, Producer, TopicAdmin
 from ems.config import Settings
 from ems.store import Store
 from tests import forked
+from tests.faults.proxy import FaultProxy
 from tests.faults.servers import PrivateMariaDB
 from tests.faults.tx_workload import ORDERS, SHOP, shop_connection
 from tests.faults.workload import TOPIC
@@ -47,10 +48,12 @@ class Services:
         self.settings, self.workdir = settings, workdir
         self.procs: dict[str, forked.Child] = {}
 
-    def start(self, name: str, mode: str = "txproduce") -> forked.Child:
+    def start(
+        self, name: str, mode: str = "txproduce", database_url: str | None = None
+    ) -> forked.Child:
         env = {k: v for k, v in os.environ.items() if not k.startswith("EMS_")}
         env |= {
-            "EMS_DATABASE_URL": self.settings.database_url,
+            "EMS_DATABASE_URL": database_url or self.settings.database_url,
             "EMS_REDIS_URL": self.settings.redis_url,
             "EMS_GAP_TIMEOUT": "1",
             "EMS_RELAY_INTERVAL": "0.05",
@@ -161,6 +164,41 @@ def test_order_services_killed_at_any_point_publish_exactly_what_committed(
         assert judge(shop, store, services) > 100
     finally:
         services.stop()
+        store.close()
+
+
+def test_commit_replies_cut_publish_exactly_what_committed(
+    shop: Settings, private_mariadb: PrivateMariaDB, tmp_path: Path
+) -> None:
+    """Each service's connections (its own and its producer's, relay included) go
+    through a proxy that cuts the link right after a COMMIT reached the server, its reply
+    lost: the service cannot know whether its order committed, and its producer's relay
+    cannot know whether a move did. Whatever happened, an order's messages are delivered
+    if and only if its row is there, once each."""
+    proxies = [FaultProxy("127.0.0.1", private_mariadb.port, protocol="mysql") for _ in range(2)]
+    services = Services(shop, tmp_path)
+    store = Store(shop)
+    try:
+        for i, proxy in enumerate(proxies):
+            proxy.start()
+            url = shop.database_url.replace(f":{private_mariadb.port}/", f":{proxy.port}/")
+            services.start(f"svc-{i}", database_url=url)
+        for _ in range(6):
+            before = len(services.lines("ack"))
+            for proxy in proxies:
+                proxy.cut_after(b"COMMIT", times=2)
+            deadline = time.monotonic() + 60
+            while len(services.lines("ack")) < before + 20:
+                assert time.monotonic() < deadline, "the services stopped committing"
+                time.sleep(0.02)
+        assert sum(p.cuts for p in proxies) >= 6, "no reply was ever lost"
+        services.stop()
+        drain(shop)
+        assert judge(shop, store, services) > 100
+    finally:
+        services.stop()
+        for proxy in proxies:
+            proxy.close()
         store.close()
 
 
