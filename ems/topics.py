@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 
 from ems.config import Settings
+from ems.exceptions import TopicExists
 from ems.store import Store
 from ems.store.client import StoreClient
 from ems.types import PartitionStats, TopicInfo
@@ -20,6 +21,15 @@ from ems.validation import (
 MAX_RETENTION_HOURS = 24 * 365 * 10
 
 
+def topic_differences(found: TopicInfo, asked: dict[str, int]) -> str:
+    """How an existing topic differs from what was asked ("" when it does not)."""
+    return ", ".join(
+        f"{field}={getattr(found, field)} (asked {value})"
+        for field, value in asked.items()
+        if getattr(found, field) != value
+    )
+
+
 class TopicAdmin(StoreClient):
     def __init__(self, settings: Settings | None = None, *, store: Store | None = None) -> None:
         super().__init__(settings, store=store)
@@ -31,13 +41,33 @@ class TopicAdmin(StoreClient):
         *,
         retention_hours: int = DEFAULT_RETENTION_HOURS,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        exist_ok: bool = False,
     ) -> TopicInfo:
-        """Create a topic. Raises TopicExists, InvalidName, InvalidPartitionCount."""
+        """Create a topic. Raises TopicExists, InvalidName, InvalidPartitionCount.
+
+        With exist_ok, a topic of that name with the same partitions, retention and body
+        limit is returned as it is (so a deployment script can run twice); one that
+        differs still raises TopicExists, naming the differences: a topic is never
+        silently other than asked for."""
         check_name(name, "topic")
         check_partitions(partitions)
         check_positive_int(retention_hours, "retention hours", MAX_RETENTION_HOURS)
         check_positive_int(max_body_bytes, "max body bytes", MAX_BODY_LIMIT)
-        return self.store.topics.create(name, partitions, retention_hours, max_body_bytes)
+        try:
+            return self.store.topics.create(name, partitions, retention_hours, max_body_bytes)
+        except TopicExists:
+            if not exist_ok:
+                raise
+        found = self.store.topics.get(name)
+        asked = {
+            "partitions": partitions,
+            "retention_hours": retention_hours,
+            "max_body_bytes": max_body_bytes,
+        }
+        differences = topic_differences(found, asked)
+        if differences:
+            raise TopicExists(f"topic {name!r} already exists with {differences}")
+        return found
 
     def get(self, name: str) -> TopicInfo:
         check_name(name, "topic")

@@ -10,6 +10,7 @@ import click
 
 from ems.cli.common import echo_json, json_option, settings, table
 from ems.cli.params import COUNT
+from ems.exceptions import UnknownTopic
 from ems.ops.ranking import Volume
 from ems.topics import TopicAdmin
 from ems.types import PartitionStats, TopicInfo
@@ -29,13 +30,34 @@ def topic() -> None:
 @click.option("--partitions", "-p", type=COUNT, required=True, help="Number of partitions.")
 @click.option("--retention-hours", type=COUNT, default=DEFAULT_RETENTION_HOURS, show_default=True)
 @click.option("--max-body-bytes", type=COUNT, default=DEFAULT_MAX_BODY_BYTES, show_default=True)
-def create(name: str, partitions: int, retention_hours: int, max_body_bytes: int) -> None:
+@click.option(
+    "--if-not-exists",
+    is_flag=True,
+    help="Succeed when the topic exists as asked (a topic that differs is still an error).",
+)
+def create(
+    name: str, partitions: int, retention_hours: int, max_body_bytes: int, if_not_exists: bool
+) -> None:
     """Create topic NAME."""
     with closing(TopicAdmin(settings())) as admin:
+        existed = if_not_exists and _exists(admin, name)
         info = admin.create(
-            name, partitions, retention_hours=retention_hours, max_body_bytes=max_body_bytes
+            name,
+            partitions,
+            retention_hours=retention_hours,
+            max_body_bytes=max_body_bytes,
+            exist_ok=if_not_exists,
         )
-    click.echo(f"created topic {info.name} with {info.partitions} partitions")
+    done = "topic {} exists" if existed else "created topic {}"
+    click.echo(f"{done.format(info.name)} with {info.partitions} partitions")
+
+
+def _exists(admin: TopicAdmin, name: str) -> bool:
+    try:
+        admin.get(name)
+    except UnknownTopic:
+        return False
+    return True
 
 
 @topic.command(name="list")

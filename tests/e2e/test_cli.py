@@ -128,6 +128,18 @@ def assert_offset_order(rows: Sequence[tuple[int, int, str, str]]) -> None:
 # -- topics ------------------------------------------------------------------------------
 
 
+def test_topic_create_if_not_exists_runs_twice_and_refuses_a_different_topic(cli: Cli) -> None:
+    args = ("topic", "create", "orders", "--partitions", "3", "--if-not-exists")
+    assert cli.ok(*args) == "created topic orders with 3 partitions\n"
+    assert cli.ok(*args) == "topic orders exists with 3 partitions\n"
+    again = cli.run("topic", "create", "orders", "--partitions", "3")
+    assert_clean_error(again, 2)  # without the flag, as before
+    other = cli.run("topic", "create", "orders", "--partitions", "4", "--if-not-exists")
+    assert_clean_error(other, 2)
+    assert "partitions=3 (asked 4)" in other.stderr
+    assert stored_topics(cli) == ["orders"]
+
+
 def test_topic_create_list_describe(cli: Cli) -> None:
     out = cli.ok(
         "topic",

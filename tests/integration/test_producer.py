@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy import text
@@ -256,3 +257,38 @@ def test_threads_sharing_a_producer_are_committed_together(
         assert [o for _, o in places] == sorted(o for _, o in places)
         assert [stored[pl] for pl in places] == [f"{thread}-{i}".encode() for i in range(50)]
     assert inserts < 16 * 50, "concurrent sends should share INSERT statements"
+
+
+def test_create_with_exist_ok_returns_the_same_topic_and_refuses_another(
+    topics: TopicAdmin,
+) -> None:
+    first = topics.create("readings", 4, retention_hours=24)
+    assert topics.create("readings", 4, retention_hours=24, exist_ok=True) == first
+    with pytest.raises(TopicExists, match="already exists"):
+        topics.create("readings", 4, retention_hours=24)
+    with pytest.raises(TopicExists, match=r"partitions=4 \(asked 8\).*retention_hours=24"):
+        topics.create("readings", 8, exist_ok=True)
+    with pytest.raises(InvalidName):
+        topics.create("bad name!", 1, exist_ok=True)
+    assert [t.name for t in topics.list()] == ["readings"]
+
+
+def test_the_readmes_example_runs_twice(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's first example, up to its consumer, run as a reader would: twice."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    producing = block.split("def store_reading", 1)[0]
+    monkeypatch.setenv("EMS_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("EMS_REDIS_URL", settings.redis_url)
+    for _ in range(2):
+        exec(compile(producing, "README.md", "exec"), {})
+    store = Store(settings)
+    try:
+        info = store.topics.get("iot.readings")
+        assert info.partitions == 16
+        assert sum(store.messages.next_offsets(info.id).values()) >= 6
+    finally:
+        store.close()
+    assert len(capsys.readouterr().out.splitlines()) == 2
