@@ -9,6 +9,7 @@ its checks after the send is rolled back, event and all.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -65,8 +66,8 @@ async def create_order(order: OrderIn, request: Request) -> dict[str, int]:
         row = Order(customer=order.customer, total=order.total)
         session.add(row)
         await session.flush()  # the order's id
-        event = {"id": row.id, **order.model_dump()}
-        await producer.send(TOPIC, str(event), key=str(row.id), transaction=session)
+        event = json.dumps({"id": row.id, **order.model_dump()})
+        await producer.send(TOPIC, event, key=str(row.id), transaction=session)
         if order.total > 10_000:  # a check that fails after the send: nothing is published
             await session.rollback()
             raise HTTPException(status_code=422, detail="orders over 10,000 need approval")

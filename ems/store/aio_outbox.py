@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_scoped_session
 
 from ems.exceptions import InvalidTransaction, StoreError
 from ems.store.database import translate
@@ -17,6 +17,8 @@ from ems.store.outbox import ON_COMMIT, OutboxItem, OutboxWriter, identity_of, o
 
 
 async def _connection(tx: object) -> AsyncConnection:
+    if isinstance(tx, async_scoped_session):
+        tx = tx()
     if isinstance(tx, AsyncSession):
         tx = await tx.connection()
     if not isinstance(tx, AsyncConnection):

@@ -21,7 +21,7 @@ from typing import Any
 import pymysql
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, scoped_session
 
 from ems.exceptions import (
     BelowLowWatermark,
@@ -44,7 +44,7 @@ from ems.types import NewMessage, OutboxRow, TopicInfo
 #: (partition, key, headers JSON, body) of a validated message (ems.producer.planning).
 OutboxItem = tuple[int, bytes | None, str | None, bytes]  # as ems.ports.OutboxItem
 #: What a transactional send writes through: the caller's transaction.
-CallerTransaction = Session | Connection | pymysql.connections.Connection
+CallerTransaction = Session | scoped_session[Session] | Connection | pymysql.connections.Connection
 
 _HEAD = (
     "INSERT INTO {schema}.message_outbox (topic_id, partition_no, msg_key, headers, body) VALUES "
@@ -150,11 +150,14 @@ def outbox_statements(
 
 
 class CallerConnection:
-    """The caller's transaction, reached through what they gave: a SQLAlchemy Session
-    (its connection, which begins its transaction), Connection (which begins one, so that
-    its commit() commits these rows) or a PyMySQL connection (not in autocommit)."""
+    """The caller's transaction, reached through what they gave: a SQLAlchemy Session or
+    scoped_session (its connection, which begins its transaction), Connection (which
+    begins one, so that its commit() commits these rows) or a PyMySQL connection (not in
+    autocommit)."""
 
     def __init__(self, tx: object) -> None:
+        if isinstance(tx, scoped_session):  # Flask-SQLAlchemy's db.session, for one
+            tx = tx()
         if isinstance(tx, Session):
             tx = tx.connection()
         if isinstance(tx, Connection):

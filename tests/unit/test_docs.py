@@ -244,3 +244,20 @@ def test_the_schema_overview_names_every_table() -> None:
     tables = {name for pair in named for name in pair if name}
     assert tables == set(metadata.tables) - {"log_summary_stage"}
     assert "`log_summary_stage`" in text
+
+
+def test_the_transactions_pages_handlers_are_the_examples_as_the_tests_run_them() -> None:
+    """Each route printed in docs/transactions.md is, line for line, in an example that a
+    test runs (examples/flask_orders.py, examples/order_service.py)."""
+    page = (ROOT / "docs" / "transactions.md").read_text()
+    routes = [b for b in page.split("```python\n")[1:] if b.startswith("@app.")]
+    examples = "".join(
+        (ROOT / "examples" / name).read_text() for name in ("flask_orders.py", "order_service.py")
+    )
+    assert len(routes) == 2
+    for block in routes:
+        code = block.split("```", 1)[0]
+        unindented = "\n".join(
+            line[4:] if line.startswith("    ") else line for line in examples.splitlines()
+        )
+        assert code in examples or code in unindented, code
