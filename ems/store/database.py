@@ -14,7 +14,7 @@ from pymysql.constants.SERVER_STATUS import SERVER_STATUS_IN_TRANS
 from pymysql.cursors import Cursor
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, ExceptionContext
-from sqlalchemy.exc import DBAPIError, DisconnectionError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, DisconnectionError, PendingRollbackError, SQLAlchemyError
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
 from ems.config import Settings
@@ -77,6 +77,10 @@ def _connection_lost(error: EmsError) -> bool:
 def translate(exc: SQLAlchemyError | pymysql.err.Error) -> EmsError:
     """Turn a driver error into the ems exception a caller can act on."""
     orig: BaseException | None
+    if isinstance(exc, PendingRollbackError):
+        # The connection was lost inside a transaction, and was used again before the
+        # rollback: the server side of that transaction is gone with the connection.
+        return DatabaseUnavailable(f"MySQL is unreachable: the connection was lost ({exc})")
     if isinstance(exc, pymysql.err.Error):
         orig, invalidated = exc, False
     elif isinstance(exc, DBAPIError):

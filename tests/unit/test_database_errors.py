@@ -77,3 +77,15 @@ def test_a_session_the_server_ended_or_a_failed_commit_is_passing(code: int, tex
     error = translate(pymysql.err.OperationalError(code, text))
     assert isinstance(error, DatabaseUnavailable)
     assert not isinstance(error, DatabaseReadOnly)
+
+
+def test_a_connection_used_again_after_it_was_lost_in_a_transaction_is_unavailable() -> None:
+    """SQLAlchemy refuses a connection lost inside a transaction until it is rolled back
+    ("Can't reconnect until invalid transaction is rolled back"): the server's side of it
+    is gone, as after any lost connection, and the caller tries again on a new one."""
+    from sqlalchemy.exc import PendingRollbackError
+
+    error = translate(
+        PendingRollbackError("Can't reconnect until invalid transaction is rolled back")
+    )
+    assert isinstance(error, DatabaseUnavailable)
