@@ -86,7 +86,10 @@ def hold(name: str, outfile: str) -> None:
             cursor.execute("INSERT INTO orders VALUES (%s, 1)", (name,))
         producer.send(TOPIC, f"{name}/0", key="held", transaction=conn)
         print("holding", flush=True)
-        stopping.wait()
+        # Never an untimed wait: SIGTERM may reach another thread (the relay's), and the
+        # main thread runs Python's handler only once it wakes.
+        while not stopping.wait(0.05):
+            pass
         conn.commit()
         os.write(out, f"ack {time.time():.6f} {name}\n".encode())
     conn.close()
