@@ -126,9 +126,13 @@ def test_identical_rows_of_another_producer_are_not_taken_for_ours(
 
 
 def test_database_down_for_good_is_a_typed_error(store: Store) -> None:
-    """The same rows are sent again until the send's bound, then SendTimeout."""
+    """The same rows are sent again until the send's bound, then SendTimeout. The bound
+    leaves room for more tries than the 4 of the fixed count before it (the backoff
+    starts tries at 0, 0.1, 0.3, 0.7, 1.5, 2.5 and 3 s), however slow each try is on a
+    busy machine: with a 1 s bound the fifth try started at the deadline only when the
+    fourth had ended before it."""
     store.messages = _LosesAnswers(store, times=10**6, commit_first=False)
-    local = store.settings.with_(send_timeout=1.0)
+    local = store.settings.with_(send_timeout=3.0)
     with (
         Producer(backend=mysql_backend(local, store)) as producer,
         pytest.raises(SendTimeout) as raised,
