@@ -13,7 +13,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_scoped_s
 
 from ems.exceptions import InvalidTransaction, StoreError
 from ems.store.database import translate
-from ems.store.outbox import ON_COMMIT, OutboxItem, OutboxWriter, identity_of, outbox_statements
+from ems.store.outbox import (
+    ON_COMMIT,
+    OutboxItem,
+    OutboxWriter,
+    identity_of,
+    outbox_statements,
+    refuse_autocommit,
+)
 
 
 async def _connection(tx: object) -> AsyncConnection:
@@ -51,11 +58,7 @@ async def write(
     sync = conn.sync_connection
     assert sync is not None  # an AsyncConnection handed out is started
     dbapi = sync.connection.dbapi_connection
-    if dbapi is not None and dbapi.get_autocommit():
-        raise InvalidTransaction(
-            "the connection is in autocommit: each statement would commit alone, so a "
-            "transactional send needs a connection inside a transaction"
-        )
+    refuse_autocommit(dbapi)
     identity = identity_of(sync.connection.driver_connection)
     if not writer.checked(identity):
         await asyncio.to_thread(writer.installation)

@@ -107,6 +107,16 @@ def identity_of(driver_connection: Any) -> Identity | None:
     return (id(driver_connection), int(thread_id())) if callable(thread_id) else None
 
 
+def refuse_autocommit(dbapi: Any) -> None:
+    """InvalidTransaction when the driver connection commits each statement alone."""
+    get_autocommit = getattr(dbapi, "get_autocommit", None)
+    if get_autocommit is not None and get_autocommit():
+        raise InvalidTransaction(
+            "the connection is in autocommit: each statement would commit alone, so a "
+            "transactional send needs a connection inside a transaction"
+        )
+
+
 def quoted_schema(name: str) -> str:
     """The database name as an identifier, safe inside a statement that the driver
     formats (its % doubled)."""
@@ -170,12 +180,7 @@ class CallerConnection:
                 "a transactional send takes a SQLAlchemy Session or Connection or a PyMySQL "
                 f"connection, not a {type(tx).__name__}"
             )
-        get_autocommit = getattr(self.dbapi, "get_autocommit", None)
-        if get_autocommit is not None and get_autocommit():
-            raise InvalidTransaction(
-                "the connection is in autocommit: each statement would commit alone, so a "
-                "transactional send needs a connection inside a transaction"
-            )
+        refuse_autocommit(self.dbapi)
 
     def execute(self, sql: str, params: tuple[object, ...]) -> list[tuple[Any, ...]]:
         """Run one statement in the caller's transaction; driver errors as ems's."""
