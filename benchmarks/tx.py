@@ -67,7 +67,8 @@ from benchmarks.tx_workers import (
 )
 from ems import TopicAdmin
 from ems.store import migrate
-from ems.store.outbox import outbox_statements, quoted_schema
+from ems.store.caller import quoted_schema
+from ems.store.outbox import outbox_statements
 
 DATABASE = "ems_bench_tx"
 TOPIC = "bench.tx.orders"

@@ -41,8 +41,9 @@ from benchmarks.harness import (
 from benchmarks.tx_report import Window
 from ems import Consumer, Producer, Record
 from ems.offsets.allocators import offset_key, redis_client
+from ems.store.caller import quoted_schema
 from ems.store.messages import insert_statements
-from ems.store.outbox import OutboxItem, outbox_statements, quoted_schema
+from ems.store.outbox import OutboxItem, outbox_statements
 from ems.types import Delivery, NewMessage
 
 SERVICE_DB = "ems_bench_service"

@@ -13,7 +13,15 @@ from dataclasses import dataclass
 from ems.autoscale.step import Autoscaler, autoscaler_for
 from ems.config import Settings
 from ems.offsets.allocators import allocator_for
-from ems.ports import Callbacks, Notifier, OffsetAllocator, Outbox, Storage, Subscription
+from ems.ports import (
+    Callbacks,
+    Notifier,
+    OffsetAllocator,
+    Outbox,
+    SettlementsThrough,
+    Storage,
+    Subscription,
+)
 from ems.store import Store
 from ems.types import GroupInfo
 from ems.wakeups import Listener, Publisher
@@ -35,6 +43,8 @@ class Backend:
     allocator: Callable[[], OffsetAllocator]
     #: Where transactional sends write (None: this backend takes none).
     outbox: Outbox | None = None
+    #: Writes exactly-once settlements in the caller's transaction (None: takes none).
+    settlements: SettlementsThrough | None = None
 
 
 def mysql_backend(settings: Settings, store: Store | None = None) -> Backend:
@@ -50,4 +60,5 @@ def mysql_backend(settings: Settings, store: Store | None = None) -> Backend:
         autoscaler=lambda group: autoscaler_for(opened, group, settings),
         allocator=lambda: allocator_for(settings, opened.heads),
         outbox=opened.outbox,
+        settlements=opened.settlements,
     )

@@ -370,6 +370,18 @@ class Outbox(Protocol):
         commits when the block ends; None while another relay holds the topic."""
 
 
+class SettlementsThrough(Protocol):
+    """Exactly-once settlement: an ack batch written through the caller's transaction."""
+
+    def write(
+        self, tx: object, group_id: int, topic_id: int, client_id: str, settlement: Settlement
+    ) -> None:
+        """Write the settlement's statements inside the caller's transaction tx, fenced:
+        StaleGeneration when a row is no longer as this client left it (the caller's
+        transaction must roll back), InvalidTransaction or ForeignTransaction as
+        OutboxWrites.write."""
+
+
 # -- wake-ups ----------------------------------------------------------------------------
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ems.consumer.ack_writer import AckWriter
@@ -296,6 +297,43 @@ class ClusterSession:
                 raise
         else:
             self.writer.settled(settlement)
+
+    def settle_within(self, outcomes: list[Outcome], commit: Callable[[Settlement], None]) -> None:
+        """Exactly once: apply the batch's outcomes and have `commit` write the
+        settlement in the caller's transaction and commit it. The settlement's cursors
+        cover every partition the batch touched, moved or not: each is a fence (owned at
+        its generation, under a live lease) that fails the commit of a member that lost
+        it. Whatever fails, the partitions are read again from their stored cursors,
+        which say whether the transaction committed."""
+        self.writer.flush()  # the batch's start rows, which the settlement marks done
+        touched = {o.delivery.partition for o in outcomes}
+        settlement = settle(outcomes, self.states, self.policy, time.monotonic())
+        touched |= settlement.partitions()
+        try:
+            if not self.membership.lease_valid():
+                self.states.clear()
+                raise LeaseLost("the lease deadline passed; the batch was not settled")
+            with self._unwritten_lock:
+                lost = touched & self._unwritten
+            if lost:
+                raise LeaseLost(f"the start rows of partitions {sorted(lost)} were not written")
+            fenced = {
+                p: (self.states[p].cursor(), self.states[p].generation)
+                for p in touched
+                if p in self.states
+            }
+            commit(replace(settlement, cursors=fenced))
+        except StaleGeneration:
+            self._stale.set()
+            self.membership.poke()
+            self._not_written(touched)
+            raise
+        except BaseException:
+            self._not_written(touched)
+            raise
+        for p, (offset, _) in fenced.items():
+            self.states[p].committed = offset
+        self.metrics.settled(settlement)
 
     def _log_started(self, deliveries: list[Delivery]) -> None:
         client = self.membership.client_id

@@ -16,14 +16,20 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from types import FrameType, TracebackType
 
+from sqlalchemy import Engine
+
 from ems.backend import Backend, mysql_backend
 from ems.config import Settings
 from ems.consumer.builder import build
+from ems.consumer.cluster import ClusterSession
+from ems.consumer.exactly_once import ExactlyOnce, TransactionFactory
 from ems.consumer.groups import GroupOptions
 from ems.consumer.state import Outcome
 from ems.exceptions import (
     InvalidHandler,
     InvalidSetting,
+    InvalidTransaction,
+    LeaseLost,
     LockConflict,
     ServerUnavailable,
     StaleGeneration,
@@ -35,7 +41,8 @@ from ems.validation import DEFAULT_BATCH_BYTES, check_name
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Delivery], object]
+#: A handler of (delivery), or of (delivery, transaction) for an exactly-once consumer.
+Handler = Callable[..., object]
 
 #: Longest wait between looks at the partitions while pub/sub wake-ups arrive, and while
 #: they do not (Redis unreachable: plain polling).
@@ -55,6 +62,12 @@ class Consumer:
     options that contradict them raise GroupConflict. A batch holds at most batch_size
     messages and max_batch_bytes of bodies (a single larger message comes alone); both are
     this member's own, not the group's.
+
+    With `transactional` (a SQLAlchemy sessionmaker or Engine, or a callable returning a
+    Session, Connection or PyMySQL connection to the server that holds ems's database),
+    run() consumes exactly once: the handler receives (delivery, transaction), writes
+    through it, and each batch's writes commit with its settlement or not at all (see
+    docs/transactions.md).
 
     It runs on MySQL and Redis (`settings`, or the environment; `store`, a Store the
     caller keeps and closes), or on another `backend`, such as ems.testing's in-memory
@@ -81,11 +94,14 @@ class Consumer:
         store: Store | None = None,
         metrics_port: int | None = None,
         backend: Backend | None = None,
+        transactional: TransactionFactory | None = None,
     ) -> None:
         check_name(group, "group")
         check_name(topic, "topic")
         if handler is not None and not callable(handler):
             raise InvalidHandler(f"handler must be callable, not {type(handler).__name__}")
+        if transactional is not None:
+            _check_transactional(transactional, handler, broadcast)
         self.options = GroupOptions.checked(
             broadcast=broadcast,
             start=start,
@@ -114,6 +130,9 @@ class Consumer:
         self.membership, self.session = parts.membership, parts.session
         self.listener, self.inbox = parts.subscription, parts.inbox
         self.metrics, self.meter = parts.metrics, parts.meter
+        self._exactly_once = (
+            None if transactional is None else self._exactly_once_on(backend, transactional)
+        )
         self._stopping = threading.Event()
         self._started = False
         self._closed = False
@@ -122,6 +141,20 @@ class Consumer:
         self.metrics_port = metrics_port
         self.metrics_server: MetricsServer | None = None
         self._next_gauges = 0.0
+
+    def _exactly_once_on(self, backend: Backend, factory: TransactionFactory) -> ExactlyOnce:
+        if backend.settlements is None or not isinstance(self.session, ClusterSession):
+            self._release_backend()
+            raise InvalidSetting("exactly-once consumption needs the MySQL backend")
+        assert self.handler is not None
+        return ExactlyOnce(
+            factory,
+            self.handler,
+            self.session,
+            backend.settlements,
+            ordered=self.policy.ordered,
+            failed=failed,
+        )
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -229,6 +262,11 @@ class Consumer:
     def settle(self, outcomes: Iterable[Outcome], *, wait: bool = True) -> None:
         """Apply outcomes (an error of None acks): written before returning (wait), or
         by the ack writer while the next batch is fetched."""
+        if self._exactly_once is not None:
+            raise InvalidSetting(
+                "an exactly-once consumer settles each batch with its handler's writes, in "
+                "run(): ack() and nack() would settle outside that transaction"
+            )
         outcomes = list(outcomes)
         self.meter.add(len(outcomes))
         self.session.settle(outcomes, wait=wait)
@@ -256,10 +294,14 @@ class Consumer:
     def _run_once(self, room: int | None) -> int:
         try:
             batch = self.poll(timeout=IDLE_WAIT, max_messages=room)
+            if self._exactly_once is not None:
+                self.meter.add(len(batch))
+                self._exactly_once.handle(batch)
+                return len(batch)
             # Acks commit on the ack writer while the next batch is fetched.
             self.settle(self._handle(batch), wait=False)
             return len(batch)
-        except (ServerUnavailable, LockConflict, StaleGeneration) as exc:
+        except (ServerUnavailable, LockConflict, StaleGeneration, LeaseLost) as exc:
             log.warning("consume round failed, retrying: %s", exc)
             self._stopping.wait(POLL_WAIT)
             return 0
@@ -316,6 +358,20 @@ def failed(d: Delivery, exc: Exception) -> Outcome:
     the consumption log and the dead letter keep)."""
     log.warning("handler failed on %s/%s@%s: %r", d.topic, d.partition, d.offset, exc)
     return Outcome(d, f"{type(exc).__name__}: {exc}"[:_ERROR_CHARS])
+
+
+def _check_transactional(factory: object, handler: object, broadcast: bool) -> None:
+    """An exactly-once consumer runs a handler of (delivery, transaction) in run(), in a
+    cluster group (a broadcast group keeps no cursor to commit with the handler's writes)."""
+    if handler is None:
+        raise InvalidHandler("an exactly-once consumer needs a handler of (delivery, transaction)")
+    if broadcast:
+        raise InvalidSetting("a broadcast group keeps no cursor: it cannot consume exactly once")
+    if not (isinstance(factory, Engine) or callable(factory)):
+        raise InvalidTransaction(
+            "transactional takes a SQLAlchemy Engine or sessionmaker, or a callable that "
+            f"returns a Session, Connection or PyMySQL connection, not a {type(factory).__name__}"
+        )
 
 
 def _serve_metrics(port: int) -> MetricsServer:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Enum, Integer, String, Text
+from sqlalchemy import BigInteger, Boolean, Enum, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ems.models.base import TABLE_ARGS, Base, BigId, GroupMessageRef, created_ts, optional_ts
@@ -28,6 +28,8 @@ class ConsumptionLog(GroupMessageRef, Base):
     )
     attempts: Mapped[int] = mapped_column(Integer, nullable=False, server_default="1")
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: Settled in the handler's own transaction (an exactly-once consumer).
+    exactly_once: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default="0")
     started_at: Mapped[created_ts]
     finished_at: Mapped[optional_ts]
     updated_at: Mapped[created_ts]

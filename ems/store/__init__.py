@@ -10,7 +10,7 @@ from ems.store.audit import AuditStore
 from ems.store.autoscale import AutoscaleStore
 from ems.store.browse import BrowseStore
 from ems.store.compaction import CompactionStore
-from ems.store.consumption import ConsumptionStore
+from ems.store.consumption import ConsumptionStore, SettlementsThrough
 from ems.store.database import Database, translate, wrap_errors
 from ems.store.dead_letters import DeadLetterStore
 from ems.store.group_refs import GroupRefStore
@@ -47,6 +47,7 @@ class Store:
         self.leases = LeaseStore(self.db)
         self.assignments = AssignmentStore(self.db)
         self.consumption = ConsumptionStore(self.db)
+        self.settlements = SettlementsThrough(self.db)
         self.group_refs = GroupRefStore(self.db)
         self.snapshots = SnapshotStore(self.db)
         self.compaction = CompactionStore(self.db)

@@ -12,15 +12,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_scoped_session
 
 from ems.exceptions import InvalidTransaction, StoreError
+from ems.store.caller import ON_COMMIT, identity_of, refuse_autocommit
 from ems.store.database import translate
-from ems.store.outbox import (
-    ON_COMMIT,
-    OutboxItem,
-    OutboxWriter,
-    identity_of,
-    outbox_statements,
-    refuse_autocommit,
-)
+from ems.store.outbox import OutboxItem, OutboxWriter, outbox_statements
 
 
 async def _connection(tx: object) -> AsyncConnection:
@@ -60,13 +54,14 @@ async def write(
     dbapi = sync.connection.dbapi_connection
     refuse_autocommit(dbapi)
     identity = identity_of(sync.connection.driver_connection)
-    if not writer.checked(identity):
-        await asyncio.to_thread(writer.installation)
+    installation = writer.installation
+    if not installation.checked(identity):
+        await asyncio.to_thread(installation.uuid)
         try:
-            rows = await _execute(conn, writer.identity_sql, ())
+            rows = await _execute(conn, installation.identity_sql, ())
         except StoreError as exc:
-            raise writer.unreachable(exc) from None
-        writer.confirm(rows, identity)
+            raise installation.unreachable(exc) from None
+        installation.confirm(rows, identity)
     for sql, params in outbox_statements(writer.schema, topic_id, items):
         await _execute(conn, sql, params)
     if on_commit is not None:

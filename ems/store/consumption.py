@@ -11,9 +11,12 @@ import json
 from collections.abc import Sequence
 from itertools import groupby
 
+import pymysql
 from pymysql.cursors import Cursor
 
-from ems.store.database import Database
+from ems.exceptions import StaleGeneration
+from ems.store.caller import CallerConnection, Installation, qualified
+from ems.store.database import Database, translate
 from ems.store.groups import commit_cursors
 from ems.types import Delivery, Failure, Settlement
 
@@ -28,14 +31,15 @@ _START = (
     "finished_at = NULL, updated_at = NOW(6)"
 )
 _DONE = (
-    "UPDATE topic_group_log SET state = 'done', finished_at = NOW(6), updated_at = NOW(6) "
+    "UPDATE topic_group_log SET state = 'done', exactly_once = %s, finished_at = NOW(6), "
+    "updated_at = NOW(6) "
     "WHERE group_id = %s AND client_id = %s AND state = 'start' AND ({ranges})"
 )
 _RANGE = "(partition_no = %s AND offset_no BETWEEN %s AND %s)"
 _FAILED_LOG = (
-    "UPDATE topic_group_log SET state = %s, attempts = %s, error = %s, finished_at = NOW(6), "
-    "updated_at = NOW(6) WHERE group_id = %s AND partition_no = %s AND offset_no = %s "
-    "AND client_id = %s"
+    "UPDATE topic_group_log SET state = %s, attempts = %s, error = %s, exactly_once = %s, "
+    "finished_at = NOW(6), updated_at = NOW(6) WHERE group_id = %s AND partition_no = %s "
+    "AND offset_no = %s AND client_id = %s"
 )
 _RETRY = (
     "INSERT INTO retry_message (group_id, topic_id, partition_no, offset_no, message_id, "
@@ -89,6 +93,85 @@ def offset_ranges(pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int, int]
     return runs
 
 
+class Statements:
+    """The settlement's statements: ems's own (on its connection), or qualified with the
+    ems database's name and marking the log rows as settled exactly once (through the
+    caller's connection, in the caller's transaction)."""
+
+    def __init__(self, schema: str | None = None) -> None:
+        self.exactly_once = schema is not None
+        self._schema = schema
+
+    def __call__(self, sql: str) -> str:
+        return sql if self._schema is None else qualified(sql, self._schema)
+
+
+OWN = Statements()
+
+
+def write_settlement(
+    cursor: Cursor,
+    group_id: int,
+    topic_id: int,
+    client_id: str,
+    settlement: Settlement,
+    sql: Statements = OWN,
+) -> None:
+    """The statements of one ack batch, inside the cursor's transaction. Exactly once
+    (sql.exactly_once), every row must be as this client left it: each done message still
+    started by it, each cleared retry row still there, and the settlement's cursors (every
+    partition it touches) still owned at their generation under a live lease; else
+    StaleGeneration, and the caller's transaction must roll back."""
+    strict = sql.exactly_once
+    runs = offset_ranges(settlement.done)
+    if runs:
+        done = sql(_DONE).format(ranges=" OR ".join([_RANGE] * len(runs)))
+        values = [v for run in runs for v in run]
+        marked = cursor.execute(done, (int(strict), group_id, client_id, *values))
+        if strict and marked != len(settlement.done):
+            raise StaleGeneration(
+                f"{len(settlement.done) - marked} of the messages settled are no longer "
+                f"started by {client_id}: another member took them"
+            )
+    for failure in settlement.failed:
+        _fail(cursor, sql, group_id, topic_id, client_id, failure)
+    for failure in settlement.logged_only:
+        _log_failure(cursor, sql, group_id, client_id, failure, "retry")
+    if settlement.cleared:
+        params = [(group_id, p, o) for p, o in settlement.cleared]
+        cleared = cursor.executemany(sql(_CLEAR_RETRY), params)
+        if strict and cleared != len(params):
+            raise StaleGeneration("a retried message was settled meanwhile by another member")
+    if settlement.handed_back:
+        cursor.executemany(
+            sql(_HAND_BACK),
+            [(group_id, p, a, b, client_id) for p, a, b in settlement.handed_back],
+        )
+    commit_cursors(cursor, group_id, client_id, settlement.cursors, sql)
+
+
+def _fail(
+    cursor: Cursor, sql: Statements, group_id: int, topic_id: int, client_id: str, f: Failure
+) -> None:
+    if f.delay is None:
+        cursor.execute(sql(_DEAD), (group_id, f.attempts, f.error, f.message_id))
+        cursor.execute(sql(_CLEAR_RETRY), (group_id, f.partition, f.offset))
+        state = "dead"
+    else:
+        delay = int(f.delay * _US)
+        values = (group_id, topic_id, f.partition, f.offset, f.message_id, f.attempts)
+        cursor.execute(sql(_RETRY), (*values, delay, f.error))
+        state = "retry"
+    _log_failure(cursor, sql, group_id, client_id, f, state)
+
+
+def _log_failure(
+    cursor: Cursor, sql: Statements, group_id: int, client_id: str, f: Failure, state: str
+) -> None:
+    log = (state, f.attempts, f.error, int(sql.exactly_once))
+    cursor.execute(sql(_FAILED_LOG), (*log, group_id, f.partition, f.offset, client_id))
+
+
 class ConsumptionStore:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -108,48 +191,7 @@ class ConsumptionStore:
         """Write one ack batch in one transaction. StaleGeneration (nothing written) when a
         cursor's partition was reassigned."""
         with self.db.transaction() as cursor:
-            self._mark_done(cursor, group_id, client_id, settlement.done)
-            for failure in settlement.failed:
-                self._fail(cursor, group_id, topic_id, client_id, failure)
-            for failure in settlement.logged_only:
-                self._log_failure(cursor, group_id, client_id, failure, "retry")
-            if settlement.cleared:
-                cursor.executemany(_CLEAR_RETRY, [(group_id, p, o) for p, o in settlement.cleared])
-            if settlement.handed_back:
-                cursor.executemany(
-                    _HAND_BACK,
-                    [(group_id, p, a, b, client_id) for p, a, b in settlement.handed_back],
-                )
-            commit_cursors(cursor, group_id, client_id, settlement.cursors)
-
-    def _mark_done(
-        self, cursor: Cursor, group_id: int, client_id: str, done: Sequence[tuple[int, int]]
-    ) -> None:
-        runs = offset_ranges(done)
-        if not runs:
-            return
-        sql = _DONE.format(ranges=" OR ".join([_RANGE] * len(runs)))
-        cursor.execute(sql, (group_id, client_id, *[v for run in runs for v in run]))
-
-    def _fail(
-        self, cursor: Cursor, group_id: int, topic_id: int, client_id: str, f: Failure
-    ) -> None:
-        if f.delay is None:
-            cursor.execute(_DEAD, (group_id, f.attempts, f.error, f.message_id))
-            cursor.execute(_CLEAR_RETRY, (group_id, f.partition, f.offset))
-            state = "dead"
-        else:
-            delay = int(f.delay * _US)
-            values = (group_id, topic_id, f.partition, f.offset, f.message_id, f.attempts)
-            cursor.execute(_RETRY, (*values, delay, f.error))
-            state = "retry"
-        self._log_failure(cursor, group_id, client_id, f, state)
-
-    def _log_failure(
-        self, cursor: Cursor, group_id: int, client_id: str, f: Failure, state: str
-    ) -> None:
-        log = (state, f.attempts, f.error, group_id, f.partition, f.offset, client_id)
-        cursor.execute(_FAILED_LOG, log)
+            write_settlement(cursor, group_id, topic_id, client_id, settlement)
 
     def claim_due(
         self,
@@ -188,3 +230,26 @@ class ConsumptionStore:
             )
             for r in rows
         ]
+
+
+class SettlementsThrough:
+    """Exactly-once settlement: an ack batch's statements run through the caller's own
+    connection, inside the transaction of the handler's writes, their tables named with
+    the ems database's name; the connection checked once to reach this database."""
+
+    def __init__(self, db: Database) -> None:
+        self.installation = Installation(db)
+        self._sql = Statements(self.installation.schema)
+
+    def write(
+        self, tx: object, group_id: int, topic_id: int, client_id: str, settlement: Settlement
+    ) -> None:
+        conn = CallerConnection(tx)
+        self.installation.check(conn)
+        cursor = conn.cursor()
+        try:
+            write_settlement(cursor, group_id, topic_id, client_id, settlement, self._sql)
+        except pymysql.err.Error as exc:
+            raise translate(exc) from exc
+        finally:
+            cursor.close()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from typing import Any
 
@@ -169,13 +169,18 @@ class GroupStore:
 
 
 def commit_cursors(
-    cursor: Cursor, group_id: int, client_id: str, cursors: Mapping[int, tuple[int, int]]
+    cursor: Cursor,
+    group_id: int,
+    client_id: str,
+    cursors: Mapping[int, tuple[int, int]],
+    statement: Callable[[str], str] | None = None,
 ) -> None:
-    """Within the caller's transaction, which StaleGeneration rolls back."""
+    """Within the caller's transaction, which StaleGeneration rolls back (statement: how
+    the statement names its tables, when not through ems's own connection)."""
     if not cursors:
         return
     items = sorted(cursors.items())
-    sql = _COMMIT.format(
+    sql = (statement or str)(_COMMIT).format(
         values=" ".join(["WHEN %s THEN %s"] * len(items)),
         owned=" OR ".join(["(o.partition_no = %s AND a.generation = %s)"] * len(items)),
     )

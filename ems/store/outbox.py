@@ -13,23 +13,15 @@ so no reader waits on a hole it made, and the relay reads the outbox without loc
 from __future__ import annotations
 
 from binascii import hexlify
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import pymysql
-from sqlalchemy import Connection, Engine, event
-from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session, scoped_session
 
-from ems.exceptions import (
-    BelowLowWatermark,
-    ForeignTransaction,
-    InvalidTransaction,
-    StoreError,
-)
-from ems.store.database import _GUARD_REFUSED, Database, _errno, translate
+from ems.exceptions import BelowLowWatermark
+from ems.store.caller import CallerConnection, Installation
+from ems.store.database import _GUARD_REFUSED, Database, _errno
 from ems.store.messages import (
     _HEX_ROW_BYTES,
     _INSERT,
@@ -43,15 +35,12 @@ from ems.types import NewMessage, OutboxRow, TopicInfo
 
 #: (partition, key, headers JSON, body) of a validated message (ems.producer.planning).
 OutboxItem = tuple[int, bytes | None, str | None, bytes]  # as ems.ports.OutboxItem
-#: What a transactional send writes through: the caller's transaction.
-CallerTransaction = Session | scoped_session[Session] | Connection | pymysql.connections.Connection
 
 _HEAD = (
     "INSERT INTO {schema}.message_outbox (topic_id, partition_no, msg_key, headers, body) VALUES "
 )
 _ROW = "(%d,%d,%s,%s,X'%s')"
 _PARAMS_ROW = "(%s,%s,%s,%s,%s)"
-_INSTALLATION = "SELECT uuid FROM {schema}.installation ORDER BY id LIMIT 1"
 
 # The topics whose outbox holds committed rows: an index scan of the outbox's topic ids
 # (rows of a topic since deleted are left where they are).
@@ -70,57 +59,6 @@ _PENDING = (
 )
 _DELETE = "DELETE FROM message_outbox WHERE id IN ({ids})"
 _MOVED = "UPDATE outbox_relay SET moved = moved + %s, moved_at = NOW(6) WHERE topic_id = %s"
-_INSTALLATION_HERE = "SELECT uuid FROM installation ORDER BY id LIMIT 1"
-
-
-#: Key, in the caller's connection's info, of what to wake when its transaction ends.
-ON_COMMIT = "ems.on_commit"
-
-
-def _committing(conn: Connection) -> None:
-    for wake in conn.info.pop(ON_COMMIT, ()):
-        wake()
-
-
-def _rolling_back(conn: Connection) -> None:
-    conn.info.pop(ON_COMMIT, None)
-
-
-# SQLAlchemy tells of a commit as it sends it, not after: a relay woken here may look
-# before the rows are visible, and so looks again shortly (ems.producer.relay.RelayLoop).
-event.listen(Engine, "commit", _committing)
-event.listen(Engine, "rollback", _rolling_back)
-
-
-#: A connection as the installation check remembers it: the driver object's id and the
-#: server's id of its session. Neither alone would do: an object's id is reused once it is
-#: gone, a reconnect keeps the object, and session ids restart with the server.
-Identity = tuple[int, int]
-#: Connections remembered as checked (the least recently used are forgotten).
-_CHECKED_KEPT = 4096
-
-
-def identity_of(driver_connection: Any) -> Identity | None:
-    """The identity of a PyMySQL, mysqlclient, asyncmy or aiomysql connection (None
-    when the driver does not tell its session id: checked at every send then)."""
-    thread_id = getattr(driver_connection, "thread_id", None)
-    return (id(driver_connection), int(thread_id())) if callable(thread_id) else None
-
-
-def refuse_autocommit(dbapi: Any) -> None:
-    """InvalidTransaction when the driver connection commits each statement alone."""
-    get_autocommit = getattr(dbapi, "get_autocommit", None)
-    if get_autocommit is not None and get_autocommit():
-        raise InvalidTransaction(
-            "the connection is in autocommit: each statement would commit alone, so a "
-            "transactional send needs a connection inside a transaction"
-        )
-
-
-def quoted_schema(name: str) -> str:
-    """The database name as an identifier, safe inside a statement that the driver
-    formats (its % doubled)."""
-    return "`" + name.replace("`", "``").replace("%", "%%") + "`"
 
 
 def outbox_statements(
@@ -159,61 +97,13 @@ def outbox_statements(
     return statements
 
 
-class CallerConnection:
-    """The caller's transaction, reached through what they gave: a SQLAlchemy Session or
-    scoped_session (its connection, which begins its transaction), Connection (which
-    begins one, so that its commit() commits these rows) or a PyMySQL connection (not in
-    autocommit)."""
-
-    def __init__(self, tx: object) -> None:
-        if isinstance(tx, scoped_session):  # Flask-SQLAlchemy's db.session, for one
-            tx = tx()
-        if isinstance(tx, Session):
-            tx = tx.connection()
-        if isinstance(tx, Connection):
-            self._sa: Connection | None = tx
-            self.dbapi: Any = tx.connection.dbapi_connection
-        elif isinstance(tx, pymysql.connections.Connection):
-            self._sa, self.dbapi = None, tx
-        else:
-            raise InvalidTransaction(
-                "a transactional send takes a SQLAlchemy Session or Connection or a PyMySQL "
-                f"connection, not a {type(tx).__name__}"
-            )
-        refuse_autocommit(self.dbapi)
-
-    def execute(self, sql: str, params: tuple[object, ...]) -> list[tuple[Any, ...]]:
-        """Run one statement in the caller's transaction; driver errors as ems's."""
-        try:
-            if self._sa is not None:
-                result = self._sa.exec_driver_sql(sql, params)
-                return [tuple(r) for r in result] if result.returns_rows else []
-            with self.dbapi.cursor() as cursor:
-                cursor.execute(sql, params)
-                return list(cursor.fetchall() or ())
-        except (SQLAlchemyError, pymysql.err.Error) as exc:
-            raise translate(exc) from exc
-
-    def on_commit(self, wake: Callable[[], None]) -> None:
-        """Have wake called when the caller commits (SQLAlchemy only: a PyMySQL
-        connection says nothing, and its rows are found by the relay's next pass)."""
-        if self._sa is not None:
-            self._sa.info.setdefault(ON_COMMIT, set()).add(wake)
-
-    def identity(self) -> Identity | None:
-        return identity_of(self.dbapi)
-
-
 class OutboxWriter:
     """Writes a transactional send's rows through the caller's connection, having checked
     once per connection that it reaches this ems database (its installation row)."""
 
     def __init__(self, db: Database) -> None:
-        self._db = db
-        self.schema = quoted_schema(db.settings.database_name)
-        self._installation: str | None = None
-        #: DBAPI connection -> the server connection id it was checked under.
-        self._checked: OrderedDict[Identity, None] = OrderedDict()
+        self.installation = Installation(db)
+        self.schema = self.installation.schema
 
     def write(
         self,
@@ -227,63 +117,11 @@ class OutboxWriter:
         InvalidTransaction when tx cannot carry them, ForeignTransaction when it runs on
         a server that does not hold this ems database."""
         conn = CallerConnection(tx)
-        self._check(conn)
+        self.installation.check(conn)
         for sql, params in outbox_statements(self.schema, topic_id, items):
             conn.execute(sql, params)
         if on_commit is not None:
             conn.on_commit(on_commit)
-
-    def installation(self) -> str:
-        """This ems database's installation UUID (read once)."""
-        if self._installation is None:
-            rows = self._db.select(_INSTALLATION_HERE, ())
-            if not rows:
-                raise StoreError("the installation row is missing: run `ems db upgrade`")
-            self._installation = str(rows[0][0])
-        return self._installation
-
-    @property
-    def identity_sql(self) -> str:
-        """Reads, through the caller's connection, the installation it reaches."""
-        return _INSTALLATION.format(schema=self.schema)
-
-    def checked(self, identity: Identity | None) -> bool:
-        """Whether this connection was found to reach this database (and has not
-        reconnected since)."""
-        if identity is None or identity not in self._checked:
-            return False
-        self._checked.move_to_end(identity)
-        return True
-
-    def confirm(self, rows: Sequence[tuple[Any, ...]], identity: Identity | None) -> None:
-        """Judge what identity_sql read: ForeignTransaction unless this installation."""
-        if not rows or str(rows[0][0]) != self.installation():
-            raise ForeignTransaction(
-                f"the transaction's connection reaches another ems database than {self.schema} "
-                "of this producer (another server, or a copy): its commit would not publish"
-            )
-        if identity is not None:
-            self._checked[identity] = None
-            if len(self._checked) > _CHECKED_KEPT:
-                self._checked.popitem(last=False)
-
-    def unreachable(self, error: StoreError) -> ForeignTransaction:
-        """identity_sql failed: the caller's server has no such database or table."""
-        return ForeignTransaction(
-            f"the transaction's connection does not reach the ems database {self.schema} "
-            f"({error}): a transactional send needs the server that holds it"
-        )
-
-    def _check(self, conn: CallerConnection) -> None:
-        identity = conn.identity()
-        if self.checked(identity):
-            return
-        self.installation()  # read first: a failure here is ems's, not the caller's
-        try:
-            rows = conn.execute(self.identity_sql, ())
-        except StoreError as exc:
-            raise self.unreachable(exc) from None
-        self.confirm(rows, identity)
 
 
 class RelayBatch:

@@ -14,7 +14,8 @@ from ems import TopicAdmin
 from ems.config import Settings
 from ems.exceptions import InvalidTransaction
 from ems.store import Store
-from ems.store.outbox import outbox_statements, quoted_schema
+from ems.store.caller import quoted_schema
+from ems.store.outbox import outbox_statements
 from ems.types import TopicInfo
 from tests.conftest import BASE_URL, connect
 

@@ -23,7 +23,8 @@ from benchmarks.tx_workers import SERVICE_DB, baseline_items
 from ems import Record
 from ems.producer.partitioner import RoundRobin
 from ems.producer.planning import prepare_batch
-from ems.store.outbox import outbox_statements, quoted_schema
+from ems.store.caller import quoted_schema
+from ems.store.outbox import outbox_statements
 from ems.types import TopicInfo
 
 TOPIC = TopicInfo(

@@ -1,0 +1,232 @@
+"""Exactly-once handling: a batch's handler calls and its settlement committed in one
+transaction of the service's own database, on the server that holds ems's.
+
+Each batch runs in a transaction that the service's factory opens (a SQLAlchemy
+sessionmaker or Engine, or a callable that returns a Session, Connection or PyMySQL
+connection). The handler receives the delivery and that transaction, and writes through
+it; sends with `transaction=` ride on it too. ems then writes the batch's settlement (log
+rows done, retries, dead letters, the cursors of every partition the batch touched)
+through the same connection and commits: the handler's writes and the settlement commit
+together or not at all. A member that lost a partition (generation moved, lease lapsed)
+fails the commit at its cursor's fence.
+
+A batch is first handled without savepoints: one transaction, one commit. A handler that
+raises rolls that transaction back, and the batch is handled again with a savepoint per
+message, so that a failure undoes only its own message's writes and the message goes to
+the group's retry ladder. A handler may thus be called twice for a message within one
+delivery; only one call's writes ever commit.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import Any
+
+import pymysql
+from pymysql.constants.SERVER_STATUS import SERVER_STATUS_IN_TRANS
+from sqlalchemy import Connection, Engine
+from sqlalchemy.engine import RootTransaction
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, SessionTransaction
+
+from ems.consumer.cluster import ClusterSession
+from ems.consumer.state import Outcome
+from ems.exceptions import InvalidHandler, InvalidTransaction
+from ems.ports import SettlementsThrough
+from ems.store.database import translate
+from ems.types import Delivery, Settlement
+
+log = logging.getLogger(__name__)
+
+#: What opens a batch's transaction: an Engine (a Connection each batch), or a callable
+#: returning a Session (a sessionmaker), a Connection or a PyMySQL connection.
+TransactionFactory = Engine | Callable[[], Any]
+#: An exactly-once handler: the delivery and the batch's transaction (what the factory
+#: gave: Session, Connection or PyMySQL connection).
+TransactionalHandler = Callable[[Delivery, Any], object]
+_SAVEPOINT = "ems_message"
+
+
+class BatchTransaction:
+    """One batch's transaction, through what the factory gave: committed, rolled back
+    and closed by ems (a Session closed returns its connection to the pool)."""
+
+    def __init__(self, factory: TransactionFactory) -> None:
+        made = factory.connect() if isinstance(factory, Engine) else factory()
+        self.given: Any = made
+        self._session = made if isinstance(made, Session) else None
+        self._conn = made if isinstance(made, Connection) else None
+        self._driver = made if isinstance(made, pymysql.connections.Connection) else None
+        if self._session is None and self._conn is None and self._driver is None:
+            with suppress(Exception):
+                made.close()
+            raise InvalidTransaction(
+                "an exactly-once consumer's transaction factory must return a SQLAlchemy "
+                f"Session or Connection or a PyMySQL connection, not a {type(made).__name__}"
+            )
+        self._root: SessionTransaction | RootTransaction | None = None
+        try:
+            if self._session is not None:
+                self._session.connection()  # begins
+                self._root = self._session.get_transaction()
+            elif self._conn is not None:
+                self._root = self._conn.begin()
+            elif self._driver is not None:
+                self._driver.begin()
+        except (SQLAlchemyError, pymysql.err.Error) as exc:
+            self.close()
+            raise translate(exc) from exc
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """A message's writes, undone alone when the handler raises."""
+        if self._session is not None:
+            with self._session.begin_nested():
+                yield
+        elif self._conn is not None:
+            with self._conn.begin_nested():
+                yield
+        else:
+            assert self._driver is not None
+            with self._driver.cursor() as cursor:
+                cursor.execute(f"SAVEPOINT {_SAVEPOINT}")
+            try:
+                yield
+            except BaseException:
+                with self._driver.cursor() as cursor:
+                    cursor.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
+                raise
+            with self._driver.cursor() as cursor:
+                cursor.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
+
+    def flush(self) -> None:
+        """A Session's pending writes, sent now: their errors are the handler's."""
+        if self._session is not None:
+            self._session.flush()
+
+    def intact(self) -> bool:
+        """Whether the batch's transaction is still the one open (the handler neither
+        committed nor rolled it back)."""
+        if self._session is not None:
+            return self._session.get_transaction() is self._root and self._root is not None
+        if self._conn is not None:
+            return self._conn.get_transaction() is self._root
+        assert self._driver is not None
+        return bool(self._driver.server_status & SERVER_STATUS_IN_TRANS)
+
+    def commit(self) -> None:
+        try:
+            if self._session is not None:
+                self._session.commit()
+            elif self._conn is not None:
+                self._conn.commit()
+            elif self._driver is not None:
+                self._driver.commit()
+        except (SQLAlchemyError, pymysql.err.Error) as exc:
+            raise translate(exc) from exc
+
+    def rollback(self) -> None:
+        """Quietly: a lost connection has rolled back already."""
+        with suppress(SQLAlchemyError, pymysql.err.Error):
+            if self._session is not None:
+                self._session.rollback()
+            elif self._conn is not None:
+                self._conn.rollback()
+            elif self._driver is not None:
+                self._driver.rollback()
+
+    def close(self) -> None:
+        with suppress(SQLAlchemyError, pymysql.err.Error):
+            if self._session is not None:
+                self._session.close()
+            elif self._conn is not None:
+                self._conn.close()
+            elif self._driver is not None:
+                self._driver.close()
+
+
+class ExactlyOnce:
+    """Runs batches through the handler, each in one transaction with its settlement."""
+
+    def __init__(
+        self,
+        factory: TransactionFactory,
+        handler: TransactionalHandler,
+        session: ClusterSession,
+        settlements: SettlementsThrough,
+        *,
+        ordered: bool,
+        failed: Callable[[Delivery, Exception], Outcome],
+    ) -> None:
+        self._factory = factory
+        self._handler = handler
+        self._session = session
+        self._settlements = settlements
+        self._ordered = ordered
+        self._failed = failed
+
+    def handle(self, batch: list[Delivery]) -> None:
+        """Handle and settle the batch in one transaction: without savepoints, or, once
+        a handler raised, again with one per message."""
+        if batch and not self._attempt(batch, savepoints=False):
+            self._attempt(batch, savepoints=True)
+
+    def _attempt(self, batch: list[Delivery], *, savepoints: bool) -> bool:
+        """Whether the batch was settled: False when, without savepoints, a handler
+        raised (everything it and the others wrote rolled back)."""
+        tx = BatchTransaction(self._factory)
+        try:
+            outcomes = self._run(tx, batch, savepoints)
+            if outcomes is None:
+                tx.rollback()
+                return False
+            self._session.settle_within(outcomes, lambda s: self._commit(tx, s))
+            return True
+        except BaseException:
+            tx.rollback()
+            raise
+        finally:
+            tx.close()
+
+    def _run(
+        self, tx: BatchTransaction, batch: list[Delivery], savepoints: bool
+    ) -> list[Outcome] | None:
+        outcomes: list[Outcome] = []
+        blocked: set[int] = set()
+        for d in batch:
+            if d.partition in blocked:
+                continue  # ordered: a failure blocks the rest of its partition's batch
+            try:
+                if savepoints:
+                    with tx.savepoint():
+                        self._call(tx, d)
+                else:
+                    self._call(tx, d)
+            except InvalidHandler:
+                raise
+            except Exception as exc:  # the handler's failure is the message's
+                if not savepoints:
+                    return None
+                outcomes.append(self._failed(d, exc))
+                if self._ordered:
+                    blocked.add(d.partition)
+            else:
+                outcomes.append(Outcome(d))
+        return outcomes
+
+    def _call(self, tx: BatchTransaction, d: Delivery) -> None:
+        self._handler(d, tx.given)
+        tx.flush()
+        if not tx.intact():
+            raise InvalidHandler(
+                "an exactly-once handler ended the batch's transaction (commit or "
+                "rollback): it writes in it, and ems commits it with the settlement"
+            )
+
+    def _commit(self, tx: BatchTransaction, settlement: Settlement) -> None:
+        group, topic = self._session.group, self._session.topic
+        client = self._session.membership.client_id
+        self._settlements.write(tx.given, group.id, topic.id, client, settlement)
+        tx.commit()

@@ -1,0 +1,322 @@
+"""Exactly-once consumption against the real MariaDB and Redis: a handler's writes in the
+service's own database commit with the message's settlement or not at all, a failing
+handler undoes only its own message's writes, sends inside the handler ride on the same
+transaction, and a member that lost its partition fails its commit."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pymysql
+import pytest
+from sqlalchemy import Connection, Engine, create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from ems import Consumer, Producer, Record, TopicAdmin
+from ems.config import Settings
+from ems.exceptions import InvalidHandler, InvalidSetting, InvalidTransaction, StaleGeneration
+from ems.store import Store
+from ems.types import Delivery
+from tests.conftest import BASE_URL
+from tests.integration.seed import wait_until
+
+FAST = {"lease_ttl": 4.0, "renew_every": 0.5}
+SERVICE_DB = "test"
+
+
+@pytest.fixture
+def engine() -> Iterator[Engine]:
+    """The service's engine, on its own database of the same server as ems's."""
+    made = create_engine(BASE_URL + SERVICE_DB)
+    yield made
+    made.dispose()
+
+
+@pytest.fixture
+def counts(settings: Settings, engine: Engine) -> Iterator[str]:
+    """The service's counter table: one row per message body, its count of handlings
+    that committed (named after this run's ems database: parallel runs share `test`)."""
+    suffix = hashlib.sha1(settings.database_name.encode()).hexdigest()[:10]
+    table = f"eo_counts_{suffix}"
+    with engine.begin() as conn:
+        conn.execute(text(f"DROP TABLE IF EXISTS {table}"))
+        conn.execute(text(f"CREATE TABLE {table} (body VARCHAR(64) PRIMARY KEY, n INT NOT NULL)"))
+    yield table
+    with engine.begin() as conn:
+        conn.execute(text(f"DROP TABLE IF EXISTS {table}"))
+
+
+@pytest.fixture
+def readings(settings: Settings) -> Iterator[TopicAdmin]:
+    admin = TopicAdmin(settings)
+    admin.create("readings", partitions=3)
+    admin.create("alerts", partitions=1)
+    yield admin
+    admin.close()
+
+
+def publish(settings: Settings, n: int) -> list[str]:
+    bodies = [f"m-{i}" for i in range(n)]
+    with Producer(settings) as producer:
+        producer.send_batch("readings", [Record(b, key=f"k{i % 7}") for i, b in enumerate(bodies)])
+    return bodies
+
+
+def counted(engine: Engine, table: str) -> dict[str, int]:
+    with engine.connect() as conn:
+        return {str(b): int(n) for b, n in conn.execute(text(f"SELECT body, n FROM {table}"))}
+
+
+def bump(table: str) -> str:
+    return f"INSERT INTO {table} VALUES (%s, 1) ON DUPLICATE KEY UPDATE n = n + 1"
+
+
+def log_states(store: Store, group: str) -> Counter[tuple[str, int]]:
+    rows = store.db.select(
+        "SELECT l.state, l.exactly_once FROM topic_group_log l "
+        "JOIN consumer_group g ON g.id = l.group_id WHERE g.name = %s",
+        (group,),
+    )
+    return Counter((str(s), int(e)) for s, e in rows)
+
+
+def pymysql_factory(settings: Settings) -> Callable[[], pymysql.Connection]:
+    url = make_url(settings.database_url)
+
+    def make() -> pymysql.Connection:
+        return pymysql.connect(
+            host=url.host or "127.0.0.1",
+            port=url.port or 3306,
+            user=url.username or "root",
+            password=url.password or "",
+            database=SERVICE_DB,
+        )
+
+    return make
+
+
+@pytest.mark.parametrize("kind", ["sessionmaker", "engine", "pymysql"])
+def test_every_message_counted_once_and_logged_as_exactly_once(
+    settings: Settings, store: Store, engine: Engine, counts: str, readings: TopicAdmin, kind: str
+) -> None:
+    bodies = publish(settings, 60)
+    factory: Any = {
+        "sessionmaker": sessionmaker(engine),
+        "engine": engine,
+        "pymysql": pymysql_factory(settings),
+    }[kind]
+
+    def handle(d: Delivery, tx: Any) -> None:
+        if isinstance(tx, Session | Connection):
+            tx.execute(text(bump(counts).replace("%s", ":b", 1)), {"b": d.body.decode()})
+        else:
+            with tx.cursor() as cursor:
+                cursor.execute(bump(counts), (d.body.decode(),))
+
+    consumer = Consumer(
+        "eo", "readings", handle, settings=settings, start="earliest", transactional=factory, **FAST
+    )
+    assert consumer.run(max_messages=60, handle_signals=False) == 60
+    assert counted(engine, counts) == dict.fromkeys(bodies, 1)
+    assert log_states(store, "eo") == Counter({("done", 1): 60})
+    offsets = store.groups.offsets(consumer.group.id)
+    assert sum(offsets.values()) == 60  # every cursor committed with its handler's writes
+
+
+def test_a_failing_handler_undoes_only_its_own_writes(
+    settings: Settings, store: Store, engine: Engine, counts: str, readings: TopicAdmin
+) -> None:
+    """The handler writes, then raises for m-3 on its first delivery: that write is
+    undone, m-3 goes to the retry ladder and is counted once when it passes."""
+    bodies = publish(settings, 12)
+    calls: Counter[str] = Counter()
+
+    def handle(d: Delivery, session: Session) -> None:
+        body = d.body.decode()
+        calls[body] += 1
+        session.execute(
+            text(f"INSERT INTO {counts} VALUES (:b, 1) ON DUPLICATE KEY UPDATE n = n + 1"),
+            {"b": body},
+        )
+        if body == "m-3" and d.attempt == 1:
+            raise ValueError("not yet")
+
+    consumer = Consumer(
+        "eo",
+        "readings",
+        handle,
+        settings=settings,
+        start="earliest",
+        retry_ladder="100ms",
+        transactional=sessionmaker(engine),
+        **FAST,
+    )
+    with consumer:
+        handled = 0
+        while counted(engine, counts).get("m-3") != 1:
+            handled += consumer._run_once(None)
+            assert handled < 100, "m-3 never passed"
+    assert counted(engine, counts) == dict.fromkeys(bodies, 1)
+    assert calls["m-3"] >= 2  # the first raised, a redelivery passed
+    states = log_states(store, "eo")
+    assert states == Counter({("done", 1): 12}), states  # m-3's retry row was cleared
+    assert store.db.select("SELECT COUNT(*) FROM retry_message", ()) == ((0,),)
+
+
+def test_sends_in_the_handler_commit_with_its_writes(
+    settings: Settings, store: Store, engine: Engine, counts: str, readings: TopicAdmin
+) -> None:
+    """Consume, transform, produce: a reading consumed, a count written and an alert
+    published, all or none. m-5 always fails (one attempt): dead-lettered, no alert, no
+    count."""
+    bodies = publish(settings, 10)
+    with Producer(settings) as producer:
+
+        def handle(d: Delivery, session: Session) -> None:
+            body = d.body.decode()
+            session.execute(
+                text(f"INSERT INTO {counts} VALUES (:b, 1) ON DUPLICATE KEY UPDATE n = n + 1"),
+                {"b": body},
+            )
+            producer.send("alerts", f"alert {body}", transaction=session)
+            if body == "m-5":
+                raise RuntimeError("poison")
+
+        consumer = Consumer(
+            "eo",
+            "readings",
+            handle,
+            settings=settings,
+            start="earliest",
+            max_attempts=1,
+            transactional=sessionmaker(engine),
+            **FAST,
+        )
+        consumer.run(max_messages=10, handle_signals=False)
+        while producer.relay():
+            pass
+    good = [b for b in bodies if b != "m-5"]
+    assert counted(engine, counts) == dict.fromkeys(good, 1)
+    alerts = store.db.select(
+        "SELECT body FROM message m JOIN topic t ON t.id = m.topic_id WHERE t.name = 'alerts'",
+        (),
+    )
+    assert sorted(bytes(a).decode() for (a,) in alerts) == sorted(f"alert {b}" for b in good)
+    dead = store.db.select("SELECT body, last_error FROM dead_message", ())
+    assert [(bytes(b), e) for b, e in dead] == [(b"m-5", "RuntimeError: poison")]
+    assert log_states(store, "eo") == Counter({("done", 1): 9, ("dead", 1): 1})
+
+
+def test_a_member_that_lost_its_partition_fails_its_commit(
+    settings: Settings, store: Store, engine: Engine, counts: str, readings: TopicAdmin
+) -> None:
+    """While the first batch is handled, the partition's generation moves (as a leader's
+    reassignment does): the batch's commit is refused at the cursor's fence, its writes
+    roll back, and the messages come again from the stored cursor, counted once."""
+    bodies = publish(settings, 9)
+    moved: list[int] = []
+
+    def handle(d: Delivery, session: Session) -> None:
+        session.execute(
+            text(f"INSERT INTO {counts} VALUES (:b, 1) ON DUPLICATE KEY UPDATE n = n + 1"),
+            {"b": d.body.decode()},
+        )
+        if not moved:
+            with store.db.transaction() as cursor:
+                moved.append(
+                    cursor.execute(
+                        "UPDATE partition_assignment SET generation = generation + 1 "
+                        "WHERE partition_no = %s",
+                        (d.partition,),
+                    )
+                )
+
+    consumer = Consumer(
+        "eo",
+        "readings",
+        handle,
+        settings=settings,
+        start="earliest",
+        transactional=sessionmaker(engine),
+        **FAST,
+    )
+    with consumer:
+        first = consumer.poll(timeout=5.0)
+        assert first
+        refused = consumer._exactly_once
+        assert refused is not None
+        with pytest.raises(StaleGeneration, match="no longer owns"):
+            refused.handle(first)
+        assert moved == [1]
+        assert counted(engine, counts) == {}  # the batch's writes rolled back
+        wait_until(lambda: _drained(consumer, engine, counts, len(bodies)), timeout=30)
+    assert counted(engine, counts) == dict.fromkeys(bodies, 1)
+
+
+def _drained(consumer: Consumer, engine: Engine, table: str, n: int) -> bool:
+    consumer._run_once(None)
+    return len(counted(engine, table)) == n
+
+
+def test_wrong_set_ups_are_refused_with_typed_errors(
+    settings: Settings, engine: Engine, counts: str, readings: TopicAdmin
+) -> None:
+    maker = sessionmaker(engine)
+    with pytest.raises(InvalidHandler, match="needs a handler"):
+        Consumer("eo", "readings", settings=settings, transactional=maker)
+    with pytest.raises(InvalidSetting, match="broadcast"):
+        Consumer("eo", "readings", print, settings=settings, broadcast=True, transactional=maker)
+    with pytest.raises(InvalidTransaction, match="not a str"):
+        Consumer("eo", "readings", print, settings=settings, transactional="mysql://x")  # type: ignore[arg-type]
+
+
+def test_a_handler_that_ends_the_transaction_is_stopped(
+    settings: Settings, store: Store, engine: Engine, counts: str, readings: TopicAdmin
+) -> None:
+    publish(settings, 3)
+
+    def commits(d: Delivery, session: Session) -> None:
+        session.commit()
+
+    consumer = Consumer(
+        "eo",
+        "readings",
+        commits,
+        settings=settings,
+        start="earliest",
+        transactional=sessionmaker(engine),
+        **FAST,
+    )
+    with pytest.raises(InvalidHandler, match="ended the batch's transaction"):
+        consumer.run(handle_signals=False)
+    assert store.db.select("SELECT COUNT(*) FROM topic_group_log WHERE state = 'done'", ()) == (
+        (0,),
+    )
+
+
+def test_a_factory_of_something_else_and_pull_acks_are_refused(
+    settings: Settings, engine: Engine, counts: str, readings: TopicAdmin
+) -> None:
+    publish(settings, 2)
+    consumer = Consumer(
+        "eo",
+        "readings",
+        print,
+        settings=settings,
+        start="earliest",
+        transactional=lambda: 42,
+        **FAST,
+    )
+    with pytest.raises(InvalidTransaction, match="not a int"):
+        consumer.run(handle_signals=False)
+    with Consumer(
+        "eo2", "readings", print, settings=settings, start="earliest", transactional=engine, **FAST
+    ) as pulled:
+        got = pulled.poll(timeout=5.0)
+        assert got
+        with pytest.raises(InvalidSetting, match="in run"):
+            pulled.ack(got)
