@@ -374,11 +374,18 @@ class SettlementsThrough(Protocol):
     """Exactly-once settlement: an ack batch written through the caller's transaction."""
 
     def write(
-        self, tx: object, group_id: int, topic_id: int, client_id: str, settlement: Settlement
+        self,
+        tx: object,
+        group_id: int,
+        topic_id: int,
+        client_id: str,
+        settlement: Settlement,
+        expected: Mapping[int, int],
     ) -> None:
         """Write the settlement's statements inside the caller's transaction tx, fenced:
-        StaleGeneration when a row is no longer as this client left it (the caller's
-        transaction must roll back), InvalidTransaction or ForeignTransaction as
+        StaleGeneration when a row is no longer as this client left it, or a cursor no
+        longer at its expected value ({partition: stored cursor}) (the caller's
+        transaction must roll back); InvalidTransaction or ForeignTransaction as
         OutboxWrites.write."""
 
 

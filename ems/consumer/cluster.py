@@ -298,13 +298,17 @@ class ClusterSession:
         else:
             self.writer.settled(settlement)
 
-    def settle_within(self, outcomes: list[Outcome], commit: Callable[[Settlement], None]) -> None:
+    def settle_within(
+        self, outcomes: list[Outcome], commit: Callable[[Settlement, dict[int, int]], None]
+    ) -> None:
         """Exactly once: apply the batch's outcomes and have `commit` write the
         settlement in the caller's transaction and commit it. The settlement's cursors
         cover every partition the batch touched, moved or not: each is a fence (owned at
-        its generation, under a live lease) that fails the commit of a member that lost
-        it. Whatever fails, the partitions are read again from their stored cursors,
-        which say whether the transaction committed."""
+        its generation, under a live lease, and still at the cursor this batch was read
+        from: {partition: stored cursor}, commit's second argument) that fails the commit
+        of a member that lost it, or of a batch whose earlier commit landed though its
+        reply was lost. Whatever fails, the partitions are read again from their stored
+        cursors, which say whether the transaction committed."""
         self.writer.flush()  # the batch's start rows, which the settlement marks done
         touched = {o.delivery.partition for o in outcomes}
         settlement = settle(outcomes, self.states, self.policy, time.monotonic())
@@ -322,7 +326,8 @@ class ClusterSession:
                 for p in touched
                 if p in self.states
             }
-            commit(replace(settlement, cursors=fenced))
+            expected = {p: self.states[p].committed for p in fenced}
+            commit(replace(settlement, cursors=fenced), expected)
         except StaleGeneration:
             self._stale.set()
             self.membership.poke()

@@ -182,7 +182,7 @@ class ExactlyOnce:
             if outcomes is None:
                 tx.rollback()
                 return False
-            self._session.settle_within(outcomes, lambda s: self._commit(tx, s))
+            self._session.settle_within(outcomes, lambda s, e: self._commit(tx, s, e))
             return True
         except BaseException:
             tx.rollback()
@@ -225,8 +225,10 @@ class ExactlyOnce:
                 "rollback): it writes in it, and ems commits it with the settlement"
             )
 
-    def _commit(self, tx: BatchTransaction, settlement: Settlement) -> None:
+    def _commit(
+        self, tx: BatchTransaction, settlement: Settlement, expected: dict[int, int]
+    ) -> None:
         group, topic = self._session.group, self._session.topic
         client = self._session.membership.client_id
-        self._settlements.write(tx.given, group.id, topic.id, client, settlement)
+        self._settlements.write(tx.given, group.id, topic.id, client, settlement, expected)
         tx.commit()

@@ -8,7 +8,7 @@ the cursors are committed under generation fencing.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import groupby
 
 import pymysql
@@ -116,12 +116,14 @@ def write_settlement(
     client_id: str,
     settlement: Settlement,
     sql: Statements = OWN,
+    expected: Mapping[int, int] | None = None,
 ) -> None:
     """The statements of one ack batch, inside the cursor's transaction. Exactly once
     (sql.exactly_once), every row must be as this client left it: each done message still
     started by it, each cleared retry row still there, and the settlement's cursors (every
-    partition it touches) still owned at their generation under a live lease; else
-    StaleGeneration, and the caller's transaction must roll back."""
+    partition it touches) still owned at their generation under a live lease and still at
+    their `expected` values; else StaleGeneration, and the caller's transaction must roll
+    back."""
     strict = sql.exactly_once
     runs = offset_ranges(settlement.done)
     if runs:
@@ -147,7 +149,7 @@ def write_settlement(
             sql(_HAND_BACK),
             [(group_id, p, a, b, client_id) for p, a, b in settlement.handed_back],
         )
-    commit_cursors(cursor, group_id, client_id, settlement.cursors, sql)
+    commit_cursors(cursor, group_id, client_id, settlement.cursors, sql, expected)
 
 
 def _fail(
@@ -242,13 +244,19 @@ class SettlementsThrough:
         self._sql = Statements(self.installation.schema)
 
     def write(
-        self, tx: object, group_id: int, topic_id: int, client_id: str, settlement: Settlement
+        self,
+        tx: object,
+        group_id: int,
+        topic_id: int,
+        client_id: str,
+        settlement: Settlement,
+        expected: Mapping[int, int],
     ) -> None:
         conn = CallerConnection(tx)
         self.installation.check(conn)
         cursor = conn.cursor()
         try:
-            write_settlement(cursor, group_id, topic_id, client_id, settlement, self._sql)
+            write_settlement(cursor, group_id, topic_id, client_id, settlement, self._sql, expected)
         except pymysql.err.Error as exc:
             raise translate(exc) from exc
         finally:

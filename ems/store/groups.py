@@ -174,23 +174,31 @@ def commit_cursors(
     client_id: str,
     cursors: Mapping[int, tuple[int, int]],
     statement: Callable[[str], str] | None = None,
+    expected: Mapping[int, int] | None = None,
 ) -> None:
     """Within the caller's transaction, which StaleGeneration rolls back (statement: how
-    the statement names its tables, when not through ems's own connection)."""
+    the statement names its tables, when not through ems's own connection). With
+    `expected` ({partition: stored cursor}), a cursor moves only from that value: a
+    commit of the same messages whose reply was lost, found to have landed after all,
+    refuses this one."""
     if not cursors:
         return
     items = sorted(cursors.items())
+    owned_sql = "(o.partition_no = %s AND a.generation = %s)"
+    owned = [v for p, (_, generation) in items for v in (p, generation)]
+    if expected is not None:
+        owned_sql = "(o.partition_no = %s AND a.generation = %s AND o.committed_offset = %s)"
+        owned = [v for p, (_, g) in items for v in (p, g, expected[p])]
     sql = (statement or str)(_COMMIT).format(
         values=" ".join(["WHEN %s THEN %s"] * len(items)),
-        owned=" OR ".join(["(o.partition_no = %s AND a.generation = %s)"] * len(items)),
+        owned=" OR ".join([owned_sql] * len(items)),
     )
     values = [v for p, (offset, _) in items for v in (p, offset)]
-    owned = [v for p, (_, generation) in items for v in (p, generation)]
     if cursor.execute(sql, (*values, group_id, client_id, *owned)) != len(items):
         partitions = [p for p, _ in items]
         raise StaleGeneration(
             f"{client_id} no longer owns all of partitions {partitions} at the generations "
-            "it committed with; nothing was committed"
+            "(and cursors) it committed with; nothing was committed"
         )
 
 

@@ -211,29 +211,43 @@ def test_sends_in_the_handler_commit_with_its_writes(
     assert log_states(store, "eo") == Counter({("done", 1): 9, ("dead", 1): 1})
 
 
-def test_a_member_that_lost_its_partition_fails_its_commit(
-    settings: Settings, store: Store, engine: Engine, counts: str, readings: TopicAdmin
+MOVES = {
+    # a leader's reassignment
+    "generation": "UPDATE partition_assignment SET generation = generation + 1 "
+    "WHERE partition_no = %s",
+    # an earlier commit of the same batch, its reply lost, that landed after all
+    "cursor": "UPDATE group_offset SET committed_offset = committed_offset + 1 "
+    "WHERE partition_no = %s",
+}
+
+
+@pytest.mark.parametrize("move", sorted(MOVES))
+def test_a_commit_behind_a_moved_fence_is_refused(
+    settings: Settings,
+    store: Store,
+    engine: Engine,
+    counts: str,
+    readings: TopicAdmin,
+    move: str,
 ) -> None:
-    """While the first batch is handled, the partition's generation moves (as a leader's
-    reassignment does): the batch's commit is refused at the cursor's fence, its writes
-    roll back, and the messages come again from the stored cursor, counted once."""
+    """While the first batch is handled, its first message's partition changes under the
+    member: its generation moves (as a leader's reassignment does) or its stored cursor
+    does (as a commit of this batch whose reply was lost and that landed after all). The
+    batch's commit is refused at the cursor's fence, its writes roll back, and the
+    messages come again from the stored cursor: each counted once (the message the moved
+    cursor passed, never)."""
     bodies = publish(settings, 9)
-    moved: list[int] = []
+    first: list[Delivery] = []
 
     def handle(d: Delivery, session: Session) -> None:
         session.execute(
             text(f"INSERT INTO {counts} VALUES (:b, 1) ON DUPLICATE KEY UPDATE n = n + 1"),
             {"b": d.body.decode()},
         )
-        if not moved:
+        if not first:
+            first.append(d)
             with store.db.transaction() as cursor:
-                moved.append(
-                    cursor.execute(
-                        "UPDATE partition_assignment SET generation = generation + 1 "
-                        "WHERE partition_no = %s",
-                        (d.partition,),
-                    )
-                )
+                assert cursor.execute(MOVES[move], (d.partition,)) == 1
 
     consumer = Consumer(
         "eo",
@@ -245,16 +259,18 @@ def test_a_member_that_lost_its_partition_fails_its_commit(
         **FAST,
     )
     with consumer:
-        first = consumer.poll(timeout=5.0)
-        assert first
-        refused = consumer._exactly_once
-        assert refused is not None
+        batch = consumer.poll(timeout=5.0)
+        assert batch
+        runner = consumer._exactly_once
+        assert runner is not None
         with pytest.raises(StaleGeneration, match="no longer owns"):
-            refused.handle(first)
-        assert moved == [1]
+            runner.handle(batch)
         assert counted(engine, counts) == {}  # the batch's writes rolled back
-        wait_until(lambda: _drained(consumer, engine, counts, len(bodies)), timeout=30)
-    assert counted(engine, counts) == dict.fromkeys(bodies, 1)
+        skipped = {first[0].body.decode()} if move == "cursor" else set()
+        wanted = {b: 1 for b in bodies if b not in skipped}
+        wait_until(lambda: _drained(consumer, engine, counts, len(wanted)), timeout=30)
+    assert first[0].offset == 0
+    assert counted(engine, counts) == wanted
 
 
 def _drained(consumer: Consumer, engine: Engine, table: str, n: int) -> bool:
