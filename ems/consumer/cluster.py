@@ -137,6 +137,11 @@ class ClusterSession:
         with self._unwritten_lock:
             self._unwritten |= partitions
 
+    def read_again(self, partitions: set[int]) -> None:
+        """Drop these partitions' state before the next fetch, and take them anew from
+        their stored cursors: a batch of theirs was handed out and never settled."""
+        self._not_written(partitions)
+
     def _reload_unwritten(self) -> None:
         if not self._unwritten:
             return

@@ -54,7 +54,10 @@ class BatchTransaction:
     and closed by ems (a Session closed returns its connection to the pool)."""
 
     def __init__(self, factory: TransactionFactory) -> None:
-        made = factory.connect() if isinstance(factory, Engine) else factory()
+        try:
+            made = factory.connect() if isinstance(factory, Engine) else factory()
+        except (SQLAlchemyError, pymysql.err.Error) as exc:  # the server, not the factory
+            raise translate(exc) from exc
         self.given: Any = made
         self._session = made if isinstance(made, Session) else None
         self._conn = made if isinstance(made, Connection) else None
@@ -176,7 +179,11 @@ class ExactlyOnce:
     def _attempt(self, batch: list[Delivery], *, savepoints: bool) -> bool:
         """Whether the batch was settled: False when, without savepoints, a handler
         raised (everything it and the others wrote rolled back)."""
-        tx = BatchTransaction(self._factory)
+        try:
+            tx = BatchTransaction(self._factory)
+        except BaseException:
+            self._session.read_again({d.partition for d in batch})
+            raise
         try:
             outcomes = self._run(tx, batch, savepoints)
             if outcomes is None:
@@ -186,6 +193,9 @@ class ExactlyOnce:
             return True
         except BaseException:
             tx.rollback()
+            # Not settled: the batch is read again from the stored cursors (which also
+            # say whether a commit whose reply was lost landed).
+            self._session.read_again({d.partition for d in batch})
             raise
         finally:
             tx.close()

@@ -16,7 +16,10 @@ and new connections:
   the server may have done it, the client cannot know (an ambiguous commit). With
   protocol="mysql" the client's stream is split into MySQL packets (3-byte length, 1
   sequence byte, payload) so the match is judged on whole packets and the cut lands
-  right after one; with "raw", on each chunk read.
+  right after one; with "raw", on each chunk read. With late=N the client is cut first
+  and the packet reaches the server N seconds later: the client reconnects and carries
+  on while the server has not yet done what it may do (a COMMIT that lands after the
+  client looked and found it had not).
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ class FaultProxy:
         self._latency = 0.0
         self._refuse = False
         self._stalled: asyncio.Event | None = None  # set = flowing
-        self._cut_matches: list[bytes] = []
+        self._cut_matches: list[tuple[bytes, float]] = []
         self._links: set[_Link] = set()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -96,8 +99,8 @@ class FaultProxy:
     def cut_all(self) -> None:
         self._call(self._cut_all())
 
-    def cut_after(self, match: bytes, times: int = 1) -> None:
-        self._call(self._arm(match, times))
+    def cut_after(self, match: bytes, times: int = 1, late: float = 0.0) -> None:
+        self._call(self._arm(match, times, late=late))
 
     def heal(self) -> None:
         self._latency = 0.0
@@ -129,10 +132,10 @@ class FaultProxy:
         else:
             self._stalled.clear()
 
-    async def _arm(self, match: bytes, times: int, clear: bool = False) -> None:
+    async def _arm(self, match: bytes, times: int, clear: bool = False, late: float = 0.0) -> None:
         if clear:
             self._cut_matches.clear()
-        self._cut_matches += [match] * times
+        self._cut_matches += [(match, late)] * times
 
     async def _cut_all(self, count: bool = False) -> None:
         for link in list(self._links):
@@ -183,24 +186,31 @@ class FaultProxy:
             pending += chunk
             packets, pending = _split(pending, self.protocol)
             for packet in packets:
+                late = self._matches(packet)
+                if late is None:
+                    sink.write(packet)
+                    continue
+                link.muted = True
+                self.cuts += 1
+                if late:
+                    _abort(link.client)
+                    await asyncio.sleep(late)
                 sink.write(packet)
-                if self._matches(packet):
-                    link.muted = True
-                    await sink.drain()
-                    self.cuts += 1
-                    # Give the server the packet before the cut reaches it.
-                    await asyncio.sleep(0.05)
-                    _reset(link)
-                    return
+                await sink.drain()
+                # Give the server the packet before the cut reaches it.
+                await asyncio.sleep(0.05)
+                _reset(link)
+                return
             await sink.drain()
         sink.close()
 
-    def _matches(self, packet: bytes) -> bool:
-        for i, match in enumerate(self._cut_matches):
+    def _matches(self, packet: bytes) -> float | None:
+        """The delay of the armed cut this packet matches (taken), or None."""
+        for i, (match, late) in enumerate(self._cut_matches):
             if match and match in packet:
                 del self._cut_matches[i]
-                return True
-        return False
+                return late
+        return None
 
 
 def _split(data: bytes, protocol: Protocol) -> tuple[list[bytes], bytes]:

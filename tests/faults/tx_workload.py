@@ -1,10 +1,16 @@
-"""A transactional producer process for the fault tests: an order service that, in each
-transaction of its own database (`shop` on the ems server), inserts an order row and
-publishes that order's messages with `transaction=`, then commits or, now and then, rolls
-back. It records "ack LABEL" after a commit returned and "rolled LABEL" after a rollback;
-a process killed in between records neither, and the order table says what committed.
+"""Transactional processes for the fault tests.
 
-    python -m tests.faults.tx_workload NAME OUTFILE
+txproduce: an order service that, in each transaction of its own database (`shop` on the
+ems server), inserts an order row and publishes that order's messages with
+`transaction=`, then commits or, now and then, rolls back. It records "ack LABEL" after a
+commit returned and "rolled LABEL" after a rollback; a process killed in between records
+neither, and the order table says what committed.
+
+eoconsume: an exactly-once projection: a member of group "eo" whose handler increments
+the message's row of `shop.counts` through the batch's transaction. Whatever kills it or
+cuts its connections, each message's row ends at exactly 1.
+
+    python -m tests.faults.tx_workload MODE NAME OUTFILE
 """
 
 from __future__ import annotations
@@ -17,9 +23,10 @@ import time
 import pymysql
 from sqlalchemy.engine import make_url
 
-from ems import Producer, Record
+from ems import Consumer, Producer, Record
 from ems.config import Settings
 from ems.exceptions import EmsError
+from ems.types import Delivery
 from tests.faults.workload import TOPIC, _stop_on_term, _writer
 
 SHOP = "shop"
@@ -27,6 +34,15 @@ ORDERS = (
     "CREATE TABLE IF NOT EXISTS orders ("
     " label VARCHAR(64) PRIMARY KEY, messages INT NOT NULL) ENGINE=InnoDB"
 )
+COUNTS = (
+    "CREATE TABLE IF NOT EXISTS counts ("
+    " body VARCHAR(64) PRIMARY KEY, n INT NOT NULL) ENGINE=InnoDB"
+)
+#: The exactly-once members' group, lease and batch: small batches commit often, so that
+#: kills and cuts land before, during and after commits.
+EO_GROUP = "eo"
+EO_LEASE = {"lease_ttl": 2.0, "renew_every": 0.5}
+EO_BATCH = 20
 
 
 def shop_connection(settings: Settings, *, autocommit: bool = False) -> pymysql.Connection:
@@ -96,6 +112,33 @@ def hold(name: str, outfile: str) -> None:
     os.close(out)
 
 
+def eoconsume(name: str, outfile: str) -> None:
+    """Count each message once, exactly: the handler's UPDATE and the settlement commit
+    together, through the member's own PyMySQL connection to `shop`."""
+    settings = Settings.from_env()
+
+    def handle(d: Delivery, conn: pymysql.Connection) -> None:
+        with conn.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO counts VALUES (%s, 1) ON DUPLICATE KEY UPDATE n = n + 1",
+                (d.body.decode(),),
+            )
+
+    consumer = Consumer(
+        EO_GROUP,
+        TOPIC,
+        handle,
+        settings=settings,
+        start="earliest",
+        batch_size=EO_BATCH,
+        transactional=lambda: shop_connection(settings),
+        **EO_LEASE,
+    )
+    consumer.start()
+    print("ready", flush=True)
+    consumer.run()  # until SIGTERM
+
+
 if __name__ == "__main__":
     mode, *args = sys.argv[1:]
-    {"txproduce": txproduce, "hold": hold}[mode](*args)
+    {"txproduce": txproduce, "hold": hold, "eoconsume": eoconsume}[mode](*args)
