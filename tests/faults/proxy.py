@@ -34,6 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Protocol = Literal["raw", "mysql"]
+#: A COMMIT statement's packet payload (COM_QUERY, 0x03), to match with protocol="mysql":
+#: not PyMySQL's "SET AUTOCOMMIT = 0" at connect, which a plain b"COMMIT" matches first.
+COMMIT = b"\x03COMMIT"
 
 
 @dataclass(eq=False)

@@ -16,7 +16,7 @@ import pytest
 
 from ems import Producer, Record, TopicAdmin
 from ems.config import Settings
-from tests.faults.proxy import FaultProxy
+from tests.faults.proxy import COMMIT, FaultProxy
 from tests.faults.servers import PrivateMariaDB
 from tests.faults.test_transactions import Services
 from tests.faults.tx_workload import COUNTS, SHOP, shop_connection
@@ -26,9 +26,6 @@ pytestmark = pytest.mark.faults
 
 #: Messages published per round, between two faults.
 ROUND = 300
-#: A COMMIT statement's packet payload (COM_QUERY, 0x03): not PyMySQL's "SET AUTOCOMMIT
-#: = 0" at connect, which a plain b"COMMIT" would match first.
-COMMIT = b"\x03COMMIT"
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from ems import Consumer, Producer, TopicAdmin
 from ems.config import Settings
 from ems.store import Store
 from tests import forked
-from tests.faults.proxy import FaultProxy
+from tests.faults.proxy import COMMIT, FaultProxy
 from tests.faults.servers import PrivateMariaDB
 from tests.faults.tx_workload import ORDERS, SHOP, shop_connection
 from tests.faults.workload import TOPIC
@@ -186,7 +186,7 @@ def test_commit_replies_cut_publish_exactly_what_committed(
         for _ in range(6):
             before = len(services.lines("ack"))
             for proxy in proxies:
-                proxy.cut_after(b"COMMIT", times=2)
+                proxy.cut_after(COMMIT, times=2)
             deadline = time.monotonic() + 60
             while len(services.lines("ack")) < before + 20:
                 assert time.monotonic() < deadline, "the services stopped committing"

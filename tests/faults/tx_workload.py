@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import random
 import sys
+import threading
 import time
 
 import pymysql
@@ -57,6 +58,18 @@ def shop_connection(settings: Settings, *, autocommit: bool = False) -> pymysql.
     )
 
 
+def reconnect(settings: Settings, stopping: threading.Event) -> pymysql.Connection:
+    """A new connection to `shop`, tried until one opens (a cut may land on the connect
+    itself) or SIGTERM."""
+    while True:
+        try:
+            return shop_connection(settings)
+        except pymysql.err.Error as exc:
+            print(f"reconnect failed: {exc}", file=sys.stderr)
+            if stopping.wait(0.05):
+                raise
+
+
 def txproduce(name: str, outfile: str) -> None:
     out = _writer(outfile)
     settings = Settings.from_env()
@@ -84,7 +97,7 @@ def txproduce(name: str, outfile: str) -> None:
                 except (EmsError, pymysql.err.Error) as exc:
                     print(f"{label} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
                     conn.close()
-                    conn = shop_connection(settings)
+                    conn = reconnect(settings, stopping)
     finally:
         conn.close()
         os.close(out)
