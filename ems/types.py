@@ -94,6 +94,8 @@ class StoredMessage:
     body: bytes
     created_at: dt.datetime
     tombstone: bool = False
+    #: Published inside the caller's transaction (read by the message trace only).
+    transactional: bool = False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

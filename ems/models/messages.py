@@ -64,6 +64,8 @@ class Message(Base):
     headers: Mapped[dict[str, str] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
     body: Mapped[bytes] = mapped_column(Body, nullable=False)
     tombstone: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default="0")
+    #: Published inside the caller's transaction (moved from the outbox by a relay).
+    transactional: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default="0")
     created_at: Mapped[created_ts]
     #: A random token the producer stores on the first row of each write (NULL on the
     #: others): after a lost reply, it tells the producer's own committed write from

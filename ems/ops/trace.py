@@ -95,6 +95,13 @@ def group_state(e: Evidence) -> tuple[str, str]:
 
 
 def _from_log(e: Evidence, log: LogRow) -> tuple[str, str]:
+    state, note = _log_state(e, log)
+    if log.exactly_once:
+        note += "; settled exactly once, in the handler's own transaction"
+    return state, note
+
+
+def _log_state(e: Evidence, log: LogRow) -> tuple[str, str]:
     if log.state == "dead":
         return DEAD, _dead_note(e.dead) if e.dead else f"gave up after {log.attempts} attempts"
     if log.state == "retry":

@@ -90,6 +90,17 @@ _HEAD = (
 )
 _ROW_UNTOKENED = b"(%d,%d,%b,%b,%b,X'%b',NULL)"
 _ROW_TOKENED = b"(%d,%d,%b,%b,%b,X'%b',%d)"
+# A relay's INSERTs mark their rows as published in a transaction (no token: the outbox
+# itself tells whether a move committed).
+_HEAD_TRANSACTIONAL = (
+    b"INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body, "
+    b"transactional) VALUES "
+)
+_ROW_TRANSACTIONAL = b"(%d,%d,%b,%b,%b,X'%b',1)"
+_INSERT_TRANSACTIONAL = (
+    "INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body, "
+    "transactional) VALUES (%s, %s, %s, %s, %s, %s, 1)"
+)
 # No message may be stored below its partition's low watermark: a purge removed that range
 # and readers jump over it, so a row there would be acknowledged and never delivered. In
 # each statement, the first row's offset is written as a scalar subquery that yields the
@@ -136,34 +147,38 @@ def next_offsets_query(topic_id: int) -> Select[tuple[int, int]]:
 
 
 def insert_statements(
-    messages: Sequence[NewMessage], token: int | None = None
+    messages: Sequence[NewMessage], token: int | None = None, *, transactional: bool = False
 ) -> list[bytes] | None:
     """Multi-row INSERTs of the messages, in order, each under _STATEMENT_BYTES and each
     guarded against offsets below the low watermark, the first row carrying the write
-    token; None if a row is too large to send as hex."""
+    token (or every row marked transactional, for a relay); None if a row is too large to
+    send as hex."""
     statements: list[bytes] = []
     chunk: list[NewMessage] = []
     rows: list[bytes] = []
     partitions: set[int] = set()
+    tx = transactional
     size = len(_HEAD)
     for m in messages:
         if len(m.body) + len(m.key or b"") + len(m.headers or "") > _HEX_ROW_BYTES:
             return None
-        row = _row(m, b"%d" % m.offset, None)
+        row = _row(m, b"%d" % m.offset, None, tx)
         guards = _GUARD_BYTES * (len(partitions) + (m.partition not in partitions))
         if rows and size + len(row) + 1 + guards > _STATEMENT_BYTES:
-            statements.append(_statement(chunk, rows, None if statements else token))
+            statements.append(_statement(chunk, rows, None if statements else token, tx))
             chunk, rows, partitions, size = [], [], set(), len(_HEAD)
         chunk.append(m)
         rows.append(row)
         partitions.add(m.partition)
         size += len(row) + 1
     if rows:
-        statements.append(_statement(chunk, rows, None if statements else token))
+        statements.append(_statement(chunk, rows, None if statements else token, tx))
     return statements
 
 
-def _statement(chunk: list[NewMessage], rows: list[bytes], token: int | None) -> bytes:
+def _statement(
+    chunk: list[NewMessage], rows: list[bytes], token: int | None, transactional: bool
+) -> bytes:
     """The INSERT of the rows, its first row's offset written as the guard over the
     lowest offset of every partition in it, and the token (if any) on that row."""
     lowest: dict[int, int] = {}
@@ -173,8 +188,8 @@ def _statement(chunk: list[NewMessage], rows: list[bytes], token: int | None) ->
     below = b" OR ".join([_BELOW % (p, o) for p, o in sorted(lowest.items())])
     first = chunk[0]
     guarded = _GUARDED % (first.offset, first.offset, first.topic_id, below)
-    rows[0] = _row(first, guarded, token)
-    return _HEAD + b",".join(rows)
+    rows[0] = _row(first, guarded, token, transactional)
+    return (_HEAD_TRANSACTIONAL if transactional else _HEAD) + b",".join(rows)
 
 
 def values(m: NewMessage) -> bytes:
@@ -200,10 +215,13 @@ def key_headers(key: bytes | None, text: str | None) -> tuple[bytes, bytes]:
     return key_sql, headers
 
 
-def _row(m: NewMessage, offset: bytes, token: int | None) -> bytes:
-    """One VALUES tuple of the producer's INSERT, with its write token or NULL."""
+def _row(m: NewMessage, offset: bytes, token: int | None, transactional: bool) -> bytes:
+    """One VALUES tuple of the producer's INSERT, with its write token or NULL (or of a
+    relay's, marked transactional)."""
     key, headers = key_headers(m.key, m.headers)
     body = hexlify(m.body)
+    if transactional:
+        return _ROW_TRANSACTIONAL % (m.topic_id, m.partition, offset, key, headers, body)
     if token is None:
         return _ROW_UNTOKENED % (m.topic_id, m.partition, offset, key, headers, body)
     return _ROW_TOKENED % (m.topic_id, m.partition, offset, key, headers, body, token)

@@ -24,7 +24,7 @@ from ems.store.caller import CallerConnection, Installation
 from ems.store.database import _GUARD_REFUSED, Database, _errno
 from ems.store.messages import (
     _HEX_ROW_BYTES,
-    _INSERT,
+    _INSERT_TRANSACTIONAL,
     _LOCK_LOWS,
     _STATEMENT_BYTES,
     below_low,
@@ -137,7 +137,7 @@ class RelayBatch:
         """Insert the messages (the rows, placed) and delete the rows: DuplicateKey when
         an offset is taken, BelowLowWatermark when one lies below its partition's low
         watermark (the caller's transaction then rolls back, the rows stay)."""
-        statements = insert_statements(messages)
+        statements = insert_statements(messages, transactional=True)
         try:
             if statements is None:
                 self._insert_escaped(messages)
@@ -161,10 +161,8 @@ class RelayBatch:
         lows = {int(p): int(low) for p, low in self._cursor.fetchall()}
         if below_low(lows, messages):
             raise BelowLowWatermark("an offset lies below its partition's low watermark")
-        params = [
-            (m.topic_id, m.partition, m.offset, m.key, m.headers, m.body, None) for m in messages
-        ]
-        self._cursor.executemany(_INSERT, params)
+        params = [(m.topic_id, m.partition, m.offset, m.key, m.headers, m.body) for m in messages]
+        self._cursor.executemany(_INSERT_TRANSACTIONAL, params)
 
 
 class OutboxStore:

@@ -25,7 +25,10 @@ LATEST = dt.datetime(9999, 12, 31, 23, 59, 59)
 #: Partitions read by one UNION ALL statement of a time-range query.
 PARTITIONS_PER_STATEMENT = 64
 
-_COLUMNS = "id, topic_id, partition_no, offset_no, msg_key, headers, body, created_at, tombstone"
+_COLUMNS = (
+    "id, topic_id, partition_no, offset_no, msg_key, headers, body, created_at, tombstone, "
+    "transactional"
+)
 _AT = f"SELECT {_COLUMNS} FROM message WHERE topic_id = %s AND partition_no = %s AND offset_no = %s"
 _BY_ID = f"SELECT {_COLUMNS} FROM message WHERE id = %s"
 _BY_IDS = f"SELECT {_COLUMNS} FROM message WHERE id IN ({{ids}})"
@@ -82,6 +85,7 @@ def stored_message(row: Sequence[Any]) -> StoredMessage:
         body=bytes(row[6]),
         created_at=row[7],
         tombstone=bool(row[8]),
+        transactional=bool(row[9]),
     )
 
 

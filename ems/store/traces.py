@@ -21,8 +21,9 @@ _GROUPS = (
     "WHERE topic_id = %s ORDER BY name"
 )
 _LOG = (
-    "SELECT group_id, client_id, state, attempts, error, started_at, finished_at, updated_at "
-    "FROM topic_group_log WHERE group_id IN ({ids}) AND partition_no = %s AND offset_no = %s"
+    "SELECT group_id, client_id, state, attempts, error, started_at, finished_at, updated_at, "
+    "exactly_once FROM topic_group_log WHERE group_id IN ({ids}) AND partition_no = %s "
+    "AND offset_no = %s"
 )
 _RETRY = (
     "SELECT group_id, attempts, due_at, last_error, created_at FROM retry_message "
@@ -91,6 +92,7 @@ class TraceStore:
                 started_at=r[5],
                 finished_at=r[6],
                 updated_at=r[7],
+                exactly_once=bool(r[8]),
             )
             for r in rows
         ]

@@ -38,6 +38,8 @@ class LogRow:
     started_at: dt.datetime
     finished_at: dt.datetime | None
     updated_at: dt.datetime
+    #: The last settlement committed in the handler's own transaction (exactly once).
+    exactly_once: bool = False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -451,3 +451,24 @@ def test_the_trace_is_a_timeline(
     assert ("billing", "retrying", True) in kinds
     assert ("audit", "pending", True) in kinds
     assert {g["group"] for g in timeline["groups"]} == {"billing", "audit"}
+
+
+def test_the_trace_tells_transactional_publishing_and_exactly_once_settlement(
+    client: FlaskClient, store: Store, orders: TopicInfo, viewer: dict[str, str]
+) -> None:
+    put(store, orders, 0, 0)
+    put(store, orders, 0, 1)
+    seed.sql(store, "UPDATE message SET transactional = 1 WHERE offset_no = 1", ())
+    billing = seed.group(store, "billing", orders)
+    for offset in (0, 1):
+        seed.log(store, billing, 0, offset, state="done")
+    seed.sql(store, "UPDATE topic_group_log SET exactly_once = 1 WHERE offset_no = 1", ())
+    plain = client.get("/messages/orders/0/0", headers=viewer).get_data(as_text=True)
+    assert '<dd id="published">directly</dd>' in plain
+    assert "exactly once" not in plain
+    page = client.get("/messages/orders/0/1", headers=viewer).get_data(as_text=True)
+    assert '<dd id="published">in its producer\'s transaction' in page
+    assert "settled exactly once, in the handler&#39;s own transaction" in page
+    found = _json(client, "/api/v1/messages/orders/0/1", viewer)
+    assert found["transactional"] is True
+    assert _json(client, "/api/v1/messages/orders/0/0", viewer)["transactional"] is False

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from ems import Consumer, Producer, Record, TopicAdmin
 from ems.config import Settings
 from ems.exceptions import InvalidHandler, InvalidSetting, InvalidTransaction, StaleGeneration
+from ems.ops.trace import MessageTracer
 from ems.store import Store
 from ems.types import Delivery
 from tests.conftest import BASE_URL
@@ -209,6 +210,24 @@ def test_sends_in_the_handler_commit_with_its_writes(
     dead = store.db.select("SELECT body, last_error FROM dead_message", ())
     assert [(bytes(b), e) for b, e in dead] == [(b"m-5", "RuntimeError: poison")]
     assert log_states(store, "eo") == Counter({("done", 1): 9, ("dead", 1): 1})
+    # The trace tells both: the alert came through its producer's transaction, the
+    # reading was settled in the handler's.
+    tracer = MessageTracer(settings, store=store)
+    (alert_place,) = store.db.select(
+        "SELECT partition_no, offset_no FROM message m JOIN topic t ON t.id = m.topic_id "
+        "WHERE t.name = 'alerts' LIMIT 1",
+        (),
+    )
+    assert tracer.trace("alerts", *alert_place).message.transactional  # type: ignore[union-attr]
+    (reading,) = store.db.select(
+        "SELECT partition_no, offset_no FROM message m JOIN topic t ON t.id = m.topic_id "
+        "WHERE t.name = 'readings' AND body = 'm-1'",
+        (),
+    )
+    trace = tracer.trace("readings", *reading)
+    assert trace.message is not None and not trace.message.transactional
+    (group,) = trace.groups
+    assert group.note.endswith("settled exactly once, in the handler's own transaction")
 
 
 MOVES = {

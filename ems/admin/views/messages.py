@@ -242,6 +242,7 @@ def _detail_json(located: Located) -> Response:
         "partition": m.partition,
         "offset": m.offset,
         "created_at": to_json(m.created_at),
+        "transactional": m.transactional,
         "size": len(m.body),
         "bodies_hidden": not reveal,
         "key": None,

@@ -1,4 +1,4 @@
-"""topic_group_log.exactly_once: which settlements committed in the handler's transaction
+"""topic_group_log.exactly_once and message.transactional: what the transactions did
 
 Revision ID: 0016
 Revises: 0015
@@ -6,8 +6,9 @@ Create Date: 2026-11-27 07:00:00.000000
 
 An exactly-once consumer writes a message's settlement (done, retry or dead) through the
 service's connection, in the transaction of the handler's own writes; the log row says so.
-A column with a default is added in place (MariaDB's instant ADD COLUMN): the log's rows
-are not rewritten.
+A message published inside the caller's transaction (moved from the outbox by a relay)
+says so too. Both columns have defaults and are added in place (MariaDB's instant ADD
+COLUMN): neither table's rows are rewritten.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ depends_on: str | Sequence[str] | None = None
 
 def upgrade() -> None:
     op.add_column(
+        "message",
+        sa.Column("transactional", sa.Boolean(), server_default="0", nullable=False),
+    )
+    op.add_column(
         "topic_group_log",
         sa.Column("exactly_once", sa.Boolean(), server_default="0", nullable=False),
     )
@@ -32,3 +37,4 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_column("topic_group_log", "exactly_once")
+    op.drop_column("message", "transactional")
