@@ -26,6 +26,7 @@ from ems.consumer.exactly_once import ExactlyOnce, TransactionFactory
 from ems.consumer.groups import GroupOptions
 from ems.consumer.state import Outcome
 from ems.exceptions import (
+    EmsError,
     InvalidHandler,
     InvalidSetting,
     InvalidTransaction,
@@ -141,6 +142,9 @@ class Consumer:
         self.metrics_port = metrics_port
         self.metrics_server: MetricsServer | None = None
         self._next_gauges = 0.0
+        #: The stored high watermarks the lag gauge last read, and when (monotonic).
+        self._highs: Mapping[int, int] = {}
+        self._highs_at = -GAUGE_EVERY
 
     def _exactly_once_on(self, backend: Backend, factory: TransactionFactory) -> ExactlyOnce:
         if backend.settlements is None or not isinstance(self.session, ClusterSession):
@@ -343,9 +347,24 @@ class Consumer:
 
     def _lag(self) -> Mapping[int, int] | None:
         """Lag per owned partition, read when /metrics is scraped (on the server's
-        thread): the high watermark known from wake-ups, or the read position, minus the
-        committed cursor. No statement."""
-        return self.session.lag(self.inbox.known_high)
+        thread): the high watermark minus the committed cursor. The high watermark is the
+        highest of what wake-ups announced, the read position, and the stored one (read
+        at most once a second: one index dive per partition), so a member that joined a
+        backlog shows all of it, not only the batch it has read."""
+        known = dict(self.inbox.known_high)
+        for p, high in self._stored_highs().items():
+            known[p] = max(known.get(p, 0), high)
+        return self.session.lag(known)
+
+    def _stored_highs(self) -> Mapping[int, int]:
+        now = time.monotonic()
+        if now >= self._highs_at + GAUGE_EVERY:
+            self._highs_at = now
+            try:
+                self._highs = self.store.messages.high_watermarks(self.topic)
+            except EmsError as exc:  # a scrape while the database is away: the last ones
+                log.debug("high watermarks not read for the lag gauge: %s", exc)
+        return self._highs
 
     def _release_backend(self) -> None:
         self.publisher.close()

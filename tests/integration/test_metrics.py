@@ -190,6 +190,47 @@ def test_dead_letters_and_lag_while_behind(
     wait_for(lambda: value(scrape(port), "ems_lag_messages", **labels) == 0)
 
 
+def test_lag_counts_a_backlog_from_the_high_watermark(
+    settings: Settings,
+    names: tuple[str, str],
+    running: Callable[[Consumer], Consumer],
+) -> None:
+    """A member that joins a backlog: no wake-up ever announced those messages, and it has
+    read one batch of them. The gauge is the high watermark minus the cursor: the whole
+    backlog, not the batch in hand."""
+    topic, group = names
+    TopicAdmin(settings).create(topic, 1)
+    with Producer(settings) as producer:
+        producer.send_batch(topic, [Record(str(i)) for i in range(2_000)])
+    gate = threading.Event()
+    calls: list[Delivery] = []
+
+    def held(d: Delivery) -> None:
+        calls.append(d)
+        assert gate.wait(60), "the test never opened the gate"
+
+    consumer = running(
+        Consumer(
+            group,
+            topic,
+            held,
+            settings=settings,
+            start="earliest",
+            batch_size=10,
+            metrics_port=0,
+            lease_ttl=2.0,
+            renew_every=0.5,
+        )
+    )
+    wait_for(lambda: consumer.metrics_server is not None and len(calls) == 1)
+    assert consumer.metrics_server is not None
+    labels = {"group": group, "topic": topic, "partition": "0"}
+    try:
+        assert value(scrape(consumer.metrics_server.port), "ems_lag_messages", **labels) == 2_000
+    finally:
+        gate.set()
+
+
 def test_a_taken_metrics_port_is_a_clear_error(settings: Settings, names: tuple[str, str]) -> None:
     topic, group = names
     TopicAdmin(settings).create(topic, 1)
