@@ -54,6 +54,17 @@ def whole(value: str, name: str, error: type[InvalidInput] = InvalidInput) -> in
     return int(value)
 
 
+def integer(value: str, name: str, error: type[InvalidInput] = InvalidInput) -> int:
+    """An integer written in decimal digits with an optional leading minus, of at most
+    MAX_WHOLE's size either way; else `error`."""
+    digits = value[1:] if value.startswith("-") else value
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= 19) or (
+        int(digits) > MAX_WHOLE
+    ):
+        raise error(f"{name} must be an integer, not {shown(value, 32)}")
+    return int(value)
+
+
 def optional_whole(
     value: str | None, name: str, error: type[InvalidInput] = InvalidInput
 ) -> int | None:

@@ -122,6 +122,13 @@ _CHANGE_HEADERS = ("partition", "current", "new", "change")
     help="To the first message at or after T: ISO 8601 (UTC unless an offset is given) "
     "or an age such as 15m, 2h, 7d.",
 )
+@click.option(
+    "--shift-by",
+    type=int,
+    metavar="N",
+    help="By N messages from each committed offset (negative: back), kept within the "
+    "stored offsets.",
+)
 @click.option("--partition", type=PARTITION, metavar="P", help="Only partition P (default: all).")
 @click.option("--topic", metavar="T", help="The topic, when the group consumes several.")
 @click.option("--dry-run", is_flag=True, help="Print the change per partition; change nothing.")
@@ -140,6 +147,7 @@ def reset_offsets(
     to_latest: bool,
     to_offset: int | None,
     to_datetime: str | None,
+    shift_by: int | None,
     partition: int | None,
     topic: str | None,
     dry_run: bool,
@@ -153,7 +161,11 @@ def reset_offsets(
     nothing changes."""
     with closing(OffsetReset(settings())) as resets:
         target = resets.target(
-            earliest=to_earliest, latest=to_latest, offset=to_offset, when=to_datetime
+            earliest=to_earliest,
+            latest=to_latest,
+            offset=to_offset,
+            when=to_datetime,
+            shift=shift_by,
         )
         plan = resets.plan(name, target, topic=topic, partition=partition)
         if dry_run:

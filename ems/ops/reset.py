@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from ems.store.resets import Landed
     from ems.wakeups import Publisher
 
-TargetKind = Literal["earliest", "latest", "offset", "datetime"]
+TargetKind = Literal["earliest", "latest", "offset", "datetime", "shift"]
 
 #: Default seconds to wait for the members of a live group to release their partitions.
 DEFAULT_TIMEOUT = 30.0
@@ -53,11 +53,13 @@ POLL_EVERY = 0.05
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ResetTarget:
     """Where the cursors go. `offset` is set for kind "offset", `at` (naive UTC, the
-    database clock's zone) for kind "datetime"."""
+    database clock's zone) for kind "datetime", `shift` (messages, negative: back) for
+    kind "shift": each cursor moves by it from where it is, within [earliest, high]."""
 
     kind: TargetKind
     offset: int | None = None
     at: dt.datetime | None = None
+    shift: int | None = None
 
     @classmethod
     def choose(
@@ -67,15 +69,21 @@ class ResetTarget:
         latest: bool,
         offset: int | None,
         when: str | None = None,
+        shift: int | None = None,
         now: Callable[[], dt.datetime],
     ) -> ResetTarget:
-        """Exactly one of the four choices, else ConflictingOptions; `when` is ISO 8601 or
+        """Exactly one of the five choices, else ConflictingOptions; `when` is ISO 8601 or
         an age (15m, 2h) before now() (InvalidDatetime otherwise)."""
-        given = [earliest, latest, offset is not None, when is not None]
+        given = [earliest, latest, offset is not None, when is not None, shift is not None]
         if sum(given) != 1:
             raise ConflictingOptions(
-                "choose exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime"
+                "choose exactly one of --to-earliest, --to-latest, --to-offset, "
+                "--to-datetime, --shift-by"
             )
+        if shift is not None:
+            if isinstance(shift, bool) or not isinstance(shift, int):
+                raise InvalidOffset(f"shift must be an integer number of messages, not {shift!r}")
+            return cls(kind="shift", shift=shift)
         if earliest:
             return cls(kind="earliest")
         if latest:
@@ -88,6 +96,9 @@ class ResetTarget:
         return cls(kind="datetime", at=parse_when(when, now()))
 
     def describe(self) -> str:
+        if self.kind == "shift":
+            assert self.shift is not None
+            return f"a shift of {self.shift:+d} messages"
         if self.kind == "offset":
             return f"offset {self.offset}"
         if self.kind == "datetime":
@@ -142,11 +153,24 @@ class ResetResult:
 
 
 def target_offsets(
-    target: ResetTarget, spans: Mapping[int, Span], firsts: Mapping[int, int | None]
+    target: ResetTarget,
+    spans: Mapping[int, Span],
+    firsts: Mapping[int, int | None],
+    current: Mapping[int, int] | None = None,
 ) -> dict[int, int]:
     """The new cursor of each partition. `firsts` holds, for a datetime target, the first
-    offset of a message at or after the time (None: none yet, so the high watermark).
-    OffsetOutOfRange when an explicit offset lies outside a partition's [earliest, high]."""
+    offset of a message at or after the time (None: none yet, so the high watermark);
+    `current`, for a shift, the committed cursors (a partition without one shifts from
+    its earliest offset), each moved and kept within [earliest, high], as Kafka's
+    --shift-by does. OffsetOutOfRange when an explicit offset lies outside a partition's
+    [earliest, high]."""
+    if target.kind == "shift":
+        assert target.shift is not None
+        now = current or {}
+        return {
+            p: min(max(now.get(p, s.earliest) + target.shift, s.earliest), s.high)
+            for p, s in spans.items()
+        }
     if target.kind == "earliest":
         return {p: s.earliest for p, s in spans.items()}
     if target.kind == "latest":
@@ -243,10 +267,16 @@ class OffsetReset(StoreClient):
         latest: bool = False,
         offset: int | None = None,
         when: str | None = None,
+        shift: int | None = None,
     ) -> ResetTarget:
         """ResetTarget.choose, with ages counted back from the database clock."""
         return ResetTarget.choose(
-            earliest=earliest, latest=latest, offset=offset, when=when, now=self.store.messages.now
+            earliest=earliest,
+            latest=latest,
+            offset=offset,
+            when=when,
+            shift=shift,
+            now=self.store.messages.now,
         )
 
     def plan(
@@ -260,7 +290,7 @@ class OffsetReset(StoreClient):
         """The per-partition change a reset would make now; reads only."""
         info, topic_info = resolve_group(self.store, group, topic)
         parts = chosen_partitions(topic_info, partition)
-        new = self._targets(topic_info, target, parts)
+        new = self._targets(info, topic_info, target, parts)
         return ResetPlan(
             group=info.name,
             topic=topic_info.name,
@@ -286,11 +316,12 @@ class OffsetReset(StoreClient):
         info, topic_info = resolve_group(self.store, group, topic)
         parts = chosen_partitions(topic_info, partition)
         if target.kind == "offset":  # the one target that can be out of range
-            self._targets(topic_info, target, parts)  # bad input fails before the pause
+            self._targets(info, topic_info, target, parts)  # bad input fails before the pause
 
         def targets() -> dict[int, int]:
-            # Computed at landing, not at the dry run: "latest" means latest as of the reset.
-            return self._targets(topic_info, target, parts)
+            # Computed at landing, not at the dry run: "latest" means latest as of the
+            # reset, and a shift moves the cursors the paused members last committed.
+            return self._targets(info, topic_info, target, parts)
 
         return self._run(info, topic_info, target, targets, None, timeout)
 
@@ -379,9 +410,11 @@ class OffsetReset(StoreClient):
             time.sleep(POLL_EVERY)
 
     def _targets(
-        self, topic: TopicInfo, target: ResetTarget, partitions: Sequence[int]
+        self, group: GroupInfo, topic: TopicInfo, target: ResetTarget, partitions: Sequence[int]
     ) -> dict[int, int]:
         spans = partition_spans(self.store, topic, partitions)
+        if target.kind == "shift":
+            return target_offsets(target, spans, {}, self.store.groups.offsets(group.id))
         firsts: dict[int, int | None] = {}
         if target.kind == "datetime":
             assert target.at is not None

@@ -94,6 +94,25 @@ def test_an_inactive_group_is_reset_to_each_target(
     assert all(r.state == "released" and r.client_id is None for r in rows)
 
 
+def test_a_shift_moves_each_cursor_from_where_it_is(
+    store: Store, group: GroupInfo, resets: OffsetReset
+) -> None:
+    """Kafka's --shift-by: each committed cursor (3, 3, 3 over partitions holding 20, 5
+    and 0 messages) moves by N, kept within the partition's stored offsets."""
+    planned = resets.plan("g", resets.target(shift=5))
+    assert [(c.partition, c.current, c.new) for c in planned.changes] == [
+        (0, 3, 8),
+        (1, 3, 5),
+        (2, 3, 0),
+    ]
+    resets.reset("g", resets.target(shift=5))
+    assert store.groups.offsets(group.id) == {0: 8, 1: 5, 2: 0}
+    resets.reset("g", resets.target(shift=-6), partition=0)
+    assert store.groups.offsets(group.id) == {0: 2, 1: 5, 2: 0}
+    resets.reset("g", resets.target(shift=-1_000))
+    assert store.groups.offsets(group.id) == {0: 0, 1: 0, 2: 0}
+
+
 def test_a_dry_run_changes_nothing(store: Store, group: GroupInfo, resets: OffsetReset) -> None:
     before = snapshot(store, group.id)
     planned = resets.plan("g", resets.target(latest=True))

@@ -52,6 +52,18 @@ def test_a_dry_run_prints_the_change_per_partition_and_changes_nothing(
     assert snapshot(store, group.id) == before
 
 
+def test_a_shift_by_a_negative_count_moves_back(
+    settings: Settings, store: Store, group: GroupInfo
+) -> None:
+    result = run(settings, "group", "reset-offsets", "g", "--shift-by", "-2", "--yes")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("reset group g on topic t to a shift of -2 messages")
+    assert store.groups.offsets(group.id) == {0: 1, 1: 1, 2: 0}
+    both = run(settings, "group", "reset-offsets", "g", "--shift-by", "1", "--to-latest")
+    assert both.exit_code == 2 and "--shift-by" in both.stderr
+    assert store.groups.offsets(group.id) == {0: 1, 1: 1, 2: 0}
+
+
 def test_a_reset_asks_first_unless_told_yes(
     settings: Settings, store: Store, group: GroupInfo
 ) -> None:

@@ -124,6 +124,15 @@ def test_datetime_targets_take_the_first_offset_found_or_the_high_watermark() ->
     assert target_offsets(at, SPANS, {0: 0, 1: 2}) == {0: 0, 1: 5}  # purged since: earliest
 
 
+def test_a_shift_moves_each_cursor_within_its_stored_offsets() -> None:
+    current = {0: 4, 1: 6}
+    assert target_offsets(target("shift", shift=3), SPANS, {}, current) == {0: 7, 1: 8}
+    assert target_offsets(target("shift", shift=-5), SPANS, {}, current) == {0: 0, 1: 5}
+    assert target_offsets(target("shift", shift=0), SPANS, {}, current) == current
+    # no committed cursor yet: from the earliest stored offset
+    assert target_offsets(target("shift", shift=2), SPANS, {}, {}) == {0: 2, 1: 7}
+
+
 def test_changes_pair_current_and_new_cursors() -> None:
     assert changes({0: 7, 1: 2}, {1: 5, 0: 0}) == (
         PartitionChange(partition=0, current=7, new=0, change=-7),
@@ -160,6 +169,13 @@ def test_reset_targets_parse_offsets_and_times() -> None:
         ResetTarget.choose(now=now, **{**none, "offset": -1})  # type: ignore[arg-type]
     with pytest.raises(InvalidDatetime):
         ResetTarget.choose(now=now, when="yesterday-ish", **none)  # type: ignore[arg-type]
+    back = ResetTarget.choose(now=now, shift=-100, **none)  # type: ignore[arg-type]
+    assert (back.kind, back.shift, back.describe()) == ("shift", -100, "a shift of -100 messages")
+    for bad in (1.5, "3", True):
+        with pytest.raises(InvalidOffset, match="shift must be an integer"):
+            ResetTarget.choose(now=now, shift=bad, **none)  # type: ignore[arg-type]
+    with pytest.raises(ConflictingOptions, match="--shift-by"):
+        ResetTarget.choose(now=now, shift=1, **{**none, "latest": True})  # type: ignore[arg-type]
 
 
 def replay_range(**kw: object) -> ReplayRange:

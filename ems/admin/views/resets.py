@@ -33,7 +33,7 @@ from ems.values.plans import Plan, PlanAction
 
 bp = Blueprint("resets", __name__)
 
-TARGETS = ("earliest", "latest", "offset", "datetime")
+TARGETS = ("earliest", "latest", "offset", "datetime", "shift")
 ACTION: PlanAction = "reset_offsets"
 
 
@@ -105,6 +105,7 @@ def _issue(found: ResetPlan, partitions: list[int] | None) -> IssuedPlan:
             "kind": found.target.kind,
             "offset": found.target.offset,
             "at": None if found.target.at is None else found.target.at.isoformat(),
+            "shift": found.target.shift,
         },
         "partitions": partitions,
         "before": {str(c.partition): c.current for c in found.changes},
@@ -176,6 +177,11 @@ def _target(fields: Mapping[str, object]) -> ResetTarget:
         return resets.target(offset=offset)
     if kind == "datetime":
         return resets.target(when=forms.text(fields, "datetime"))
+    if kind == "shift":
+        shift = fields.get("shift")
+        if not isinstance(shift, int) or isinstance(shift, bool):
+            shift = forms.integer(forms.text(fields, "shift") or "", "shift")
+        return resets.target(shift=shift)
     if kind == "earliest":
         return resets.target(earliest=True)
     if kind == "latest":
@@ -199,6 +205,7 @@ def _stored_target(data: Mapping[str, Any]) -> ResetTarget:
         kind=data["kind"],
         offset=data.get("offset"),
         at=None if at is None else dt.datetime.fromisoformat(at),
+        shift=data.get("shift"),
     )
 
 
