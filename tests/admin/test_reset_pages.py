@@ -102,6 +102,21 @@ def test_latest_is_the_high_watermark_shown_not_the_one_at_apply(
     assert _cursors(store, group) == {0: 6, 1: 10}
 
 
+def test_a_shift_previews_and_lands_each_cursor_moved(
+    otto: FlaskClient, store: Store, orders: tuple[TopicInfo, GroupInfo]
+) -> None:
+    _, group = orders
+    status, page, plan = _preview(otto, to="shift", shift="-3")
+    assert status == 200 and plan is not None, page
+    assert "replays 3" in page and "a shift of -3 messages" in page
+    assert _cursors(store, group) == {0: 6, 1: 8}
+    status, _ = _apply(otto, plan)
+    assert status == 200
+    assert _cursors(store, group) == {0: 3, 1: 5}
+    status, page, plan = _preview(otto, to="shift", shift="+1")
+    assert status == 400 and "shift must be an integer" in page and plan is None
+
+
 def test_consumption_since_the_preview_is_accepted_and_a_step_back_refused(
     otto: FlaskClient, store: Store, orders: tuple[TopicInfo, GroupInfo]
 ) -> None:
@@ -171,6 +186,8 @@ def test_a_preview_is_its_actors_and_expires(
         ({"to": "offset", "offset": "-1"}, 400, "non-negative integer"),
         ({"to": "offset", "offset": "11"}, 400, "outside [earliest, high watermark]"),
         ({"to": "datetime", "datetime": "the day before"}, 400, "datetime"),
+        ({"to": "shift", "shift": "1.5"}, 400, "shift must be an integer"),
+        ({"to": "shift", "shift": "-"}, 400, "shift must be an integer"),
         ({"to": "earliest", "partitions": "0;1"}, 400, "partitions must be"),
         ({"to": "earliest", "partitions": "7"}, 404, "no partition 7"),
         ({"to": "earliest", "partitions": "0-99999"}, 400, "partitions"),
