@@ -10,7 +10,7 @@ from __future__ import annotations
 import builtins
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ems.config import Settings
 from ems.exceptions import UnknownGroup
@@ -79,6 +79,13 @@ class GroupDescription:
     partitions: tuple[PartitionDescription, ...]
     #: Sum of the partitions' lag (None for broadcast groups).
     total_lag: int | None
+    #: What waits beside the stream lag: messages in the retry table, and dead letters
+    #: not resent (0 for broadcast groups, which keep neither).
+    retries_waiting: int = 0
+    dead_letters: int = 0
+    #: Age of the oldest unconsumed message of any partition (database clock); None when
+    #: nothing waits, and for broadcast groups.
+    lag_age_seconds: float | None = None
 
 
 class GroupAdmin(StoreClient):
@@ -108,7 +115,7 @@ class GroupAdmin(StoreClient):
         # Cursors are read before the watermarks: watermarks only grow, so a cursor that
         # moves in between cannot show up as a negative lag.
         committed = s.groups.offsets(group.id)
-        return describe_group(
+        described = describe_group(
             group=group,
             topic=topic,
             leader=s.leases.leader(group.id),
@@ -116,6 +123,17 @@ class GroupAdmin(StoreClient):
             assignments=s.assignments.rows(group.id),
             committed=committed,
             high_watermarks=s.messages.high_watermarks(topic),
+        )
+        if group.mode != "cluster":
+            return described
+        retries, dead = s.browse.waiting(group.id)
+        rows = s.browse.partition_page(group.id, topic, None, max(topic.partitions, 1))
+        ages = [r.facts.lag_age_seconds for r in rows if r.facts.lag_age_seconds is not None]
+        return replace(
+            described,
+            retries_waiting=retries,
+            dead_letters=dead,
+            lag_age_seconds=max(ages) if ages else None,
         )
 
 

@@ -17,7 +17,9 @@ from ems.groups import (
     MemberDescription,
     PartitionDescription,
 )
+from ems.ops.browse import MAX_PAGE, Browser
 from ems.ops.reset import DEFAULT_TIMEOUT, OffsetReset, PartitionChange, ResetPlan
+from ems.values.browse import GroupSummary
 
 _MEMBER_HEADERS = ("client", "host", "pid", "lease expires", "seconds left", "lease", "partitions")
 _PARTITION_HEADERS = (
@@ -33,7 +35,50 @@ _PARTITION_HEADERS = (
 
 @click.group()
 def group() -> None:
-    """Inspect consumer groups and reset their offsets."""
+    """List and inspect consumer groups and reset their offsets."""
+
+
+_LIST_HEADERS = (
+    "group",
+    "topic",
+    "mode",
+    "members",
+    "lag",
+    "retries waiting",
+    "dead letters",
+    "status",
+)
+
+
+@group.command("list")
+@click.option("--prefix", default="", metavar="P", help="Only groups whose name starts with P.")
+@json_option
+def list_command(prefix: str, as_json: bool) -> None:
+    """Every consumer group (one row per group and topic it consumes): live members of
+    all, the stream lag, what waits in the retry table and the dead letters not resent,
+    and the status of the newest lag report."""
+    found: list[GroupSummary] = []
+    with closing(Browser(settings())) as browser:
+        after: str | None = None
+        while True:
+            page = browser.groups_page(prefix, after, MAX_PAGE)
+            found.extend(page.items)
+            if page.next_after is None:
+                break
+            after = page.next_after
+    if as_json:
+        echo_json([asdict(g) for g in found])
+        return
+    if not found:
+        click.echo("no consumer groups" + (f" whose name starts with {prefix!r}" if prefix else ""))
+        return
+    click.echo(table(_LIST_HEADERS, [_list_row(g) for g in found]))
+
+
+def _list_row(g: GroupSummary) -> list[object]:
+    lag = "-" if g.total_lag is None else g.total_lag
+    members = f"{g.live_members}/{g.members}"
+    return [g.name, g.topic, g.mode, members, lag, g.retries_waiting, g.dead_letters, g.status]
 
 
 @group.command()
@@ -65,6 +110,12 @@ def report(d: GroupDescription) -> str:
     else:
         lines.append("members: none")
     lines += ["", table(_PARTITION_HEADERS, [*map(_partition_row, d.partitions), _total(d)])]
+    if d.mode == "cluster":
+        age = "-" if d.lag_age_seconds is None else f"{d.lag_age_seconds:.1f}s"
+        lines.append(
+            f"beside the lag: {d.retries_waiting} waiting in the retry table, "
+            f"{d.dead_letters} dead letters not resent; oldest unconsumed message: {age}"
+        )
     return "\n".join(lines)
 
 

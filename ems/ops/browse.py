@@ -242,6 +242,8 @@ def group_summary(f: GroupFacts) -> GroupSummary:
         live_members=f.live_members,
         total_lag=f.total_lag,
         partitions_without_cursor=f.partitions_without_cursor,
+        retries_waiting=f.retries_waiting,
+        dead_letters=f.dead_letters,
         status=status(f.report_status, rewound),
         report_status=f.report_status,
         report_as_of=None if f.report_as_of is None else utc(f.report_as_of),

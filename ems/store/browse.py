@@ -62,6 +62,15 @@ _GROUPS = (
     "JOIN topic t ON t.id = g.topic_id ORDER BY g.name, g.topic_id"
 )
 _BY_NAME = "FORCE INDEX (uq_consumer_group_name_topic_id)"
+# What waits beside the stream: retries (by the (group_id, due_at) index) and dead letters
+# not resent (by the (group_id, created_at) index; the table stays small, each an incident).
+_WAITING = (
+    "SELECT group_id, COUNT(*) FROM retry_message WHERE group_id IN ({ids}) GROUP BY group_id"
+)
+_DEAD_WAITING = (
+    "SELECT group_id, COUNT(*) FROM dead_message WHERE group_id IN ({ids}) "
+    "AND resent_at IS NULL GROUP BY group_id"
+)
 _MEMBERS = (
     "SELECT group_id, COUNT(*), COUNT(CASE WHEN lease_expires_at > NOW(6) THEN 1 END) "
     "FROM consumer_client WHERE group_id IN ({ids}) GROUP BY group_id"
@@ -309,6 +318,14 @@ class BrowseStore:
             (facts,) = _group_facts(conn, [row])
         return facts
 
+    def waiting(self, group_id: int) -> tuple[int, int]:
+        """The group's messages in the retry table, and its dead letters not resent."""
+        with self.db.connect() as conn:
+            ids = _marks([group_id])
+            retries = dict(waiting(conn, _WAITING, ids)).get(group_id, 0)
+            dead = dict(waiting(conn, _DEAD_WAITING, ids)).get(group_id, 0)
+        return retries, dead
+
     def member_loads(self, group_id: int) -> dict[str, MemberLoad]:
         """Per client of the group: when it joined and its last load report."""
         with self.db.connect() as conn:
@@ -432,6 +449,11 @@ def _totals(conn: Connection, topic_ids: Sequence[int]) -> dict[int, WatermarkTo
     }
 
 
+def waiting(conn: Connection, sql: str, ids: str) -> list[tuple[int, int]]:
+    """(group id, rows) of _WAITING or _DEAD_WAITING over the groups `ids` (marks)."""
+    return [(int(g), int(n)) for g, n in conn.exec_driver_sql(sql.format(ids=ids))]
+
+
 def _group_facts(conn: Connection, rows: Sequence[Any]) -> list[GroupFacts]:
     """The page's groups with their members, lag and newest report: three statements
     over the page's ids."""
@@ -445,6 +467,8 @@ def _group_facts(conn: Connection, rows: Sequence[Any]) -> list[GroupFacts]:
         int(g): (int(lag), int(cursorless), int(rewound))
         for g, lag, cursorless, rewound in conn.exec_driver_sql(_LAGS.format(ids=ids))
     }
+    retries = dict(waiting(conn, _WAITING, ids))
+    dead = dict(waiting(conn, _DEAD_WAITING, ids))
     latest = _LATEST_REPORT.format(group="g.id")
     reports = {
         int(g): (int(report), at, status)
@@ -469,6 +493,8 @@ def _group_facts(conn: Connection, rows: Sequence[Any]) -> list[GroupFacts]:
                 total_lag=None if r[4] != "cluster" else (lag[0] if lag else 0),
                 partitions_without_cursor=lag[1] if lag else 0,
                 rewound_partitions=lag[2] if lag else 0,
+                retries_waiting=retries.get(gid, 0),
+                dead_letters=dead.get(gid, 0),
                 report_id=report,
                 report_status=None if status is None else str(status),
                 report_as_of=at,

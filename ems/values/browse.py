@@ -137,6 +137,10 @@ class GroupFacts:
     partitions_without_cursor: int
     #: Partitions whose committed offset in the latest snapshot is below the one before.
     rewound_partitions: int
+    #: Messages waiting in the retry table, and dead letters not resent: what waits
+    #: beside the stream lag.
+    retries_waiting: int = 0
+    dead_letters: int = 0
     #: The newest finished lag report that covered the group, its status and time.
     report_id: int | None
     report_status: str | None
@@ -153,6 +157,9 @@ class GroupSummary:
     live_members: int
     total_lag: int | None
     partitions_without_cursor: int
+    #: Messages waiting in the retry table, and dead letters not resent.
+    retries_waiting: int
+    dead_letters: int
     #: The status shown (see status()).
     status: str
     #: The group status of the newest finished lag report that covered the group (OK,

@@ -343,3 +343,23 @@ def test_the_statements_of_a_page_do_not_grow_with_its_rows(
     rows(range(5, 50))
     assert five >= 2  # the page and its watermarks or facts, at least
     assert count(50) == five
+
+
+def test_the_groups_page_counts_retries_and_dead_letters_beside_the_lag(
+    client: FlaskClient, store: Store, viewer: dict[str, str]
+) -> None:
+    from tests.integration.test_group_list_cli import caught_up
+
+    caught_up(store)
+    page = _text(client, "/groups", viewer)
+    assert re.search(
+        r'class="retries">2</td>\s*<td data-label="dead letters" class="dead-letters">0', page
+    )
+    assert re.search(
+        r'class="retries">0</td>\s*<td data-label="dead letters" class="dead-letters">6', page
+    )
+    body = client.get("/api/v1/groups", headers=viewer).get_json()
+    assert {g["name"]: (g["retries_waiting"], g["dead_letters"]) for g in body["items"]} == {
+        "audit": (0, 6),
+        "billing": (2, 0),
+    }

@@ -126,8 +126,10 @@ def test_slow_transaction_is_never_skipped(
     """The reader's tombstone for offset 1 waits on the open transaction's row lock, loses
     to its commit, and the reader reads the slow row."""
     slow = _slow_insert_of_offset_1(settings, store, topic, b"slow")
-    threading.Timer(1.0, slow.commit).start()
+    commit = threading.Timer(1.0, slow.commit)
+    commit.start()
     batch = reader.read_partition("t", 0, 1)
+    commit.join()  # the COMMIT's reply read before the connection closes
     slow.close()
     assert [m.body for m in batch.messages] == [b"slow", b"c"]
     assert [m.offset for m in batch.messages] == [1, 2]
@@ -137,8 +139,10 @@ def test_rolled_back_slow_transaction_becomes_a_tombstone(
     settings: Settings, topic: TopicInfo, reader: Reader, store: Store
 ) -> None:
     slow = _slow_insert_of_offset_1(settings, store, topic, b"never")
-    threading.Timer(1.0, slow.rollback).start()
+    rollback = threading.Timer(1.0, slow.rollback)
+    rollback.start()
     batch = reader.read_partition("t", 0, 1)
+    rollback.join()
     slow.close()
     assert [m.body for m in batch.messages] == [b"c"] and batch.next_offset == 3
 

@@ -175,12 +175,16 @@ def test_report_of_a_group_with_a_live_member() -> None:
         "live",
         "0-1",
     ]
-    assert [line.split() for line in lines[7:]] == [
+    assert [line.split() for line in lines[7:-1]] == [
         ["partition", "owner", "state", "generation", "committed", "high", "watermark", "lag"],
         ["0", "c1", "assigned", "2", "4", "6", "2"],
         ["1", "c1", "assigned", "2", "3", "3", "0"],
         ["total", "7", "9", "2"],
     ]
+    assert lines[-1] == (
+        "beside the lag: 0 waiting in the retry table, 0 dead letters not resent; "
+        "oldest unconsumed message: -"
+    )
 
 
 def test_report_after_the_members_left() -> None:
