@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import re
@@ -168,6 +169,10 @@ class Settings:
     admin_trusted_header: str | None = None
     #: Group value of that header -> role; a value not listed gets no access.
     admin_trusted_roles: tuple[tuple[str, str], ...] = ()
+    #: Address every /metrics endpoint (consumers, `ems consume`, the scheduler) listens
+    #: on: all interfaces by default, for a Prometheus on another host; 127.0.0.1 keeps
+    #: them to this machine.
+    metrics_addr: str = "0.0.0.0"
 
     def __post_init__(self) -> None:
         """Every numeric setting is checked once, however the Settings were made: a
@@ -188,6 +193,7 @@ class Settings:
         object.__setattr__(self, "database_url", database_url(self.database_url))
         # Parsed once here, so a malformed host list fails when the settings are made.
         _ = self.database_nodes, self.redis_sentinel
+        check_address(self.metrics_addr, "EMS_METRICS_ADDR")
         self._check_admin()
 
     def _check_admin(self) -> None:
@@ -270,8 +276,27 @@ class Settings:
             admin_hide_bodies=_flag(env, "EMS_ADMIN_HIDE_BODIES"),
             admin_trusted_header=(env.get("EMS_ADMIN_TRUSTED_HEADER") or "").strip() or None,
             admin_trusted_roles=trusted_roles(env.get("EMS_ADMIN_TRUSTED_ROLES", "")),
+            metrics_addr=(env.get("EMS_METRICS_ADDR") or "0.0.0.0").strip(),
             **values,  # type: ignore[arg-type]
         )
+
+
+#: A host name: dot-separated labels of letters, digits and inner hyphens (RFC 1123).
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOSTNAME = re.compile(rf"(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*")
+
+
+def check_address(value: object, name: str) -> None:
+    """InvalidSetting unless value is an IPv4 or IPv6 address or a host name."""
+    if isinstance(value, str):
+        try:
+            ipaddress.ip_address(value)
+            return
+        except ValueError:
+            if _HOSTNAME.fullmatch(value):
+                return
+    shown = value[:64] if isinstance(value, str) else value
+    raise InvalidSetting(f"{name} must be an IP address or a host name, not {shown!r}")
 
 
 def database_url(url: str) -> str:

@@ -218,6 +218,8 @@ class MetricsServer:
         self._server = server
         self._thread = thread
         self.port = int(server.server_port)
+        #: (host, port) the endpoint listens on.
+        self.address: tuple[str, int] = (str(server.server_address[0]), self.port)
 
     def close(self) -> None:
         self._server.shutdown()

@@ -9,7 +9,7 @@ from dataclasses import asdict
 import click
 
 from ems.cli.common import echo_json, json_option, settings, table
-from ems.cli.params import OFFSET, PARTITION, seconds
+from ems.cli.params import OFFSET, PARTITION, SHIFT, seconds
 from ems.groups import (
     GroupAdmin,
     GroupDescription,
@@ -175,7 +175,7 @@ _CHANGE_HEADERS = ("partition", "current", "new", "change")
 )
 @click.option(
     "--shift-by",
-    type=int,
+    type=SHIFT,
     metavar="N",
     help="By N messages from each committed offset (negative: back), kept within the "
     "stored offsets.",

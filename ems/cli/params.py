@@ -40,6 +40,8 @@ def number() -> Finite:
 
 
 OFFSET = click.IntRange(0, MAX_OFFSET)
+#: A move of offsets, either way.
+SHIFT = click.IntRange(-MAX_OFFSET, MAX_OFFSET)
 PARTITION = click.IntRange(0, MAX_INT)
 COUNT = click.IntRange(0, MAX_INT)
 #: A whole number of INT size whose meaning a policy checks itself (its message names it).

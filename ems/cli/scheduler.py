@@ -75,7 +75,8 @@ def scheduler(
         if metrics_port is not None:
             from ems.metrics import serve
 
-            click.echo(f"metrics on port {serve(metrics_port)}", err=True)
+            addr = settings().metrics_addr
+            click.echo(f"metrics on {addr} port {serve(metrics_port, addr)}", err=True)
         if once:
             failed = runner.run_once()
             if failed:

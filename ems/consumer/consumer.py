@@ -170,7 +170,7 @@ class Consumer:
         """Join the group (done by the first poll or run when not called)."""
         if not self._started:
             if self.metrics_port is not None and self.metrics_server is None:
-                self.metrics_server = _serve_metrics(self.metrics_port)
+                self.metrics_server = _serve_metrics(self.metrics_port, self.settings.metrics_addr)
             self._started = True
             self.metrics.track_lag(self._lag)
             self.listener.start()
@@ -393,11 +393,11 @@ def _check_transactional(factory: object, handler: object, broadcast: bool) -> N
         )
 
 
-def _serve_metrics(port: int) -> MetricsServer:
+def _serve_metrics(port: int, addr: str) -> MetricsServer:
     try:
-        return start_server(port)
+        return start_server(port, addr)
     except OSError as exc:
-        raise InvalidSetting(f"cannot serve metrics on port {port}: {exc}") from exc
+        raise InvalidSetting(f"cannot serve metrics on {addr} port {port}: {exc}") from exc
 
 
 def many(deliveries: Delivery | Iterable[Delivery]) -> list[Delivery]:

@@ -231,6 +231,19 @@ def test_lag_counts_a_backlog_from_the_high_watermark(
         gate.set()
 
 
+def test_the_metrics_endpoint_listens_on_the_configured_address(
+    settings: Settings, names: tuple[str, str]
+) -> None:
+    topic, group = names
+    TopicAdmin(settings).create(topic, 1)
+    local = settings.with_(metrics_addr="127.0.0.1")
+    with Consumer(group, topic, settings=local, metrics_port=0) as consumer:
+        assert consumer.metrics_server is not None
+        assert consumer.metrics_server.address == ("127.0.0.1", consumer.metrics_server.port)
+        assert value(scrape(consumer.metrics_server.port), "ems_leader_epoch", group=group,
+                     topic=topic) is not None  # fmt: skip
+
+
 def test_a_taken_metrics_port_is_a_clear_error(settings: Settings, names: tuple[str, str]) -> None:
     topic, group = names
     TopicAdmin(settings).create(topic, 1)

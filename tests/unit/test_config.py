@@ -167,3 +167,15 @@ def test_database_urls_ems_cannot_serve_are_refused_when_settings_are_made(url: 
         with pytest.raises(InvalidSetting, match="EMS_DATABASE_URL") as caught:
             make()
         assert "hunter2" not in str(caught.value)  # a refused URL's password is not echoed
+
+
+def test_the_metrics_address_is_an_ip_or_a_host_name() -> None:
+    assert Settings.from_env({}).metrics_addr == "0.0.0.0"
+    assert Settings.from_env({"EMS_METRICS_ADDR": " 127.0.0.1 "}).metrics_addr == "127.0.0.1"
+    assert Settings.from_env({"EMS_METRICS_ADDR": "::1"}).metrics_addr == "::1"
+    assert Settings.from_env({"EMS_METRICS_ADDR": "metrics.internal"}).metrics_addr == (
+        "metrics.internal"
+    )
+    for bad in ("1.2.3.4:9100", "http://x", "a b", "-host", "x" * 300):
+        with pytest.raises(InvalidSetting, match="EMS_METRICS_ADDR must be an IP address"):
+            Settings.from_env({"EMS_METRICS_ADDR": bad})
