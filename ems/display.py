@@ -187,7 +187,12 @@ def parse_when(text: str, now: dt.datetime) -> dt.datetime:
             "2026-11-22 10:00:00+02:00, or an age such as 15m, 2h, 7d)"
         ) from None
     if parsed.tzinfo is not None:
-        parsed = parsed.astimezone(dt.UTC).replace(tzinfo=None)
+        try:
+            parsed = parsed.astimezone(dt.UTC).replace(tzinfo=None)
+        except OverflowError:  # 9999-12-31T23:00-01:00, 0001-01-01T00:00+01:00
+            raise InvalidDatetime(
+                f"{shown(text, 64)} lies outside the years 1 to 9999 once in UTC"
+            ) from None
     return parsed
 
 

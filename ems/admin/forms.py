@@ -19,10 +19,19 @@ _RANGE = re.compile(r"\s*(\d{1,5})\s*(?:-\s*(\d{1,5})\s*)?")
 MAX_LISTED = 4096
 
 
+def json_body() -> object:
+    """The request's JSON body (None when it is not valid JSON). InvalidInput when it is
+    nested past the parser's depth: "[" * 50000 ends in a RecursionError, never a 500."""
+    try:
+        return request.get_json(silent=True)
+    except RecursionError:
+        raise InvalidInput("the JSON body is nested too deeply") from None
+
+
 def sent() -> Mapping[str, object]:
     """The fields of the request: its JSON object or its form."""
     if request.is_json:
-        body = request.get_json(silent=True)
+        body = json_body()
         if not isinstance(body, dict):
             raise InvalidInput("the body must be a JSON object")
         return body

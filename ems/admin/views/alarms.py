@@ -10,7 +10,7 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, render_template, request
 
-from ems.admin import audit
+from ems.admin import audit, forms
 from ems.admin.capabilities import ACK_ALARMS, READ
 from ems.admin.forms import optional_whole, page_limit, whole
 from ems.admin.guard import requires
@@ -96,7 +96,7 @@ def _requested_ids() -> tuple[int, ...]:
     """The alarm ids of the request: form fields `id` (the page's checkboxes), or a JSON
     body {"ids": [...]}. InvalidInput when they are missing, malformed or too many."""
     if request.is_json:
-        body = request.get_json(silent=True)
+        body = forms.json_body()
         if not isinstance(body, dict) or "ids" not in body:
             raise InvalidInput('send the alarm ids as a JSON object: {"ids": [1, 2]}')
         return check_ack_ids(body["ids"])
