@@ -37,3 +37,9 @@ def test_rejects(text: str) -> None:
 def test_age_is_none_for_a_datetime() -> None:
     assert parse_age("2026-11-22") is None
     assert parse_age("1.5h") == dt.timedelta(minutes=90)
+
+
+@pytest.mark.parametrize("text", ["9999-12-31T23:59:59-01:00", "0001-01-01T00:00:00+01:00"])
+def test_a_time_that_leaves_the_calendar_once_in_utc_is_refused(text: str) -> None:
+    with pytest.raises(InvalidDatetime, match="outside the years 1 to 9999"):
+        parse_when(text, dt.datetime(2026, 11, 27))
