@@ -82,6 +82,7 @@ BOUNDS = {
     ),
     "send_timeout": Bound("EMS_SEND_TIMEOUT", 0, MAX_SECONDS),
     "relay_interval": Bound("EMS_RELAY_INTERVAL", 0.001, MAX_SECONDS),
+    "audit_retention_days": Bound("EMS_AUDIT_RETENTION_DAYS", 1, 36_500, whole=True, zero=True),
     "connect_attempts": Bound("EMS_CONNECT_ATTEMPTS", 1, 100, whole=True),
     "pool_size": Bound("EMS_POOL_SIZE", 1, 1000, whole=True),
     "autoscale_interval": Bound("EMS_AUTOSCALE_INTERVAL", 0.001, MAX_SECONDS, zero=True),
@@ -130,6 +131,9 @@ class Settings:
     #: of committed transactional sends into their topics. A commit through SQLAlchemy
     #: wakes it at once; a plain PyMySQL commit is seen within this interval.
     relay_interval: float = 0.2
+    #: Days the audit trail (admin_audit) keeps an entry; the purge-log job deletes older
+    #: ones in chunks. 0 keeps every entry.
+    audit_retention_days: int = 90
     #: Attempts against an unreachable server before a typed error is raised.
     connect_attempts: int = 3
     #: Connection pool size per engine.

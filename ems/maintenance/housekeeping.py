@@ -119,6 +119,9 @@ def purge_log(store: Store, settings: Settings) -> dict[str, int]:
         partial(store.accounts.prune_failures, WINDOW_SECONDS, chunk), chunk
     )
     counts["admin_plans"] = _drain(partial(store.plans.prune, 0.0, chunk), chunk)
+    if settings.audit_retention_days:
+        kept = settings.audit_retention_days * 86400.0
+        counts["audit"] = _drain(partial(store.audit.prune, kept, chunk), chunk)
     return counts
 
 

@@ -50,7 +50,8 @@ class AdminToken(Base):
 
 class AdminAudit(Base):
     """One action taken through the console or the CLI's account commands, allowed or
-    not. Append-only: the store inserts and searches, nothing updates or deletes."""
+    not. Append-only: the store inserts and searches, nothing updates; the purge-log job
+    deletes entries older than EMS_AUDIT_RETENTION_DAYS (90 by default)."""
 
     __tablename__ = "admin_audit"
     __table_args__ = (

@@ -114,9 +114,18 @@ def _entry(row: Row[Any]) -> AuditEntry:
     )
 
 
+_OLD = "DELETE FROM admin_audit WHERE at < NOW(6) - INTERVAL %s MICROSECOND LIMIT %s"
+
+
 class AuditStore:
     def __init__(self, db: Database) -> None:
         self.db = db
+
+    def prune(self, older_than: float, chunk: int) -> int:
+        """Delete up to `chunk` entries older than older_than seconds (by the `at` index);
+        the rows deleted."""
+        with self.db.single() as cursor:
+            return int(cursor.execute(_OLD, (int(older_than * 1_000_000), chunk)))
 
     def insert(self, entry: AuditEntry) -> int:
         """Append the entry, cut to fit; returns its id. Its `at` is the database clock

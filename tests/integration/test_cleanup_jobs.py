@@ -63,6 +63,7 @@ def test_purge_log_deletes_old_finished_rows_only(
         "alarms": 0,
         "login_failures": 0,
         "admin_plans": 0,
+        "audit": 0,
     }
     assert _log_states(store) == {(0, 3): "done", (0, 4): "start", (0, 5): "retry"}
     assert purge_log(store, settings) == dict.fromkeys(counts, 0)
@@ -253,6 +254,25 @@ def test_purge_log_prunes_sign_in_failures_whose_window_ended(
     kept = seed.sql(store, "SELECT scope FROM admin_login_failure ORDER BY scope")
     assert [k[0] for k in kept] == ["address:10.0.0.2", "user:recent"]
     assert purge_log(store, settings)["login_failures"] == 0
+
+
+def test_purge_log_prunes_the_audit_trail_past_its_retention(
+    settings: Settings, store: Store
+) -> None:
+    for days_ago in (100, 91, 89, 0):
+        seed.sql(
+            store,
+            "INSERT INTO admin_audit (at, actor, address, user_agent, action, target, params, "
+            "outcome) VALUES (NOW(6) - INTERVAL %s DAY, 'a', '-', '', 'access', %s, '{}', 'ok')",
+            (days_ago, f"t{days_ago}"),
+        )
+    counts = purge_log(store, settings.with_(purge_chunk_rows=1))
+    assert counts["audit"] == 2
+    kept = seed.sql(store, "SELECT target FROM admin_audit ORDER BY target")
+    assert [k[0] for k in kept] == ["t0", "t89"]
+    # 0 keeps every entry
+    assert "audit" not in purge_log(store, settings.with_(audit_retention_days=0))
+    assert purge_log(store, settings.with_(audit_retention_days=1))["audit"] == 1
 
 
 def test_purge_log_prunes_expired_previews(settings: Settings, store: Store) -> None:
