@@ -26,6 +26,7 @@ from ems.admin.views.listing import detail_url
 from ems.config import Settings
 from ems.display import format_utc
 from ems.exceptions import InvalidSetting
+from ems.values.browse import waiting_text
 
 #: A signed-in session lasts this long at most (the cookie's signature says when it was
 #: made; an older one is not accepted).
@@ -57,6 +58,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.jinja_options = {**app.jinja_options, "autoescape": True, "undefined": StrictUndefined}
     app.jinja_env.filters["utc"] = utc_time
     app.jinja_env.filters["utc_text"] = format_utc
+    app.jinja_env.filters["waiting"] = waiting_text
     app.jinja_env.globals["detail_url"] = detail_url
     app.context_processor(_template_context)
     attach(app, Services(settings))

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 
 from flask import g, request
@@ -35,11 +36,21 @@ def record(
     after: str | None = None,
 ) -> None:
     """Append an entry for the current request. A trail that cannot be written is logged
-    and does not turn the request into an error (a refusal stays a refusal)."""
+    and does not turn the request into an error (a refusal stays a refusal). A refusal of
+    an anonymous caller is sampled (ems.values.refusals): the one written says how many it
+    stands for (params "refusals", and "other_refusals" of other addresses)."""
     principal = current_principal()
+    address = request.remote_addr or NOBODY
+    if principal is None and actor is None and action == "access" and outcome == "denied":
+        admitted = services().refusals.admit(address, time.monotonic())
+        if admitted is None:
+            return
+        params = {**(params or {}), "refusals": admitted.refusals}
+        if admitted.other:
+            params["other_refusals"] = admitted.other
     entry = AuditEntry(
         actor=actor or (principal.actor if principal else NOBODY),
-        address=request.remote_addr or NOBODY,
+        address=address,
         user_agent=(request.user_agent.string or "")[:USER_AGENT_CHARS],
         action=action,
         target=target,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import Flask
 from gunicorn.app.base import BaseApplication
 
 from ems.admin.app import create_app
+from ems.admin.services import of
 from ems.config import Settings
 
 #: Seconds a request may take before gunicorn restarts its worker.
@@ -26,6 +29,7 @@ class Console(BaseApplication):  # type: ignore[misc]
             "accesslog": "-",
             "errorlog": "-",
             "proc_name": "ems-admin",
+            "worker_exit": _worker_exit,
         }
         super().__init__()
 
@@ -35,3 +39,11 @@ class Console(BaseApplication):  # type: ignore[misc]
 
     def load(self) -> Flask:
         return create_app(self.settings)
+
+
+def _worker_exit(server: object, worker: Any) -> None:
+    """In the worker, as it ends: write the audit entries its sampler held back and close
+    its connections."""
+    app = getattr(worker, "wsgi", None)
+    if isinstance(app, Flask):
+        of(app).close()

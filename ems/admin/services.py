@@ -4,8 +4,11 @@ sharing one store."""
 
 from __future__ import annotations
 
+import logging
+
 from flask import Flask, current_app
 
+from ems.admin.principal import NOBODY
 from ems.alarms.desk import AlarmDesk
 from ems.config import Settings
 from ems.ops.accounts import Accounts, AuditLog
@@ -20,6 +23,10 @@ from ems.ops.query import MessageQuery
 from ems.ops.ranking import Ranker
 from ems.ops.reset import OffsetReset
 from ems.ops.trace import MessageTracer
+from ems.values.accounts import AuditEntry
+from ems.values.refusals import RefusalSampler
+
+log = logging.getLogger(__name__)
 
 _KEY = "ems"
 
@@ -40,6 +47,8 @@ class Services:
         self.alarms = AlarmDesk(settings, store=self.overview.store)
         self.autoscale = AutoscaleReader(settings, store=self.overview.store)
         self.audit_search = AuditSearch(settings, store=self.overview.store)
+        #: Which refusals of anonymous callers the audit trail writes.
+        self.refusals = RefusalSampler()
         self._resets: OffsetReset | None = None
 
     @property
@@ -49,8 +58,29 @@ class Services:
             self._resets = OffsetReset(self.settings, store=self.overview.store)
         return self._resets
 
+    def flush_refusals(self) -> None:
+        """Write what the refusal sampler holds back, one entry per address: nothing
+        counted is dropped when the process ends."""
+        for address, n in self.refusals.flush():
+            entry = AuditEntry(
+                actor=NOBODY,
+                address=address,
+                user_agent="",
+                action="access",
+                target="-",
+                params={"refusals": n},
+                outcome="denied",
+                detail="anonymous refusals held back by the sampler",
+            )
+            try:
+                self.audit.record(entry)
+            except Exception:
+                log.exception("the audit trail could not be written: %d refusals of %s", n, address)
+
     def close(self) -> None:
-        """Close the shared store (its connections) and the Redis clients."""
+        """Write the refusals held back, close the shared store (its connections) and the
+        Redis clients."""
+        self.flush_refusals()
         if self._resets is not None:
             self._resets.close()
         self.dead_letters.close()  # its producer, if it made one

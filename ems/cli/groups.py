@@ -19,7 +19,7 @@ from ems.groups import (
 )
 from ems.ops.browse import MAX_PAGE, Browser
 from ems.ops.reset import DEFAULT_TIMEOUT, OffsetReset, PartitionChange, ResetPlan
-from ems.values.browse import GroupSummary
+from ems.values.browse import GroupSummary, waiting_text
 
 _MEMBER_HEADERS = ("client", "host", "pid", "lease expires", "seconds left", "lease", "partitions")
 _PARTITION_HEADERS = (
@@ -78,7 +78,8 @@ def list_command(prefix: str, as_json: bool) -> None:
 def _list_row(g: GroupSummary) -> list[object]:
     lag = "-" if g.total_lag is None else g.total_lag
     members = f"{g.live_members}/{g.members}"
-    return [g.name, g.topic, g.mode, members, lag, g.retries_waiting, g.dead_letters, g.status]
+    retries, dead = waiting_text(g.retries_waiting), waiting_text(g.dead_letters)
+    return [g.name, g.topic, g.mode, members, lag, retries, dead, g.status]
 
 
 @group.command()
@@ -113,8 +114,9 @@ def report(d: GroupDescription) -> str:
     if d.mode == "cluster":
         age = "-" if d.lag_age_seconds is None else f"{d.lag_age_seconds:.1f}s"
         lines.append(
-            f"beside the lag: {d.retries_waiting} waiting in the retry table, "
-            f"{d.dead_letters} dead letters not resent; oldest unconsumed message: {age}"
+            f"beside the lag: {waiting_text(d.retries_waiting)} waiting in the retry table, "
+            f"{waiting_text(d.dead_letters)} dead letters not resent; "
+            f"oldest unconsumed message: {age}"
         )
     return "\n".join(lines)
 

@@ -21,6 +21,7 @@ from ems.store.database import Database
 from ems.store.groups import group_info
 from ems.types import GroupInfo, TopicInfo
 from ems.values.browse import (
+    WAITING_CAP,
     GroupFacts,
     MemberLoad,
     PartitionFacts,
@@ -62,14 +63,13 @@ _GROUPS = (
     "JOIN topic t ON t.id = g.topic_id ORDER BY g.name, g.topic_id"
 )
 _BY_NAME = "FORCE INDEX (uq_consumer_group_name_topic_id)"
-# What waits beside the stream: retries (by the (group_id, due_at) index) and dead letters
-# not resent (by the (group_id, created_at) index; the table stays small, each an incident).
-_WAITING = (
-    "SELECT group_id, COUNT(*) FROM retry_message WHERE group_id IN ({ids}) GROUP BY group_id"
-)
-_DEAD_WAITING = (
-    "SELECT group_id, COUNT(*) FROM dead_message WHERE group_id IN ({ids}) "
-    "AND resent_at IS NULL GROUP BY group_id"
+# What waits beside the stream, per group: retries (by the (group_id, due_at) index) and
+# dead letters not resent (by the (group_id, created_at) index), each read up to
+# WAITING_CAP + 1 rows: a page never counts a big table, and a group with more shows
+# "more than WAITING_CAP".
+_WAITING_ONE = "(SELECT group_id AS g FROM retry_message WHERE group_id = %s LIMIT %s)"
+_DEAD_ONE = (
+    "(SELECT group_id AS g FROM dead_message WHERE group_id = %s AND resent_at IS NULL LIMIT %s)"
 )
 _MEMBERS = (
     "SELECT group_id, COUNT(*), COUNT(CASE WHEN lease_expires_at > NOW(6) THEN 1 END) "
@@ -319,11 +319,11 @@ class BrowseStore:
         return facts
 
     def waiting(self, group_id: int) -> tuple[int, int]:
-        """The group's messages in the retry table, and its dead letters not resent."""
+        """The group's messages in the retry table, and its dead letters not resent
+        (each at most WAITING_CAP + 1: more than WAITING_CAP)."""
         with self.db.connect() as conn:
-            ids = _marks([group_id])
-            retries = dict(waiting(conn, _WAITING, ids)).get(group_id, 0)
-            dead = dict(waiting(conn, _DEAD_WAITING, ids)).get(group_id, 0)
+            retries = waiting(conn, _WAITING_ONE, [group_id]).get(group_id, 0)
+            dead = waiting(conn, _DEAD_ONE, [group_id]).get(group_id, 0)
         return retries, dead
 
     def member_loads(self, group_id: int) -> dict[str, MemberLoad]:
@@ -449,9 +449,15 @@ def _totals(conn: Connection, topic_ids: Sequence[int]) -> dict[int, WatermarkTo
     }
 
 
-def waiting(conn: Connection, sql: str, ids: str) -> list[tuple[int, int]]:
-    """(group id, rows) of _WAITING or _DEAD_WAITING over the groups `ids` (marks)."""
-    return [(int(g), int(n)) for g, n in conn.exec_driver_sql(sql.format(ids=ids))]
+def waiting(conn: Connection, one: str, group_ids: Sequence[int]) -> dict[int, int]:
+    """{group id: rows} of _WAITING_ONE or _DEAD_ONE, each group's read up to
+    WAITING_CAP + 1 rows (one statement; the count is over the capped reads)."""
+    if not group_ids:
+        return {}
+    union = " UNION ALL ".join([one] * len(group_ids))
+    params = [v for g in group_ids for v in (g, WAITING_CAP + 1)]
+    sql = f"SELECT w.g, COUNT(*) FROM ({union}) w GROUP BY w.g"
+    return {int(g): int(n) for g, n in conn.exec_driver_sql(sql, tuple(params))}
 
 
 def _group_facts(conn: Connection, rows: Sequence[Any]) -> list[GroupFacts]:
@@ -467,8 +473,9 @@ def _group_facts(conn: Connection, rows: Sequence[Any]) -> list[GroupFacts]:
         int(g): (int(lag), int(cursorless), int(rewound))
         for g, lag, cursorless, rewound in conn.exec_driver_sql(_LAGS.format(ids=ids))
     }
-    retries = dict(waiting(conn, _WAITING, ids))
-    dead = dict(waiting(conn, _DEAD_WAITING, ids))
+    group_ids = [int(r[0]) for r in rows]
+    retries = waiting(conn, _WAITING_ONE, group_ids)
+    dead = waiting(conn, _DEAD_ONE, group_ids)
     latest = _LATEST_REPORT.format(group="g.id")
     reports = {
         int(g): (int(report), at, status)

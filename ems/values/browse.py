@@ -117,6 +117,16 @@ class TopicDetail:
 # -- groups ------------------------------------------------------------------------------
 
 
+#: Retries and dead letters a group's count reads at most (a page never counts a big
+#: table): a count above it means "more than WAITING_CAP".
+WAITING_CAP = 1_000
+
+
+def waiting_text(count: int) -> str:
+    """A retries or dead-letters count as shown: exact, or "more than WAITING_CAP"."""
+    return f"{WAITING_CAP}+" if count > WAITING_CAP else str(count)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class GroupFacts:
     """What the store reads for one group on one topic, before it is shaped."""

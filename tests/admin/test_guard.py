@@ -13,6 +13,7 @@ from flask.testing import FlaskClient
 from ems.admin import app as app_module
 from ems.admin.capabilities import PUBLIC, RESEND
 from ems.admin.guard import required, requires, route_problems
+from ems.admin.services import of
 from ems.admin.views import BLUEPRINTS
 from ems.config import Settings
 from ems.exceptions import InvalidSetting
@@ -66,9 +67,14 @@ def test_nobody_signed_in_reaches_no_private_route(
                 assert response.status_code == 302, url
                 assert response.headers["Location"].startswith("/login?next=")
     assert tried >= 4
+    # Refusals of anonymous callers are sampled: one entry per address and minute stands
+    # for those held back, and the rest is written when the app closes.
     with AuditLog(admin_settings) as log:
+        sampled = log.search(AuditFilter(action="access"))
+        of(app).flush_refusals()
         denied = log.search(AuditFilter(action="access"))
-    assert len(denied) == tried
+    assert len(sampled) == 1 and len(denied) == 2
+    assert sum(int(e.params["refusals"]) for e in denied) == tried
     assert {e.outcome for e in denied} == {"denied"}
     assert {e.actor for e in denied} == {"-"}
 
@@ -102,6 +108,7 @@ def test_an_unmarked_view_is_refused_to_everyone(
                 assert response.status_code == 403
                 assert "the view ran" not in response.get_data(as_text=True)
     assert "has no capability mark" in caplog.text
+    of(app).flush_refusals()  # the second anonymous refusal was held back
     with AuditLog(admin_settings) as log:
         denied = log.search(AuditFilter(action="access"))
     assert len(denied) == 4
@@ -133,3 +140,22 @@ def test_no_app_without_a_secret_key(admin_settings: Settings) -> None:
 def test_an_unknown_capability_cannot_be_required() -> None:
     with pytest.raises(ValueError, match="no such capability"):
         requires("delete_everything")
+
+
+def test_a_flood_of_refused_requests_costs_rows_by_the_minute_not_by_the_request(
+    app: Flask, client: FlaskClient, admin_settings: Settings
+) -> None:
+    """1,000 requests with a bad token and a long user agent: one audit entry stands for
+    them (and what the flush writes when the app closes), every refusal counted."""
+    for _ in range(1_000):
+        response = client.get(
+            "/api/v1/overview",
+            headers={"Authorization": "Bearer nope", "User-Agent": "x" * 400},
+        )
+        assert response.status_code == 401
+    with AuditLog(admin_settings) as log:
+        assert len(log.search(AuditFilter(action="access"))) == 1
+        of(app).flush_refusals()
+        denied = log.search(AuditFilter(action="access"))
+    assert len(denied) == 2
+    assert sum(int(e.params["refusals"]) for e in denied) == 1_000
