@@ -160,6 +160,8 @@ def test_params_are_stored_as_json(log: AuditLog, store: Store) -> None:
 
 
 def test_the_trail_is_append_only() -> None:
-    """Its store inserts and searches; nothing of it updates or deletes."""
+    """Its store inserts and searches, and deletes by age only (the retention, run by
+    the purge-log job: tests/integration/test_cleanup_jobs.py); nothing updates an
+    entry."""
     public = {name for name in dir(AuditStore) if not name.startswith("_")}
-    assert public == {"insert", "search"}
+    assert public == {"insert", "search", "prune"}
