@@ -71,6 +71,15 @@ class DeadLetter(Exception):
         return type(self), (self.reason,)
 
 
+def _text(exc: BaseException) -> str:
+    """The exception's type and text; a text that cannot be made (a broken __str__) is
+    said to be missing rather than failing the consumer."""
+    try:
+        return f"{type(exc).__name__}: {exc}"
+    except Exception:
+        return f"{type(exc).__name__}: <str() failed>"
+
+
 class Verdict(NamedTuple):
     """How a handler's exception settles its message: its error text; the delay asked
     for (None: the ladder's); dead at once."""
@@ -84,9 +93,9 @@ def verdict(exc: BaseException) -> Verdict:
     """The failure a handler's exception stands for: a Retry's delay, a DeadLetter's
     reason and the dead letters, or any other exception's type and text (a retry by the
     ladder). The text names the exception type, so a requested outcome reads as one."""
-    error = f"{type(exc).__name__}: {exc}"
+    error = _text(exc)
     steered = isinstance(exc, Retry | DeadLetter)
     if steered and exc.__cause__ is not None:  # raise Retry(...) from exc: say what failed
-        error += f" (after {type(exc.__cause__).__name__}: {exc.__cause__})"
+        error += f" (after {_text(exc.__cause__)})"
     delay = exc.delay if isinstance(exc, Retry) else None
     return Verdict(error[:ERROR_CHARS], delay, dead=isinstance(exc, DeadLetter))

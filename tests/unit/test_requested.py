@@ -72,6 +72,14 @@ def test_any_other_exception_is_a_retry_by_the_ladder_its_text_cut() -> None:
     assert len(long.error) == ERROR_CHARS and long.error.startswith("KeyError: 'kkk")
 
 
+def test_an_exception_whose_text_fails_is_still_a_failure() -> None:
+    class Broken(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    assert verdict(Broken()) == ("Broken: <str() failed>", None, False)
+
+
 def test_they_survive_pickling() -> None:
     again = pickle.loads(pickle.dumps(Retry(delay=2.5)))
     assert isinstance(again, Retry) and again.delay == 2.5
