@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ems.groups import GroupAdmin, GroupDescription
     from ems.offsets.reader import Reader
     from ems.producer import Producer
+    from ems.retry.requested import DeadLetter, Retry
     from ems.topics import TopicAdmin
     from ems.types import (
         Delivery,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 #: Public name -> the module that defines it.
 _HOMES = {
     "Consumer": "ems.consumer",
+    "DeadLetter": "ems.retry.requested",
     "Delivery": "ems.types",
     "EmsError": "ems.exceptions",
     "GroupAdmin": "ems.groups",
@@ -41,6 +43,7 @@ _HOMES = {
     "Reader": "ems.offsets.reader",
     "Record": "ems.types",
     "RecordMetadata": "ems.types",
+    "Retry": "ems.retry.requested",
     "Settings": "ems.config",
     "StoredMessage": "ems.types",
     "TopicAdmin": "ems.topics",
@@ -49,6 +52,7 @@ _HOMES = {
 
 __all__ = [
     "Consumer",
+    "DeadLetter",
     "Delivery",
     "EmsError",
     "GroupAdmin",
@@ -59,6 +63,7 @@ __all__ = [
     "Reader",
     "Record",
     "RecordMetadata",
+    "Retry",
     "Settings",
     "StoredMessage",
     "TopicAdmin",

@@ -92,6 +92,13 @@ def escape(text: str) -> str:
     return "".join(_escape_char(c) for c in text)
 
 
+def escape_lines(text: str) -> list[str]:
+    """Multi-line text (a traceback) as escaped lines: split on newlines only, so any
+    other line break (\\r, \\x0b, \\x1c, ...) is escaped where it stands; a final newline
+    ends the last line."""
+    return [escape(line) for line in text.removesuffix("\n").split("\n")]
+
+
 _NAMED = {"\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 

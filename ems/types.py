@@ -188,7 +188,9 @@ class Delivery:
 
 
 class Failure(NamedTuple):
-    """A delivery that failed: retried after delay seconds, or dead when delay is None."""
+    """A delivery that failed: retried after delay seconds, or dead when delay is None.
+    traceback: the handler's, bounded (ems.retry.tracebacks); None for an ack timeout or
+    a nack()."""
 
     partition: int
     offset: int
@@ -196,6 +198,7 @@ class Failure(NamedTuple):
     attempts: int
     error: str
     delay: float | None
+    traceback: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

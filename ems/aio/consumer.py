@@ -28,7 +28,7 @@ from ems.config import Settings
 from ems.consumer.consumer import IDLE_WAIT, POLL_WAIT, failed, many
 from ems.consumer.consumer import Consumer as SyncConsumer
 from ems.consumer.groups import GroupOptions
-from ems.consumer.state import Outcome
+from ems.consumer.state import Outcome, holds_back
 from ems.exceptions import (
     InvalidHandler,
     InvalidSetting,
@@ -36,6 +36,7 @@ from ems.exceptions import (
     ServerUnavailable,
     StaleGeneration,
 )
+from ems.retry.requested import ERROR_CHARS, check_delay
 from ems.store import Store
 from ems.types import Delivery, StartPosition
 from ems.validation import DEFAULT_BATCH_BYTES, check_name, check_positive_int
@@ -245,8 +246,11 @@ class Consumer:
         error: str = "nack",
         delay: float | None = None,
     ) -> None:
-        """Fail deliveries: retried after `delay` seconds (default: the group's ladder),
-        or dead-lettered after the group's last attempt."""
+        """Fail deliveries: retried after `delay` seconds (default: the group's ladder;
+        0 to a year, else InvalidSetting), or dead-lettered after the group's last
+        attempt."""
+        delay = None if delay is None else check_delay(delay)
+        error = str(error)[:ERROR_CHARS]
         await self._settle([Outcome(d, error, delay) for d in many(deliveries)], wait=True)
 
     async def _settle(self, outcomes: list[Outcome], *, wait: bool) -> None:
@@ -316,12 +320,12 @@ class Consumer:
 
     async def _partition(self, deliveries: list[Delivery], outcomes: list[Outcome]) -> None:
         if self.concurrency == 1:
-            ordered = self._member.policy.ordered
+            policy = self._member.policy
             for d in deliveries:
                 outcome = await self._call(d)
                 outcomes.append(outcome)
-                if outcome.error is not None and ordered:
-                    return  # ordered: a failure blocks the rest of its partition's batch
+                if holds_back(outcome, policy):
+                    return  # ordered: a retry in place blocks the rest of its partition's batch
             return
         room = asyncio.Semaphore(self.concurrency)
 

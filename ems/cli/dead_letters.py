@@ -12,7 +12,7 @@ import click
 from ems.cli.common import echo_json, json_option, settings, table
 from ems.cli.messages import full_option, iso, when
 from ems.cli.params import MAX_OFFSET
-from ems.display import BODY_LIMIT, escape, headers_json, json_fields, show_bytes
+from ems.display import BODY_LIMIT, escape, escape_lines, headers_json, json_fields, show_bytes
 from ems.ops.dead_letters import DeadLetters, ResendOutcome
 from ems.ops.query import DEFAULT_LIMIT, MAX_LIMIT
 from ems.values.rows import DeadLetter
@@ -59,9 +59,10 @@ def _cut(text: str | None, limit: int) -> str:
     return escape(text[:limit]) + ("…" if len(text) > limit else "")
 
 
-def dead_letter_record(d: DeadLetter, body_limit: int) -> dict[str, Any]:
-    """A dead letter as a JSON-ready dict (times in UTC, values encoded safely)."""
-    return {
+def dead_letter_record(d: DeadLetter, body_limit: int, *, traceback: bool) -> dict[str, Any]:
+    """A dead letter as a JSON-ready dict (times in UTC, values encoded safely); with its
+    traceback where one dead letter was read (listings leave it out)."""
+    found = {
         "id": d.id,
         "group": d.group,
         "group_id": d.group_id,
@@ -77,6 +78,9 @@ def dead_letter_record(d: DeadLetter, body_limit: int) -> dict[str, Any]:
         "created_at": iso(d.created_at),
         "resent_at": iso(d.resent_at),
     }
+    if traceback:
+        found["last_traceback"] = d.last_traceback
+    return found
 
 
 def _list_row(d: DeadLetter) -> list[object]:
@@ -112,7 +116,16 @@ def show_lines(d: DeadLetter, body_limit: int) -> list[str]:
         f"key          {show_bytes(d.key, 0)}",
         f"headers      {headers_json(d.headers)}",
         f"body         {show_bytes(d.body, body_limit, size=d.body_size)}",
+        *traceback_lines(d.last_traceback),
     ]
+
+
+def traceback_lines(text: str | None) -> list[str]:
+    """A kept traceback under its heading, each line escaped and indented; `-` when none
+    was kept (the last failure was an ack timeout or a nack())."""
+    if not text:
+        return ["traceback    -"]
+    return ["traceback", *(f"  {line}" for line in escape_lines(text))]
 
 
 @click.group()
@@ -147,7 +160,7 @@ def list_(
         )
         page = letters.list(replace(selection, after_id=after_id), limit)
     if as_json:
-        records = [dead_letter_record(d, BODY_LIMIT) for d in page.letters]
+        records = [dead_letter_record(d, BODY_LIMIT, traceback=False) for d in page.letters]
         echo_json({"dead_letters": records, "more": page.more})
         return
     click.echo(table(_LIST_HEADERS, [_list_row(d) for d in page.letters]))
@@ -160,12 +173,13 @@ def list_(
 @full_option
 @json_option
 def show(dead_id: int, full: bool, as_json: bool) -> None:
-    """One dead letter: its origin, attempts, last error, key, headers and body."""
+    """One dead letter: its origin, attempts, last error, key, headers, body and the
+    traceback of its last failure."""
     with closing(DeadLetters(settings())) as letters:
         found = letters.show(dead_id)
     limit = 0 if full else BODY_LIMIT
     if as_json:
-        echo_json(dead_letter_record(found, limit))
+        echo_json(dead_letter_record(found, limit, traceback=True))
     else:
         click.echo("\n".join(show_lines(found, limit)))
 

@@ -12,7 +12,7 @@ import click
 from ems.cli.common import echo_json, json_option, settings, table
 from ems.cli.messages import full_option, iso, message_lines, message_record, parse_place, when
 from ems.cli.params import MAX_OFFSET
-from ems.display import BODY_LIMIT, escape
+from ems.display import BODY_LIMIT, escape, escape_lines
 from ems.ops.trace import GroupTrace, MessageTrace, MessageTracer
 from ems.values.rows import DeadLetter
 
@@ -46,15 +46,19 @@ def _details(g: GroupTrace) -> list[str]:
             f"  retry row: due {when(r.due_at)}, attempts {r.attempts}, "
             f"last error {_error(r.last_error)}"
         )
+        if r.last_traceback:
+            lines.append("  retry row's traceback:")
+            lines += [f"    {line}" for line in escape_lines(r.last_traceback)]
     lines += [_dead_line(d) for d in g.dead]
     return lines
 
 
 def _dead_line(d: DeadLetter) -> str:
     resent = f", resent {when(d.resent_at)}" if d.resent_at else ""
+    kept = f" (traceback: ems dlq show {d.id})" if d.last_traceback else ""
     return (
         f"  dead letter {d.id}: since {when(d.created_at)}, attempts {d.attempts}{resent}, "
-        f"last error {_error(d.last_error)}"
+        f"last error {_error(d.last_error)}{kept}"
     )
 
 
@@ -81,6 +85,7 @@ def _dead_record(d: DeadLetter) -> dict[str, Any]:
         "id": d.id,
         "attempts": d.attempts,
         "last_error": d.last_error,
+        "last_traceback": d.last_traceback,
         "created_at": iso(d.created_at),
         "resent_at": iso(d.resent_at),
     }

@@ -24,7 +24,7 @@ from ems.consumer.builder import build
 from ems.consumer.cluster import ClusterSession
 from ems.consumer.exactly_once import ExactlyOnce, TransactionFactory
 from ems.consumer.groups import GroupOptions
-from ems.consumer.state import Outcome
+from ems.consumer.state import Outcome, holds_back
 from ems.exceptions import (
     EmsError,
     InvalidHandler,
@@ -36,6 +36,8 @@ from ems.exceptions import (
     StaleGeneration,
 )
 from ems.metrics import MetricsServer, start_server
+from ems.retry.requested import ERROR_CHARS, DeadLetter, Retry, check_delay, verdict
+from ems.retry.tracebacks import format_traceback
 from ems.store import Store
 from ems.types import Delivery, StartPosition
 from ems.validation import DEFAULT_BATCH_BYTES, check_name
@@ -51,7 +53,6 @@ IDLE_WAIT = 1.0
 POLL_WAIT = 0.2
 #: Seconds between updates of the leader-epoch gauge.
 GAUGE_EVERY = 1.0
-_ERROR_CHARS = 2000
 
 
 class Consumer:
@@ -156,7 +157,7 @@ class Consumer:
             self.handler,
             self.session,
             backend.settlements,
-            ordered=self.policy.ordered,
+            policy=self.policy,
             failed=failed,
         )
 
@@ -259,8 +260,11 @@ class Consumer:
         error: str = "nack",
         delay: float | None = None,
     ) -> None:
-        """Fail deliveries: retried after `delay` seconds (default: the group's ladder),
-        or dead-lettered after the group's last attempt."""
+        """Fail deliveries: retried after `delay` seconds (default: the group's ladder;
+        0 to a year, else InvalidSetting), or dead-lettered after the group's last
+        attempt."""
+        delay = None if delay is None else check_delay(delay)
+        error = str(error)[:ERROR_CHARS]
         self.settle(Outcome(d, error, delay) for d in many(deliveries))
 
     def settle(self, outcomes: Iterable[Outcome], *, wait: bool = True) -> None:
@@ -319,13 +323,14 @@ class Consumer:
         began = time.perf_counter()
         for d in batch:
             if d.partition in blocked:
-                continue  # ordered: a failure blocks the rest of its partition's batch
+                continue  # ordered: a retry in place blocks the rest of its partition's batch
             try:
                 self.handler(d)
             except Exception as exc:  # the handler's failure is the message's, not ours
                 observe(time.perf_counter() - began)
-                outcomes.append(failed(d, exc))
-                if self.policy.ordered:
+                outcome = failed(d, exc)
+                outcomes.append(outcome)
+                if holds_back(outcome, self.policy):
                     blocked.add(d.partition)
                 began = time.perf_counter()
             else:
@@ -373,10 +378,20 @@ class Consumer:
 
 
 def failed(d: Delivery, exc: Exception) -> Outcome:
-    """A handler's exception as the delivery's failure (logged; its text is the error
-    the consumption log and the dead letter keep)."""
-    log.warning("handler failed on %s/%s@%s: %r", d.topic, d.partition, d.offset, exc)
-    return Outcome(d, f"{type(exc).__name__}: {exc}"[:_ERROR_CHARS])
+    """A handler's exception as the delivery's failure: its text is the error the
+    consumption log, the retry row and the dead letter keep, with its traceback, bounded
+    (ems.retry.tracebacks). A failure is logged at WARNING with its whole traceback; a
+    Retry (INFO) or a DeadLetter (WARNING) the handler raised is logged on one line, as
+    the outcome it asked for."""
+    found = verdict(exc)
+    where = (d.topic, d.partition, d.offset, d.attempt)
+    if isinstance(exc, Retry):
+        log.info("handler asked to retry %s/%s@%s (attempt %d): %s", *where, found.error)
+    elif isinstance(exc, DeadLetter):
+        log.warning("handler dead-lettered %s/%s@%s (attempt %d): %s", *where, found.error)
+    else:
+        log.warning("handler failed on %s/%s@%s (attempt %d)", *where, exc_info=exc)
+    return Outcome(d, found.error, found.delay, format_traceback(exc), found.dead)
 
 
 def _check_transactional(factory: object, handler: object, broadcast: bool) -> None:

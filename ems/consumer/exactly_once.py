@@ -32,7 +32,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, SessionTransaction
 
 from ems.consumer.cluster import ClusterSession
-from ems.consumer.state import Outcome
+from ems.consumer.state import Outcome, Policy, holds_back
 from ems.exceptions import InvalidHandler, InvalidTransaction
 from ems.ports import SettlementsThrough
 from ems.store.database import translate
@@ -160,14 +160,14 @@ class ExactlyOnce:
         session: ClusterSession,
         settlements: SettlementsThrough,
         *,
-        ordered: bool,
+        policy: Policy,
         failed: Callable[[Delivery, Exception], Outcome],
     ) -> None:
         self._factory = factory
         self._handler = handler
         self._session = session
         self._settlements = settlements
-        self._ordered = ordered
+        self._policy = policy
         self._failed = failed
 
     def handle(self, batch: list[Delivery]) -> None:
@@ -207,7 +207,7 @@ class ExactlyOnce:
         blocked: set[int] = set()
         for d in batch:
             if d.partition in blocked:
-                continue  # ordered: a failure blocks the rest of its partition's batch
+                continue  # ordered: a retry in place blocks the rest of its partition's batch
             try:
                 if savepoints:
                     with tx.savepoint():
@@ -219,8 +219,9 @@ class ExactlyOnce:
             except Exception as exc:  # the handler's failure is the message's
                 if not savepoints:
                     return None
-                outcomes.append(self._failed(d, exc))
-                if self._ordered:
+                outcome = self._failed(d, exc)
+                outcomes.append(outcome)
+                if holds_back(outcome, self._policy):
                     blocked.add(d.partition)
             else:
                 outcomes.append(Outcome(d))

@@ -25,11 +25,15 @@ class Policy:
 
 
 class Outcome(NamedTuple):
-    """How one delivery ended: error is None on success. delay overrides the ladder."""
+    """How one delivery ended: error is None on success. delay overrides the ladder;
+    dead sends a failure to the dead letters whatever attempts are left; traceback is the
+    failed handler's, bounded."""
 
     delivery: Delivery
     error: str | None = None
     delay: float | None = None
+    traceback: str | None = None
+    dead: bool = False
 
 
 @dataclass(kw_only=True, slots=True)
@@ -127,14 +131,16 @@ def _fail(
     now: float,
     from_retry: bool,
 ) -> None:
-    step = next_step(delivery.attempt, policy.ladder, policy.max_attempts)
-    error = outcome.error or "failed"
-    dead = isinstance(step, Dead)
-    delay = None
-    if not isinstance(step, Dead):
-        delay = step.delay if outcome.delay is None else outcome.delay
+    delay = failure_delay(delivery.attempt, outcome, policy)
+    dead = delay is None
     failure = Failure(
-        delivery.partition, delivery.offset, delivery.message_id, delivery.attempt, error, delay
+        delivery.partition,
+        delivery.offset,
+        delivery.message_id,
+        delivery.attempt,
+        outcome.error or "failed",
+        delay,
+        outcome.traceback,
     )
     if dead or not policy.ordered or from_retry:
         draft.failed.append(failure)
@@ -151,6 +157,28 @@ def _fail(
     state.position = delivery.offset
     state.failures[delivery.offset] = delivery.attempt
     state.blocked_until = now + (delay or 0.0)
+
+
+def failure_delay(attempt: int, outcome: Outcome, policy: Policy) -> float | None:
+    """Seconds until a failed delivery's next attempt, or None: dead. Dead when asked
+    (a DeadLetter) or at max_attempts (a requested retry counts as an attempt too); else
+    the delay asked for, or the ladder's."""
+    if outcome.dead:
+        return None
+    step = next_step(attempt, policy.ladder, policy.max_attempts)
+    if isinstance(step, Dead):
+        return None
+    return step.delay if outcome.delay is None else outcome.delay
+
+
+def holds_back(outcome: Outcome, policy: Policy) -> bool:
+    """Whether the rest of a partition's batch waits after this outcome: in an ordered
+    group, a failure retried in place. A success, or a failure that goes to the dead
+    letters (a DeadLetter, the last attempt), lets the partition's next messages be
+    handled at once."""
+    if not policy.ordered or outcome.error is None:
+        return False
+    return failure_delay(outcome.delivery.attempt, outcome, policy) is not None
 
 
 def merge(settlements: Sequence[Settlement]) -> Settlement:

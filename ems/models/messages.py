@@ -123,6 +123,8 @@ class RetryMessage(GroupMessageRef, Base):
     due_at: Mapped[timestamp]
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[created_ts]
+    #: The last failed handler's traceback, at most ems.retry.tracebacks.TRACEBACK_CHARS.
+    last_traceback: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class DeadMessage(GroupMessageRef, Base):
@@ -146,3 +148,5 @@ class DeadMessage(GroupMessageRef, Base):
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[created_ts]
     resent_at: Mapped[optional_ts]
+    #: The last failed handler's traceback, at most ems.retry.tracebacks.TRACEBACK_CHARS.
+    last_traceback: Mapped[str | None] = mapped_column(Text, nullable=True)

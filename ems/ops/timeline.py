@@ -57,6 +57,8 @@ class Event:
     text: str
     #: The line that says where the message stands now in the group.
     current: bool = False
+    #: A failure's kept traceback (a retry row's or a dead letter's), bounded.
+    traceback: str | None = None
 
 
 def timeline(trace: MessageTrace) -> tuple[Event, ...]:
@@ -79,13 +81,19 @@ def _produced(trace: MessageTrace) -> Event:
 def _group_events(g: GroupTrace) -> list[Event]:
     timed: list[Event] = []
     if g.log is not None:
-        timed += _log_events(g.group, g.log, dead_letters=bool(g.dead))
+        # The retry row keeps the traceback of the attempt the log row says failed.
+        same = g.retry is not None and g.retry.attempts == g.log.attempts
+        traceback = g.retry.last_traceback if same and g.retry is not None else None
+        timed += _log_events(g.group, g.log, dead_letters=bool(g.dead), traceback=traceback)
     if g.retry is not None:
         timed += _retry_events(g.group, g.retry, g.log)
     for d in g.dead:
         error = d.last_error or NO_ERROR_TEXT
         text = f"dead letter {d.id} after {d.attempts} attempt(s): {error}"
-        timed.append(Event(at=d.created_at, group=g.group, kind="dead", text=text))
+        dead = Event(
+            at=d.created_at, group=g.group, kind="dead", text=text, traceback=d.last_traceback
+        )
+        timed.append(dead)
         if d.resent_at is not None:
             text = f"dead letter {d.id} resent"
             timed.append(Event(at=d.resent_at, group=g.group, kind="resent", text=text))
@@ -95,7 +103,9 @@ def _group_events(g: GroupTrace) -> list[Event]:
     return [*timed, now]
 
 
-def _log_events(group: str, log: LogRow, *, dead_letters: bool) -> list[Event]:
+def _log_events(
+    group: str, log: LogRow, *, dead_letters: bool, traceback: str | None
+) -> list[Event]:
     text = f"delivered to {log.client_id} (attempt {log.attempts})"
     events = [Event(at=log.started_at, group=group, kind="delivered", text=text)]
     end = log.finished_at or log.updated_at
@@ -104,7 +114,7 @@ def _log_events(group: str, log: LogRow, *, dead_letters: bool) -> list[Event]:
         events.append(Event(at=end, group=group, kind="done", text=f"handled by {log.client_id}"))
     elif log.state == "retry":
         text = f"attempt {log.attempts} failed: {error}"
-        events.append(Event(at=end, group=group, kind="error", text=text))
+        events.append(Event(at=end, group=group, kind="error", text=text, traceback=traceback))
     elif log.state == "dead" and not dead_letters:  # a dead letter says it with its id
         text = f"gave up after {log.attempts} attempt(s): {error}"
         events.append(Event(at=end, group=group, kind="dead", text=text))
@@ -115,7 +125,10 @@ def _retry_events(group: str, r: RetryRow, log: LogRow | None) -> list[Event]:
     events = []
     if r.last_error is not None and r.attempts > 0 and (log is None or log.state != "retry"):
         text = f"attempt {r.attempts} failed: {r.last_error}"
-        events.append(Event(at=r.created_at, group=group, kind="error", text=text))
+        error = Event(
+            at=r.created_at, group=group, kind="error", text=text, traceback=r.last_traceback
+        )
+        events.append(error)
     if r.last_error is None:
         why = "queued by a replay"
     elif r.attempts == 0:

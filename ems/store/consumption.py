@@ -41,18 +41,19 @@ _FAILED_LOG = (
     "finished_at = NOW(6), updated_at = NOW(6) WHERE group_id = %s AND partition_no = %s "
     "AND offset_no = %s AND client_id = %s"
 )
+# The traceback is the last failure's too: NULL when that was an ack timeout or a nack().
 _RETRY = (
     "INSERT INTO retry_message (group_id, topic_id, partition_no, offset_no, message_id, "
-    "attempts, due_at, last_error) "
-    "VALUES (%s, %s, %s, %s, %s, %s, NOW(6) + INTERVAL %s MICROSECOND, %s) "
+    "attempts, due_at, last_error, last_traceback) "
+    "VALUES (%s, %s, %s, %s, %s, %s, NOW(6) + INTERVAL %s MICROSECOND, %s, %s) "
     "ON DUPLICATE KEY UPDATE attempts = VALUES(attempts), due_at = VALUES(due_at), "
-    "last_error = VALUES(last_error)"
+    "last_error = VALUES(last_error), last_traceback = VALUES(last_traceback)"
 )
 # The dead letter keeps its own copy of the message, taken on the server.
 _DEAD = (
     "INSERT INTO dead_message (group_id, topic_id, partition_no, offset_no, message_id, "
-    "msg_key, headers, body, attempts, last_error) "
-    "SELECT %s, topic_id, partition_no, offset_no, id, msg_key, headers, body, %s, %s "
+    "msg_key, headers, body, attempts, last_error, last_traceback) "
+    "SELECT %s, topic_id, partition_no, offset_no, id, msg_key, headers, body, %s, %s, %s "
     "FROM message WHERE id = %s"
 )
 _CLEAR_RETRY = (
@@ -156,13 +157,13 @@ def _fail(
     cursor: Cursor, sql: Statements, group_id: int, topic_id: int, client_id: str, f: Failure
 ) -> None:
     if f.delay is None:
-        cursor.execute(sql(_DEAD), (group_id, f.attempts, f.error, f.message_id))
+        cursor.execute(sql(_DEAD), (group_id, f.attempts, f.error, f.traceback, f.message_id))
         cursor.execute(sql(_CLEAR_RETRY), (group_id, f.partition, f.offset))
         state = "dead"
     else:
         delay = int(f.delay * _US)
         values = (group_id, topic_id, f.partition, f.offset, f.message_id, f.attempts)
-        cursor.execute(sql(_RETRY), (*values, delay, f.error))
+        cursor.execute(sql(_RETRY), (*values, delay, f.error, f.traceback))
         state = "retry"
     _log_failure(cursor, sql, group_id, client_id, f, state)
 

@@ -25,16 +25,19 @@ LIST_BODY_BYTES = 1024
 #: Rows one purge DELETE removes at most, so a large purge never holds many locks.
 PURGE_CHUNK = 1000
 
+# {traceback}: d.last_traceback where one dead letter is read, NULL in listings (each up
+# to 8,192 characters, a page of 100 would carry 800 KB nobody reads there).
 _COLUMNS = (
     "d.id, d.group_id, g.name, d.topic_id, t.name, d.partition_no, d.offset_no, d.message_id, "
     "d.msg_key, d.headers, {body}, LENGTH(d.body), d.attempts, d.last_error, d.created_at, "
-    "d.resent_at"
+    "d.resent_at, {traceback}"
 )
 # The group or topic may have been deleted since: a dead letter outlives them.
 _FROM = (
     "FROM dead_message d LEFT JOIN consumer_group g ON g.id = d.group_id "
     "LEFT JOIN topic t ON t.id = d.topic_id"
 )
+_TRACEBACK = "d.last_traceback"
 _LIST = f"SELECT {_COLUMNS} {_FROM} WHERE {{where}} ORDER BY d.id LIMIT %s"
 _COUNT = "SELECT COUNT(*) FROM dead_message d WHERE {where}"
 _IDS = "SELECT d.id FROM dead_message d WHERE {where} ORDER BY d.id LIMIT %s"
@@ -53,9 +56,10 @@ _MARK = "UPDATE dead_message SET resent_at = NOW(6) WHERE id IN ({ids})"
 # original message row exists (the retry path reads the body from it).
 _REQUEUE = (
     "INSERT INTO retry_message (group_id, topic_id, partition_no, offset_no, message_id, "
-    "attempts, due_at, last_error) SELECT %s, topic_id, partition_no, offset_no, id, 0, "
-    "NOW(6), %s FROM message WHERE id = %s AND tombstone = 0 "
-    "ON DUPLICATE KEY UPDATE attempts = 0, due_at = NOW(6), last_error = VALUES(last_error)"
+    "attempts, due_at, last_error, last_traceback) SELECT %s, topic_id, partition_no, "
+    "offset_no, id, 0, NOW(6), %s, NULL FROM message WHERE id = %s AND tombstone = 0 "
+    "ON DUPLICATE KEY UPDATE attempts = 0, due_at = NOW(6), last_error = VALUES(last_error), "
+    "last_traceback = NULL"
 )
 
 # Conditions of a filter, ANDed; each holds its own placeholders.
@@ -121,6 +125,7 @@ def dead_letter(row: Sequence[Any]) -> DeadLetter:
         last_error=row[13],
         created_at=row[14],
         resent_at=row[15],
+        last_traceback=row[16],
     )
 
 
@@ -161,7 +166,7 @@ class DeadLetterStore:
     def matching(self, f: DeadLetterFilter, limit: int) -> list[DeadLetter]:
         """Matching dead letters in id order, each with only a prefix of its body."""
         condition, params = where(f)
-        sql = _LIST.format(where=condition, body=_body(LIST_BODY_BYTES))
+        sql = _LIST.format(where=condition, body=_body(LIST_BODY_BYTES), traceback="NULL")
         return [dead_letter(r) for r in self.db.select(sql, (*params, limit))]
 
     def get(self, dead_id: int) -> DeadLetter | None:
@@ -171,7 +176,7 @@ class DeadLetterStore:
 
     def list_full(self, f: DeadLetterFilter, limit: int) -> list[DeadLetter]:
         condition, params = where(f)
-        sql = _LIST.format(where=condition, body=_body(None))
+        sql = _LIST.format(where=condition, body=_body(None), traceback=_TRACEBACK)
         return [dead_letter(r) for r in self.db.select(sql, (*params, limit))]
 
     def count(self, f: DeadLetterFilter) -> int:
@@ -218,7 +223,8 @@ class DeadLetterStore:
         with self.db.transaction() as cursor:
             rows: list[DeadLetter] = []
             if ids:
-                cursor.execute(_LOCK.format(ids=_marks(ids), body=_body(None)), tuple(ids))
+                sql = _LOCK.format(ids=_marks(ids), body=_body(None), traceback="NULL")
+                cursor.execute(sql, tuple(ids))
                 rows = [dead_letter(r) for r in cursor.fetchall()]
             batch = LockedDeadLetters(cursor, rows)
             yield batch

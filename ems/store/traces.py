@@ -26,15 +26,16 @@ _LOG = (
     "AND offset_no = %s"
 )
 _RETRY = (
-    "SELECT group_id, attempts, due_at, last_error, created_at FROM retry_message "
-    "WHERE group_id IN ({ids}) AND partition_no = %s AND offset_no = %s"
+    "SELECT group_id, attempts, due_at, last_error, created_at, last_traceback "
+    "FROM retry_message WHERE group_id IN ({ids}) AND partition_no = %s AND offset_no = %s"
 )
 # STRAIGHT_JOIN: read dead_message first, by its (group_id, partition_no, offset_no) index;
 # left to itself the optimizer may start from the groups.
 _DEAD = (
     "SELECT STRAIGHT_JOIN d.id, d.group_id, g.name, d.topic_id, t.name, d.partition_no, "
     "d.offset_no, d.message_id, d.msg_key, d.headers, SUBSTRING(d.body, 1, 0), "
-    "LENGTH(d.body), d.attempts, d.last_error, d.created_at, d.resent_at FROM dead_message d "
+    "LENGTH(d.body), d.attempts, d.last_error, d.created_at, d.resent_at, d.last_traceback "
+    "FROM dead_message d "
     "JOIN consumer_group g ON g.id = d.group_id LEFT JOIN topic t ON t.id = d.topic_id "
     "WHERE d.group_id IN ({ids}) AND d.partition_no = %s AND d.offset_no = %s"
 )
@@ -108,6 +109,7 @@ class TraceStore:
                 due_at=r[2],
                 last_error=r[3],
                 created_at=r[4],
+                last_traceback=r[5],
             )
             for r in self.db.select(sql, (*group_ids, partition, offset))
         ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from ems.aio import Producer as AsyncProducer
@@ -15,7 +16,7 @@ from ems.producer import Producer
 from ems.producer.planning import Outgoing
 from ems.testing.bus import AsyncLocalNotifier, LocalBus, LocalNotifier, LocalSubscription
 from ems.testing.counters import AsyncMemoryCounters, AsyncMemoryStore, MemoryCounters
-from ems.testing.memory import Clock, DeadLetter, LogRow, MemoryStore, utc_now
+from ems.testing.memory import Clock, DeadLetter, LogRow, MemoryStore, RetryRow, utc_now
 from ems.types import GroupInfo, RecordMetadata, TopicInfo
 from ems.validation import (
     DEFAULT_MAX_BODY_BYTES,
@@ -126,6 +127,17 @@ class MemoryBroker:
         found = self._group(group, topic)
         with self.store.tables.lock:
             return [d for d in self.store.tables.dead if d.group_id == found.id]
+
+    def retries(self, group: str, topic: str) -> dict[tuple[int, int], RetryRow]:
+        """The group's waiting retries: (partition, offset) -> its retry row (attempts,
+        due time, last error and traceback)."""
+        found = self._group(group, topic)
+        with self.store.tables.lock:
+            return {
+                (p, o): replace(row)
+                for (g, p, o), row in self.store.tables.retries.items()
+                if g == found.id
+            }
 
     def log(self, group: str, topic: str) -> dict[tuple[int, int], LogRow]:
         """The group's consumption log: (partition, offset) -> its last delivery."""

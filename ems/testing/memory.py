@@ -39,7 +39,7 @@ from ems.types import (
 )
 from ems.values.fetch import within_budget
 
-__all__ = ["Clock", "DeadLetter", "LogRow", "ManualClock", "MemoryStore", "utc_now"]
+__all__ = ["Clock", "DeadLetter", "LogRow", "ManualClock", "MemoryStore", "RetryRow", "utc_now"]
 
 
 class MemoryGroups:
@@ -314,13 +314,16 @@ class MemoryConsumption:
             message = self.t.message(f.message_id)
             if message is not None:
                 self.t.dead.append(
-                    DeadLetter(group_id, f.partition, f.offset, message, f.attempts, f.error)
+                    DeadLetter(
+                        group_id, f.partition, f.offset, message, f.attempts, f.error, f.traceback
+                    )
                 )
             self.t.retries.pop(key, None)
             state = "dead"
         else:
             due = after(self.t.clock(), f.delay)
-            self.t.retries[key] = RetryRow(topic_id, f.message_id, f.attempts, due, f.error)
+            row = RetryRow(topic_id, f.message_id, f.attempts, due, f.error, f.traceback)
+            self.t.retries[key] = row
             state = "retry"
         self._log_failure(group_id, client_id, f, state)
 

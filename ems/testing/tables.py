@@ -75,6 +75,8 @@ class RetryRow:
     attempts: int
     due: dt.datetime
     error: str
+    #: The last failed handler's traceback, bounded; None for an ack timeout or a nack().
+    traceback: str | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,8 @@ class DeadLetter:
     message: StoredMessage
     attempts: int
     error: str
+    #: The last failed handler's traceback, bounded; None for an ack timeout or a nack().
+    traceback: str | None = None
 
 
 @dataclass

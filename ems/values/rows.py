@@ -51,6 +51,9 @@ class RetryRow:
     due_at: dt.datetime
     last_error: str | None
     created_at: dt.datetime
+    #: The last failed handler's traceback, bounded (None: an ack timeout, a nack(), a
+    #: replay or a resend queued it).
+    last_traceback: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -94,8 +97,9 @@ class PartitionSpan:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class DeadLetter:
-    """A dead letter: a copy of the message a group gave up on, with its last error.
-    In listings `body` holds only a prefix; `body_size` is the whole body's size."""
+    """A dead letter: a copy of the message a group gave up on, with its last error and
+    traceback. In listings `body` holds only a prefix; `body_size` is the whole body's
+    size."""
 
     id: int
     group_id: int
@@ -113,6 +117,9 @@ class DeadLetter:
     last_error: str | None
     created_at: dt.datetime
     resent_at: dt.datetime | None
+    #: The last failed handler's traceback, bounded (ems.retry.tracebacks); None when the
+    #: last failure had none (an ack timeout, a nack()), and in listings, which leave it out.
+    last_traceback: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

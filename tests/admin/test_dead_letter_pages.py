@@ -116,6 +116,28 @@ def test_the_list_filters_pages_and_escapes(
     assert "ValueError: cannot handle 1" in detail and "&lt;svg onload" in detail
 
 
+def test_a_dead_letter_shows_its_traceback_escaped(
+    otto: FlaskClient,
+    store: Store,
+    tokens: dict[str, str],
+    world: tuple[TopicInfo, GroupInfo, list[int]],
+) -> None:
+    _, _, ids = world
+    kept = f'Traceback (most recent call last):\n  File "h.py", line 3\nValueError: {HOSTILE}\n'
+    seed.sql(store, "UPDATE dead_message SET last_traceback = %s WHERE id = %s", (kept, ids[0]))
+    page = otto.get(f"/dead-letters/{ids[0]}").get_data(as_text=True)
+    shown = re.search(r'<pre class="error-text traceback">(.*?)</pre>', page, re.S)
+    assert shown is not None and html.unescape(shown.group(1)) == kept
+    assert HOSTILE not in page and "&lt;svg onload=alert(1)&gt;" in shown.group(1)
+    none = otto.get(f"/dead-letters/{ids[1]}").get_data(as_text=True)
+    assert "none kept" in none and 'class="error-text traceback"' not in none
+    viewer = bearer(tokens["viewer"])
+    found = otto.get(f"/api/v1/dead-letters/{ids[0]}", headers=viewer).get_json()
+    assert found["last_traceback"] == kept
+    listed = otto.get("/api/v1/dead-letters", headers=viewer).get_json()["dead_letters"]
+    assert listed and all("last_traceback" not in d for d in listed)  # not read by a listing
+
+
 def test_resend_the_checked_ones_once(
     otto: FlaskClient, store: Store, world: tuple[TopicInfo, GroupInfo, list[int]]
 ) -> None:

@@ -453,6 +453,29 @@ def test_the_trace_is_a_timeline(
     assert {g["group"] for g in timeline["groups"]} == {"billing", "audit"}
 
 
+def test_the_trace_shows_a_kept_traceback_escaped(
+    client: FlaskClient, store: Store, orders: TopicInfo, viewer: dict[str, str]
+) -> None:
+    message_id = put(store, orders, 0, 0)
+    billing = seed.group(store, "billing", orders)
+    seed.log(store, billing, 0, 0, state="retry", attempts=2)
+    seed.retry(store, billing, 0, 0, msg_id=message_id)
+    kept = f"Traceback (most recent call last):\nValueError: {HOSTILE}\n"
+    seed.sql(
+        store,
+        "UPDATE retry_message SET last_error = %s, last_traceback = %s",
+        (f"ValueError: {HOSTILE}", kept),
+    )
+    page = client.get("/messages/orders/0/0", headers=viewer).get_data(as_text=True)
+    assert "<summary>traceback</summary>" in page
+    assert "Traceback (most recent call last):\nValueError: &lt;script&gt;alert(1)" in page
+    assert HOSTILE not in page
+    timeline = _json(client, "/api/v1/messages/orders/0/0", viewer)["trace"]
+    assert isinstance(timeline, dict)
+    errors = [e["traceback"] for e in timeline["timeline"] if e["kind"] == "error"]
+    assert errors == [kept]
+
+
 def test_the_trace_tells_transactional_publishing_and_exactly_once_settlement(
     client: FlaskClient, store: Store, orders: TopicInfo, viewer: dict[str, str]
 ) -> None:

@@ -19,7 +19,7 @@ from ems import TopicAdmin
 from ems.cli.app import cli
 from ems.config import Settings
 from ems.store import Store
-from tests.integration.seeding import dead_letters_of, publish, scalar, snapshot
+from tests.integration.seeding import dead_letters_of, execute, publish, scalar, snapshot
 
 BAD = (b"bad-0", b"bad-1")
 
@@ -196,6 +196,29 @@ def test_dlq_list_and_show(settings: Settings, dead: list[int]) -> None:
     assert "group        g" in shown and 'headers      {"origin":"test"}' in shown
     assert_error(run(settings, "dlq", "show", "999999"), match="no dead letter")
     assert_error(run(settings, "dlq", "list", "--group", "nobody"), match="unknown group")
+
+
+def test_dlq_show_prints_the_kept_traceback_escaped(settings: Settings, dead: list[int]) -> None:
+    shown = ok(settings, "dlq", "show", str(dead[0])).splitlines()
+    at = shown.index("traceback")
+    kept = shown[at + 1 :]
+    assert kept[0] == "  Traceback (most recent call last):"
+    assert any(line.strip().startswith('raise ValueError(f"cannot handle') for line in kept)
+    record = ok_json(settings, "dlq", "show", str(dead[0]))
+    assert kept[-1] == f"  ValueError: cannot handle {record['body']}"
+    assert record["last_traceback"].endswith(f"ValueError: cannot handle {record['body']}\n")
+    listed = ok_json(settings, "dlq", "list")["dead_letters"]
+    assert all("last_traceback" not in d for d in listed)  # a listing does not read them
+    # What a handler's exception carries reaches the terminal escaped, line by line.
+    hostile = "Traceback (most recent call last):\nValueError: \x1b[2J\x07gone\r\n"
+    execute(
+        settings, "UPDATE dead_message SET last_traceback = :t WHERE id = :i", t=hostile, i=dead[0]
+    )
+    shown = ok(settings, "dlq", "show", str(dead[0]))
+    assert "\x1b" not in shown and "\x07" not in shown and "\r" not in shown
+    assert "  ValueError: \\x1b[2J\\x07gone\\r" in shown.splitlines()
+    execute(settings, "UPDATE dead_message SET last_traceback = NULL WHERE id = :i", i=dead[0])
+    assert "traceback    -" in ok(settings, "dlq", "show", str(dead[0])).splitlines()
 
 
 def test_dlq_resend_asks_first_and_publishes_once(settings: Settings, dead: list[int]) -> None:

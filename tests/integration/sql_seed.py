@@ -123,16 +123,23 @@ def _log(store: Store, billing: GroupInfo) -> None:
 def _retries_and_dead_letters(store: Store, billing: GroupInfo, orders: TopicInfo) -> None:
     seed.retry(store, billing, 0, 5, msg_id=seed.message_id(store, orders, 0, 5), due_in=3600)
     seed.retry(store, billing, 1, 2, msg_id=seed.message_id(store, orders, 1, 2), due_in=-1)
-    for offset, error, age, resent in (
-        (2, "Timeout", 3600, True),
-        (3, "ValueError: bad reading", 60, False),
+    # A traceback as a handler's failure leaves it, with a line longer than any screen.
+    kept = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/billing/handlers.py", line 42, in store_reading\n'
+        f"    charge(reading, {', '.join(f'arg{i}' for i in range(60))})\n"
+        "TimeoutError: Timeout\n"
+    )
+    for offset, error, traceback, age, resent in (
+        (2, "Timeout", kept, 3600, True),
+        (3, "ValueError: bad reading", None, 60, False),
     ):
         seed.sql(
             store,
             "INSERT INTO dead_message (group_id, topic_id, partition_no, offset_no, message_id, "
-            "msg_key, headers, body, attempts, last_error, created_at, resent_at) "
-            "SELECT %s, topic_id, partition_no, offset_no, id, msg_key, headers, body, 16, %s, "
-            "NOW(6) - INTERVAL %s SECOND, IF(%s, NOW(6), NULL) FROM message "
+            "msg_key, headers, body, attempts, last_error, last_traceback, created_at, "
+            "resent_at) SELECT %s, topic_id, partition_no, offset_no, id, msg_key, headers, "
+            "body, 16, %s, %s, NOW(6) - INTERVAL %s SECOND, IF(%s, NOW(6), NULL) FROM message "
             "WHERE topic_id = %s AND partition_no = 0 AND offset_no = %s",
-            (billing.id, error, age, resent, orders.id, offset),
+            (billing.id, error, traceback, age, resent, orders.id, offset),
         )

@@ -16,6 +16,7 @@ from sqlalchemy import Connection, Engine, create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+import ems
 from ems import Consumer, Producer, Record, TopicAdmin
 from ems.config import Settings
 from ems.exceptions import InvalidHandler, InvalidSetting, InvalidTransaction, StaleGeneration
@@ -165,6 +166,42 @@ def test_a_failing_handler_undoes_only_its_own_writes(
     assert calls["m-3"] >= 2  # the first raised, a redelivery passed
     states = log_states(store, "eo")
     assert states == Counter({("done", 1): 12}), states  # m-3's retry row was cleared
+    assert store.db.select("SELECT COUNT(*) FROM retry_message", ()) == ((0,),)
+
+
+def test_a_dead_letter_request_undoes_its_writes_and_is_dead_at_once(
+    settings: Settings, store: Store, engine: Engine, counts: str, readings: TopicAdmin
+) -> None:
+    """The handler writes, then raises ems.DeadLetter for m-3: that write is undone, m-3
+    is dead at its first attempt with its reason and traceback, settled in the handler's
+    transaction; the others count once."""
+    bodies = publish(settings, 8)
+
+    def handle(d: Delivery, session: Session) -> None:
+        body = d.body.decode()
+        session.execute(text(bump(counts).replace("%s", ":b", 1)), {"b": body})
+        if body == "m-3":
+            raise ems.DeadLetter("m-3 cannot be counted")
+
+    consumer = Consumer(
+        "eo",
+        "readings",
+        handle,
+        settings=settings,
+        start="earliest",
+        transactional=sessionmaker(engine),
+        **FAST,
+    )
+    with consumer:
+        wait_until(lambda: _drained(consumer, engine, counts, 7), timeout=30)
+    assert counted(engine, counts) == {b: 1 for b in bodies if b != "m-3"}
+    ((body, attempts, error, kept),) = store.db.select(
+        "SELECT body, attempts, last_error, last_traceback FROM dead_message", ()
+    )
+    assert (bytes(body), attempts) == (b"m-3", 1)
+    assert error == "DeadLetter: m-3 cannot be counted"
+    assert kept.endswith("DeadLetter: m-3 cannot be counted\n") and "in handle" in kept
+    assert log_states(store, "eo") == Counter({("done", 1): 7, ("dead", 1): 1})
     assert store.db.select("SELECT COUNT(*) FROM retry_message", ()) == ((0,),)
 
 

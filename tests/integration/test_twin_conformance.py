@@ -211,6 +211,39 @@ def test_settle_logs_retries_dead_letters_and_commits_in_one_step(
     )  # claimed
 
 
+def test_the_retry_row_and_the_dead_letter_keep_the_last_failures_traceback(
+    twin: Twin, topic: TopicInfo, group: GroupInfo
+) -> None:
+    s = twin.store
+    for offset in range(2):
+        twin.put(topic, 0, offset, b"m%d" % offset)
+    ids = _message_ids(twin, topic, 0)
+    generation = _owning(twin, group, {0: "a"})
+    s.consumption.start(group.id, topic.id, "a", [_delivery(topic, 0, o) for o in range(2)])
+    first = Settlement(
+        failed=[
+            Failure(0, 0, ids[0], 1, "ValueError: x", 30.0, "Traceback ...\nValueError: x\n"),
+            Failure(0, 1, ids[1], 1, "DeadLetter: no", None, "Traceback ...\nDeadLetter: no\n"),
+        ],
+        cursors={0: (2, generation)},
+    )
+    s.consumption.settle(group.id, topic.id, "a", first)
+    assert twin.retry_row(group, 0, 0) == (1, "ValueError: x", "Traceback ...\nValueError: x\n")
+    assert twin.dead_failures(group) == [
+        (1, 1, "DeadLetter: no", "Traceback ...\nDeadLetter: no\n")
+    ]
+    # The next failure is an ack timeout: no traceback, and none of the last one's stays.
+    s.consumption.start(group.id, topic.id, "a", [_delivery(topic, 0, 0, attempt=2)])
+    timed_out = Settlement(failed=[Failure(0, 0, ids[0], 2, "ack timeout", 30.0)])
+    s.consumption.settle(group.id, topic.id, "a", timed_out)
+    assert twin.retry_row(group, 0, 0) == (2, "ack timeout", None)
+    s.consumption.start(group.id, topic.id, "a", [_delivery(topic, 0, 0, attempt=3)])
+    dead = Settlement(failed=[Failure(0, 0, ids[0], 3, "KeyError: k", None, "tb")])
+    s.consumption.settle(group.id, topic.id, "a", dead)
+    assert twin.retry_row(group, 0, 0) is None
+    assert twin.dead_failures(group)[-1] == (0, 3, "KeyError: k", "tb")
+
+
 def test_a_stale_settlement_writes_nothing(twin: Twin, topic: TopicInfo, group: GroupInfo) -> None:
     s = twin.store
     twin.put(topic, 0, 0, b"m0")

@@ -32,6 +32,10 @@ class Twin:
     put: Callable[[TopicInfo, int, int, bytes], None]
     log_state: Callable[[GroupInfo, int, int], tuple[str, int] | None]
     dead: Callable[[GroupInfo], list[tuple[int, int, bytes]]]
+    #: (attempts, last error, last traceback) of a message's retry row, or None.
+    retry_row: Callable[[GroupInfo, int, int], tuple[int, str | None, str | None] | None]
+    #: (offset, attempts, last error, last traceback) of the group's dead letters.
+    dead_failures: Callable[[GroupInfo], list[tuple[int, int, str | None, str | None]]]
     #: A purge that emptied a partition below a low watermark.
     empty: Callable[[TopicInfo, int, int], None]
     #: The offset counters forget everything (Redis restarted without persistence).
@@ -66,6 +70,26 @@ def mysql(store: Store) -> Twin:
         )
         return [(int(p), int(o), bytes(b)) for p, o, b in rows]
 
+    def retry_row(
+        group: GroupInfo, partition: int, offset: int
+    ) -> tuple[int, str | None, str | None] | None:
+        rows = seed.sql(
+            store,
+            "SELECT attempts, last_error, last_traceback FROM retry_message "
+            "WHERE group_id = %s AND partition_no = %s AND offset_no = %s",
+            (group.id, partition, offset),
+        )
+        return (int(rows[0][0]), rows[0][1], rows[0][2]) if rows else None
+
+    def dead_failures(group: GroupInfo) -> list[tuple[int, int, str | None, str | None]]:
+        rows = seed.sql(
+            store,
+            "SELECT offset_no, attempts, last_error, last_traceback FROM dead_message "
+            "WHERE group_id = %s ORDER BY id",
+            (group.id,),
+        )
+        return [(int(o), int(a), e, t) for o, a, e, t in rows]
+
     def empty(topic: TopicInfo, partition: int, low: int) -> None:
         where = (topic.id, partition)
         seed.sql(store, "DELETE FROM message WHERE topic_id = %s AND partition_no = %s", where)
@@ -82,6 +106,8 @@ def mysql(store: Store) -> Twin:
         put=put,
         log_state=log_state,
         dead=dead,
+        retry_row=retry_row,
+        dead_failures=dead_failures,
         empty=empty,
         lose_counters=lambda: seed.lose_redis(settings) and None,
         backend=lambda kind: mysql_backend(settings.with_(allocator=kind), store),
@@ -97,6 +123,12 @@ def memory() -> Twin:
         row = store.tables.log.get((group.id, partition, offset))
         return None if row is None else (row.state, row.attempts)
 
+    def retry_row(
+        group: GroupInfo, partition: int, offset: int
+    ) -> tuple[int, str | None, str | None] | None:
+        row = store.tables.retries.get((group.id, partition, offset))
+        return None if row is None else (row.attempts, row.error, row.traceback)
+
     return Twin(
         name="memory",
         store=store,
@@ -105,6 +137,12 @@ def memory() -> Twin:
         log_state=log_state,
         dead=lambda group: [
             (d.partition, d.offset, d.message.body)
+            for d in store.tables.dead
+            if d.group_id == group.id
+        ],
+        retry_row=retry_row,
+        dead_failures=lambda group: [
+            (d.offset, d.attempts, d.error, d.traceback)
             for d in store.tables.dead
             if d.group_id == group.id
         ],

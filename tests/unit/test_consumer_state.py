@@ -1,4 +1,5 @@
-"""The ack policy: cursors never pass an unsettled message; failures follow the ladder."""
+"""The ack policy: cursors never pass an unsettled message; failures follow the ladder,
+or the delay a handler's Retry asks for; a DeadLetter goes to the dead letters at once."""
 
 from __future__ import annotations
 
@@ -7,7 +8,15 @@ import datetime as dt
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ems.consumer.state import ACK_TIMEOUT_ERROR, Outcome, PartitionState, Policy, expired, settle
+from ems.consumer.state import (
+    ACK_TIMEOUT_ERROR,
+    Outcome,
+    PartitionState,
+    Policy,
+    expired,
+    failure_delay,
+    settle,
+)
 from ems.types import Delivery
 
 UNORDERED = Policy(ordered=False, ladder=(10.0, 30.0), max_attempts=3, ack_timeout=60.0)
@@ -68,6 +77,45 @@ def test_last_attempt_is_dead_and_an_explicit_delay_wins() -> None:
     assert [(f.offset, f.delay) for f in s.failed] == [(5, None), (6, 2.5)]
 
 
+def test_a_dead_letter_outcome_is_dead_whatever_attempts_are_left_with_its_traceback() -> None:
+    state = state_with(range(0, 2))
+    outcomes = [
+        Outcome(delivery(0, 0), "DeadLetter: bad", traceback="tb-0", dead=True),
+        Outcome(delivery(0, 1), "ValueError: x", traceback="tb-1"),
+    ]
+    s = settle(outcomes, {0: state}, UNORDERED, 0.0)
+    assert [(f.offset, f.delay, f.error, f.traceback) for f in s.failed] == [
+        (0, None, "DeadLetter: bad", "tb-0"),
+        (1, 10.0, "ValueError: x", "tb-1"),
+    ]
+    assert s.cursors == {0: (2, 7)}
+
+
+def test_a_dead_letter_outcome_in_an_ordered_group_lets_the_partition_move_on() -> None:
+    state = state_with(range(0, 3))
+    s = settle([Outcome(delivery(0, 0), "DeadLetter: no", dead=True)], {0: state}, ORDERED, 5.0)
+    assert [(f.offset, f.delay) for f in s.failed] == [(0, None)]
+    assert not s.logged_only and not s.handed_back and state.blocked_until == 0.0
+
+
+def test_a_requested_delay_is_an_attempt_and_dies_at_max_attempts() -> None:
+    asked = Outcome(delivery(0, 0), "Retry: requested", delay=0.5)
+    assert [failure_delay(a, asked, UNORDERED) for a in (1, 2, 3, 4)] == [0.5, 0.5, None, None]
+    ladder = Outcome(delivery(0, 0), "Retry: requested")  # Retry(delay=None)
+    assert [failure_delay(a, ladder, UNORDERED) for a in (1, 2, 3)] == [10.0, 30.0, None]
+    dead = Outcome(delivery(0, 0), "DeadLetter: x", delay=0.5, dead=True)
+    assert failure_delay(1, dead, UNORDERED) is None
+
+
+def test_an_ordered_retry_waits_in_place_for_the_delay_asked() -> None:
+    state = state_with(range(0, 3))
+    s = settle(
+        [Outcome(delivery(0, 0), "Retry", delay=0.25, traceback="tb")], {0: state}, ORDERED, 100.0
+    )
+    assert [(f.offset, f.delay, f.traceback) for f in s.logged_only] == [(0, 0.25, "tb")]
+    assert s.handed_back == [(0, 1, 2)] and state.blocked_until == 100.25
+
+
 def test_acked_redelivery_clears_its_retry_row() -> None:
     state = state_with(range(0, 0))
     state.redelivered[4] = (delivery(0, 4, attempt=2), 0.0)
@@ -111,6 +159,7 @@ def test_ack_timeout_turns_old_deliveries_into_failures() -> None:
     late = expired([state], now=61.0, timeout=60.0)
     assert sorted(o.delivery.offset for o in late) == [0, 1]
     assert {o.error for o in late} == {ACK_TIMEOUT_ERROR}
+    assert {o.traceback for o in late} == {None}  # no handler raised: no traceback
 
 
 @given(st.lists(st.tuples(st.integers(0, 49), st.booleans()), max_size=60))

@@ -4,7 +4,10 @@ in-memory twin (ems.testing): the same code that runs on MySQL and Redis, no ser
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -12,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
+import ems
 from ems import Consumer
 from ems.exceptions import (
     InvalidName,
     InvalidPartitionCount,
+    InvalidSetting,
     StaleGeneration,
     UnknownGroup,
     UnknownTopic,
@@ -263,6 +268,48 @@ def test_the_guides_example_runs() -> None:
     assert handled == [{"t": 21.5}]
 
 
+def test_the_guides_failure_example_runs() -> None:
+    guide = Path(__file__).resolve().parents[2] / "docs" / "guide.md"
+    section = guide.read_text().split("\n### A handler's failures\n", 1)[1]
+    code = section.split("```python", 1)[1].split("```", 1)[0]
+
+    class UpstreamBusy(Exception):
+        pass
+
+    class UnknownDevice(Exception):
+        device = "7"
+
+    def save(key: bytes | None, body: bytes) -> None:
+        if body == b"busy":
+            raise UpstreamBusy("try later")
+        if body == b"stranger":
+            raise UnknownDevice
+
+    namespace: dict[str, object] = {
+        "ems": ems,
+        "save": save,
+        "UpstreamBusy": UpstreamBusy,
+        "UnknownDevice": UnknownDevice,
+    }
+    exec(compile(code, "docs/guide.md", "exec"), namespace)
+    broker = MemoryBroker()
+    broker.create_topic("iot.readings")
+    for body in ("busy", "stranger", "fine"):
+        broker.send("iot.readings", body)
+    handler = namespace["store_reading"]
+    consumer = broker.consumer("g", "iot.readings", handler, **FAST)  # type: ignore[arg-type]
+    assert consumer.run(max_messages=3, handle_signals=False) == 3
+    ((_, retry),) = broker.retries("g", "iot.readings").items()
+    assert (
+        retry.error == "Retry: requested by the handler, after 30s (after UpstreamBusy: try later)"
+    )
+    assert (retry.due - broker.store.tables.clock()).total_seconds() > 25
+    (dead,) = broker.dead_letters("g", "iot.readings")
+    assert (dead.message.body, dead.attempts) == (b"stranger", 1)
+    assert dead.error.startswith("DeadLetter: unknown device 7 (after UnknownDevice")
+    assert broker.committed("g", "iot.readings") == {0: 3}
+
+
 def test_a_revoked_partition_whose_release_commit_is_refused_is_released_at_the_next_sync(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -299,3 +346,133 @@ def test_a_revoked_partition_whose_release_commit_is_refused_is_released_at_the_
     assert refused, "the release commit was never refused: the test did not test it"
     assert broker.committed("g", "t") == committed and sum(committed.values()) == 40
     assert len({(p, o) for _, p, o in seen}) == 40 == len(seen)  # nothing came twice
+
+
+# -- what a failing handler leaves, and what it asks for ---------------------------------
+
+
+def test_a_failure_keeps_its_traceback_and_logs_it_once(caplog: pytest.LogCaptureFixture) -> None:
+    broker = MemoryBroker()
+    broker.create_topic("t")
+    broker.send("t", "poison")
+
+    def handle(d: Delivery) -> None:
+        raise ValueError("cannot handle <b>poison</b>")
+
+    consumer = broker.consumer("g", "t", handle, retry_ladder="1h", **FAST)
+    with caplog.at_level(logging.INFO, logger="ems.consumer.consumer"):
+        assert consumer.run(max_messages=1, handle_signals=False) == 1
+    ((_, row),) = broker.retries("g", "t").items()
+    assert row.error == "ValueError: cannot handle <b>poison</b>"
+    assert row.traceback is not None and "in handle" in row.traceback
+    assert row.traceback.endswith("ValueError: cannot handle <b>poison</b>\n")
+    (record,) = [r for r in caplog.records if r.name == "ems.consumer.consumer"]
+    assert record.levelno == logging.WARNING and record.exc_info is not None
+    assert "handler failed on t/0@0 (attempt 1)" in record.getMessage()
+
+
+def test_a_requested_retry_waits_its_delay_and_dies_after_the_last_attempt(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    broker = MemoryBroker()
+    broker.create_topic("t")
+    broker.send("t", "later")
+    at: list[float] = []
+
+    def handle(d: Delivery) -> None:
+        at.append(time.monotonic())
+        raise ems.Retry(delay=0.2)
+
+    # The ladder's hour never comes within the test: the redeliveries are the Retry's.
+    consumer = broker.consumer("g", "t", handle, retry_ladder="1h", max_attempts=3, **FAST)
+    with caplog.at_level(logging.INFO, logger="ems.consumer.consumer"):
+        assert consumer.run(max_messages=3, handle_signals=False) == 3
+    assert all(b - a >= 0.2 for a, b in itertools.pairwise(at)), at
+    (dead,) = broker.dead_letters("g", "t")
+    assert (dead.attempts, dead.error) == (3, "Retry: requested by the handler, after 0.2s")
+    assert dead.traceback is not None and "raise ems.Retry(delay=0.2)" in dead.traceback
+    assert broker.retries("g", "t") == {}
+    records = [r for r in caplog.records if r.name == "ems.consumer.consumer"]
+    assert [r.levelno for r in records] == [logging.INFO] * 3
+    assert all(r.exc_info is None for r in records)
+
+
+def test_a_dead_letter_request_skips_the_attempts_left() -> None:
+    broker = MemoryBroker()
+    broker.create_topic("t")
+    broker.send("t", "unknown device")
+    broker.send("t", "fine")
+    handled: list[bytes] = []
+
+    def handle(d: Delivery) -> None:
+        if d.body == b"unknown device":
+            raise ems.DeadLetter("device 7 is not registered")
+        handled.append(d.body)
+
+    consumer = broker.consumer("g", "t", handle, **FAST)  # 16 attempts by default
+    assert consumer.run(max_messages=2, handle_signals=False) == 2
+    (dead,) = broker.dead_letters("g", "t")
+    assert (dead.message.body, dead.attempts) == (b"unknown device", 1)
+    assert dead.error == "DeadLetter: device 7 is not registered"
+    assert dead.traceback is not None and dead.traceback.endswith(
+        "DeadLetter: device 7 is not registered\n"
+    )
+    assert handled == [b"fine"] and broker.committed("g", "t") == {0: 2}
+
+
+def test_an_ordered_group_waits_in_place_for_a_requested_retry() -> None:
+    broker = MemoryBroker()
+    broker.create_topic("t")
+    for body in ("a", "b", "c"):
+        broker.send("t", body, key="one")
+    seen: list[tuple[bytes, int, float]] = []
+
+    def handle(d: Delivery) -> None:
+        seen.append((d.body, d.attempt, time.monotonic()))
+        if d.body == b"a" and d.attempt == 1:
+            raise ems.Retry(delay=0.3)
+        if d.body == b"b":
+            raise ems.DeadLetter("b is bad")
+
+    consumer = broker.consumer("g", "t", handle, ordered=True, retry_ladder="1h", **FAST)
+    # Fetched: a, b, c (b and c handed back while a waits), then a, b, c again; b's
+    # DeadLetter does not hold c back.
+    assert consumer.run(max_messages=6, handle_signals=False) == 6
+    assert [(b, n) for b, n, _ in seen] == [(b"a", 1), (b"a", 2), (b"b", 1), (b"c", 1)]
+    assert seen[1][2] - seen[0][2] >= 0.3
+    assert [d.message.body for d in broker.dead_letters("g", "t")] == [b"b"]
+    assert broker.committed("g", "t") == {0: 3}
+
+
+def test_an_ordered_message_dead_at_its_last_attempt_does_not_hold_back_its_batch() -> None:
+    """The partition moves on at once: the messages fetched after it in the same batch
+    are handled in that batch, not left in flight until the ack timeout."""
+    broker = MemoryBroker()
+    broker.create_topic("t")
+    for body in ("a", "b", "c"):
+        broker.send("t", body, key="one")
+    seen: list[bytes] = []
+
+    def handle(d: Delivery) -> None:
+        seen.append(d.body)
+        if d.body == b"a":
+            raise ValueError("never")
+
+    consumer = broker.consumer("g", "t", handle, ordered=True, max_attempts=1, **FAST)
+    assert consumer.run(max_messages=3, handle_signals=False) == 3
+    assert seen == [b"a", b"b", b"c"] and broker.committed("g", "t") == {0: 3}
+    assert [d.message.body for d in broker.dead_letters("g", "t")] == [b"a"]
+
+
+@pytest.mark.parametrize("delay", [math.nan, -1.0, math.inf])
+def test_a_nack_with_a_bad_delay_is_refused_and_changes_nothing(delay: float) -> None:
+    broker = MemoryBroker()
+    broker.create_topic("t")
+    broker.send("t", "x")
+    with broker.consumer("g", "t", **FAST) as c:
+        (d,) = c.poll(timeout=5)
+        with pytest.raises(InvalidSetting, match="retry delay"):
+            c.nack(d, "bad", delay=delay)
+        c.ack(d)  # still in flight: the refused nack settled nothing
+    assert broker.committed("g", "t") == {0: 1} and broker.retries("g", "t") == {}
+    assert broker.log("g", "t")[(0, 0)].state == "done"

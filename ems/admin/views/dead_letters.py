@@ -73,7 +73,7 @@ def api() -> Response:
     bodies = _may_read_bodies()
     return jsonify(
         {
-            "dead_letters": [_letter_json(d, bodies) for d in found.letters],
+            "dead_letters": [_letter_json(d, bodies, listed=True) for d in found.letters],
             "next_after": found.letters[-1].id if found.more and found.letters else None,
         }
     )
@@ -291,8 +291,11 @@ def _may_read_bodies() -> bool:
     return principal is not None and principal.may("read_bodies")
 
 
-def _letter_json(d: DeadLetter, bodies: bool) -> dict[str, Any]:
+def _letter_json(d: DeadLetter, bodies: bool, *, listed: bool = False) -> dict[str, Any]:
+    """A dead letter for the API; a listing's leave out the traceback (not read there)."""
     found: dict[str, Any] = to_json(d)
+    if listed:
+        del found["last_traceback"]
     found["body_size"] = d.body_size
     if bodies:
         found["key"] = None if d.key is None else d.key.decode("utf-8", "replace")
