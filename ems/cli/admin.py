@@ -23,7 +23,7 @@ from typing import Any
 
 import click
 
-from ems.cli.app import LazyGroup
+from ems.cli.app import Lazy, LazyGroup
 from ems.cli.common import echo_json, json_option, settings, table
 from ems.cli.messages import iso
 from ems.exceptions import (
@@ -38,8 +38,12 @@ from ems.ops.accounts import MAX_AUDIT_LIMIT, Accounts, AuditLog
 from ems.validation import check_account_name
 from ems.values.accounts import ROLES, AuditEntry, AuditFilter, Token, User, check_role
 
-#: Subcommands of `ems admin` defined elsewhere: name -> "module:attribute".
-COMMANDS: dict[str, str] = {"serve": "ems.cli.admin_serve:serve"}
+#: Subcommands of `ems admin` defined elsewhere, loaded on demand.
+COMMANDS: dict[str, Lazy] = {
+    "serve": Lazy(
+        "ems.cli.admin_serve:serve", "Serve the admin console (gunicorn; see docs/admin.md)."
+    )
+}
 
 ADDRESS = "local"
 USER_AGENT = "ems-cli"
