@@ -4,7 +4,7 @@ import datetime as dt
 
 import pytest
 
-from ems.display import parse_age, parse_when
+from ems.display import json_time, parse_age, parse_when
 from ems.exceptions import InvalidDatetime
 
 NOW = dt.datetime(2026, 11, 22, 12, 0, 0)
@@ -37,3 +37,27 @@ def test_rejects(text: str) -> None:
 def test_age_is_none_for_a_datetime() -> None:
     assert parse_age("2026-11-22") is None
     assert parse_age("1.5h") == dt.timedelta(minutes=90)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (dt.datetime(2026, 11, 22, 10, 0, 0, 123456), "2026-11-22T10:00:00.123456Z"),
+        (dt.datetime(2026, 11, 22, 10, 0), "2026-11-22T10:00:00.000000Z"),  # digits kept
+        (dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.UTC), "2026-11-22T10:00:00.000000Z"),
+        (
+            dt.datetime(2026, 11, 22, 12, 0, 0, 5, tzinfo=dt.timezone(dt.timedelta(hours=2))),
+            "2026-11-22T10:00:00.000005Z",
+        ),
+        (None, None),
+    ],
+)
+def test_json_time_is_utc_with_microseconds_and_z(
+    value: dt.datetime | None, expected: str | None
+) -> None:
+    assert json_time(value) == expected
+
+
+def test_a_json_time_is_read_back_as_the_same_time() -> None:
+    at = dt.datetime(2026, 11, 22, 10, 0, 0, 123456)
+    assert parse_when(json_time(at), NOW) == at
