@@ -46,6 +46,16 @@ def test_help_imports_no_command_module() -> None:
     assert not {m for m in HEAVY if m in loaded}
 
 
+def test_the_entry_point_leaves_its_objects_out_of_the_exit_collection() -> None:
+    # The interpreter's exit would walk them all once more (50 ms of `ems topic list`).
+    probe = (
+        "import gc\nfrom ems.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    print(gc.get_freeze_count())"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert int(out.stdout.split()[-1]) > 1000
+
+
 def test_a_store_and_the_models_load_the_statement_groups_a_command_uses() -> None:
     # What `ems topic list` runs, up to the query: the topic statements and their
     # tables, not the other statement groups, the other tables, or the operations.
