@@ -16,6 +16,7 @@ from benchmarks import (
     aio,
     aio_drivers,
     assignor,
+    cli,
     consumer,
     docs_figures,
     faults,
@@ -50,6 +51,7 @@ SUITES: dict[str, Callable[[BenchConfig, argparse.Namespace], int]] = {
     "scale": scale.run,
     "memory": memory.run,
     "tx": tx.run,
+    "cli": cli.run,
 }
 
 
@@ -193,6 +195,12 @@ def main(argv: list[str] | None = None) -> int:
         type=positive_int,
         default=150,
         help="tx suite: paced messages per latency run, at 50/s (default 150)",
+    )
+    parser.add_argument(
+        "--cli-runs",
+        type=positive_int,
+        default=30,
+        help="cli suite: fresh interpreters per command, in rounds (default 30)",
     )
     args = parser.parse_args(argv)
     unknown = [name for name in args.suites if name not in SUITES]

@@ -59,6 +59,7 @@ SOURCES: Mapping[str, Source] = {
     "scale": Source("Scale with the data"),
     "memory": Source("Memory while draining"),
     "tx": Source("Transactional publishing"),
+    "cli": Source("CLI start-up"),
 }
 
 _BLOCK = re.compile(

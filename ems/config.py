@@ -12,8 +12,6 @@ from functools import cached_property
 from typing import Literal
 from urllib.parse import urlsplit
 
-from sqlalchemy.engine import make_url
-
 from ems.exceptions import InvalidSetting
 from ems.urls import SENTINEL_SCHEMES, SentinelTarget, database_nodes, sentinel_target
 
@@ -241,6 +239,10 @@ class Settings:
 
     @cached_property
     def database_name(self) -> str:
+        # Imported here: SQLAlchemy's import is a tenth of a second that a process which
+        # never opens the database (`ems produce --help`) should not pay.
+        from sqlalchemy.engine import make_url
+
         return make_url(self.database_nodes[0]).database or "ems"
 
     @cached_property

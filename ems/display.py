@@ -8,7 +8,9 @@ operator's screen. The JSON form is exact apart from the cut, and says which enc
 used.
 
 Points in time: ISO 8601 or a relative age. Every time ems stores is UTC without a zone
-(the database clock's DATETIME(6)), so every parsed value is a naive UTC datetime.
+(the database clock's DATETIME(6)), so every parsed value is a naive UTC datetime. People
+read '2026-11-22 10:00:00 UTC' (format_utc); every JSON ems writes carries one form,
+'2026-11-22T10:00:00.123456Z' (json_time).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from ems.exceptions import InvalidDatetime
 
@@ -201,6 +203,28 @@ def parse_when(text: str, now: dt.datetime) -> dt.datetime:
                 f"{shown(text, 64)} lies outside the years 1 to 9999 once in UTC"
             ) from None
     return parsed
+
+
+@overload
+def json_time(value: dt.datetime) -> str: ...
+@overload
+def json_time(value: None) -> None: ...
+@overload
+def json_time(value: dt.datetime | None) -> str | None: ...
+
+
+def json_time(value: dt.datetime | None) -> str | None:
+    """A point in time as every JSON ems writes carries it (the CLI's --json, the
+    console's API, the alarm webhook): RFC 3339 in UTC with six fractional digits and
+    'Z', '2026-11-22T10:00:00.123456Z'. The digits are always there (the stored times
+    have microseconds, and two events in one second keep their order), so every value has
+    one width and sorts as text in time order. A naive value is UTC (every time ems
+    stores is); an aware one is converted. None stays None (JSON null)."""
+    if value is None:
+        return None
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.UTC).replace(tzinfo=None)
+    return value.isoformat(timespec="microseconds") + "Z"
 
 
 def format_utc(value: dt.datetime | None, *, missing: str = "—") -> str:

@@ -30,18 +30,30 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 import ems.cli
+import ems.models
+import ems.store
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _modules(package: Any) -> list[str]:
+    return [
+        f"{package.__name__}.{m.name}"
+        for m in pkgutil.iter_modules(package.__path__)
+        if m.name != "__main__"  # run afresh in each child, as `python -m` does
+    ]
+
 
 _CONTEXT = multiprocessing.get_context("forkserver")
 _CONTEXT.set_forkserver_preload(
     [
         "ems.cli.app",
-        *(
-            f"ems.cli.{m.name}"
-            for m in pkgutil.iter_modules(ems.cli.__path__)
-            if m.name != "__main__"  # run afresh in each child, as `python -m` does
-        ),
+        *_modules(ems.cli),
+        # The command modules import the store's statement groups and the models they
+        # use when a command runs (ems.store and ems.models load their parts on first
+        # use): the children import none of them.
+        *_modules(ems.store),
+        *_modules(ems.models),
         # What the worker programs import (not the programs: each runs afresh as __main__).
         "ems",
     ]

@@ -6,7 +6,6 @@ Standard library only (urllib.request): a webhook does not deserve a new depende
 
 from __future__ import annotations
 
-import datetime as dt
 import http.client
 import json
 import time
@@ -16,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from ems.display import json_time
 from ems.values.alarms import AlarmRecord
 
 #: Characters of an error kept in alarm.notify_error.
@@ -41,8 +41,8 @@ class Notifier(Protocol):
 
 
 def payload(alarm: AlarmRecord) -> dict[str, object]:
-    """The JSON body of an alarm's notice. status is "opened" or "cleared"; times are UTC
-    (ISO 8601 with Z)."""
+    """The JSON body of an alarm's notice. status is "opened" or "cleared"; times as every JSON
+    ems writes carries them (ems.display.json_time: '2026-11-22T10:00:00.123456Z')."""
     return {
         "id": alarm.id,
         "kind": alarm.kind,
@@ -56,14 +56,10 @@ def payload(alarm: AlarmRecord) -> dict[str, object]:
         "value": alarm.value,
         "threshold": alarm.threshold,
         "message": alarm.message,
-        "opened_at": _utc(alarm.opened_at),
-        "last_seen_at": _utc(alarm.last_seen_at),
-        "cleared_at": _utc(alarm.cleared_at),
+        "opened_at": json_time(alarm.opened_at),
+        "last_seen_at": json_time(alarm.last_seen_at),
+        "cleared_at": json_time(alarm.cleared_at),
     }
-
-
-def _utc(at: dt.datetime | None) -> str | None:
-    return None if at is None else at.replace(tzinfo=None).isoformat() + "Z"
 
 
 class WebhookNotifier:

@@ -23,9 +23,9 @@ from typing import Any
 
 import click
 
-from ems.cli.app import LazyGroup
+from ems.cli.app import Lazy, LazyGroup
 from ems.cli.common import echo_json, json_option, settings, table
-from ems.cli.messages import iso
+from ems.display import json_time
 from ems.exceptions import (
     AlreadyExists,
     EmsError,
@@ -38,8 +38,12 @@ from ems.ops.accounts import MAX_AUDIT_LIMIT, Accounts, AuditLog
 from ems.validation import check_account_name
 from ems.values.accounts import ROLES, AuditEntry, AuditFilter, Token, User, check_role
 
-#: Subcommands of `ems admin` defined elsewhere: name -> "module:attribute".
-COMMANDS: dict[str, str] = {"serve": "ems.cli.admin_serve:serve"}
+#: Subcommands of `ems admin` defined elsewhere, loaded on demand.
+COMMANDS: dict[str, Lazy] = {
+    "serve": Lazy(
+        "ems.cli.admin_serve:serve", "Serve the admin console (gunicorn; see docs/admin.md)."
+    )
+}
 
 ADDRESS = "local"
 USER_AGENT = "ems-cli"
@@ -92,7 +96,7 @@ def user_state(u: User) -> str:
 
 
 def token_state(t: Token) -> str:
-    return _state({"name": t.name, "role": t.role, "revoked_at": iso(t.revoked_at)})
+    return _state({"name": t.name, "role": t.role, "revoked_at": json_time(t.revoked_at)})
 
 
 def _outcome(error: EmsError) -> str:
@@ -160,8 +164,8 @@ def _user_record(u: User) -> dict[str, Any]:
         "name": u.name,
         "role": u.role,
         "session_epoch": u.session_epoch,
-        "created_at": iso(u.created_at),
-        "updated_at": iso(u.updated_at),
+        "created_at": json_time(u.created_at),
+        "updated_at": json_time(u.updated_at),
     }
 
 
@@ -247,9 +251,9 @@ def _token_record(t: Token) -> dict[str, Any]:
         "name": t.name,
         "role": t.role,
         "created_by": t.created_by,
-        "created_at": iso(t.created_at),
-        "last_used_at": iso(t.last_used_at),
-        "revoked_at": iso(t.revoked_at),
+        "created_at": json_time(t.created_at),
+        "last_used_at": json_time(t.last_used_at),
+        "revoked_at": json_time(t.revoked_at),
     }
 
 
@@ -299,7 +303,7 @@ def token_revoke(name: str) -> None:
 def _audit_record(e: AuditEntry) -> dict[str, Any]:
     return {
         "id": e.id,
-        "at": iso(e.at),
+        "at": json_time(e.at),
         "actor": e.actor,
         "address": e.address,
         "user_agent": e.user_agent,

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import click
 
 from ems.config import Settings
+from ems.display import json_time
 
 #: The --json flag of the commands that can print JSON.
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -41,9 +42,11 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 def _json_default(value: object) -> str:
     if isinstance(value, dt.datetime):
-        return value.isoformat()
+        return json_time(value)
     raise TypeError(f"cannot encode {type(value).__name__} as JSON")
 
 
 def echo_json(value: object) -> None:
+    """The value as indented JSON; its datetimes as json_time writes them (every time in
+    the CLI's JSON has that one form)."""
     click.echo(json.dumps(value, indent=2, default=_json_default))

@@ -10,9 +10,17 @@ from typing import Any, TypeVar
 import click
 
 from ems.cli.common import echo_json, json_option, settings, table
-from ems.cli.messages import full_option, iso, when
+from ems.cli.messages import full_option, when
 from ems.cli.params import MAX_OFFSET
-from ems.display import BODY_LIMIT, escape, escape_lines, headers_json, json_fields, show_bytes
+from ems.display import (
+    BODY_LIMIT,
+    escape,
+    escape_lines,
+    headers_json,
+    json_fields,
+    json_time,
+    show_bytes,
+)
 from ems.ops.dead_letters import DeadLetters, ResendOutcome
 from ems.ops.query import DEFAULT_LIMIT, MAX_LIMIT
 from ems.values.rows import DeadLetter
@@ -75,8 +83,8 @@ def dead_letter_record(d: DeadLetter, body_limit: int, *, traceback: bool) -> di
         **json_fields("body", d.body, body_limit, size=d.body_size),
         "attempts": d.attempts,
         "last_error": d.last_error,
-        "created_at": iso(d.created_at),
-        "resent_at": iso(d.resent_at),
+        "created_at": json_time(d.created_at),
+        "resent_at": json_time(d.resent_at),
     }
     if traceback:
         found["last_traceback"] = d.last_traceback

@@ -27,10 +27,10 @@ from ems.display import (
     KEY_LIMIT,
     headers_json,
     json_fields,
+    json_time,
     show_bytes,
 )
 from ems.exceptions import ConflictingOptions, InvalidKey
-from ems.groups import utc
 from ems.ops.query import DEFAULT_LIMIT, MAX_LIMIT, FindResult, FoundMessage, MessageQuery
 from ems.types import StoredMessage
 
@@ -44,10 +44,6 @@ def when(value: dt.datetime | None) -> str:
     return "-" if value is None else value.isoformat(sep=" ", timespec="microseconds")
 
 
-def iso(value: dt.datetime | None) -> str | None:
-    return None if value is None else utc(value).isoformat()
-
-
 def message_record(topic: str, m: StoredMessage, body_limit: int) -> dict[str, Any]:
     """A message as a JSON-ready dict (times in UTC, values encoded safely)."""
     return {
@@ -55,7 +51,7 @@ def message_record(topic: str, m: StoredMessage, body_limit: int) -> dict[str, A
         "partition": m.partition,
         "offset": m.offset,
         "id": m.id,
-        "created_at": iso(m.created_at),
+        "created_at": json_time(m.created_at),
         **json_fields("key", m.key, 0),
         "headers": m.headers,
         **json_fields("body", m.body, body_limit),

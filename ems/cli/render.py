@@ -14,8 +14,7 @@ import base64
 import json
 from typing import Any, Protocol
 
-from ems.display import escape
-from ems.groups import utc
+from ems.display import escape, json_time
 from ems.types import Delivery
 
 BASE64_MARKER = "base64:"
@@ -89,7 +88,7 @@ def json_record(d: Delivery) -> dict[str, Any]:
         "headers": d.headers,
         "body": body,
         "body_encoding": body_encoding,
-        "timestamp": utc(d.timestamp).isoformat(),
+        "timestamp": json_time(d.timestamp),
         "attempt": d.attempt,
     }
 

@@ -5,16 +5,19 @@ from __future__ import annotations
 import datetime as dt
 from contextlib import closing
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 import click
 
 from ems.cli.common import echo_json, json_option, settings, table
 from ems.cli.params import COUNT
 from ems.exceptions import UnknownTopic
-from ems.ops.ranking import Volume
 from ems.topics import TopicAdmin
 from ems.types import PartitionStats, TopicInfo
 from ems.validation import DEFAULT_MAX_BODY_BYTES, DEFAULT_RETENTION_HOURS
+
+if TYPE_CHECKING:
+    from ems.ops.ranking import Volume
 
 _LIST_HEADERS = ("name", "partitions", "retention hours", "max body bytes", "created")
 _DESCRIBE_HEADERS = ("partition", "low watermark", "high watermark", "messages", "tombstones")

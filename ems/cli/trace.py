@@ -10,9 +10,9 @@ from typing import Any
 import click
 
 from ems.cli.common import echo_json, json_option, settings, table
-from ems.cli.messages import full_option, iso, message_lines, message_record, parse_place, when
+from ems.cli.messages import full_option, message_lines, message_record, parse_place, when
 from ems.cli.params import MAX_OFFSET
-from ems.display import BODY_LIMIT, escape, escape_lines
+from ems.display import BODY_LIMIT, escape, escape_lines, json_time
 from ems.ops.trace import GroupTrace, MessageTrace, MessageTracer
 from ems.values.rows import DeadLetter
 
@@ -86,15 +86,17 @@ def _dead_record(d: DeadLetter) -> dict[str, Any]:
         "attempts": d.attempts,
         "last_error": d.last_error,
         "last_traceback": d.last_traceback,
-        "created_at": iso(d.created_at),
-        "resent_at": iso(d.resent_at),
+        "created_at": json_time(d.created_at),
+        "resent_at": json_time(d.resent_at),
     }
 
 
 def _row_record(row: dict[str, Any]) -> dict[str, Any]:
     """A log or retry row without its group id, times in UTC."""
     return {
-        k: iso(v) if isinstance(v, dt.datetime) else v for k, v in row.items() if k != "group_id"
+        k: json_time(v) if isinstance(v, dt.datetime) else v
+        for k, v in row.items()
+        if k != "group_id"
     }
 
 

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ems.display import json_time
 from ems.exceptions import (
     AlreadyExists,
     InvalidPassword,
@@ -89,8 +90,9 @@ def user_state(user: User) -> str:
 
 
 def token_state(token: Token) -> str:
-    revoked = None if token.revoked_at is None else token.revoked_at.isoformat()
-    return _json({"name": token.name, "role": token.role, "revoked_at": revoked})
+    return _json(
+        {"name": token.name, "role": token.role, "revoked_at": json_time(token.revoked_at)}
+    )
 
 
 def _json(value: Mapping[str, object]) -> str:

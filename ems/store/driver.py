@@ -1,12 +1,14 @@
 """PyMySQL connections as ems opens them: PyMySQL's own, except that the TLS context of
-its PREFERRED mode is built once per process instead of once per connection.
+its PREFERRED mode is built once per process, and only when a server offers TLS.
 
 With no TLS option in the URL PyMySQL prefers TLS: it builds a default context (no
 certificate check, so no CA is ever consulted) and uses it when the server offers TLS.
-Building that context loads the system's CA store, about 30 ms of CPU, fifteen times the
-rest of a connect to a local server. Every ems process opens connections as its pools
+Building that context loads the system's CA store, about 15-30 ms of CPU, fifteen times
+the rest of a connect to a local server. Every ems process opens connections as its pools
 grow and its nodes change, so the one context is shared: the same settings, the same
-behaviour, one load. Explicit TLS options (?ssl_ca=...) keep PyMySQL's own path."""
+behaviour, one load; and it is built when a server first offers TLS, so a process talking
+to a server without TLS (a short CLI command, say) never pays for it. Explicit TLS options
+(?ssl_ca=...) keep PyMySQL's own path."""
 
 from __future__ import annotations
 
@@ -24,10 +26,24 @@ _lock = threading.Lock()
 
 
 class Connection(pymysql.connections.Connection):  # type: ignore[misc]
-    def _create_ssl_ctx(self, sslp: Any) -> ssl.SSLContext:
-        global _preferred
+    def _create_ssl_ctx(self, sslp: Any) -> ssl.SSLContext | None:
         if sslp != {}:  # TLS options of the caller's own
             return super()._create_ssl_ctx(sslp)  # type: ignore[no-any-return]
+        return None  # PREFERRED: the shared context, built when first asked for (ctx)
+
+    @property
+    def ctx(self) -> ssl.SSLContext:
+        """The connection's TLS context: its own, or the shared PREFERRED one. PyMySQL
+        asks for it only to wrap the socket of a server that offers TLS."""
+        own: ssl.SSLContext | None = self.__dict__.get("_own_ctx")
+        return own if own is not None else self._preferred_ctx()
+
+    @ctx.setter
+    def ctx(self, value: ssl.SSLContext | None) -> None:
+        self.__dict__["_own_ctx"] = value
+
+    def _preferred_ctx(self) -> ssl.SSLContext:
+        global _preferred
         with _lock:
             if _preferred is None:
                 _preferred = super()._create_ssl_ctx({})

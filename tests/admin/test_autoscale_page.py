@@ -16,6 +16,7 @@ from ems.store import Store
 from ems.types import GroupInfo
 from tests.admin.conftest import bearer
 from tests.integration import seed
+from tests.json_times import is_json_time
 
 _NEXT = re.compile(r'<a class="next" rel="next" href="([^"]+)"')
 
@@ -80,7 +81,7 @@ def test_each_group_with_a_policy_with_members_and_decisions(
     assert [m["live"] for m in billing["members"]] == [True, True, False]
     decisions = billing["decisions"]
     assert [(d["current_replicas"], d["desired_replicas"]) for d in decisions] == [(2, 3), (1, 2)]
-    assert decisions[0]["decided_at"].endswith("+00:00")
+    assert is_json_time(decisions[0]["decided_at"])
     assert found["items"][1]["decisions"] == [] and found["items"][1]["live_members"] == 0
 
     page = client.get("/autoscale", headers=viewer).get_data(as_text=True)

@@ -7,7 +7,7 @@ import click
 import pytest
 
 from ems.cli import admin as admin_module
-from ems.cli.app import cli
+from ems.cli.app import Lazy, cli
 from ems.cli.db import db
 
 
@@ -16,7 +16,7 @@ def test_a_command_named_in_commands_joins_the_group(monkeypatch: pytest.MonkeyP
     ctx = click.Context(group)
     assert group.list_commands(ctx) == ["audit", "serve", "token", "user"]
     assert group.get_command(ctx, "probe") is None
-    monkeypatch.setitem(admin_module.COMMANDS, "probe", "ems.cli.db:db")
+    monkeypatch.setitem(admin_module.COMMANDS, "probe", Lazy("ems.cli.db:db", "Probe."))
     assert group.list_commands(ctx) == ["audit", "probe", "serve", "token", "user"]
     assert group.get_command(ctx, "probe") is db
 

@@ -83,7 +83,7 @@ def test_json_line_is_exact() -> None:
         "headers": {"unit": "C"},
         "body": "x" * 3000 + "\n",
         "body_encoding": "utf-8",
-        "timestamp": "2026-11-22T01:02:03.456000+00:00",
+        "timestamp": "2026-11-22T01:02:03.456000Z",
         "attempt": 1,
     }
     assert "\n" not in json_line(delivery(b"a\nb"))

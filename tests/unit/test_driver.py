@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pymysql.connections
+import pytest
 
 from ems.store import driver
 from tests.tls import self_signed
@@ -34,3 +35,16 @@ def test_explicit_tls_options_get_their_own_required_context(tmp_path: Path) -> 
 def test_tls_can_still_be_turned_off() -> None:
     conn = driver.connect(host="127.0.0.1", ssl_disabled=True, defer_connect=True)
     assert not conn.ssl
+
+
+def test_the_preferred_context_is_built_only_when_asked_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A server that offers no TLS never makes PyMySQL ask for it: a short command against
+    # such a server does not load the CA store.
+    monkeypatch.setattr(driver, "_preferred", None)
+    conn = driver.connect(host="127.0.0.1", defer_connect=True)
+    assert conn.ssl and driver._preferred is None
+    context = conn.ctx
+    assert driver._preferred is context
+    assert driver.connect(host="127.0.0.1", defer_connect=True).ctx is context

@@ -30,6 +30,63 @@ def test_a_command_loads_only_its_own_module() -> None:
     assert not {"ems.cli.consume", "ems.cli.spark", "ems.consumer", "alembic"} & loaded
 
 
+def test_help_imports_no_command_module() -> None:
+    loaded = _loaded_after(
+        "from ems.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass"
+    )
+    ems_modules = {m for m in loaded if m == "ems" or m.startswith("ems.")}
+    assert ems_modules == {
+        "ems",
+        "ems.cli",
+        "ems.cli.app",
+        "ems.cli.errors",
+        "ems.exceptions",
+        "ems.exit_codes",
+    }
+    assert not {m for m in HEAVY if m in loaded}
+
+
+def test_the_entry_point_leaves_its_objects_out_of_the_exit_collection() -> None:
+    # The interpreter's exit would walk them all once more (50 ms of `ems topic list`).
+    probe = (
+        "import gc\nfrom ems.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    print(gc.get_freeze_count())"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert int(out.stdout.split()[-1]) > 1000
+
+
+def test_a_store_and_the_models_load_the_statement_groups_a_command_uses() -> None:
+    # What `ems topic list` runs, up to the query: the topic statements and their
+    # tables, not the other statement groups, the other tables, or the operations.
+    loaded = _loaded_after(
+        "from ems.config import Settings; from ems.store import Store; Store(Settings()).topics"
+    )
+    assert {"ems.store.topics", "ems.models.topics", "ems.models.messages"} <= loaded
+    others = {"ems.store.accounts", "ems.store.alarms", "ems.models.accounts", "ems.ops"}
+    assert not others & loaded
+
+
+def test_the_models_metadata_is_the_whole_schema() -> None:
+    loaded = _loaded_after("from ems.models import metadata; assert len(metadata.tables) > 30")
+    assert {"ems.models.accounts", "ems.models.topics", "ems.models.outbox"} <= loaded
+
+
+def test_every_statement_group_resolves() -> None:
+    from ems.config import Settings
+    from ems.store import GROUPS, Store
+
+    store = Store(Settings())
+    try:
+        for name, group in GROUPS.items():
+            part = getattr(store, name)
+            assert type(part).__name__ == group.cls
+            assert getattr(store, name) is part  # made once
+        assert store.resets.time_index is store.time_index
+    finally:
+        store.close()
+
+
 def test_every_public_name_resolves() -> None:
     for name in ems.__all__:
         assert getattr(ems, name) is not None
