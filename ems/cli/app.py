@@ -42,7 +42,9 @@ COMMANDS = {
         "Consume TOPIC as a member of consumer group GROUP, printing each message as "
         "`partition<TAB>offset<TAB>key<TAB>body` (or JSON with --json).",
     ),
-    "group": Lazy("ems.cli.groups:group", "Inspect consumer groups and reset their offsets."),
+    "group": Lazy(
+        "ems.cli.groups:group", "List and inspect consumer groups and reset their offsets."
+    ),
     "demo": Lazy(
         "ems.cli.demo:demo",
         "Run the IoT pipeline: gateways publish readings keyed by project_id, a group of "
