@@ -202,6 +202,14 @@ def main(argv: list[str] | None = None) -> int:
         default=30,
         help="cli suite: fresh interpreters per command, in rounds (default 30)",
     )
+    parser.add_argument(
+        "--tx-consume-backlog",
+        type=positive_int,
+        default=60_000,
+        help="tx suite: backlog each consuming group drains, per variant and round "
+        "(default 60,000: about two minutes for the section, the server let settle "
+        "before each run)",
+    )
     args = parser.parse_args(argv)
     unknown = [name for name in args.suites if name not in SUITES]
     if unknown:

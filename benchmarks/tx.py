@@ -13,6 +13,11 @@
    (the alternative design), which stalls the readers of its partition.
 4. The relay's throughput moving a backlog of committed outbox rows, against plain
    send_batch of 1,000 from one process.
+5. Exactly-once consumption against at-least-once: a fresh group of CONSUME_MEMBERS
+   processes drains a backlog (--tx-consume-backlog) with (a) run() and
+   `transactional=sessionmaker(...)`, (b) poll(), the same upserts in one service
+   transaction, commit, ack(), (c) poll(), a no-op handler, ack(). Rates, client CPU per
+   message, a/b (the target) and a/c, and what exactly-once adds to the handler's commit.
 
 Every workload runs its variants in rounds (--tx-rounds), alternating their order, each
 run in fresh processes; the page is benchmarks/results/tx-latest.md.
@@ -22,9 +27,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -42,8 +49,19 @@ from benchmarks.harness import (
     readings,
     server_url,
 )
+from benchmarks.innodb import settle
 from benchmarks.report import environment
-from benchmarks.tx_report import Hole, LatencyRun, Page, Window
+from benchmarks.tx_report import (
+    CONSUME_VARIANTS,
+    EXACTLY_ONCE,
+    NO_OP,
+    SAME_WORK,
+    ConsumeRun,
+    Hole,
+    LatencyRun,
+    Page,
+    Window,
+)
 from benchmarks.tx_workers import (
     OUTBOX,
     PLAIN,
@@ -53,12 +71,17 @@ from benchmarks.tx_workers import (
     SESSION,
     VARIANTS,
     WARM,
+    ConsumeSpec,
     SenderSpec,
     ThroughputSpec,
+    backlog_records,
     baseline_items,
     batch_sender,
+    consume_member,
     consumer,
+    fill_backlog,
     hole_holder,
+    key_counts,
     outbox_holder,
     relay_drain,
     sender,
@@ -89,6 +112,11 @@ LATENCY_CASES = (
     ("plain-held", PLAIN, OUTBOX),
     ("session-held", SESSION, OUTBOX),
 )
+#: Member processes of each consuming group: one per core of the 2-core bench machine,
+#: where MariaDB (and Redis) share the same two cores.
+CONSUME_MEMBERS = 2
+#: Messages per batch of every consuming variant (ems's default batch_size).
+CONSUME_BATCH = 500
 
 
 def log(message: str) -> None:
@@ -402,6 +430,173 @@ def latencies(
     return found, hole_run, hole
 
 
+# -- 5. exactly-once consumption against at-least-once ----------------------------------------
+
+
+def fill_consume_backlog(setup: Setup, backlog: int) -> dict[int, int]:
+    """Fresh tables, then the backlog published: {partition: messages}, from offset 0."""
+    empty_tables(setup)
+    per: dict[int, int] = one_process(fill_backlog, setup.cfg, backlog, timeout=600)
+    return per
+
+
+def reset_consumption(setup: Setup, keys: Counter[str]) -> None:
+    """The log, retries and dead letters emptied; the counter rows back at 0."""
+    for table in ("topic_group_log", "retry_message", "dead_message"):
+        query(setup.cfg.settings.database_url, f"TRUNCATE TABLE {table}")
+    query(setup.service_url, "TRUNCATE TABLE counts")
+    rows = sorted(keys)
+    query(
+        setup.service_url,
+        "INSERT INTO counts (k, n) VALUES " + ", ".join(["(%s, 0)"] * len(rows)),
+        rows,
+    )
+
+
+_LOCKS = (
+    "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
+    "WHERE VARIABLE_NAME IN ('INNODB_ROW_LOCK_WAITS', 'INNODB_DEADLOCKS')"
+)
+
+
+def lock_counts(setup: Setup) -> dict[str, int]:
+    """The server's row-lock waits and deadlocks so far."""
+    return {str(k): int(v) for k, v in query(setup.cfg.settings.database_url, _LOCKS)}
+
+
+def server_cpu(setup: Setup) -> float | None:
+    """CPU seconds the server process has used so far, when it runs on this machine (its
+    pid file readable here); None otherwise."""
+    ((pid_file,),) = query(setup.cfg.settings.database_url, "SELECT @@pid_file")
+    try:
+        with open(str(pid_file)) as f:
+            pid = int(f.read().strip())
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, ValueError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def host_busy() -> float:
+    """CPU seconds this machine's cores have been busy so far (every process's)."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:9]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def consume_run(setup: Setup, spec: ConsumeSpec) -> ConsumeRun:
+    """The group's members in fresh processes, started together once each holds its
+    share; a ConsumeRun of what they report, the server's lock waits meanwhile, and from
+    their start to their end the server's CPU and what the machine spent elsewhere."""
+    before = lock_counts(setup)
+    fleet = Fleet()
+    barrier = fleet.ctx.Barrier(spec.members)
+    members = range(spec.members)
+    try:
+        for i in members:
+            fleet.spawn(i, consume_member, spec, barrier)
+        fleet.wait("share", members, 180)
+        began, host, server = time.perf_counter(), host_busy(), server_cpu(setup)
+        done = fleet.wait("done", members, 900)
+        took, host = time.perf_counter() - began, host_busy() - host
+        server_after = server_cpu(setup)
+    finally:
+        fleet.close()
+    after = lock_counts(setup)
+    runs = [done[i] for i in members]
+    served = None if server is None or server_after is None else server_after - server
+    elsewhere = None
+    if served is not None and took > 0:
+        elsewhere = max(0.0, host - served - sum(m.cpu for m in runs)) / took
+    return ConsumeRun(
+        messages=sum(spec.counts.values()),
+        members=runs,
+        lock_waits=after["INNODB_ROW_LOCK_WAITS"] - before["INNODB_ROW_LOCK_WAITS"],
+        deadlocks=after["INNODB_DEADLOCKS"] - before["INNODB_DEADLOCKS"],
+        server_cpu=served,
+        elsewhere=elsewhere,
+    )
+
+
+def check_consumed(setup: Setup, spec: ConsumeSpec, keys: Counter[str]) -> list[str]:
+    """The group's cursors at every partition's end, every log row done (marked exactly
+    once in (a) only), no retries or dead letters, and the counter rows: each key's
+    messages exactly (a), at least (b), untouched (c)."""
+    where = f"{spec.variant}, group {spec.group}"
+    ems_url, problems = setup.cfg.settings.database_url, []
+    cursors = dict(
+        query(
+            ems_url,
+            "SELECT o.partition_no, o.committed_offset FROM group_offset o "
+            "JOIN consumer_group g ON g.id = o.group_id WHERE g.name = %s",
+            (spec.group,),
+        )
+    )
+    short = {p: (cursors.get(p), n) for p, n in spec.counts.items() if cursors.get(p) != n}
+    if short:
+        problems.append(f"{where}: cursors (at, end) not at the end: {short}")
+    logged = query(
+        ems_url,
+        "SELECT l.state, l.exactly_once, COUNT(*) FROM topic_group_log l "
+        "JOIN consumer_group g ON g.id = l.group_id WHERE g.name = %s "
+        "GROUP BY l.state, l.exactly_once",
+        (spec.group,),
+    )
+    want = [("done", int(spec.variant == EXACTLY_ONCE), sum(spec.counts.values()))]
+    if [(str(s), int(e), int(n)) for s, e, n in logged] != want:
+        problems.append(f"{where}: log rows (state, exactly once, rows) {logged}, not {want}")
+    for table in ("retry_message", "dead_message"):
+        left = count(ems_url, f"SELECT COUNT(*) FROM {table}")
+        if left:
+            problems.append(f"{where}: {left} rows in {table}")
+    counted = {str(k): int(n) for k, n in query(setup.service_url, "SELECT k, n FROM counts")}
+    expected = {k: 0 for k in keys} if spec.variant == NO_OP else dict(keys)
+    if spec.variant == SAME_WORK:
+        under = {k: (counted.get(k), n) for k, n in expected.items() if counted.get(k, 0) < n}
+        if under or set(counted) != set(expected):
+            problems.append(f"{where}: keys counted less than their messages: {under}")
+    elif counted != expected:
+        wrong = {k: (counted.get(k), n) for k, n in expected.items() if counted.get(k) != n}
+        problems.append(f"{where}: keys (counted, messages) not counted exactly: {wrong}")
+    return problems
+
+
+def consumption(setup: Setup, backlog: int, problems: list[str]) -> dict[str, list[ConsumeRun]]:
+    """Per variant one run per round, the variants' order alternating; each a fresh
+    group draining the same backlog from the earliest offset."""
+    counts = fill_consume_backlog(setup, backlog)
+    keys = key_counts(backlog_records(backlog))
+    found: dict[str, list[ConsumeRun]] = {v: [] for v in CONSUME_VARIANTS}
+    for round_no in range(setup.rounds):
+        for variant in CONSUME_VARIANTS if round_no % 2 == 0 else CONSUME_VARIANTS[::-1]:
+            reset_consumption(setup, keys)
+            # The last run's background work (purge of the log's old versions, page
+            # flushing; section 4's outbox deletes before the first) is not this run's.
+            waited = settle(setup.cfg.settings.database_url)
+            spec = ConsumeSpec(
+                cfg=setup.cfg,
+                service_url=setup.service_url,
+                variant=variant,
+                group=f"bench.tx.{variant}.{round_no + 1}",
+                members=CONSUME_MEMBERS,
+                counts=counts,
+                batch=CONSUME_BATCH,
+            )
+            run = consume_run(setup, spec)
+            problems.extend(check_consumed(setup, spec, keys))
+            total = count(setup.service_url, "SELECT COALESCE(SUM(n), 0) FROM counts")
+            run = dataclasses.replace(run, counted=total)
+            found[variant].append(run)
+            log(
+                f"round {round_no + 1}, consume {variant}: {run.rate:,.0f} msg/s, "
+                f"{run.cpu_per_message:,.1f} us CPU/msg, counted {total:,} (the server "
+                f"settled in {waited:.0f} s before)"
+            )
+    return found
+
+
 def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
     started = time.monotonic()
     setup = prepare(cfg, args.tx_rounds)
@@ -413,6 +608,8 @@ def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
     cases, hole_run, hole = latencies(setup, args.tx_latency_messages, problems)
     log("the relay's throughput")
     relay, batches = relay_rounds(setup, args.tx_backlog, problems)
+    log("exactly-once consumption against at-least-once")
+    consume = consumption(setup, args.tx_consume_backlog, problems)
     page = Page(
         header=header,
         rounds=setup.rounds,
@@ -428,6 +625,10 @@ def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
         backlog=args.tx_backlog,
         relay=relay,
         batches=batches,
+        consume=consume,
+        consume_backlog=args.tx_consume_backlog,
+        consume_members=CONSUME_MEMBERS,
+        consume_batch=CONSUME_BATCH,
         problems=problems,
     )
     text = page.render()

@@ -11,7 +11,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
+from benchmarks.harness import PARTITIONS
 from benchmarks.purge import percentile
 
 
@@ -45,12 +47,13 @@ class Window:
         return self.cpu / self.messages * 1e6 if self.messages else 0.0
 
 
-def median_of(windows: Sequence[Window], measure: str) -> float:
-    """The median over the rounds of a Window property (0 when nothing was measured)."""
+def median_of(windows: Sequence[object], measure: str) -> float:
+    """The median over the rounds of a run's property (a Window's, a ConsumeRun's; 0 when
+    nothing was measured)."""
     return statistics.median(getattr(w, measure) for w in windows) if windows else 0.0
 
 
-def round_ratios(mine: Sequence[Window], other: Sequence[Window], measure: str) -> list[float]:
+def round_ratios(mine: Sequence[object], other: Sequence[object], measure: str) -> list[float]:
     """mine's measure over other's, round by round (rounds where other had none left out)."""
     return [
         getattr(a, measure) / getattr(b, measure)
@@ -245,6 +248,310 @@ def backlog_rows(relay: Sequence[Window], batches: Sequence[Window]) -> list[str
     return lines
 
 
+# -- exactly-once consumption -----------------------------------------------------------------
+
+EXACTLY_ONCE = "exactly-once"
+SAME_WORK = "same-work"
+NO_OP = "no-op"
+#: The consuming variants, in table order.
+CONSUME_VARIANTS = (EXACTLY_ONCE, SAME_WORK, NO_OP)
+#: Counter keys (devices) per partition of the consumed backlog.
+KEYS_PER_PARTITION = 4
+#: The issue's target: exactly-once consumption at least this fraction of the rate of
+#: at-least-once consumption doing the same durable work (a/b).
+EXACTLY_ONCE_TARGET = 0.8
+
+
+class BatchTimes(NamedTuple):
+    """One batch of a member, in seconds: from the last settlement returning to the first
+    handler call (poll: the fetch and ems's bookkeeping), the handler calls (first call to
+    last return, with whatever ems does between them), from the last handler return to
+    the commit returning, and from there to the settlement returning (ack(); 0 where the
+    commit settles, exactly once)."""
+
+    poll: float
+    handle: float
+    commit: float
+    ack: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemberRun:
+    """What one member process of a consuming run saw, from the barrier on."""
+
+    handled: int  # messages handled in settled batches
+    first: float  # wall time (time.time()) of its first delivery
+    last: float  # wall time its last settlement returned
+    cpu: float  # its CPU seconds (all its threads) from the barrier to its last settlement
+    batches: tuple[BatchTimes, ...] = ()
+    #: What ems logged at WARNING or above (a consume round retried, partitions read again).
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConsumeRun:
+    """One variant's run: a fresh group's member processes draining the backlog."""
+
+    messages: int  # the backlog: every message settled once by the group
+    members: Sequence[MemberRun]
+    counted: int = 0  # the counter table's sum afterwards
+    lock_waits: int = 0  # row-lock waits on the server during the run
+    deadlocks: int = 0  # deadlocks on the server during the run
+    #: CPU seconds of the server process from the members' start to their end (None: the
+    #: server runs elsewhere), whatever else it served meanwhile.
+    server_cpu: float | None = None
+    #: Cores the machine spent on other processes meanwhile, on average: its busy CPU less
+    #: the members' and the server's (None: not known). A shared host's noise, measured.
+    elsewhere: float | None = None
+
+    @property
+    def elapsed(self) -> float:
+        """From the first delivery of any member to the last settlement of all."""
+        if not self.members:
+            return 0.0
+        return max(m.last for m in self.members) - min(m.first for m in self.members)
+
+    @property
+    def rate(self) -> float:
+        return self.messages / self.elapsed if self.elapsed > 0 else 0.0
+
+    @property
+    def cpu_per_message(self) -> float:
+        """Client CPU microseconds per message, every member's."""
+        return sum(m.cpu for m in self.members) / self.messages * 1e6 if self.messages else 0.0
+
+    @property
+    def server_cpu_per_message(self) -> float:
+        """Server CPU microseconds per message (0 when not known)."""
+        known = self.server_cpu is not None and self.messages
+        return (self.server_cpu or 0.0) / self.messages * 1e6 if known else 0.0
+
+
+#: Consuming variant -> its runs, one per round, in round order.
+ConsumeRounds = Mapping[str, Sequence[ConsumeRun]]
+
+CONSUME_TITLES = {
+    EXACTLY_ONCE: "(a) exactly-once: `run()`, `transactional=sessionmaker(engine)`",
+    SAME_WORK: "(b) at-least-once, same work: `poll()`, the batch's upserts in one "
+    "transaction, commit, `ack()`",
+    NO_OP: "(c) at-least-once, no-op handler: `poll()`, `ack()`",
+}
+
+
+def met_cell(ratios: Sequence[float], target: float) -> str:
+    """'yes', or '**NO**: 0.62x < 0.8x', judged on the median of the rounds' ratios."""
+    if not ratios:
+        return "-"
+    median = statistics.median(ratios)
+    return "yes" if median >= target else f"**NO**: {median:.2f}x < {target:g}x"
+
+
+def consume_rows(runs: ConsumeRounds, target: float = EXACTLY_ONCE_TARGET) -> list[str]:
+    """Each variant's msg/s and client and server CPU per message; for (b) and (c), (a)'s
+    ratios to them round by round (a rate ratio above 1: (a) is faster; a CPU ratio
+    above 1: (a) costs more), with the target on a/b."""
+    lines = [
+        "| consumer | msg/s | client CPU us/msg | server CPU us/msg | (a)/this msg/s "
+        "| (a)/this client CPU | target | met? |",
+        "|---|---:|---:|---:|---:|---:|---|---|",
+    ]
+    mine = runs.get(EXACTLY_ONCE, ())
+    for variant in CONSUME_VARIANTS:
+        rounds = runs.get(variant, ())
+        server = median_of(rounds, "server_cpu_per_message")
+        cells = [
+            f"{median_of(rounds, 'rate'):,.0f}",
+            f"{median_of(rounds, 'cpu_per_message'):,.1f}",
+            f"{server:,.1f}" if server else "-",
+        ]
+        if variant == EXACTLY_ONCE:
+            cells += ["-", "-", "-", "-"]
+        else:
+            paired = len(rounds) == len(mine)  # a variant that did not run has no ratios
+            rates = round_ratios(mine, rounds, "rate") if paired else []
+            cpus = round_ratios(mine, rounds, "cpu_per_message") if paired else []
+            cells += [ratio_cell(rates), ratio_cell(cpus)]
+            if variant == SAME_WORK:
+                cells += [f"a/b >= {target:g}x", met_cell(rates, target)]
+            else:
+                cells += ["(ems's floor, for context)", "-"]
+        lines.append(f"| {CONSUME_TITLES[variant]} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def round_rows(runs: ConsumeRounds) -> list[str]:
+    """Each round's rates and client CPU per message, and its a/b: a shared machine's
+    speed drifts between runs, and the CPU that the same code takes per message shows
+    it."""
+    heads = [short_title(v).split(" ")[0] for v in CONSUME_VARIANTS]
+    lines = [
+        "| round | order | "
+        + " | ".join(f"{h} msg/s" for h in heads)
+        + " | a/b | "
+        + " | ".join(f"{h} client CPU us/msg" for h in heads)
+        + " |",
+        "|---:|---|" + "---:|" * (2 * len(heads) + 1),
+    ]
+    rounds = max((len(runs.get(v, ())) for v in CONSUME_VARIANTS), default=0)
+    order = ", ".join(h.strip("()") for h in heads)
+    backwards = ", ".join(h.strip("()") for h in heads[::-1])
+    for i in range(rounds):
+        got = [runs[v][i] if i < len(runs.get(v, ())) else None for v in CONSUME_VARIANTS]
+        rates = [f"{r.rate:,.0f}" if r else "-" for r in got]
+        cpus = [f"{r.cpu_per_message:,.1f}" if r else "-" for r in got]
+        a, b = got[0], got[1]
+        ratio = f"{a.rate / b.rate:.2f}x" if a and b and b.rate else "-"
+        lines.append(
+            f"| {i + 1} | {order if i % 2 == 0 else backwards} | "
+            + " | ".join(rates)
+            + f" | {ratio} | "
+            + " | ".join(cpus)
+            + " |"
+        )
+    return lines
+
+
+def batch_seconds(runs: Sequence[ConsumeRun], phase: str) -> list[float]:
+    """Every member's batches' `phase` (a BatchTimes field), pooled over the rounds."""
+    return [getattr(b, phase) for run in runs for m in run.members for b in m.batches]
+
+
+def _gap_ms(mine: list[float], other: list[float], q: float) -> str:
+    if not mine or not other:
+        return "-"
+    return f"{(percentile(mine, q) - percentile(other, q)) * 1000:+,.1f}"
+
+
+def commit_rows(runs: ConsumeRounds) -> list[str]:
+    """Per batch, from the last handler return to the commit returning: (a)'s commit
+    (ems's settlement and the COMMIT) against (b)'s (the service's COMMIT alone), their
+    difference by percentile, and what (b)'s ack() takes after it."""
+    a = batch_seconds(runs.get(EXACTLY_ONCE, ()), "commit")
+    b = batch_seconds(runs.get(SAME_WORK, ()), "commit")
+    acks = batch_seconds(runs.get(SAME_WORK, ()), "ack")
+    qs = (0.5, 0.95, 0.99)
+    lines = [
+        "| per batch | batches | p50 ms | p95 ms | p99 ms |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for title, values in (
+        (
+            "(a) last handler return -> `Session.commit()` returned: ems's settlement "
+            "statements and the COMMIT, in the handler's transaction",
+            a,
+        ),
+        (
+            "(b) last upsert returned -> `Session.commit()` returned: the service's COMMIT "
+            "of the same upserts",
+            b,
+        ),
+    ):
+        lines.append(
+            f"| {title} | {len(values):,} | " + " | ".join(_ms(values, q) for q in qs) + " |"
+        )
+    lines.append(
+        "| what exactly-once adds to the handler's commit, (a) - (b) | - | "
+        + " | ".join(_gap_ms(a, b, q) for q in qs)
+        + " |"
+    )
+    lines.append(
+        "| (b), then `ack()`: ems's own settlement transaction, which (a) does not need | "
+        f"{len(acks):,} | " + " | ".join(_ms(acks, q) for q in qs) + " |"
+    )
+    return lines
+
+
+def short_title(variant: str) -> str:
+    """'(a) exactly-once' of a variant's title."""
+    return CONSUME_TITLES[variant].split(":")[0]
+
+
+#: Phases that a variant does not have: (a) settles with its commit, (c) commits nothing.
+_NO_PHASE = {(EXACTLY_ONCE, "ack"), (NO_OP, "commit")}
+
+
+def phase_rows(runs: ConsumeRounds) -> list[str]:
+    """Where a batch's time goes in each variant: the mean of each phase over every
+    member's batches, pooled over the rounds, in ms; and the handler calls per message."""
+    lines = [
+        "| per batch, mean | batches | messages | poll ms | handler calls ms | commit ms "
+        "| ack ms | total ms | handler calls us/msg |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for variant in CONSUME_VARIANTS:
+        rounds = runs.get(variant, ())
+        batches = [b for run in rounds for m in run.members for b in m.batches]
+        if not batches:
+            continue
+        handled = sum(m.handled for run in rounds for m in run.members)
+        means = {f: statistics.fmean(getattr(b, f) for b in batches) for f in BatchTimes._fields}
+        cells = [
+            "-" if (variant, f) in _NO_PHASE else f"{means[f] * 1000:,.1f}"
+            for f in BatchTimes._fields
+        ]
+        per_message = means["handle"] * len(batches) / handled * 1e6 if handled else 0.0
+        lines.append(
+            f"| {short_title(variant)} | {len(batches):,} | {handled / len(batches):,.0f} | "
+            + " | ".join(cells)
+            + f" | {sum(means.values()) * 1000:,.1f} | {per_message:,.1f} |"
+        )
+    return lines
+
+
+def consume_notes(runs: ConsumeRounds) -> list[str]:
+    """What the counter table held after each variant, and what ems logged."""
+    parts = []
+    for variant, what in ((EXACTLY_ONCE, "(a)"), (SAME_WORK, "(b)")):
+        done = runs.get(variant, ())
+        if not done:
+            continue
+        extra = sorted({run.counted - run.messages for run in done})
+        counted = ", ".join(f"{run.counted:,}" for run in done)
+        if extra == [0]:
+            parts.append(f"{what} counted {counted}: each message once")
+        else:
+            parts.append(f"{what} counted {counted} for backlogs of {done[0].messages:,}")
+    warned = {
+        short_title(v): [w for run in runs.get(v, ()) for m in run.members for w in m.warnings]
+        for v in CONSUME_VARIANTS
+    }
+    logged = [f"{v}: {len(w):,} ({w[0]})" for v, w in warned.items() if w]
+    said = (
+        "ems logged warnings: " + "; ".join(logged)
+        if logged
+        else "ems logged no warning in any run (no consume round retried, no partition read again)"
+    )
+    locks = [
+        f"{short_title(v)} {sum(r.lock_waits for r in rs):,} and {sum(r.deadlocks for r in rs):,}"
+        for v in CONSUME_VARIANTS
+        if (rs := runs.get(v, ()))
+    ]
+    if locks:
+        said += (
+            ". Row-lock waits and deadlocks on the server during the runs, all rounds: "
+            + "; ".join(locks)
+        )
+    busy = [
+        f"{short_title(v)} " + ", ".join(f"{r.elsewhere:.2f}" for r in rs)
+        for v in CONSUME_VARIANTS
+        if (rs := runs.get(v, ())) and all(r.elsewhere is not None for r in rs)
+    ]
+    if busy:
+        said += (
+            ". Cores this machine spent on other processes during the runs (its busy CPU "
+            "less the members' and the server's), round by round: " + "; ".join(busy)
+        )
+    if not parts:
+        return [said + "."]
+    return [
+        "After each run the service's counter rows summed to: "
+        + "; ".join(parts)
+        + ". "
+        + said
+        + "."
+    ]
+
+
 # -- the page ---------------------------------------------------------------------------------
 
 #: Latency case key -> its row title.
@@ -276,6 +583,11 @@ class Page:
     backlog: int
     relay: Sequence[Window]
     batches: Sequence[Window]
+    #: Exactly-once consumption (none: the section is left out).
+    consume: ConsumeRounds = field(default_factory=dict)
+    consume_backlog: int = 0
+    consume_members: int = 0
+    consume_batch: int = 0
     problems: Sequence[str] = ()
 
     def render(self) -> str:
@@ -296,6 +608,7 @@ class Page:
                 *self._latency(),
                 *self._held(),
                 *self._relay(),
+                *self._consume(),
             ]
         )
 
@@ -420,11 +733,72 @@ class Page:
             "",
         ]
 
+    def _consume(self) -> list[str]:
+        if not self.consume:
+            return []
+        members = self.consume_members
+        return [
+            "### Exactly-once consumption",
+            "",
+            f"A backlog of {self.consume_backlog:,} readings (the bodies above, keyed by "
+            f"device: {KEYS_PER_PARTITION} keys per partition, the same count of messages in "
+            f"each of the {PARTITIONS} partitions), drained from the earliest offset by a "
+            f"fresh cluster group per run of {members} member processes (one "
+            "per core of this machine, where MariaDB shares the same cores, so more members "
+            f"would only queue for them; each takes {PARTITIONS // max(1, members)} "
+            f"partitions, then they start together), {self.consume_batch:,} messages per "
+            f"batch; {self.rounds} round(s), the variants' order alternating, the server let "
+            "settle before each run (InnoDB's history list short, its dirty pages no longer "
+            "falling). The handler's durable work is the same in (a) and (b): per message, "
+            "`INSERT INTO counts (k, n) VALUES (key, 1) ON DUPLICATE KEY UPDATE n = n + 1` "
+            "through a SQLAlchemy Session on the service's database, whose engine keeps "
+            "SQLAlchemy's and the server's defaults (REPEATABLE READ, at which ems's "
+            "settlement statements in (a) run too); the counter rows exist beforehand at 0, "
+            "as in a projection's steady state. (a) "
+            "`Consumer(..., transactional=sessionmaker(engine))`: ems opens the batch's "
+            "Session, calls the handler with it per message, then writes its settlement (log "
+            "rows done, the cursors as fences) through the same connection and commits once. "
+            "(b) the pull form: `poll()`, the batch's upserts in one Session, commit, then "
+            "`ack()`, which returns once ems's settlement has committed on ems's own "
+            "connection: two commits per batch, and a crash between them counts the batch "
+            "again. (c) the same loop with a handler that does nothing: ems's own cost of "
+            "consuming. Rates run from the first delivery of either member to the last "
+            "settlement of both; client CPU is both member processes' (every thread), from "
+            "the start to their last settlement; server CPU the MariaDB process's meanwhile "
+            "(from /proc, the server being on this machine).",
+            "",
+            *consume_rows(self.consume),
+            "",
+            *consume_notes(self.consume),
+            "",
+            "Round by round, the variants' order alternating; the client CPU that the same "
+            "code takes per message shows how fast this machine ran meanwhile:",
+            "",
+            *round_rows(self.consume),
+            "",
+            "What exactly-once adds to the handler's commit: per batch, from the return of "
+            "its last handler call (its last upsert) to `Session.commit()` returning, seen "
+            "through a Session subclass (`sessionmaker(class_=...)`) whose commit() records "
+            "the time; pooled over the rounds and members.",
+            "",
+            *commit_rows(self.consume),
+            "",
+            "Where a batch's time goes, per member: from the last settlement returning to the "
+            "first handler call (poll: the fetch and ems's bookkeeping), the handler calls "
+            "(with whatever ems does between them), the commit and the ack, as above; means "
+            "over every member's batches, pooled over the rounds.",
+            "",
+            *phase_rows(self.consume),
+            "",
+        ]
+
 
 _ALL_KEPT = (
     "every transaction's order stored; every message stored once (ems, dual write: offsets "
     "gap-free from 0; outbox: rows in the copy), the outbox empty after (a); every paced "
-    "message delivered"
+    "message delivered; exactly-once consumption: each group's cursors at every partition's "
+    "end, every log row done (marked exactly once in (a)), no retries or dead letters, the "
+    "counter rows equal to the messages of their keys in (a) and at least that in (b)"
 )
 
 

@@ -14,33 +14,55 @@ database), INSERT one order row and publish about it, then commit. The variants:
   the same transaction" costs by itself, with nothing to relay it;
 - dual: the order INSERT committed alone, then a plain `Producer.send` (the dual write a
   transactional send replaces).
+
+Consuming (section 5), each run a fresh cluster group of member processes draining the
+same backlog, each message's durable work one upsert of its key's counter row in the
+service's database (`counts`), through a SQLAlchemy Session:
+
+- exactly-once: `Consumer(..., transactional=sessionmaker(engine))` and run(); ems opens
+  the batch's Session, the handler upserts through it, ems settles in it and commits;
+- same-work (at-least-once): poll() a batch, its upserts in one Session, commit, ack();
+- no-op (at-least-once): poll(), a handler that does nothing, ack().
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from multiprocessing.synchronize import Barrier
+from typing import Any, ClassVar
 
 import pymysql
 from sqlalchemy import Engine, create_engine, text
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
-from benchmarks.consumer_workers import stop_when
+from benchmarks.consumer_workers import balanced_share, stop_when
 from benchmarks.harness import (
+    BARRIER_TIMEOUT,
     HEADERS,
     HEADERS_JSON,
+    PARTITIONS,
     BenchConfig,
     mysql_connect,
     query,
     readings,
 )
-from benchmarks.tx_report import Window
+from benchmarks.tx_report import (
+    EXACTLY_ONCE,
+    KEYS_PER_PARTITION,
+    SAME_WORK,
+    BatchTimes,
+    MemberRun,
+    Window,
+)
 from ems import Consumer, Producer, Record
 from ems.offsets.allocators import offset_key, redis_client
+from ems.producer.partitioner import partition_for_key
 from ems.store.caller import quoted_schema
 from ems.store.messages import insert_statements
 from ems.store.outbox import OutboxItem, outbox_statements
@@ -65,6 +87,8 @@ SERVICE_TABLES = (
     "created_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB",
     # The baseline's outbox: ems's own table, copied (columns, keys, engine).
     "CREATE TABLE message_outbox LIKE {ems}.message_outbox",
+    # The consumers' projection: one counter row per message key.
+    "CREATE TABLE counts (k VARCHAR(64) NOT NULL PRIMARY KEY, n BIGINT NOT NULL) ENGINE=InnoDB",
 )
 
 
@@ -391,3 +415,231 @@ def hole_holder(
     finally:
         conn.close()
         counters.close()
+
+
+# -- exactly-once consumption against at-least-once ----------------------------------------
+
+#: A consumer's durable work per message: its key's counter row, counted up.
+UPSERT = text("INSERT INTO counts (k, n) VALUES (:k, 1) ON DUPLICATE KEY UPDATE n = n + 1")
+#: Messages per send_batch of the backlog.
+FILL_BATCH = 1_000
+
+
+def consume_keys(
+    partitions: int = PARTITIONS, per_partition: int = KEYS_PER_PARTITION
+) -> list[list[str]]:
+    """Per partition, the first `per_partition` device keys ("dev-0000", "dev-0001", ...)
+    that ems's partitioner sends there."""
+    found: list[list[str]] = [[] for _ in range(partitions)]
+    n = 0
+    while any(len(keys) < per_partition for keys in found):
+        key = f"dev-{n:04d}"
+        keys = found[partition_for_key(key.encode(), partitions)]
+        if len(keys) < per_partition:
+            keys.append(key)
+        n += 1
+    return found
+
+
+def backlog_records(count: int) -> list[Record]:
+    """`count` readings (the suite's bodies) spread evenly over the partitions: message i
+    goes to partition i % PARTITIONS, under that partition's keys in turn."""
+    keys = consume_keys()
+    rows = readings()
+    return [
+        Record(
+            rows[i % len(rows)].body, keys[i % PARTITIONS][i // PARTITIONS % len(keys[0])], HEADERS
+        )
+        for i in range(count)
+    ]
+
+
+def key_counts(records: list[Record]) -> Counter[str]:
+    """How many messages each key has: what exactly-once leaves in its counter row."""
+    return Counter(str(r.key) for r in records)
+
+
+def fill_backlog(events: Any, index: int, cfg: BenchConfig, count: int) -> None:
+    """Publish the backlog with send_batch; report {partition: messages}."""
+    per: Counter[int] = Counter()
+    records = backlog_records(count)
+    with Producer(cfg.settings) as producer:
+        for first in range(0, count, FILL_BATCH):
+            for meta in producer.send_batch(cfg.topic, records[first : first + FILL_BATCH]):
+                per[meta.partition] += 1
+    events.put(("done", index, dict(per)))
+
+
+class CommitClock:
+    """One member process's batches, each timed in its phases (BatchTimes): from the last
+    settlement to the first handler call (the poll), through the handler calls, from the
+    last handler return to the commit returning, and on to the settlement returning (the
+    ack). An exactly-once batch settles with its commit (settles_on_commit)."""
+
+    def __init__(self, *, settles_on_commit: bool = False) -> None:
+        self.settles_on_commit = settles_on_commit
+        self.batches: list[BatchTimes] = []
+        self.first = 0.0  # wall time of the first delivery
+        self.last = 0.0  # wall time the last settlement returned
+        self.cpu = 0.0  # process CPU seconds then
+        now = time.perf_counter()
+        self._settled = now  # perf_counter() of the last settlement (or the start)
+        self._began = 0.0  # of the batch's first handler call; 0: between batches
+        self._returned = now  # of the last handler return
+        self._committed = 0.0  # of the batch's commit returning; 0: none yet
+
+    def start(self) -> None:
+        """The drain starts now (the barrier released)."""
+        self._settled = time.perf_counter()
+
+    def delivered(self) -> None:
+        if not self._began:
+            self._began = time.perf_counter()
+            if not self.first:
+                self.first = time.time()
+
+    def handled(self) -> None:
+        self._returned = time.perf_counter()
+
+    def committed(self) -> None:
+        self._committed = time.perf_counter()
+        if self.settles_on_commit:
+            self.settled()
+
+    def settled(self) -> None:
+        now = time.perf_counter()
+        committed = self._committed or self._returned
+        self.batches.append(
+            BatchTimes(
+                poll=self._began - self._settled,
+                handle=self._returned - self._began,
+                commit=committed - self._returned,
+                ack=now - committed,
+            )
+        )
+        self._settled, self._began, self._committed = now, 0.0, 0.0
+        self.last, self.cpu = time.time(), time.process_time()
+
+
+class TimedSession(Session):
+    """A Session whose commit() records when it returned: an exactly-once batch's commit
+    (which ems makes through the Session its sessionmaker opened) seen from outside ems,
+    and the at-least-once loop's the same way."""
+
+    clock: ClassVar[CommitClock] = CommitClock()
+
+    def commit(self) -> None:
+        super().commit()
+        self.clock.committed()
+
+
+def count_key(d: Delivery, session: Session) -> None:
+    """The handler of (a) and (b): the message's key counted up in the service's table."""
+    clock = TimedSession.clock
+    clock.delivered()
+    session.execute(UPSERT, {"k": (d.key or b"").decode()})
+    clock.handled()
+
+
+def no_op(d: Delivery) -> None:
+    clock = TimedSession.clock
+    clock.delivered()
+    clock.handled()
+
+
+class KeptWarnings(logging.Handler):
+    """ems's warnings in this process, kept (and still printed)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.kept: list[str] = []
+        self._printer = logging.lastResort or logging.StreamHandler()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.kept.append(record.getMessage()[:300])
+        self._printer.handle(record)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConsumeSpec:
+    cfg: BenchConfig  # the ems database and the backlog's topic
+    service_url: str
+    variant: str  # EXACTLY_ONCE, SAME_WORK or NO_OP
+    group: str  # a fresh group
+    members: int
+    counts: dict[int, int]  # messages of the backlog per partition, from offset 0
+    batch: int  # messages per batch
+
+
+def consume_member(events: Any, index: int, spec: ConsumeSpec, barrier: Barrier) -> None:
+    """One member: join, wait for its balanced share of the partitions, then behind the
+    barrier drain that share with the variant's loop, and report a MemberRun."""
+    exactly_once = spec.variant == EXACTLY_ONCE
+    clock = TimedSession.clock = CommitClock(settles_on_commit=exactly_once)
+    warnings = KeptWarnings()
+    logging.getLogger("ems").addHandler(warnings)
+    engine = service_engine(spec.service_url)
+    sessions = sessionmaker(engine, class_=TimedSession)
+    consumer = Consumer(
+        spec.group,
+        spec.cfg.topic,
+        count_key if exactly_once else None,
+        settings=spec.cfg.settings,
+        start="earliest",
+        batch_size=spec.batch,
+        transactional=sessions if exactly_once else None,
+    )
+    try:
+        consumer.start()
+        share = balanced_share(consumer, spec.members)
+        expected = sum(spec.counts.get(p, 0) for p in share)
+        with engine.connect():  # the service's pool holds a connection, as ems's pools do
+            pass
+        events.put(("share", index, share))
+        barrier.wait(BARRIER_TIMEOUT)
+        cpu = time.process_time()
+        clock.start()
+        if exactly_once:
+            handled = consumer.run(max_messages=expected, handle_signals=False)
+        else:
+            handled = _pull(consumer, sessions, expected, spec.variant == SAME_WORK)
+        run = MemberRun(
+            handled=handled,
+            first=clock.first,
+            last=clock.last,
+            cpu=clock.cpu - cpu,
+            batches=tuple(clock.batches),
+            warnings=tuple(warnings.kept),
+        )
+        events.put(("done", index, run))
+    finally:
+        consumer.close()
+        engine.dispose()
+
+
+def _pull(
+    consumer: Consumer,
+    sessions: sessionmaker[TimedSession],
+    expected: int,
+    work: bool,
+) -> int:
+    """At least once, in the pull form: poll() a batch, its upserts in one transaction
+    of the service's (work) or a no-op handler per message, then ack()."""
+    clock = TimedSession.clock
+    handled = 0
+    while handled < expected:
+        batch = consumer.poll(timeout=1.0)
+        if not batch:
+            continue
+        if work:
+            with sessions() as session:
+                for d in batch:
+                    count_key(d, session)
+                session.commit()
+        else:
+            for d in batch:
+                no_op(d)
+        consumer.ack(batch)
+        clock.settled()
+        handled += len(batch)
+    return handled

@@ -1,27 +1,55 @@
 """The tx benchmark's pure parts: its baseline writes the very outbox rows ems writes, its
-ratios are taken round by round, and its page pairs each commit with its arrival and
-renders into the docs block."""
+ratios are taken round by round, its page pairs each commit with its arrival and renders
+into the docs block, and its consuming runs are timed, compared and rendered as the page
+says (the consumed backlog spread evenly over partitions and keys)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import itertools
+import time
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
 
 from benchmarks import docs_figures
 from benchmarks.harness import HEADERS, PARTITIONS, readings
 from benchmarks.tx_report import (
+    EXACTLY_ONCE,
+    KEYS_PER_PARTITION,
+    NO_OP,
+    SAME_WORK,
+    BatchTimes,
+    ConsumeRun,
     Hole,
     LatencyRun,
+    MemberRun,
     Page,
     Window,
+    commit_rows,
+    consume_notes,
+    consume_rows,
     delays,
+    met_cell,
+    phase_rows,
     ratio_cell,
     round_ratios,
+    round_rows,
     throughput_rows,
     undelivered,
 )
-from benchmarks.tx_workers import SERVICE_DB, baseline_items
+from benchmarks.tx_workers import (
+    SERVICE_DB,
+    CommitClock,
+    backlog_records,
+    baseline_items,
+    consume_keys,
+    key_counts,
+)
 from ems import Record
-from ems.producer.partitioner import RoundRobin
+from ems.producer.partitioner import RoundRobin, partition_for_key
 from ems.producer.planning import prepare_batch
 from ems.store.caller import quoted_schema
 from ems.store.outbox import outbox_statements
@@ -164,3 +192,190 @@ def test_the_page_renders_into_its_docs_block() -> None:
         assert f"*{section}*" in block
     assert "*The relay's throughput*" in block
     assert "- (a) ems:" not in block  # the set-up is the page's prose, not the block's
+
+
+def member(
+    first: float = 0.0,
+    last: float = 1.0,
+    cpu: float = 0.5,
+    commits: tuple[float, ...] = (),
+    acks: tuple[float, ...] = (),
+    warnings: tuple[str, ...] = (),
+) -> MemberRun:
+    """A member whose batches took these commits (and acks, or none), nothing else."""
+    batches = tuple(
+        BatchTimes(poll=0.0, handle=0.0, commit=c, ack=a)
+        for c, a in itertools.zip_longest(commits, acks, fillvalue=0.0)
+    )
+    return MemberRun(
+        handled=len(batches), first=first, last=last, cpu=cpu, batches=batches, warnings=warnings
+    )
+
+
+def consumed(rate: float, cpu_us: float = 50.0, messages: int = 10_000) -> ConsumeRun:
+    """Two members that drained `messages` at `rate`, the second starting 0.1 s later."""
+    elapsed = messages / rate
+    cpu = cpu_us * messages / 1e6 / 2
+    members = [member(100.0, 100.0 + elapsed, cpu), member(100.1, 100.0 + elapsed / 2, cpu)]
+    return ConsumeRun(messages=messages, members=members, counted=messages)
+
+
+def test_a_consuming_run_spans_all_members_from_first_delivery_to_last_settlement() -> None:
+    run = ConsumeRun(messages=1_000, members=[member(10.0, 10.4, 0.02), member(10.1, 10.5, 0.03)])
+    assert round(run.elapsed, 6) == 0.5
+    assert round(run.rate) == 2_000
+    assert round(run.cpu_per_message, 6) == 50.0  # both members' CPU, per message
+    assert ConsumeRun(messages=0, members=[]).rate == 0.0
+
+
+def test_the_consume_table_gives_a_s_ratios_to_b_and_c_and_judges_a_b() -> None:
+    runs = {
+        EXACTLY_ONCE: [consumed(900, 60), consumed(450, 60)],
+        SAME_WORK: [consumed(1_000, 50), consumed(500, 40)],
+        NO_OP: [consumed(3_000, 20), consumed(1_500, 20)],
+    }
+    lines = consume_rows(runs)
+    a, b, c = lines[2:]
+    assert a.endswith("| 675 | 60.0 | - | - | - | - | - |")  # the server's CPU not known
+    assert b.endswith("| 750 | 45.0 | - | 0.90x | 1.35x (1.20-1.50) | a/b >= 0.8x | yes |")
+    assert c.endswith("| 0.30x | 3.00x | (ems's floor, for context) | - |")
+    slow = {**runs, EXACTLY_ONCE: [consumed(700, 60), consumed(350, 60)]}
+    assert consume_rows(slow)[3].endswith("| a/b >= 0.8x | **NO**: 0.70x < 0.8x |")
+    assert met_cell([], 0.8) == "-"
+    assert consume_rows({})[2].endswith("| 0 | 0.0 | - | - | - | - | - |")
+    served = {EXACTLY_ONCE: [dataclasses.replace(consumed(900), server_cpu=0.35)]}
+    assert "| 900 | 50.0 | 35.0 | - |" in consume_rows(served)[2]
+
+
+def test_commit_latencies_are_pooled_and_their_difference_taken_by_percentile() -> None:
+    a = ConsumeRun(
+        messages=1, members=[member(commits=(0.005,) * 99 + (0.020,)), member(commits=(0.020,))]
+    )
+    b = ConsumeRun(
+        messages=1,
+        members=[member(commits=(0.001,) * 100, acks=(0.004,) * 100), member(commits=(0.002,))],
+    )
+    # The second member of (b) had a batch without an ack: pooled as a 0 ms ack.
+    lines = commit_rows({EXACTLY_ONCE: [a], SAME_WORK: [b]})
+    assert lines[2].endswith("| 101 | 5.0 | 5.0 | 20.0 |")
+    assert lines[3].endswith("| 101 | 1.0 | 1.0 | 1.0 |")
+    assert lines[4] == (
+        "| what exactly-once adds to the handler's commit, (a) - (b) | - | +4.0 | +4.0 | +19.0 |"
+    )
+    assert lines[5].endswith("| 101 | 4.0 | 4.0 | 4.0 |")
+    assert commit_rows({})[4].endswith("| - | - | - | - |")
+
+
+def test_the_notes_say_how_often_each_message_was_counted_and_what_ems_logged() -> None:
+    runs = {EXACTLY_ONCE: [consumed(900)], SAME_WORK: [consumed(1_000)]}
+    (note,) = consume_notes(runs)
+    assert "(a) counted 10,000: each message once; (b) counted 10,000: each message once" in note
+    assert "ems logged no warning in any run" in note
+    assert "deadlocks on the server during the runs, all rounds: (a) exactly-once 0 and 0;" in note
+    assert "other processes" not in note  # not measured
+    locked = dataclasses.replace(consumed(900), lock_waits=3, deadlocks=1, elsewhere=0.25)
+    (note,) = consume_notes({EXACTLY_ONCE: [locked, dataclasses.replace(locked, elsewhere=0)]})
+    assert "all rounds: (a) exactly-once 6 and 2." in note
+    assert note.endswith("round by round: (a) exactly-once 0.25, 0.00.")
+    again = dataclasses.replace(consumed(1_000), counted=10_012)
+    warned = ConsumeRun(messages=5, members=[member(warnings=("consume round failed",))])
+    (note,) = consume_notes({SAME_WORK: [again], EXACTLY_ONCE: [warned]})
+    assert "(b) counted 10,012 for backlogs of 10,000" in note
+    assert "ems logged warnings: (a) exactly-once: 1 (consume round failed)" in note
+
+
+def test_the_backlog_is_spread_evenly_over_the_partitions_and_its_keys() -> None:
+    keys = consume_keys()
+    assert [len(k) for k in keys] == [KEYS_PER_PARTITION] * PARTITIONS
+    for partition, found in enumerate(keys):
+        assert {partition_for_key(k.encode(), PARTITIONS) for k in found} == {partition}
+    records = backlog_records(PARTITIONS * KEYS_PER_PARTITION * 3)
+    per_partition = Counter(partition_for_key(str(r.key).encode(), PARTITIONS) for r in records)
+    assert set(per_partition.values()) == {KEYS_PER_PARTITION * 3}
+    assert set(key_counts(records).values()) == {3}
+    assert len(key_counts(records)) == PARTITIONS * KEYS_PER_PARTITION
+
+
+def test_the_page_renders_the_exactly_once_section() -> None:
+    runs = {
+        EXACTLY_ONCE: [consumed(900)] * 2,
+        SAME_WORK: [consumed(1_000)] * 2,
+        NO_OP: [consumed(3_000)] * 2,
+    }
+    text = page(consume=runs, consume_backlog=10_000, consume_members=2, consume_batch=500).render()
+    assert "### Exactly-once consumption" in text
+    assert "of 2 member processes" in text and "each takes 8 partitions" in text
+    assert "| a/b >= 0.8x | yes |" in text
+    assert "### Exactly-once consumption" not in page().render()
+    block = docs_figures.render_block("tx", text)
+    assert "*Exactly-once consumption*" in block
+
+
+def test_the_phases_of_a_batch_are_averaged_per_variant() -> None:
+    def batches(*times: BatchTimes) -> ConsumeRun:
+        members = [MemberRun(handled=500 * len(times), first=0, last=1, cpu=0, batches=times)]
+        return ConsumeRun(messages=500 * len(times), members=members)
+
+    runs = {
+        EXACTLY_ONCE: [batches(BatchTimes(0.004, 0.030, 0.005, 0.0))],
+        SAME_WORK: [batches(BatchTimes(0.004, 0.028, 0.001, 0.004))] * 2,
+        NO_OP: [
+            batches(BatchTimes(0.004, 0.001, 0.0, 0.004), BatchTimes(0.006, 0.001, 0.0, 0.006))
+        ],
+    }
+    a, b, c = phase_rows(runs)[2:]
+    assert a == "| (a) exactly-once | 1 | 500 | 4.0 | 30.0 | 5.0 | - | 39.0 | 60.0 |"
+    assert b == "| (b) at-least-once, same work | 2 | 500 | 4.0 | 28.0 | 1.0 | 4.0 | 37.0 | 56.0 |"
+    assert c == "| (c) at-least-once, no-op handler | 2 | 500 | 5.0 | 1.0 | - | 5.0 | 11.0 | 2.0 |"
+    assert phase_rows({}) == phase_rows({})[:2]
+
+
+def test_the_clock_splits_each_batch_into_its_phases(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [100.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: now[0])
+
+    def at(t: float, *calls: Callable[[], None]) -> None:
+        now[0] = 100.0 + t
+        for call in calls:
+            call()
+
+    # At least once: handler calls, the service's commit, then ack() (settled).
+    clock = CommitClock()
+    at(0.0, clock.start)
+    at(0.010, clock.delivered)
+    at(0.030, clock.handled, clock.delivered)  # the first call returns, the second starts
+    at(0.050, clock.handled)
+    at(0.051, clock.committed)
+    at(0.056, clock.settled)
+    at(0.060, clock.delivered)  # the next batch: its poll ran from the ack's return
+    at(0.062, clock.handled, clock.settled)  # no commit (the no-op loop): all ack
+    assert [tuple(round(x, 6) for x in b) for b in clock.batches] == [
+        (0.010, 0.040, 0.001, 0.005),
+        (0.004, 0.002, 0.0, 0.0),
+    ]
+    # Exactly once: the commit is the settlement.
+    clock = CommitClock(settles_on_commit=True)
+    at(1.0, clock.start)
+    at(1.002, clock.delivered)
+    at(1.040, clock.handled)
+    at(1.046, clock.committed)
+    (batch,) = clock.batches
+    assert tuple(round(x, 6) for x in batch) == (0.002, 0.038, 0.006, 0.0)
+    assert clock.first > 0 and clock.last >= clock.first  # wall times
+
+
+def test_each_round_shows_its_rates_its_a_b_and_its_cpu() -> None:
+    runs = {
+        EXACTLY_ONCE: [consumed(900, 60), consumed(450, 80)],
+        SAME_WORK: [consumed(1_000, 55), consumed(500, 75)],
+        NO_OP: [consumed(3_000, 20)],  # a round that did not run: "-"
+    }
+    head, rule, first, second = round_rows(runs)
+    assert head == (
+        "| round | order | (a) msg/s | (b) msg/s | (c) msg/s | a/b | (a) client CPU us/msg "
+        "| (b) client CPU us/msg | (c) client CPU us/msg |"
+    )
+    assert rule == "|---:|---|---:|---:|---:|---:|---:|---:|---:|"
+    assert first == "| 1 | a, b, c | 900 | 1,000 | 3,000 | 0.90x | 60.0 | 55.0 | 20.0 |"
+    assert second == "| 2 | c, b, a | 450 | 500 | - | 0.90x | 80.0 | 75.0 | - |"
+    assert round_rows({}) == [head, rule]
