@@ -159,6 +159,7 @@ class Consumer:
             backend.settlements,
             policy=self.policy,
             failed=failed,
+            observe=self.metrics.handler_seconds.observe,
         )
 
     # -- lifecycle ---------------------------------------------------------------------

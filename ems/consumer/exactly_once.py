@@ -20,6 +20,7 @@ delivery; only one call's writes ever commit.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
@@ -162,8 +163,11 @@ class ExactlyOnce:
         *,
         policy: Policy,
         failed: Callable[[Delivery, Exception], Outcome],
+        observe: Callable[[float], None] = lambda seconds: None,
     ) -> None:
         self._factory = factory
+        #: Records each handler call's seconds (the ems_handler_seconds histogram).
+        self._observe = observe
         self._handler = handler
         self._session = session
         self._settlements = settlements
@@ -228,8 +232,12 @@ class ExactlyOnce:
         return outcomes
 
     def _call(self, tx: BatchTransaction, d: Delivery) -> None:
-        self._handler(d, tx.given)
-        tx.flush()
+        began = time.perf_counter()
+        try:
+            self._handler(d, tx.given)
+            tx.flush()
+        finally:
+            self._observe(time.perf_counter() - began)
         if not tx.intact():
             raise InvalidHandler(
                 "an exactly-once handler ended the batch's transaction (commit or "

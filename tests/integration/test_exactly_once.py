@@ -20,6 +20,7 @@ import ems
 from ems import Consumer, Producer, Record, TopicAdmin
 from ems.config import Settings
 from ems.exceptions import InvalidHandler, InvalidSetting, InvalidTransaction, StaleGeneration
+from ems.metrics import REGISTRY
 from ems.ops.trace import MessageTracer
 from ems.store import Store
 from ems.types import Delivery
@@ -106,6 +107,10 @@ def test_every_message_counted_once_and_logged_as_exactly_once(
     settings: Settings, store: Store, engine: Engine, counts: str, readings: TopicAdmin, kind: str
 ) -> None:
     bodies = publish(settings, 60)
+    before = (
+        REGISTRY.get_sample_value("ems_handler_seconds_count", {"group": "eo", "topic": "readings"})
+        or 0
+    )
     factory: Any = {
         "sessionmaker": sessionmaker(engine),
         "engine": engine,
@@ -124,6 +129,9 @@ def test_every_message_counted_once_and_logged_as_exactly_once(
     )
     assert consumer.run(max_messages=60, handle_signals=False) == 60
     assert counted(engine, counts) == dict.fromkeys(bodies, 1)
+    # each handler call observed, as the at-least-once path does
+    labels = {"group": "eo", "topic": "readings"}
+    assert REGISTRY.get_sample_value("ems_handler_seconds_count", labels) == 60 + before
     assert log_states(store, "eo") == Counter({("done", 1): 60})
     offsets = store.groups.offsets(consumer.group.id)
     assert sum(offsets.values()) == 60  # every cursor committed with its handler's writes
