@@ -76,7 +76,7 @@ def scheduler(
             from ems.metrics import serve
 
             addr = settings().metrics_addr
-            click.echo(f"metrics on {addr} port {serve(metrics_port, addr)}", err=True)
+            click.echo(f"metrics on port {serve(metrics_port, addr)} ({addr})", err=True)
         if once:
             failed = runner.run_once()
             if failed:

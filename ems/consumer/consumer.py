@@ -160,6 +160,7 @@ class Consumer:
             policy=self.policy,
             failed=failed,
             observe=self.metrics.handler_seconds.observe,
+            idle_timeout=self.settings.idle_transaction_timeout,
         )
 
     # -- lifecycle ---------------------------------------------------------------------

@@ -48,13 +48,20 @@ TransactionFactory = Engine | Callable[[], Any]
 #: gave: Session, Connection or PyMySQL connection).
 TransactionalHandler = Callable[[Delivery, Any], object]
 _SAVEPOINT = "ems_message"
+# On MariaDB, the bound on the batch's transaction sitting idle (EMS_IDLE_TRANSACTION_TIMEOUT,
+# as ems's own sessions have): a member paused inside a batch (past its lease, so its commit
+# would be refused anyway) loses its session and so its row locks, and the partition's next
+# owner does not wait on them. Set for the batch and put back after it: the connection is
+# the service's. MySQL, which has no such setting, runs the plain SET.
+_BOUND = "SET @ems_batch = 1 /*M!100300 , SESSION idle_write_transaction_timeout = {} */"
+_UNBOUND = "SET @ems_batch = NULL /*M!100300 , SESSION idle_write_transaction_timeout = DEFAULT */"
 
 
 class BatchTransaction:
     """One batch's transaction, through what the factory gave: committed, rolled back
     and closed by ems (a Session closed returns its connection to the pool)."""
 
-    def __init__(self, factory: TransactionFactory) -> None:
+    def __init__(self, factory: TransactionFactory, idle_timeout: int = 0) -> None:
         try:
             made = factory.connect() if isinstance(factory, Engine) else factory()
         except (SQLAlchemyError, pymysql.err.Error) as exc:  # the server, not the factory
@@ -71,6 +78,7 @@ class BatchTransaction:
                 f"Session or Connection or a PyMySQL connection, not a {type(made).__name__}"
             )
         self._root: SessionTransaction | RootTransaction | None = None
+        self._bounded = idle_timeout > 0
         try:
             if self._session is not None:
                 self._session.connection()  # begins
@@ -79,9 +87,21 @@ class BatchTransaction:
                 self._root = self._conn.begin()
             elif self._driver is not None:
                 self._driver.begin()
+            if self._bounded:
+                self._run(_BOUND.format(int(idle_timeout)))
         except (SQLAlchemyError, pymysql.err.Error) as exc:
             self.close()
             raise translate(exc) from exc
+
+    def _run(self, sql: str) -> None:
+        """One statement of ems's on the batch's connection (no rows)."""
+        if self._session is not None:
+            self._session.connection().exec_driver_sql(sql)
+        elif self._conn is not None:
+            self._conn.exec_driver_sql(sql)
+        elif self._driver is not None:
+            with self._driver.cursor() as cursor:
+                cursor.execute(sql)
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:
@@ -142,6 +162,9 @@ class BatchTransaction:
                 self._driver.rollback()
 
     def close(self) -> None:
+        if self._bounded and self._driver is None:  # a pooled connection goes back as it came
+            with suppress(SQLAlchemyError, pymysql.err.Error):
+                self._run(_UNBOUND)
         with suppress(SQLAlchemyError, pymysql.err.Error):
             if self._session is not None:
                 self._session.close()
@@ -164,8 +187,11 @@ class ExactlyOnce:
         policy: Policy,
         failed: Callable[[Delivery, Exception], Outcome],
         observe: Callable[[float], None] = lambda seconds: None,
+        idle_timeout: int = 0,
     ) -> None:
         self._factory = factory
+        #: Seconds the batch's transaction may sit idle (MariaDB; 0: no bound).
+        self._idle_timeout = idle_timeout
         #: Records each handler call's seconds (the ems_handler_seconds histogram).
         self._observe = observe
         self._handler = handler
@@ -184,7 +210,7 @@ class ExactlyOnce:
         """Whether the batch was settled: False when, without savepoints, a handler
         raised (everything it and the others wrote rolled back)."""
         try:
-            tx = BatchTransaction(self._factory)
+            tx = BatchTransaction(self._factory, self._idle_timeout)
         except BaseException:
             self._session.read_again({d.partition for d in batch})
             raise

@@ -67,9 +67,10 @@ _BY_NAME = "FORCE INDEX (uq_consumer_group_name_topic_id)"
 # dead letters not resent (by the (group_id, created_at) index), each read up to
 # WAITING_CAP + 1 rows: a page never counts a big table, and a group with more shows
 # "more than WAITING_CAP".
-_WAITING_ONE = "(SELECT group_id AS g FROM retry_message WHERE group_id = %s LIMIT %s)"
+_WAITING_ONE = "(SELECT 0 AS k, group_id AS g FROM retry_message WHERE group_id = %s LIMIT %s)"
 _DEAD_ONE = (
-    "(SELECT group_id AS g FROM dead_message WHERE group_id = %s AND resent_at IS NULL LIMIT %s)"
+    "(SELECT 1 AS k, group_id AS g FROM dead_message WHERE group_id = %s "
+    "AND resent_at IS NULL LIMIT %s)"
 )
 _MEMBERS = (
     "SELECT group_id, COUNT(*), COUNT(CASE WHEN lease_expires_at > NOW(6) THEN 1 END) "
@@ -267,7 +268,7 @@ class BrowseStore:
         """Up to `limit` groups (one per name and topic) by name then topic id, whose name
         starts with `prefix` and which come after `after`: a name and a topic id, or a
         name alone (None) to skip every topic of that name. Also whether more follow.
-        Four statements on one connection, whatever the limit."""
+        Five statements on one connection, whatever the limit."""
         name, topic_id = after if after is not None else (None, None)
         where, params = _name_filter("g.name", prefix, name if topic_id is None else None)
         if name is not None and topic_id is not None:
@@ -322,9 +323,7 @@ class BrowseStore:
         """The group's messages in the retry table, and its dead letters not resent
         (each at most WAITING_CAP + 1: more than WAITING_CAP)."""
         with self.db.connect() as conn:
-            retries = waiting(conn, _WAITING_ONE, [group_id]).get(group_id, 0)
-            dead = waiting(conn, _DEAD_ONE, [group_id]).get(group_id, 0)
-        return retries, dead
+            return waiting(conn, [group_id]).get(group_id, (0, 0))
 
     def member_loads(self, group_id: int) -> dict[str, MemberLoad]:
         """Per client of the group: when it joined and its last load report."""
@@ -449,15 +448,19 @@ def _totals(conn: Connection, topic_ids: Sequence[int]) -> dict[int, WatermarkTo
     }
 
 
-def waiting(conn: Connection, one: str, group_ids: Sequence[int]) -> dict[int, int]:
-    """{group id: rows} of _WAITING_ONE or _DEAD_ONE, each group's read up to
-    WAITING_CAP + 1 rows (one statement; the count is over the capped reads)."""
+def waiting(conn: Connection, group_ids: Sequence[int]) -> dict[int, tuple[int, int]]:
+    """{group id: (retries waiting, dead letters not resent)}, each group's rows of
+    each table read up to WAITING_CAP + 1 (one statement; the counts are over the capped
+    reads, never over a table)."""
     if not group_ids:
         return {}
-    union = " UNION ALL ".join([one] * len(group_ids))
-    params = [v for g in group_ids for v in (g, WAITING_CAP + 1)]
-    sql = f"SELECT w.g, COUNT(*) FROM ({union}) w GROUP BY w.g"
-    return {int(g): int(n) for g, n in conn.exec_driver_sql(sql, tuple(params))}
+    union = " UNION ALL ".join([_WAITING_ONE, _DEAD_ONE] * len(group_ids))
+    params = [v for g in group_ids for v in (g, WAITING_CAP + 1) * 2]
+    sql = f"SELECT w.g, w.k, COUNT(*) FROM ({union}) w GROUP BY w.g, w.k"
+    found: dict[int, list[int]] = {}
+    for g, k, n in conn.exec_driver_sql(sql, tuple(params)):
+        found.setdefault(int(g), [0, 0])[int(k)] = int(n)
+    return {g: (counts[0], counts[1]) for g, counts in found.items()}
 
 
 def _group_facts(conn: Connection, rows: Sequence[Any]) -> list[GroupFacts]:
@@ -473,9 +476,7 @@ def _group_facts(conn: Connection, rows: Sequence[Any]) -> list[GroupFacts]:
         int(g): (int(lag), int(cursorless), int(rewound))
         for g, lag, cursorless, rewound in conn.exec_driver_sql(_LAGS.format(ids=ids))
     }
-    group_ids = [int(r[0]) for r in rows]
-    retries = waiting(conn, _WAITING_ONE, group_ids)
-    dead = waiting(conn, _DEAD_ONE, group_ids)
+    beside = waiting(conn, [int(r[0]) for r in rows])
     latest = _LATEST_REPORT.format(group="g.id")
     reports = {
         int(g): (int(report), at, status)
@@ -500,8 +501,8 @@ def _group_facts(conn: Connection, rows: Sequence[Any]) -> list[GroupFacts]:
                 total_lag=None if r[4] != "cluster" else (lag[0] if lag else 0),
                 partitions_without_cursor=lag[1] if lag else 0,
                 rewound_partitions=lag[2] if lag else 0,
-                retries_waiting=retries.get(gid, 0),
-                dead_letters=dead.get(gid, 0),
+                retries_waiting=beside.get(gid, (0, 0))[0],
+                dead_letters=beside.get(gid, (0, 0))[1],
                 report_id=report,
                 report_status=None if status is None else str(status),
                 report_as_of=at,

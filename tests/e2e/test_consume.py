@@ -285,8 +285,9 @@ def test_group_describe_with_a_live_consumer_and_after_it_leaves(
         assert text[4].split()[:3] == ["client", "host", "pid"]
         assert text[5].split()[0] == member.client_id
         assert text[5].split()[-3:][1:] == ["live", "0-2"]
-        table = [line.split() for line in text[7:]]
+        table = [line.split() for line in text[7:-1]]
         assert table[-1] == ["total", "11", "11", "0"]
+        assert text[-1].startswith("beside the lag: 0 waiting in the retry table, 0 dead")
         assert [r[1] for r in table[1:4]] == [member.client_id] * 3
 
         live.send_signal(signal.SIGTERM)

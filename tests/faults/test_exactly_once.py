@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from ems import Producer, Record, TopicAdmin
+from ems import Producer, Record
 from ems.config import Settings
 from tests.faults.proxy import COMMIT, FaultProxy
 from tests.faults.servers import PrivateMariaDB
-from tests.faults.test_transactions import Services
-from tests.faults.tx_workload import COUNTS, SHOP, shop_connection
+from tests.faults.test_transactions import Services, create_shop
+from tests.faults.tx_workload import COUNTS, shop_connection
 from tests.faults.workload import TOPIC
 
 pytestmark = pytest.mark.faults
@@ -30,16 +30,8 @@ ROUND = 300
 
 @pytest.fixture
 def shop(fault_settings: Settings, private_mariadb: PrivateMariaDB) -> Iterator[Settings]:
-    """The projection's database, on the ems server (a schema of its own)."""
-    admin = private_mariadb.connect(autocommit=True)
-    with admin.cursor() as cursor:
-        cursor.execute(f"DROP DATABASE IF EXISTS {SHOP}")
-        cursor.execute(f"CREATE DATABASE {SHOP}")
-        cursor.execute(f"USE {SHOP}")
-        cursor.execute(COUNTS)
-    admin.close()
-    TopicAdmin(fault_settings).create(TOPIC, 4)
-    yield fault_settings
+    """The projection's database, with its counter table."""
+    yield create_shop(fault_settings, private_mariadb, COUNTS)
 
 
 def counts(settings: Settings) -> dict[str, int]:

@@ -27,18 +27,24 @@ from tests.faults.workload import TOPIC
 pytestmark = pytest.mark.faults
 
 
-@pytest.fixture
-def shop(fault_settings: Settings, private_mariadb: PrivateMariaDB) -> Iterator[Settings]:
-    """The order service's database, on the ems server (a schema of its own)."""
-    admin = private_mariadb.connect(autocommit=True)
+def create_shop(settings: Settings, server: PrivateMariaDB, table: str) -> Settings:
+    """The service's database `shop` on the ems server (a schema of its own) with one
+    table, and the workload's topic; the settings, for chaining."""
+    admin = server.connect(autocommit=True)
     with admin.cursor() as cursor:
         cursor.execute(f"DROP DATABASE IF EXISTS {SHOP}")
         cursor.execute(f"CREATE DATABASE {SHOP}")
         cursor.execute(f"USE {SHOP}")
-        cursor.execute(ORDERS)
+        cursor.execute(table)
     admin.close()
-    TopicAdmin(fault_settings).create(TOPIC, 4)
-    yield fault_settings
+    TopicAdmin(settings).create(TOPIC, 4)
+    return settings
+
+
+@pytest.fixture
+def shop(fault_settings: Settings, private_mariadb: PrivateMariaDB) -> Iterator[Settings]:
+    """The order service's database, with its orders table."""
+    yield create_shop(fault_settings, private_mariadb, ORDERS)
 
 
 class Services:

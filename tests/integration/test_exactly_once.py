@@ -74,6 +74,20 @@ def counted(engine: Engine, table: str) -> dict[str, int]:
         return {str(b): int(n) for b, n in conn.execute(text(f"SELECT body, n FROM {table}"))}
 
 
+def projection(settings: Settings, engine: Engine, handle: Any, **options: Any) -> Consumer:
+    """An exactly-once member of group "eo" on "readings", from the earliest offset,
+    in Sessions of the service's engine."""
+    return Consumer(
+        "eo",
+        "readings",
+        handle,
+        settings=settings,
+        start="earliest",
+        transactional=sessionmaker(engine),
+        **{**FAST, **options},
+    )
+
+
 def bump(table: str) -> str:
     return f"INSERT INTO {table} VALUES (%s, 1) ON DUPLICATE KEY UPDATE n = n + 1"
 
@@ -155,16 +169,7 @@ def test_a_failing_handler_undoes_only_its_own_writes(
         if body == "m-3" and d.attempt == 1:
             raise ValueError("not yet")
 
-    consumer = Consumer(
-        "eo",
-        "readings",
-        handle,
-        settings=settings,
-        start="earliest",
-        retry_ladder="100ms",
-        transactional=sessionmaker(engine),
-        **FAST,
-    )
+    consumer = projection(settings, engine, handle, retry_ladder="100ms")
     with consumer:
         handled = 0
         while counted(engine, counts).get("m-3") != 1:
@@ -191,15 +196,7 @@ def test_a_dead_letter_request_undoes_its_writes_and_is_dead_at_once(
         if body == "m-3":
             raise ems.DeadLetter("m-3 cannot be counted")
 
-    consumer = Consumer(
-        "eo",
-        "readings",
-        handle,
-        settings=settings,
-        start="earliest",
-        transactional=sessionmaker(engine),
-        **FAST,
-    )
+    consumer = projection(settings, engine, handle)
     with consumer:
         wait_until(lambda: _drained(consumer, engine, counts, 7), timeout=30)
     assert counted(engine, counts) == {b: 1 for b in bodies if b != "m-3"}
@@ -232,16 +229,7 @@ def test_sends_in_the_handler_commit_with_its_writes(
             if body == "m-5":
                 raise RuntimeError("poison")
 
-        consumer = Consumer(
-            "eo",
-            "readings",
-            handle,
-            settings=settings,
-            start="earliest",
-            max_attempts=1,
-            transactional=sessionmaker(engine),
-            **FAST,
-        )
+        consumer = projection(settings, engine, handle, max_attempts=1)
         consumer.run(max_messages=10, handle_signals=False)
         while producer.relay():
             pass
@@ -313,15 +301,7 @@ def test_a_commit_behind_a_moved_fence_is_refused(
             with store.db.transaction() as cursor:
                 assert cursor.execute(MOVES[move], (d.partition,)) == 1
 
-    consumer = Consumer(
-        "eo",
-        "readings",
-        handle,
-        settings=settings,
-        start="earliest",
-        transactional=sessionmaker(engine),
-        **FAST,
-    )
+    consumer = projection(settings, engine, handle)
     with consumer:
         batch = consumer.poll(timeout=5.0)
         assert batch
@@ -362,15 +342,7 @@ def test_a_handler_that_ends_the_transaction_is_stopped(
     def commits(d: Delivery, session: Session) -> None:
         session.commit()
 
-    consumer = Consumer(
-        "eo",
-        "readings",
-        commits,
-        settings=settings,
-        start="earliest",
-        transactional=sessionmaker(engine),
-        **FAST,
-    )
+    consumer = projection(settings, engine, commits)
     with pytest.raises(InvalidHandler, match="ended the batch's transaction"):
         consumer.run(handle_signals=False)
     assert store.db.select("SELECT COUNT(*) FROM topic_group_log WHERE state = 'done'", ()) == (
