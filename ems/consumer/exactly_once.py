@@ -19,7 +19,6 @@ delivery; only one call's writes ever commit.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -38,8 +37,6 @@ from ems.exceptions import InvalidHandler, InvalidTransaction
 from ems.ports import SettlementsThrough
 from ems.store.database import translate
 from ems.types import Delivery, Settlement
-
-log = logging.getLogger(__name__)
 
 #: What opens a batch's transaction: an Engine (a Connection each batch), or a callable
 #: returning a Session (a sessionmaker), a Connection or a PyMySQL connection.
