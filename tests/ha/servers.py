@@ -41,6 +41,7 @@ _STATUS_NAMES = (
     "wsrep_cluster_size",
     "wsrep_local_state_comment",
     "wsrep_last_committed",
+    "wsrep_incoming_addresses",
 )
 _NO_HISTORY = "00000000-0000-0000-0000-000000000000"
 #: The full state transfer (SST): Debian's rsync method, with rsync's daemon (on the
@@ -79,6 +80,8 @@ class GaleraNode(PrivateMariaDB):
         self.bootstrap = False
         self.start_position: tuple[str, int] | None = None
         self.isolated = False
+        self._log = LogWatch(self.error_log)
+        self._stuck_since: float | None = None
         self.bin = root / "bin"
         self.bin.mkdir()
         for name, script in ((f"wsrep_sst_{SST_METHOD}", _SST_SCRIPT), ("rsync", _RSYNC)):
@@ -96,6 +99,7 @@ class GaleraNode(PrivateMariaDB):
             f"--wsrep-provider-options={provider}", f"--wsrep-cluster-address=gcomm://{gcomm}",
             "--wsrep-cluster-name=ems", f"--wsrep-node-name={self.root.name}",
             f"--wsrep-node-address=127.0.0.1:{self.gcomm_port}",
+            f"--wsrep-node-incoming-address=127.0.0.1:{self.port}",
             f"--wsrep-sst-method={SST_METHOD}",
             f"--wsrep-sst-receive-address=127.0.0.1:{self.sst_port}",
             "--binlog-format=ROW", "--innodb-autoinc-lock-mode=2",
@@ -119,7 +123,32 @@ class GaleraNode(PrivateMariaDB):
         After kill -9, the node's position is recovered from InnoDB first and announced,
         as the systemd unit's galera_recovery does: without it the node would not know
         what it has, and would take a full state transfer instead of an incremental
-        one (or, bootstrapping, start a new history)."""
+        one (or, bootstrapping, start a new history).
+
+        A joiner can hang in the group's state exchange for good: on a busy machine,
+        when the group's view reaches it before its channel is open, it misses the
+        representative's state UUID and then drops every write set as "Action message in
+        non-primary configuration", never answering SQL. Seen that way for STUCK_JOIN
+        seconds, it is killed and started once more, as an operator would."""
+        try:
+            self._start(timeout)
+        except _StuckJoin:
+            print(f"{self.root.name} hung in the state exchange while joining: restarted")
+            self.kill9()
+            self._start(timeout)
+
+    def answers(self) -> bool:
+        if self._stuck_since is not None and time.monotonic() - self._stuck_since > STUCK_JOIN:
+            raise _StuckJoin(self.root.name)
+        if self._log.waits_for_state_uuid():
+            self._stuck_since = self._stuck_since or time.monotonic()
+        else:
+            self._stuck_since = None
+        return super().answers()
+
+    def _start(self, timeout: float) -> None:
+        self._log = LogWatch(self.error_log)
+        self._stuck_since = None
         if self.start_position is None and self._crashed():
             self.start_position = self.recovered_position()
         try:
@@ -228,6 +257,47 @@ class GaleraArbitrator(PrivateServer):
         return tail(self.log)
 
 
+#: Seconds a joiner may wait for the group's state UUID before it counts as hung (the
+#: exchange takes milliseconds, a few seconds on a busy machine).
+STUCK_JOIN = 15.0
+_STATE_EXCHANGE = "STATE EXCHANGE: Waiting for state UUID."
+_DROPPED_ACTION = "Action message in non-primary configuration"
+_RELAY_NOTE = "turning message relay requesting"
+
+
+class _StuckJoin(Exception):
+    """A joiner hung in the state exchange (see GaleraNode.start)."""
+
+
+class LogWatch:
+    """Follows a server's log from an offset on: the last line that tells where a
+    joiner is (dropped write sets and relay notes tell nothing)."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+        self.offset = log.stat().st_size if log.exists() else 0
+        self.last = ""
+
+    def waits_for_state_uuid(self) -> bool:
+        if self.log.exists():
+            with self.log.open("rb") as f:
+                f.seek(self.offset)
+                chunk = f.read()
+            complete = chunk[: chunk.rfind(b"\n") + 1]
+            self.offset += len(complete)
+            for line in complete.decode(errors="replace").splitlines():
+                if _DROPPED_ACTION not in line and _RELAY_NOTE not in line:
+                    self.last = line
+        return _STATE_EXCHANGE in self.last
+
+
+def _status_or_none(node: GaleraNode) -> dict[str, str] | None:
+    try:
+        return node.status()
+    except pymysql.err.OperationalError:
+        return None
+
+
 def _grastate(datadir: Path) -> dict[str, str]:
     lines = (datadir / "grastate.dat").read_text().splitlines()
     pairs = (line.split(":", 1) for line in lines if ":" in line and not line.startswith("#"))
@@ -268,8 +338,49 @@ class GaleraCluster:
 
     def wait_size(self, size: int, nodes: Sequence[int] | None = None, timeout: float = 30) -> None:
         """Wait until the given nodes (every running one by default) see a Primary
-        component of `size` nodes and are Synced in it."""
+        component of `size` nodes and are Synced in it.
+
+        Waiting for every running node to be back, a node that stays out of the Primary
+        component (on a busy machine, with the short timeouts above, a joiner that the
+        group evicted mid-join can stay out for good, the others logging "Action message
+        in non-primary configuration") is restarted once, as an operator would, before
+        the wait fails; the failure then names every node's view."""
         chosen = [self.nodes[i] for i in nodes] if nodes is not None else self._running()
+        try:
+            self._wait_synced(size, chosen, timeout)
+        except AssertionError:
+            stragglers = self.stragglers()
+            if nodes is not None or not stragglers or size != len(self._running()):
+                raise AssertionError(self.views()) from None
+            for node in stragglers:
+                print(f"{node.root.name} stayed out of the Primary component: restarted")
+                node.stop()
+                node.start()
+            try:
+                self._wait_synced(size, chosen, timeout)
+            except AssertionError:
+                raise AssertionError(self.views()) from None
+
+    def stragglers(self) -> list[GaleraNode]:
+        """Running nodes outside the largest Primary component any node reports."""
+        views = {node: _status_or_none(node) for node in self._running()}
+        primaries = [
+            status["wsrep_incoming_addresses"]
+            for status in views.values()
+            if status is not None and status["wsrep_cluster_status"] == "Primary"
+        ]
+        members = max(primaries, key=lambda listed: len(listed.split(",")), default="")
+        return [node for node in views if f"127.0.0.1:{node.port}" not in members.split(",")]
+
+    def views(self) -> str:
+        """Every node's view of the cluster, and its log's last lines."""
+        return "\n".join(
+            f"{node.root.name}: {_status_or_none(node) if node.running() else 'down'}\n"
+            f"{node.log_tail()}"
+            for node in self.nodes
+        )
+
+    def _wait_synced(self, size: int, chosen: Sequence[GaleraNode], timeout: float) -> None:
         for node in chosen:
             node.wait(
                 lambda s: (

@@ -9,7 +9,13 @@ import pymysql
 import pytest
 from redis.sentinel import Sentinel
 
-from tests.ha.servers import GaleraArbitrator, GaleraCluster, GaleraNode, SentinelRedis
+from tests.ha.servers import (
+    GaleraArbitrator,
+    GaleraCluster,
+    GaleraNode,
+    LogWatch,
+    SentinelRedis,
+)
 
 pytestmark = pytest.mark.ha
 
@@ -90,9 +96,11 @@ def test_a_node_that_left_a_running_cluster_may_not_start_a_new_one(
 
 
 def test_an_isolated_node_refuses_writes_until_healed(cluster: GaleraCluster) -> None:
+    assert cluster.stragglers() == []
     cluster.isolate(2)
     status = cluster.node(2).status()
     assert (status["wsrep_ready"], status["wsrep_cluster_status"]) == ("OFF", "non-Primary")
+    assert cluster.stragglers() == [cluster.node(2)]
     with pytest.raises(pymysql.err.OperationalError) as refused:
         _write(cluster.node(2), "on the isolated node")
     assert refused.value.args[0] == ER_UNKNOWN_COM_ERROR
@@ -100,6 +108,21 @@ def test_an_isolated_node_refuses_writes_until_healed(cluster: GaleraCluster) ->
     _write(cluster.node(1), "on node 1")
     cluster.heal(2)
     assert _notes(cluster.node(2)) == ["on node 0", "on node 1"]
+    assert cluster.stragglers() == []
+
+
+def test_a_node_stuck_out_of_the_group_is_restarted_by_the_wait(cluster: GaleraCluster) -> None:
+    """A running node that stays out of the Primary component (here cut off behind the
+    harness's back) is restarted once by wait_size, which then finds all three Synced."""
+    stuck = cluster.node(1)
+    stuck.set_provider_option("gmcast.isolate=1")
+    stuck.wait(lambda s: s["wsrep_cluster_status"] == "non-Primary", 30, "non-Primary")
+    pid = stuck.pid
+    cluster.wait_size(3, timeout=5)
+    assert stuck.pid != pid
+    assert cluster.stragglers() == []
+    _write(cluster.node(1), "after the restart")
+    assert _notes(cluster.node(0)) == ["after the restart"]
 
 
 def test_a_cluster_down_whole_comes_back_from_its_most_advanced_node(
@@ -172,3 +195,22 @@ def test_a_killed_master_comes_back_as_the_new_masters_replica(sentinels: Sentin
     sentinels.restart(old)
     replication = old.replication()
     assert (replication["role"], replication["master_port"]) == ("slave", sentinels.master().port)
+
+
+def test_the_log_watch_tells_a_joiner_hung_in_the_state_exchange(tmp_path: Path) -> None:
+    """What GaleraNode.start reads to restart a joiner that missed the state UUID: the
+    last telling line, past the write sets it drops."""
+    log = tmp_path / "error.log"
+    log.write_text("earlier start: STATE EXCHANGE: Waiting for state UUID.\n")
+    watch = LogWatch(log)  # from the end: an earlier start's lines do not count
+    assert not watch.waits_for_state_uuid()
+    with log.open("a") as f:
+        f.write("[Note] WSREP: New COMPONENT: primary = yes, bootstrap = no, my_idx = 2\n")
+        f.write("[Note] WSREP: STATE EXCHANGE: Waiting for state UUID.\n")
+        f.write("[Note] WSREP: Action message in non-primary configuration from member 0\n" * 3)
+        f.write("[Note] WSREP: (cd1a, 'tcp://127.0.0.1:1') turning message relay requesting off\n")
+        f.write("[Note] WSREP: Action message in non-prim")  # a line being written
+    assert watch.waits_for_state_uuid()
+    with log.open("a") as f:
+        f.write("ary configuration from member 0\n[Note] WSREP: STATE EXCHANGE: got state msg\n")
+    assert not watch.waits_for_state_uuid()
