@@ -261,8 +261,8 @@ class GaleraArbitrator(PrivateServer):
 #: exchange takes milliseconds, a few seconds on a busy machine).
 STUCK_JOIN = 15.0
 _STATE_EXCHANGE = "STATE EXCHANGE: Waiting for state UUID."
-_DROPPED_ACTION = "Action message in non-primary configuration"
-_RELAY_NOTE = "turning message relay requesting"
+#: The lines of a join's group steps: a new component, its state exchange, its quorum.
+_GROUP_STEPS = ("New COMPONENT", "STATE EXCHANGE", "Quorum results")
 
 
 class _StuckJoin(Exception):
@@ -270,8 +270,10 @@ class _StuckJoin(Exception):
 
 
 class LogWatch:
-    """Follows a server's log from an offset on: the last line that tells where a
-    joiner is (dropped write sets and relay notes tell nothing)."""
+    """Follows a server's log from an offset on: the last of its group steps. A joiner
+    whose last step stays the wait for the state UUID (the next is "sent state msg",
+    within milliseconds) missed it: meanwhile it logs every write set it drops as
+    "Action message in non-primary configuration", and its threads' start-up notes."""
 
     def __init__(self, log: Path) -> None:
         self.log = log
@@ -286,7 +288,7 @@ class LogWatch:
             complete = chunk[: chunk.rfind(b"\n") + 1]
             self.offset += len(complete)
             for line in complete.decode(errors="replace").splitlines():
-                if _DROPPED_ACTION not in line and _RELAY_NOTE not in line:
+                if any(step in line for step in _GROUP_STEPS):
                     self.last = line
         return _STATE_EXCHANGE in self.last
 

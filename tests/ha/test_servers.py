@@ -208,9 +208,10 @@ def test_the_log_watch_tells_a_joiner_hung_in_the_state_exchange(tmp_path: Path)
         f.write("[Note] WSREP: New COMPONENT: primary = yes, bootstrap = no, my_idx = 2\n")
         f.write("[Note] WSREP: STATE EXCHANGE: Waiting for state UUID.\n")
         f.write("[Note] WSREP: Action message in non-primary configuration from member 0\n" * 3)
+        f.write("[Note] WSREP: Starting applier thread 2\n")
         f.write("[Note] WSREP: (cd1a, 'tcp://127.0.0.1:1') turning message relay requesting off\n")
-        f.write("[Note] WSREP: Action message in non-prim")  # a line being written
+        f.write("[Note] WSREP: STATE EXCHANGE: sent state m")  # a line being written
     assert watch.waits_for_state_uuid()
     with log.open("a") as f:
-        f.write("ary configuration from member 0\n[Note] WSREP: STATE EXCHANGE: got state msg\n")
+        f.write("sg: 48f92234\n[Note] WSREP: Starting rollbacker thread 1\n")
     assert not watch.waits_for_state_uuid()
