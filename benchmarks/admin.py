@@ -12,7 +12,8 @@ has one): the server time each answer reports in its Server-Timing header (p50, 
 over --admin-requests requests, after one warm-up request) and the table rows the HTML
 renders (`<tr` inside `<tbody>`; the JSON's: the items of its lists). Then 20 clients,
 each a thread with a keep-alive connection, request the big group's detail API, and then
-the groups list API, for --seconds each: requests per second.
+the groups list API, for --seconds each: requests per second. Last, the groups list API
+again, without and then with 50 idle connections open (benchmarks/admin_idle.py).
 
 Targets: every page served in under 300 ms of server time (p95; reported, not asserted),
 at most 100 table rows per page (the suite fails when a page renders more).
@@ -33,6 +34,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks import admin_idle
 from benchmarks.admin_seed import BIG_GROUP, Scale, paths, rows_of, seed
 from benchmarks.harness import BenchConfig, BenchError, mysql_connect, on_database
 from benchmarks.purge import percentile
@@ -46,6 +48,8 @@ TARGET_MS = 300.0
 MAX_ROWS = 100
 CLIENTS = 20
 WORKERS = 2
+#: The API call the slow-client case browses.
+IDLE_PATH = "/api/v1/groups"
 _TIMING = re.compile(r"app;dur=([\d.]+)")
 
 
@@ -235,7 +239,12 @@ def throughput(port: int, token: str, path: str, seconds: float) -> Throughput:
 
 
 def render(
-    env: list[str], scale: Scale, seeded: float, pages: list[PageTimes], load: list[Throughput]
+    env: list[str],
+    scale: Scale,
+    seeded: float,
+    pages: list[PageTimes],
+    load: list[Throughput],
+    idle: list[admin_idle.Browse],
 ) -> str:
     def ms(values: list[float], q: float) -> str:
         return f"{percentile(values, q):.1f}"
@@ -253,7 +262,8 @@ def render(
         f"decisions each, {scale.audit_rows:,} audit rows, and offset snapshots and "
         f"watermark captures every 15 minutes over {scale.chart_hours} h for the charts; "
         "seeded in "
-        f"{seeded:.0f} s; the console served by gunicorn with {WORKERS} sync workers. "
+        f"{seeded:.0f} s; the console served by `ems admin serve` with {WORKERS} workers "
+        "of 8 threads. "
         "Server time is what each answer's Server-Timing header says (the app's work: "
         f"sign-in check, statements, rendering); {len(pages[0].server_ms)} requests per "
         "page after one warm-up, one at a time.",
@@ -284,6 +294,7 @@ def render(
             f"| `{t.path}` | {t.requests:,} | {t.rate:,.1f} | {ms(t.server_ms, 0.5)} "
             f"| {ms(t.server_ms, 0.95)} | {t.errors} |"
         )
+    lines += admin_idle.render(IDLE_PATH, idle)
     return "\n".join([*lines, ""])
 
 
@@ -304,11 +315,13 @@ def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
         for path in (f"/api/v1/groups/{BIG_GROUP}", "/api/v1/groups"):
             log(f"{CLIENTS} clients on {path} for {cfg.seconds:g} s")
             load.append(throughput(server.port, token, path, cfg.seconds))
-    text = render(env, scale, seeded, pages, load)
+        log(f"{CLIENTS} clients on {IDLE_PATH}, then again with {admin_idle.IDLE} idle connections")
+        idle = admin_idle.compare(server.port, token, IDLE_PATH, cfg.seconds)
+    text = render(env, scale, seeded, pages, load, idle)
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(text)
     print(text)
     too_many = [p.label for p in pages if p.rows > MAX_ROWS]
     if too_many:
         log(f"more than {MAX_ROWS} rows: {', '.join(too_many)}")
-    return 1 if too_many or any(t.errors for t in load) else 0
+    return 1 if too_many or any(t.errors for t in [*load, *idle]) else 0

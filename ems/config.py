@@ -89,6 +89,13 @@ BOUNDS = {
     "purge_pause": Bound("EMS_PURGE_PAUSE", 0, 1000),
     "log_retention_days": Bound("EMS_LOG_RETENTION_DAYS", 0.001, 36_500),
     "node_failback": Bound("EMS_NODE_FAILBACK", 0.001, MAX_SECONDS, zero=True),
+    "admin_hsts_seconds": Bound(
+        "EMS_ADMIN_HSTS_SECONDS", 1, 10 * 366 * 86_400, whole=True, zero=True
+    ),
+    "admin_workers": Bound("EMS_ADMIN_WORKERS", 1, 64, whole=True),
+    "admin_threads": Bound("EMS_ADMIN_THREADS", 1, 256, whole=True),
+    "admin_header_timeout": Bound("EMS_ADMIN_HEADER_TIMEOUT", 0.1, 3600),
+    "admin_keepalive": Bound("EMS_ADMIN_KEEPALIVE", 1, 3600, whole=True),
 }
 
 
@@ -171,6 +178,22 @@ class Settings:
     admin_trusted_header: str | None = None
     #: Group value of that header -> role; a value not listed gets no access.
     admin_trusted_roles: tuple[tuple[str, str], ...] = ()
+    #: Peers (addresses or networks, or "*": any) whose X-Forwarded-For and
+    #: X-Forwarded-Proto the console believes: the client address the sign-in throttle
+    #: counts, and https. Others' forwarded headers are ignored.
+    admin_forwarded_allow_ips: tuple[str, ...] = ("127.0.0.1", "::1")
+    #: The session cookie is always Secure (for a console only ever reached over https).
+    admin_secure_cookies: bool = False
+    #: max-age of the Strict-Transport-Security header every answer carries; 0: none.
+    admin_hsts_seconds: int = 0
+    #: gunicorn worker processes of `ems admin serve`, and threads in each.
+    admin_workers: int = 2
+    admin_threads: int = 8
+    #: Seconds a client has to send a whole request head (and a body the console buffers)
+    #: before its connection is closed; until then it holds no thread.
+    admin_header_timeout: float = 10.0
+    #: Seconds an idle kept-alive connection stays open.
+    admin_keepalive: int = 5
     #: Address every /metrics endpoint (consumers, `ems consume`, the scheduler) listens
     #: on: all interfaces by default, for a Prometheus on another host; 127.0.0.1 keeps
     #: them to this machine.
@@ -199,12 +222,13 @@ class Settings:
         self._check_admin()
 
     def _check_admin(self) -> None:
-        for name in ("admin_read_only", "admin_hide_bodies"):
+        for name in ("admin_read_only", "admin_hide_bodies", "admin_secure_cookies"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidSetting(f"EMS_{name.upper()} must be true or false")
         key = self.admin_secret_key
         if key is not None and not isinstance(key, str):
             raise InvalidSetting("EMS_ADMIN_SECRET_KEY must be text")
+        check_forwarded_allow_ips(self.admin_forwarded_allow_ips)
         header, roles = self.admin_trusted_header, self.admin_trusted_roles
         if header is not None and not _HEADER_NAME.fullmatch(header):
             raise InvalidSetting(
@@ -282,6 +306,10 @@ class Settings:
             admin_hide_bodies=_flag(env, "EMS_ADMIN_HIDE_BODIES"),
             admin_trusted_header=(env.get("EMS_ADMIN_TRUSTED_HEADER") or "").strip() or None,
             admin_trusted_roles=trusted_roles(env.get("EMS_ADMIN_TRUSTED_ROLES", "")),
+            admin_forwarded_allow_ips=forwarded_allow_ips(
+                env.get("EMS_ADMIN_FORWARDED_ALLOW_IPS", "127.0.0.1,::1")
+            ),
+            admin_secure_cookies=_flag(env, "EMS_ADMIN_SECURE_COOKIES"),
             metrics_addr=(env.get("EMS_METRICS_ADDR") or "0.0.0.0").strip(),
             **values,  # type: ignore[arg-type]
         )
@@ -361,3 +389,24 @@ def trusted_roles(text: str) -> tuple[tuple[str, str], ...]:
             )
         pairs.append((group.strip(), role.strip()))
     return tuple(pairs)
+
+
+def forwarded_allow_ips(text: str) -> tuple[str, ...]:
+    """Parse "10.0.0.0/8, 127.0.0.1" (or "*") into its items; checked by Settings."""
+    return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
+def check_forwarded_allow_ips(items: object) -> None:
+    """InvalidSetting unless items are addresses or networks, or "*" alone."""
+    problem = "EMS_ADMIN_FORWARDED_ALLOW_IPS is a list of addresses or networks, or *"
+    if not isinstance(items, tuple) or not all(isinstance(i, str) for i in items):
+        raise InvalidSetting(f"{problem}, not {items!r}")
+    if "*" in items:
+        if len(items) > 1:
+            raise InvalidSetting(f"{problem} alone, not {', '.join(items)!r}")
+        return
+    for item in items:
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            raise InvalidSetting(f"{problem}, not {item!r}") from None

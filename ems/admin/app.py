@@ -4,7 +4,8 @@ It refuses to be built without a secret key of at least 32 characters, or with a
 that carries no capability mark (or changes state and answers GET). Templates escape
 everything they print; the console serves its own stylesheet and script and allows no
 other (Content-Security-Policy); forms carry CSRF tokens; the session cookie is HttpOnly,
-SameSite=Lax and Secure on https.
+SameSite=Lax and Secure on https (or always: EMS_ADMIN_SECURE_COOKIES). A trusted proxy's
+X-Forwarded-For and X-Forwarded-Proto are applied first (ems.admin.proxies).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from jinja2 import StrictUndefined
 
 from ems.admin import errors, guard, security, timing
 from ems.admin.audit import current_principal
+from ems.admin.proxies import ForwardedFrom
 from ems.admin.services import Services, attach, services
 from ems.admin.startup import secret_key_problem
 from ems.admin.times import utc_time
@@ -48,6 +50,7 @@ def create_app(settings: Settings | None = None) -> Flask:
         SESSION_COOKIE_NAME="ems_admin_session",
         SESSION_COOKIE_HTTPONLY=True,
         SESSION_COOKIE_SAMESITE="Lax",
+        SESSION_COOKIE_SECURE=settings.admin_secure_cookies,
         PERMANENT_SESSION_LIFETIME=SESSION_LIFETIME,
         MAX_CONTENT_LENGTH=MAX_BODY,
         # The guard checks CSRF itself: on every state change but those an API token
@@ -69,6 +72,9 @@ def create_app(settings: Settings | None = None) -> Flask:
     guard.install(app)
     errors.install(app)
     security.install(app)
+    app.wsgi_app = ForwardedFrom(  # type: ignore[method-assign]
+        app.wsgi_app, settings.admin_forwarded_allow_ips
+    )
     unsafe = guard.route_problems(app)
     if unsafe:
         raise RuntimeError("the console will not serve: " + "; ".join(unsafe))

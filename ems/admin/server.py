@@ -7,24 +7,36 @@ from typing import Any
 from flask import Flask
 from gunicorn.app.base import BaseApplication
 
-from ems.admin.app import create_app
+from ems.admin.app import MAX_BODY, create_app
 from ems.admin.services import of
+from ems.admin.worker import ConsoleWorker
 from ems.config import Settings
 
-#: Seconds a request may take before gunicorn restarts its worker.
+#: Seconds a worker's event loop may go without a beat before gunicorn restarts it.
 WORKER_TIMEOUT = 60
 
 
 class Console(BaseApplication):  # type: ignore[misc]
-    """gunicorn running the console with sync workers: each worker builds its own app,
-    and so its own database connections, after the fork."""
+    """gunicorn running the console: EMS_ADMIN_WORKERS processes of EMS_ADMIN_THREADS
+    threads (ems.admin.worker: a thread gets a request only once it has arrived whole).
+    Each worker builds its own app, and so its own database connections, after the fork.
+    X-Forwarded-Proto is believed from EMS_ADMIN_FORWARDED_ALLOW_IPS peers only, as the
+    app believes X-Forwarded-For."""
 
-    def __init__(self, settings: Settings, *, bind: str, workers: int) -> None:
+    def __init__(self, settings: Settings, *, bind: str) -> None:
         self.settings = settings
+        worker = type(
+            "ConsoleWorker",
+            (ConsoleWorker,),
+            {"request_timeout": settings.admin_header_timeout, "max_body": MAX_BODY},
+        )
         self.options: dict[str, object] = {
             "bind": bind,
-            "workers": workers,
-            "worker_class": "sync",
+            "workers": settings.admin_workers,
+            "threads": settings.admin_threads,
+            "worker_class": worker,
+            "keepalive": settings.admin_keepalive,
+            "forwarded_allow_ips": ",".join(settings.admin_forwarded_allow_ips) or "0.0.0.0/32",
             "timeout": WORKER_TIMEOUT,
             "accesslog": "-",
             "errorlog": "-",

@@ -24,21 +24,45 @@ DEFAULT_PORT = 8642
 @click.option(
     "--workers",
     type=click.IntRange(1, 64),
-    default=2,
-    show_default=True,
-    help="gunicorn worker processes.",
+    default=None,
+    help="gunicorn worker processes [default: EMS_ADMIN_WORKERS, 2].",
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(1, 256),
+    default=None,
+    help="Threads per worker [default: EMS_ADMIN_THREADS, 8].",
+)
+@click.option(
+    "--forwarded-allow-ips",
+    default=None,
+    metavar="LIST",
+    help="Proxies (addresses, networks, or *) whose X-Forwarded-For and X-Forwarded-Proto "
+    "are believed [default: EMS_ADMIN_FORWARDED_ALLOW_IPS, 127.0.0.1,::1].",
 )
 @click.option(
     "--debug",
     is_flag=True,
     help="Flask's development server, one process, templates reloaded (never in production).",
 )
-def serve(host: str, port: int, workers: int, debug: bool) -> None:
+def serve(
+    host: str,
+    port: int,
+    workers: int | None,
+    threads: int | None,
+    forwarded_allow_ips: str | None,
+    debug: bool,
+) -> None:
     """Serve the admin console (gunicorn; see docs/admin.md)."""
     from ems.admin.startup import NO_ADMIN, secret_key_problem
+    from ems.config import forwarded_allow_ips as allow_list
     from ems.ops.accounts import Accounts
 
     current = settings()
+    changes: dict[str, object] = {"admin_workers": workers, "admin_threads": threads}
+    if forwarded_allow_ips is not None:
+        changes["admin_forwarded_allow_ips"] = allow_list(forwarded_allow_ips)
+    current = current.with_(**{k: v for k, v in changes.items() if v is not None})
     problem = secret_key_problem(current)
     if problem is not None:
         _refuse(problem)
@@ -54,7 +78,7 @@ def serve(host: str, port: int, workers: int, debug: bool) -> None:
         return
     from ems.admin.server import Console
 
-    Console(current, bind=f"{_url_host(host)}:{port}", workers=workers).run()
+    Console(current, bind=f"{_url_host(host)}:{port}").run()
 
 
 def _refuse(message: str) -> None:

@@ -14,7 +14,7 @@ from ems.producer import Producer
 from ems.store import Store
 from ems.store.maintenance import PURGED_STATES
 from ems.store.time_index import MAX_ROWS_PER_PARTITION
-from ems.values.login_limits import WINDOW_SECONDS
+from ems.values.login_limits import FORGET_SECONDS
 from ems.wakeups import Publisher
 
 #: Rows one statement of these jobs touches at most.
@@ -116,7 +116,7 @@ def purge_log(store: Store, settings: Settings) -> dict[str, int]:
     )
     counts["alarms"] = _drain(partial(maintenance.prune_alarms, HISTORY_SECONDS, chunk), chunk)
     counts["login_failures"] = _drain(
-        partial(store.accounts.prune_failures, WINDOW_SECONDS, chunk), chunk
+        partial(store.accounts.prune_failures, FORGET_SECONDS, chunk), chunk
     )
     counts["admin_plans"] = _drain(partial(store.plans.prune, 0.0, chunk), chunk)
     if settings.audit_retention_days:

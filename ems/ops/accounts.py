@@ -8,9 +8,11 @@ sign-in that finds a hash of weaker parameters writes a new one. Token secrets a
 a fast hash being enough for a secret nobody can guess. Neither a password nor a secret
 is logged, stored in clear or put in an exception's message.
 
-A failed sign-in counts against the account ("user:<name>") and the client address
-("address:<ip>"); when either has reached its limit in its window (ems.values.login_limits)
-the sign-in is refused with LoginThrottled before the password is looked at. A wrong
+Sign-ins are throttled per client address and account ("pair:<ip> <name>", exponential
+back-off) and per client address ("address:<ip>", a rate limit across accounts), never per
+account alone: see ems.values.login_limits. An attempt is admitted and counted in one
+locked step before its password is checked, and refused with LoginThrottled (and not
+counted) while a scope waits; a right password clears its pair and takes its count back. A wrong
 password and an unknown name fail alike (LoginRefused, "wrong name or password"), and an
 unknown name still costs one argon2 verification, so neither the answer nor its time
 tells whether the account exists.
@@ -41,12 +43,7 @@ from ems.store.client import StoreClient
 from ems.validation import ACCOUNT_NAME_RE, MAX_PASSWORD, check_account_name, check_password
 from ems.values.accounts import AuditEntry, AuditFilter, Token, User, UserState, check_role
 from ems.values.browse import Page
-from ems.values.login_limits import (
-    ACCOUNT_LIMIT,
-    ADDRESS_LIMIT,
-    WINDOW_SECONDS,
-    throttle_seconds,
-)
+from ems.values.login_limits import LoginLimits, admit
 
 TOKEN_PREFIX = "ems_"
 #: Random bytes of a token secret.
@@ -76,16 +73,14 @@ def token_hash(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
-def user_scope(name: str) -> str:
-    return f"user:{name}"
-
-
 def address_scope(address: str) -> str:
     return f"address:{address[:ADDRESS_CHARS]}"
 
 
-def _limit_of(scope: str) -> int:
-    return ACCOUNT_LIMIT if scope.startswith("user:") else ADDRESS_LIMIT
+def pair_scope(address: str, name: str) -> str:
+    """The (address, account) scope: a name is at most 64 characters and has no space,
+    and the scope column holds 128."""
+    return f"pair:{address[: ADDRESS_CHARS - 6]} {name}"
 
 
 def _password_text(password: object) -> str | None:
@@ -102,8 +97,15 @@ def _password_text(password: object) -> str | None:
 class Accounts(StoreClient):
     """Users, sign-in and API tokens of the admin console (and `ems admin`)."""
 
-    def __init__(self, settings: Settings | None = None, *, store: Store | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        store: Store | None = None,
+        limits: LoginLimits | None = None,
+    ) -> None:
         super().__init__(settings, store=store)
+        self.limits = limits or LoginLimits()
 
     # -- users ---------------------------------------------------------------------------
 
@@ -168,36 +170,27 @@ class Accounts(StoreClient):
     # -- sign-in -------------------------------------------------------------------------
 
     def authenticate(self, name: str, password: str, address: str) -> User:
-        """The user whose name and password these are. LoginThrottled when the account
-        or the address has failed too often lately (before the password is checked),
-        LoginRefused for a wrong name or password, alike."""
-        address = address if isinstance(address, str) else "-"
+        """The user whose name and password these are. LoginThrottled when this address
+        (for this account, or across accounts) has failed too often lately, before the
+        password is checked; LoginRefused for a wrong name or password, alike."""
+        address = address if isinstance(address, str) and address else "-"
         known_form = isinstance(name, str) and ACCOUNT_NAME_RE.fullmatch(name) is not None
-        scopes = [address_scope(address)] + ([user_scope(name)] if known_form else [])
-        self._check_throttle(scopes)
+        by_address = address_scope(address)
+        scopes = [by_address] + ([pair_scope(address, name)] if known_form else [])
+        limits = self.limits
+        wait = self.store.accounts.admit(scopes, lambda c, now: admit(c, now, limits))
+        if wait > 0:
+            raise LoginThrottled(wait)
         found = self.store.accounts.credentials(name) if known_form else None
         text = _password_text(password)
         stored = found[1] if found is not None else None
         if not self._verify(stored, text) or found is None or text is None:
-            self.store.accounts.add_failure(scopes, WINDOW_SECONDS)
             raise LoginRefused()
         user, hashed = found
-        self.store.accounts.clear_failures(user_scope(user.name))
+        self.store.accounts.forgive(pair_scope(address, user.name), by_address)
         if _hasher.check_needs_rehash(hashed):
             self.store.accounts.rehash(user.id, hashed, _hasher.hash(text))
         return user
-
-    def _check_throttle(self, scopes: builtins.list[str]) -> None:
-        now, counted = self.store.accounts.failures(scopes)
-        if now is None:
-            return
-        waits = [
-            throttle_seconds(failures, first_at, now, limit=_limit_of(scope), window=WINDOW_SECONDS)
-            for scope, (failures, first_at) in counted.items()
-        ]
-        wait = max(waits, default=0.0)
-        if wait > 0:
-            raise LoginThrottled(wait)
 
     @staticmethod
     def _verify(stored: str | None, password: str | None) -> bool:

@@ -10,7 +10,7 @@ the database clock.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from sqlalchemy import Connection, delete, exists, func, insert, literal_column, select, update
@@ -25,9 +25,10 @@ from ems.exceptions import (
     UnknownUser,
     UserExists,
 )
-from ems.models import AdminLoginFailure, AdminToken, AdminUser
+from ems.models import AdminToken, AdminUser
 from ems.store.database import Database
 from ems.values.accounts import Role, Token, User, UserState
+from ems.values.login_limits import Admission, Counter
 
 _USER_COLUMNS = (
     AdminUser.id,
@@ -54,17 +55,19 @@ _TOUCHED_BEFORE: ColumnClause[Any] = literal_column(
     f"NOW(6) - INTERVAL {TOUCH_EVERY_SECONDS} SECOND"
 )
 
-# One failure more in the scope's window, or the first of a new window when the old one
-# ended. MySQL and MariaDB assign left to right, each assignment seeing the ones before:
-# failures is computed from the old first_at, then first_at moves.
-_FAILURE = (
+# A scope's counter row, made (with no failure) when it is new and locked either way: the
+# sign-in's check and count then run on rows no other sign-in can touch meanwhile.
+_TAKE_COUNTER = (
     "INSERT INTO admin_login_failure (scope, failures, first_at, last_at) "
-    "VALUES (%(scope)s, 1, NOW(6), NOW(6)) ON DUPLICATE KEY UPDATE "
-    "failures = IF(first_at <= NOW(6) - INTERVAL %(window)s MICROSECOND, 1, failures + 1), "
-    "first_at = IF(first_at <= NOW(6) - INTERVAL %(window)s MICROSECOND, NOW(6), first_at), "
-    "last_at = NOW(6)"
+    "VALUES (%s, 0, NOW(6), NOW(6)) ON DUPLICATE KEY UPDATE failures = failures"
 )
-
+_SET_COUNTER = (
+    "UPDATE admin_login_failure SET failures = %s, first_at = %s, last_at = %s WHERE scope = %s"
+)
+_FORGIVE = (
+    "UPDATE admin_login_failure SET failures = GREATEST(failures - 1, 0) "
+    "WHERE scope = %s AND failures > 0"
+)
 
 _OLD_FAILURES = (
     "DELETE FROM admin_login_failure WHERE last_at < NOW(6) - INTERVAL %s MICROSECOND LIMIT %s"
@@ -303,33 +306,44 @@ class AccountStore:
 
     # -- failed sign-ins ---------------------------------------------------------------
 
-    def failures(
-        self, scopes: Sequence[str]
-    ) -> tuple[dt.datetime | None, dict[str, tuple[int, dt.datetime]]]:
-        """(the database clock, {scope: (failures, first_at)}) of the scopes that have
-        failures counted; the clock is None when none has."""
-        f = AdminLoginFailure
-        query = select(f.scope, f.failures, f.first_at, _NOW.label("now")).where(
-            f.scope.in_(list(scopes))
-        )
-        with self.db.connect() as conn:
-            rows = conn.execute(query).all()
-        now = rows[0].now if rows else None
-        return now, {r.scope: (int(r.failures), r.first_at) for r in rows}
-
-    def add_failure(self, scopes: Sequence[str], window: float) -> None:
-        """Count one failed sign-in in each scope (a window that ended starts again)."""
-        micros = int(window * 1_000_000)
+    def admit(
+        self,
+        scopes: Sequence[str],
+        decide: Callable[[dict[str, Counter], dt.datetime], Admission],
+    ) -> float:
+        """One sign-in attempt's check and count, as one step: the scopes' counters are
+        locked (made when new), `decide` sees them with the database clock, and when it
+        admits the attempt its counters are written before the locks go. The wait it
+        gave (0: admitted and counted)."""
+        ordered = sorted(set(scopes))  # one lock order for concurrent sign-ins
         with self.db.transaction() as cursor:
-            for scope in sorted(scopes):  # one lock order for concurrent sign-ins
-                cursor.execute(_FAILURE, {"scope": scope, "window": micros})
+            for scope in ordered:
+                cursor.execute(_TAKE_COUNTER, (scope,))
+            marks = ", ".join(["%s"] * len(ordered))
+            cursor.execute(
+                "SELECT scope, failures, first_at, last_at, NOW(6) FROM admin_login_failure "
+                f"WHERE scope IN ({marks}) FOR UPDATE",
+                tuple(ordered),
+            )
+            rows = cursor.fetchall()
+            now = rows[0][4]
+            counters = {
+                r[0]: Counter(failures=int(r[1]), first_at=r[2], last_at=r[3]) for r in rows
+            }
+            admission = decide(counters, now)
+            for scope, c in sorted(admission.counted.items()):
+                cursor.execute(_SET_COUNTER, (c.failures, c.first_at, c.last_at, scope))
+        return admission.wait
+
+    def forgive(self, clear: str, take_back: str) -> None:
+        """A sign-in proved right: the `clear` scope's counter goes, and the failure the
+        attempt was counted as in `take_back` is taken back."""
+        with self.db.transaction() as cursor:
+            cursor.execute(_FORGIVE, (take_back,))
+            cursor.execute("DELETE FROM admin_login_failure WHERE scope = %s", (clear,))
 
     def prune_failures(self, older_than: float, chunk: int) -> int:
         """Delete up to `chunk` failure counters whose last failure is more than older_than
         seconds old (their window has ended: they throttle nobody); the rows deleted."""
         with self.db.single() as cursor:
             return int(cursor.execute(_OLD_FAILURES, (int(older_than * 1_000_000), chunk)))
-
-    def clear_failures(self, scope: str) -> None:
-        with self.db.connect() as conn:
-            conn.execute(delete(AdminLoginFailure).where(AdminLoginFailure.scope == scope))

@@ -11,6 +11,7 @@ from ems.config import Settings
 from ems.ops.accounts import Accounts, AuditLog
 from ems.store import Store
 from ems.values.accounts import AuditFilter
+from ems.values.login_limits import FREE_FAILURES
 from tests.admin.conftest import PASSWORD, csrf_token, login
 from tests.integration import seed
 
@@ -61,14 +62,39 @@ def test_a_wrong_password_and_an_unknown_name_get_the_same_answer(
     assert [o for _, _, o in _audit(admin_settings, "login")] == ["refused"] * 3
 
 
-def test_guessing_is_throttled(client: FlaskClient, users: dict[str, str]) -> None:
-    for _ in range(5):
+def _many_failures(store: Store, failures: int) -> None:
+    """As if the pairs had failed this often (their last failure now)."""
+    seed.sql(
+        store,
+        "UPDATE admin_login_failure SET failures = %s, last_at = NOW(6) "
+        "WHERE scope LIKE 'pair:%%' AND failures > 0",
+        (failures,),
+    )
+
+
+def test_guessing_backs_off(client: FlaskClient, users: dict[str, str], store: Store) -> None:
+    for _ in range(FREE_FAILURES):
         assert login(client, "otto", "wrong password here").status_code == 200
+    _many_failures(store, FREE_FAILURES + 7)  # a 128 s back-off
     throttled = login(client, "otto", PASSWORD)  # even the right password waits
     assert throttled.status_code == 429
-    assert int(throttled.headers["Retry-After"]) > 0
+    assert 100 < int(throttled.headers["Retry-After"]) <= 128
     assert "Too many failed sign-ins" in throttled.get_data(as_text=True)
     assert client.get("/").status_code == 302
+
+
+def test_guessing_from_one_address_keeps_nobody_out_from_another(
+    app: Flask, users: dict[str, str], store: Store
+) -> None:
+    attacker = app.test_client()
+    attacker.environ_base["REMOTE_ADDR"] = "10.6.6.6"
+    for _ in range(FREE_FAILURES):
+        assert login(attacker, "otto", "wrong password here").status_code == 200
+    _many_failures(store, FREE_FAILURES + 7)
+    assert login(attacker, "otto", PASSWORD).status_code == 429
+    owner = app.test_client()
+    owner.environ_base["REMOTE_ADDR"] = "192.168.1.20"
+    assert login(owner, "otto", PASSWORD).status_code == 302
 
 
 def test_a_login_without_its_csrf_token_is_refused(

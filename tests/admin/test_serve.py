@@ -48,7 +48,13 @@ def test_no_admin_no_console(settings: Settings) -> None:
 
 
 def test_bad_options_are_refused(settings: Settings) -> None:
-    for args in (["--port", "0"], ["--port", "70000"], ["--workers", "0"]):
+    for args in (
+        ["--port", "0"],
+        ["--port", "70000"],
+        ["--workers", "0"],
+        ["--threads", "0"],
+        ["--forwarded-allow-ips", "not-an-address"],
+    ):
         assert _serve(settings.with_(admin_secret_key=SECRET), *args).exit_code == 2
 
 

@@ -8,6 +8,7 @@ ask for default_hashing: those are about the hash and its parameters."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -32,7 +33,15 @@ from ems.exceptions import (
 )
 from ems.ops.accounts import Accounts
 from ems.store import Store
-from ems.values.login_limits import ACCOUNT_LIMIT, ADDRESS_LIMIT, WINDOW_SECONDS
+from ems.values.login_limits import (
+    ADDRESS_LIMIT,
+    BASE_DELAY,
+    FREE_FAILURES,
+    MAX_DELAY,
+    WINDOW_SECONDS,
+    LoginLimits,
+    backoff_delay,
+)
 from tests.hashing import cheap_password_hashing
 
 PASSWORD = "correct horse battery"
@@ -71,7 +80,8 @@ def count(store: Store, table: str) -> int:
 
 
 def failures(store: Store) -> dict[str, int]:
-    return {r[0]: int(r[1]) for r in rows(store, "SELECT scope, failures FROM admin_login_failure")}
+    counted = rows(store, "SELECT scope, failures FROM admin_login_failure WHERE failures > 0")
+    return {r[0]: int(r[1]) for r in counted}
 
 
 def age_failures(store: Store, seconds: float) -> None:
@@ -279,7 +289,11 @@ def test_a_wrong_password_and_an_unknown_name_fail_alike(
     # The unknown name costs an argon2 verification too, against a hash of the same kind.
     assert len(verified) == 2
     assert all(h.startswith("$argon2id$") for h in verified)
-    assert failures(store) == {"user:alice": 1, "user:mallory": 1, "address:10.0.0.1": 2}
+    assert failures(store) == {
+        "pair:10.0.0.1 alice": 1,
+        "pair:10.0.0.1 mallory": 1,
+        "address:10.0.0.1": 2,
+    }
 
 
 @pytest.mark.parametrize("password", ["", "x" * 5000, "bad\udcff surrogate", None])
@@ -289,7 +303,7 @@ def test_unusable_passwords_are_refused_as_wrong(
     accounts.add_user("alice", "admin", PASSWORD)
     with pytest.raises(LoginRefused):
         accounts.authenticate("alice", password, "10.0.0.1")
-    assert failures(store) == {"user:alice": 1, "address:10.0.0.1": 1}
+    assert failures(store) == {"pair:10.0.0.1 alice": 1, "address:10.0.0.1": 1}
 
 
 def test_a_malformed_name_counts_against_the_address_only(accounts: Accounts, store: Store) -> None:
@@ -298,36 +312,57 @@ def test_a_malformed_name_counts_against_the_address_only(accounts: Accounts, st
     assert failures(store) == {"address:10.0.0.1": 1}
 
 
-def test_an_account_is_throttled_after_its_limit(accounts: Accounts, store: Store) -> None:
-    accounts.add_user("alice", "admin", PASSWORD)
-    for i in range(ACCOUNT_LIMIT):
+def fail(accounts: Accounts, name: str, address: str, times: int = 1) -> None:
+    for _ in range(times):
         with pytest.raises(LoginRefused):
-            accounts.authenticate("alice", OTHER, f"10.0.0.{i}")
-    # Now even the right password waits, from any address.
-    with pytest.raises(LoginThrottled) as throttled:
-        accounts.authenticate("alice", PASSWORD, "192.168.1.1")
-    assert 0 < throttled.value.retry_after <= WINDOW_SECONDS
-    assert throttled.value.retry_after > WINDOW_SECONDS - 60
+            accounts.authenticate(name, OTHER, address)
+
+
+def test_a_pair_backs_off_exponentially(accounts: Accounts, store: Store) -> None:
+    accounts.add_user("alice", "admin", PASSWORD)
+    fail(accounts, "alice", "10.0.0.1", FREE_FAILURES)
+    waits = []
+    for n in range(4):
+        with pytest.raises(LoginThrottled) as throttled:
+            accounts.authenticate("alice", PASSWORD, "10.0.0.1")
+        waits.append(throttled.value.retry_after)
+        # The wait passes (the counters aged past it): one more guess is checked.
+        age_failures(store, backoff_delay(FREE_FAILURES + n, LoginLimits()))
+        fail(accounts, "alice", "10.0.0.1")
+    # Each wait is twice the last (less the few milliseconds each step took).
+    assert waits[0] == pytest.approx(BASE_DELAY, abs=0.5)
+    for shorter, longer in itertools.pairwise(waits):
+        assert longer == pytest.approx(2 * shorter, abs=0.5)
     # A throttled attempt is not counted.
-    assert failures(store)["user:alice"] == ACCOUNT_LIMIT
-    # Other accounts are not affected.
-    accounts.add_user("bob", "viewer", PASSWORD)
-    assert accounts.authenticate("bob", PASSWORD, "10.0.0.0").name == "bob"
-    # Almost at the window's end: a few seconds left.
-    age_failures(store, WINDOW_SECONDS - 5)
-    with pytest.raises(LoginThrottled) as later:
-        accounts.authenticate("alice", PASSWORD, "192.168.1.1")
-    assert 0 < later.value.retry_after <= 5
-    age_failures(store, 5)
+    assert failures(store)["pair:10.0.0.1 alice"] == FREE_FAILURES + 4
+    assert backoff_delay(100, LoginLimits()) == MAX_DELAY
+
+
+def test_another_address_still_signs_in(accounts: Accounts, store: Store) -> None:
+    """An attacker's failures never keep the account's owner out from another address."""
+    accounts.add_user("alice", "admin", PASSWORD)
+    fail(accounts, "alice", "10.6.6.6", FREE_FAILURES)
+    with pytest.raises(LoginThrottled):
+        accounts.authenticate("alice", PASSWORD, "10.6.6.6")
     assert accounts.authenticate("alice", PASSWORD, "192.168.1.1").name == "alice"
-    assert "user:alice" not in failures(store)
+    # Nor from many addresses: each has its own pair.
+    for i in range(30):
+        fail(accounts, "alice", f"10.7.0.{i}")
+    assert accounts.authenticate("alice", PASSWORD, "192.168.1.1").name == "alice"
+
+
+def test_a_quiet_pair_is_forgotten(accounts: Accounts, store: Store) -> None:
+    accounts.add_user("alice", "admin", PASSWORD)
+    fail(accounts, "alice", "10.0.0.1", FREE_FAILURES)
+    age_failures(store, MAX_DELAY + 1)
+    fail(accounts, "alice", "10.0.0.1")
+    assert failures(store)["pair:10.0.0.1 alice"] == 1
 
 
 def test_an_address_is_throttled_after_its_limit(accounts: Accounts, store: Store) -> None:
     accounts.add_user("alice", "admin", PASSWORD)
     for i in range(ADDRESS_LIMIT):
-        with pytest.raises(LoginRefused):
-            accounts.authenticate(f"guess{i}", PASSWORD, "10.9.9.9")
+        fail(accounts, f"guess{i}", "10.9.9.9")
     with pytest.raises(LoginThrottled) as throttled:
         accounts.authenticate("alice", PASSWORD, "10.9.9.9")
     assert 0 < throttled.value.retry_after <= WINDOW_SECONDS
@@ -336,25 +371,78 @@ def test_an_address_is_throttled_after_its_limit(accounts: Accounts, store: Stor
     assert accounts.authenticate("alice", PASSWORD, "10.9.9.9").name == "alice"
 
 
-def test_a_success_clears_the_account_not_the_address(accounts: Accounts, store: Store) -> None:
+def test_a_success_clears_the_pair_and_takes_its_count_back(
+    accounts: Accounts, store: Store
+) -> None:
     accounts.add_user("alice", "admin", PASSWORD)
-    for _ in range(3):
-        with pytest.raises(LoginRefused):
-            accounts.authenticate("alice", OTHER, "10.0.0.1")
+    fail(accounts, "alice", "10.0.0.1", 2)
     accounts.authenticate("alice", PASSWORD, "10.0.0.1")
-    assert failures(store) == {"address:10.0.0.1": 3}
+    assert failures(store) == {"address:10.0.0.1": 2}
 
 
 def test_a_failure_after_the_window_starts_a_new_one(accounts: Accounts, store: Store) -> None:
-    accounts.add_user("alice", "admin", PASSWORD)
-    for _ in range(ACCOUNT_LIMIT - 1):
-        with pytest.raises(LoginRefused):
-            accounts.authenticate("alice", OTHER, "10.0.0.1")
+    for i in range(4):
+        fail(accounts, f"nobody{i}", "10.0.0.1")
     age_failures(store, WINDOW_SECONDS + 1)
-    with pytest.raises(LoginRefused):
-        accounts.authenticate("alice", OTHER, "10.0.0.1")
-    assert failures(store) == {"user:alice": 1, "address:10.0.0.1": 1}
-    assert accounts.authenticate("alice", PASSWORD, "10.0.0.1").name == "alice"
+    fail(accounts, "nobody", "10.0.0.1")
+    assert failures(store)["address:10.0.0.1"] == 1
+
+
+def guess(
+    settings: Settings,
+    limits: LoginLimits,
+    name: str,
+    address: str,
+    start: threading.Barrier,
+    outcomes: list[str],
+) -> None:
+    with Accounts(settings, limits=limits) as own:
+        start.wait()
+        try:
+            own.authenticate(name, OTHER, address)
+        except LoginRefused:
+            outcomes.append("checked")
+        except LoginThrottled:
+            outcomes.append("throttled")
+
+
+def parallel_guesses(
+    settings: Settings, limits: LoginLimits, targets: list[tuple[str, str]]
+) -> list[str]:
+    start = threading.Barrier(len(targets))
+    outcomes: list[str] = []
+    threads = [
+        threading.Thread(target=guess, args=(settings, limits, name, address, start, outcomes))
+        for name, address in targets
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert len(outcomes) == len(targets)
+    return outcomes
+
+
+def test_parallel_guesses_get_no_more_checks_than_the_pair_allows(
+    settings: Settings, accounts: Accounts, store: Store
+) -> None:
+    """16 guesses at once from one address at one account: the check and the count are
+    one step, so exactly FREE_FAILURES passwords are checked."""
+    accounts.add_user("alice", "admin", PASSWORD)
+    outcomes = parallel_guesses(settings, LoginLimits(), [("alice", "10.0.0.1")] * 16)
+    assert outcomes.count("checked") == FREE_FAILURES
+    assert failures(store)["pair:10.0.0.1 alice"] == FREE_FAILURES
+
+
+def test_parallel_guesses_get_no_more_checks_than_the_address_allows(
+    settings: Settings, accounts: Accounts, store: Store
+) -> None:
+    """16 guesses at once from one address at 16 accounts, with an address limit of 5."""
+    limits = LoginLimits(address_limit=5)
+    targets = [(f"user{i}", "10.0.0.2") for i in range(16)]
+    outcomes = parallel_guesses(settings, limits, targets)
+    assert outcomes.count("checked") == 5
+    assert failures(store)["address:10.0.0.2"] == 5
 
 
 def test_a_weaker_hash_is_replaced_at_sign_in(

@@ -19,7 +19,7 @@ from ems.metrics import REGISTRY
 from ems.ops.plans import Plans
 from ems.store import Store
 from ems.types import GroupInfo, TopicInfo
-from ems.values.login_limits import WINDOW_SECONDS
+from ems.values.login_limits import FORGET_SECONDS
 from ems.values.schedule import Hold
 from ems.wakeups import group_channel
 from tests.integration import seed
@@ -234,7 +234,7 @@ def test_purge_log_prunes_old_decisions_and_cleared_alarms_but_what_policy_reads
 def test_purge_log_prunes_sign_in_failures_whose_window_ended(
     settings: Settings, store: Store
 ) -> None:
-    window = int(WINDOW_SECONDS)
+    window = int(FORGET_SECONDS)
     for scope, last_seconds_ago in (
         ("user:old", window + 60),
         ("address:10.0.0.1", window + 1),

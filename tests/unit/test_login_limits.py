@@ -1,4 +1,5 @@
-"""The sign-in throttle's policy (pure): when a scope waits, and for how long."""
+"""The sign-in throttle's policy (pure): when a scope waits, for how long, and how an
+admitted attempt is counted."""
 
 from __future__ import annotations
 
@@ -9,73 +10,85 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ems.values.login_limits import (
-    ACCOUNT_LIMIT,
     ADDRESS_LIMIT,
+    BASE_DELAY,
+    FREE_FAILURES,
+    MAX_DELAY,
     WINDOW_SECONDS,
-    throttle_seconds,
-    window_ended,
+    Counter,
+    LoginLimits,
+    admit,
+    backoff_delay,
 )
 
 T0 = dt.datetime(2026, 11, 25, 12, 0, 0)
+LIMITS = LoginLimits()
+PAIR = "pair:10.0.0.1 alice"
+ADDRESS = "address:10.0.0.1"
 
 
 def at(seconds: float) -> dt.datetime:
     return T0 + dt.timedelta(seconds=seconds)
 
 
+def counter(failures: int, first: float = 0.0, last: float = 0.0) -> Counter:
+    return Counter(failures=failures, first_at=at(first), last_at=at(last))
+
+
 def test_the_defaults() -> None:
-    assert (ACCOUNT_LIMIT, ADDRESS_LIMIT, WINDOW_SECONDS) == (5, 20, 900.0)
+    assert (FREE_FAILURES, BASE_DELAY, MAX_DELAY) == (3, 1.0, 900.0)
+    assert (ADDRESS_LIMIT, WINDOW_SECONDS) == (20, 900.0)
 
 
-def test_below_the_limit_nothing_waits() -> None:
-    assert throttle_seconds(4, T0, at(1), limit=5, window=900) == 0.0
-    assert throttle_seconds(0, T0, T0, limit=5, window=900) == 0.0
+def test_the_back_off_doubles_up_to_its_cap() -> None:
+    delays = [backoff_delay(n, LIMITS) for n in range(16)]
+    assert delays[:FREE_FAILURES] == [0.0] * FREE_FAILURES
+    assert delays[3:8] == [1.0, 2.0, 4.0, 8.0, 16.0]
+    assert delays[-1] == MAX_DELAY
+    assert backoff_delay(10**9, LIMITS) == MAX_DELAY
 
 
-def test_at_the_limit_the_rest_of_the_window_is_waited() -> None:
-    assert throttle_seconds(5, T0, at(0), limit=5, window=900) == 900.0
-    assert throttle_seconds(5, T0, at(100), limit=5, window=900) == 800.0
-    assert throttle_seconds(50, T0, at(899.5), limit=5, window=900) == pytest.approx(0.5)
-    assert throttle_seconds(5, T0, at(900), limit=5, window=900) == 0.0
-    assert throttle_seconds(5, T0, at(5000), limit=5, window=900) == 0.0
+def test_a_pair_waits_its_delay_from_the_last_failure() -> None:
+    pair = {PAIR: counter(5, last=100)}
+    assert admit(pair, at(101), LIMITS).wait == pytest.approx(3.0)
+    assert admit(pair, at(104), LIMITS).wait == 0.0
+    # A last failure ahead of now counts as now: the wait is never longer than the delay.
+    assert admit(pair, at(50), LIMITS).wait == 4.0
 
 
-def test_a_first_failure_ahead_of_now_waits_no_longer_than_the_window() -> None:
-    assert throttle_seconds(5, at(60), T0, limit=5, window=900) == 900.0
+def test_an_address_waits_until_its_window_ends() -> None:
+    full = {ADDRESS: counter(ADDRESS_LIMIT, first=0, last=10)}
+    assert admit(full, at(100), LIMITS).wait == 800.0
+    assert admit(full, at(900), LIMITS).wait == 0.0
+    assert admit({ADDRESS: counter(ADDRESS_LIMIT - 1)}, at(1), LIMITS).wait == 0.0
 
 
-def test_window_ended() -> None:
-    assert not window_ended(T0, at(899.999), 900)
-    assert window_ended(T0, at(900), 900)
+def test_a_refused_attempt_counts_nothing() -> None:
+    refused = admit({PAIR: counter(3, last=0), ADDRESS: counter(3)}, at(0.5), LIMITS)
+    assert refused.wait > 0 and refused.counted == {}
+
+
+def test_an_admitted_attempt_counts_in_every_scope() -> None:
+    admitted = admit({PAIR: counter(3, first=0, last=0), ADDRESS: counter(0)}, at(5), LIMITS)
+    assert admitted.wait == 0.0
+    assert admitted.counted == {
+        PAIR: Counter(failures=4, first_at=at(0), last_at=at(5)),
+        ADDRESS: Counter(failures=1, first_at=at(5), last_at=at(5)),
+    }
+
+
+def test_counts_start_again_after_a_quiet_pair_or_an_ended_window() -> None:
+    admitted = admit(
+        {PAIR: counter(9, last=0), ADDRESS: counter(19, first=0)}, at(MAX_DELAY), LIMITS
+    )
+    assert {s: c.failures for s, c in admitted.counted.items()} == {PAIR: 1, ADDRESS: 1}
 
 
 @given(
-    failures=st.integers(0, 1000),
-    limit=st.integers(1, 100),
-    window=st.floats(1, 86_400),
-    elapsed=st.floats(-86_400, 200_000),
+    failures=st.integers(0, 200),
+    last=st.floats(-2000, 2000),
+    now=st.floats(-2000, 2000),
 )
-def test_the_wait_is_within_the_window_and_only_at_the_limit(
-    failures: int, limit: int, window: float, elapsed: float
-) -> None:
-    now = at(elapsed)
-    elapsed = (now - T0).total_seconds()  # as a datetime holds it: whole microseconds
-    wait = throttle_seconds(failures, T0, now, limit=limit, window=window)
-    assert 0.0 <= wait <= window
-    if failures < limit or elapsed >= window:
-        assert wait == 0.0
-    else:
-        assert wait > 0.0
-        assert wait == pytest.approx(window - max(0.0, elapsed), abs=1e-5)
-
-
-@given(
-    failures=st.integers(0, 100),
-    first=st.floats(0, 1000),
-    later=st.floats(0, 1000),
-)
-def test_the_wait_only_shrinks_as_time_passes(failures: int, first: float, later: float) -> None:
-    a, b = sorted((first, later))
-    before = throttle_seconds(failures, T0, at(a), limit=5, window=900)
-    after = throttle_seconds(failures, T0, at(b), limit=5, window=900)
-    assert after <= before
+def test_a_pair_never_waits_longer_than_the_cap(failures: int, last: float, now: float) -> None:
+    wait = admit({PAIR: counter(failures, last=last)}, at(now), LIMITS).wait
+    assert 0.0 <= wait <= MAX_DELAY

@@ -1,8 +1,10 @@
 """Sign in and sign out.
 
 POST /login checks the name and password with Accounts.authenticate, which throttles
-guessing per account and per client address: a wrong name and a wrong password get the
-same answer, a throttled attempt 429 with Retry-After. /logout takes POST only (with the
+guessing per client address and account (back-off) and per client address (a rate): a
+wrong name and a wrong password get the same answer, a throttled attempt 429 with
+Retry-After. The client address is the peer's, or a trusted proxy's X-Forwarded-For
+(ems.admin.proxies). /logout takes POST only (with the
 CSRF token), so no link or image can sign anyone out. Both are audited.
 """
 
