@@ -44,7 +44,10 @@ bp = Blueprint("dead_letters", __name__)
 PAGE = 100
 #: Characters of an error substring filter.
 ERROR_CHARS = 256
-FILTERS = ("group", "topic", "error", "since", "until", "resent")
+#: Dead letters an error search reads at most (the newest, at or below `below`): a
+#: substring of a text column has no index to use, so the cost is bounded by rows read.
+ERROR_SCAN = 20_000
+FILTERS = ("group", "topic", "error", "since", "until", "resent", "below")
 #: action (URL and plan) -> (how, capability, what the page calls it)
 CHANGES: dict[PlanAction, tuple[How, str, str]] = {
     "resend": ("publish", RESEND, "Resend to the topic"),
@@ -62,7 +65,12 @@ def page() -> str:
     args = request.args
     found = _page(args)
     return render_template(
-        "dead_letters.html", page=found, args=_kept(args), changes=CHANGES, max_plan=MAX_PLAN
+        "dead_letters.html",
+        page=found,
+        args=_kept(args),
+        changes=CHANGES,
+        max_plan=MAX_PLAN,
+        searched=searched(found.selection),
     )
 
 
@@ -75,6 +83,7 @@ def api() -> Response:
         {
             "dead_letters": [_letter_json(d, bodies, listed=True) for d in found.letters],
             "next_after": found.letters[-1].id if found.more and found.letters else None,
+            "searched": searched(found.selection),
         }
     )
 
@@ -152,8 +161,9 @@ def _result(outcomes: list[ResendOutcome], how: How) -> dict[str, Any]:
 def _preview(
     action: PlanAction, how: How, fields: Mapping[str, object]
 ) -> tuple[IssuedPlan | None, dict[str, Any]]:
-    found = services().dead_letter_changes.preview(_selection(fields), how)
-    return _issue(action, found), _shown(action, found)
+    selection = _selection(fields)
+    found = services().dead_letter_changes.preview(selection, how)
+    return _issue(action, found), {**_shown(action, found), "searched": searched(selection)}
 
 
 def _issue(action: PlanAction, found: DeadLetterPreview) -> IssuedPlan | None:
@@ -210,6 +220,7 @@ def _shown(action: PlanAction, found: DeadLetterPreview) -> dict[str, Any]:
         "word": found.word,
         "notice": None,
         "max_plan": MAX_PLAN,
+        "searched": None,
     }
 
 
@@ -242,7 +253,27 @@ def _filter(fields: Mapping[str, object]) -> DeadLetterFilter:
         until=forms.text(fields, "until", required=False),
         error=error,
         resent=None if resent in (None, "any") else resent == "yes",
+        scan=ERROR_SCAN,
+        below=_below(fields),
     )
+
+
+def _below(fields: Mapping[str, object]) -> int | None:
+    below = forms.text(fields, "below", required=False)
+    return None if below is None else forms.whole(below, "below")
+
+
+def searched(selection: DeadLetterFilter) -> dict[str, Any] | None:
+    """What a bounded error search read, when older dead letters were left unsearched:
+    the window's ids and the `below` that searches the ones before it; else None."""
+    if not selection.partial:
+        return None
+    return {
+        "newest": ERROR_SCAN,
+        "above_id": selection.floor_id,
+        "up_to_id": selection.ceiling_id,
+        "next_below": selection.floor_id,
+    }
 
 
 def _selection(fields: Mapping[str, object]) -> DeadLetterFilter:
@@ -313,6 +344,7 @@ def _preview_json(issued: IssuedPlan | None, found: Mapping[str, Any]) -> dict[s
         "confirm": found["word"] if issued is not None else None,
         "ids": [d.id for d in preview.letters],
         "more": preview.more,
+        "searched": found.get("searched"),
         "outcomes": to_json(preview.outcomes),
     }
 
