@@ -78,7 +78,7 @@ class DeadLetterPage:
     #: More dead letters match: ask again with after_id = the last one's id.
     more: bool
     #: The filter the page was read with (a bounded error search's window included).
-    selection: DeadLetterFilter = DeadLetterFilter()
+    selection: DeadLetterFilter
 
 
 def origin_headers(letter: DeadLetter) -> dict[str, str]:
