@@ -311,9 +311,7 @@ def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
             grow(conn, scale)
         finally:
             conn.close()
-        for label, path, samples in time_dead_pages(
-            server.port, token, scale, args.admin_requests
-        ):
+        for label, path, samples in time_dead_pages(server.port, token, scale, args.admin_requests):
             pages.append(PageTimes(label=label, path=path, server_ms=samples, rows=0))
             log(f"{label}: p50 {percentile(samples, 0.5):.1f} ms")
     text = render(env, scale, seeded, pages, load)

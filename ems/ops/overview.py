@@ -79,8 +79,7 @@ def summarize(
     total, None when it holds no rows; `live` each cluster group's lag now, by id."""
     now = live or {}
     shown = tuple(
-        replace(_group(g, topic, report, lag), live_lag=_live(g, now))
-        for g, topic, lag in groups
+        replace(_group(g, topic, report, lag), live_lag=_live(g, now)) for g, topic, lag in groups
     )
     if report is None:
         total, reason = None, NO_REPORT
