@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import admin_idle
+from benchmarks.admin_dead import DEAD_LETTERS, grow, time_dead_pages
 from benchmarks.admin_seed import BIG_GROUP, Scale, paths, rows_of, seed
 from benchmarks.harness import BenchConfig, BenchError, mysql_connect, on_database
 from benchmarks.purge import percentile
@@ -317,6 +318,15 @@ def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
             load.append(throughput(server.port, token, path, cfg.seconds))
         log(f"{CLIENTS} clients on {IDLE_PATH}, then again with {admin_idle.IDLE} idle connections")
         idle = admin_idle.compare(server.port, token, IDLE_PATH, cfg.seconds)
+        log(f"growing the dead letters to {DEAD_LETTERS:,}")
+        conn = mysql_connect(own.settings.database_url)
+        try:
+            grow(conn, scale)
+        finally:
+            conn.close()
+        for label, path, samples in time_dead_pages(server.port, token, scale, args.admin_requests):
+            pages.append(PageTimes(label=label, path=path, server_ms=samples, rows=0))
+            log(f"{label}: p50 {percentile(samples, 0.5):.1f} ms")
     text = render(env, scale, seeded, pages, load, idle)
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(text)

@@ -1,12 +1,17 @@
-"""How the console shows a message's body, key and headers (pure).
+"""How the console shows a message's body, key and headers (pure): the one helper of the
+message pages, the dead-letter pages, the search results and their JSON twins.
 
 A body is shown as one of: nothing (empty), text (valid UTF-8 without control characters
-other than tab, newline and carriage return), JSON pretty-printed (text that parses as
+other than tab, newline and carriage return), escaped text (valid UTF-8 with other
+characters a reader cannot see or that reorder what follows: bidirectional overrides,
+zero-width and other format characters, shown as \\uNNNN), JSON pretty-printed (text that parses as
 an object or array, with no duplicate names and no number a float would change: a
 pretty-printed copy must say exactly what the body says), or binary as a hex dump. At
 most BODY_LIMIT bytes are shown, text cut on a character boundary, and a cut body says
-how much of how much is shown. The page escapes all of it (autoescape): these functions
-choose what to show, never how to make it safe.
+how much of how much is shown. A key is one line of escaped text, or base64 for binary;
+headers one line each, escaped. Error texts and tracebacks are escaped line by line. The
+page escapes all of it for HTML (autoescape): these functions choose what to show, never
+how to make it safe for HTML.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
-from ems.display import decode_text, escape, show_bytes
+from ems.display import decode_text, escape, escape_lines, json_fields, show_bytes
 
 #: Bytes of a body a page shows.
 BODY_LIMIT = 64 * 1024
@@ -29,10 +34,14 @@ _UNITS = ("KiB", "MiB", "GiB", "TiB")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f-\x9f]")
 _BYTES_PER_LINE = 16
 
-BodyKind = Literal["empty", "text", "json", "binary"]
+#: Characters of a body a search result previews.
+PREVIEW_CHARS = 80
+
+BodyKind = Literal["empty", "text", "escaped", "json", "binary"]
 LABELS: dict[BodyKind, str] = {
     "empty": "empty body",
     "text": "text (UTF-8)",
+    "escaped": "text (UTF-8), invisible and direction characters escaped",
     "json": "JSON (UTF-8), pretty-printed",
     "binary": "binary, shown as hex",
 }
@@ -76,9 +85,10 @@ def format_size(size: int) -> str:
     return f"{value:.1f} {unit}"
 
 
-def body_view(body: bytes, limit: int = BODY_LIMIT) -> BodyView:
-    """What a page shows of `body`: at most `limit` bytes of it."""
-    size = len(body)
+def body_view(body: bytes, limit: int = BODY_LIMIT, *, size: int | None = None) -> BodyView:
+    """What a page shows of `body`: at most `limit` bytes of it (`size`: the whole
+    body's, when `body` is only its prefix)."""
+    size = len(body) if size is None else max(size, len(body))
     if size == 0:
         return BodyView(kind="empty", text="", size=0, shown=0)
     prefix = body[:limit]
@@ -86,6 +96,9 @@ def body_view(body: bytes, limit: int = BODY_LIMIT) -> BodyView:
     if text is None or _CONTROL.search(text) is not None:
         return BodyView(kind="binary", text=hex_dump(prefix), size=size, shown=len(prefix))
     shown = len(text.encode("utf-8"))
+    if _hidden(text):
+        escaped = "\n".join(escape_lines(text))
+        return BodyView(kind="escaped", text=escaped, size=size, shown=shown)
     pretty = pretty_json(text) if shown == size else None
     if pretty is not None:
         return BodyView(kind="json", text=pretty, size=size, shown=size)
@@ -155,3 +168,56 @@ def key_text(key: bytes | None, limit: int = 0) -> str:
 def header_rows(headers: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """Headers as (name, value) rows, each on one line (control characters escaped)."""
     return tuple((escape(name), escape(value)) for name, value in headers.items())
+
+
+def _hidden(text: str) -> bool:
+    """Whether the text holds a character a reader cannot see or that changes how the
+    rest reads (format characters such as U+202E, separators other than space)."""
+    return any(not (c.isprintable() or c in " \n\t\r") for c in text)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MessageView:
+    """What a page shows of a message's (or a dead letter's) key, headers and body."""
+
+    key: str
+    headers: tuple[tuple[str, str], ...]
+    body: BodyView
+
+
+def message_view(
+    key: bytes | None, headers: Mapping[str, str], body: bytes, *, size: int | None = None
+) -> MessageView:
+    """The key, headers and body as a page shows them (`size`: the whole body's, when
+    `body` is a prefix)."""
+    view = body_view(body, size=size)
+    return MessageView(key=key_text(key), headers=header_rows(headers), body=view)
+
+
+#: The body fields of a JSON answer.
+BODY_FIELDS = ("kind", "label", "text", "size", "shown", "truncated", "notice")
+
+
+def message_json(
+    key: bytes | None, headers: Mapping[str, str], body: bytes, *, size: int | None = None
+) -> dict[str, Any]:
+    """The key (text or base64, with its encoding), headers and body view of a JSON
+    answer."""
+    view = message_view(key, headers, body, size=size).body
+    return {
+        **json_fields("key", key, 0),
+        "headers": dict(headers),
+        "body": {name: getattr(view, name) for name in BODY_FIELDS},
+    }
+
+
+def preview(body: bytes, size: int | None = None, limit: int = PREVIEW_CHARS) -> str:
+    """A body on one short line for a results table: escaped text, or base64 for binary,
+    cut to `limit` characters ("…[N bytes in all]" when cut)."""
+    return show_bytes(body, limit, size=size)
+
+
+def error_text(text: str | None) -> str | None:
+    """An error text or traceback as a page shows it: line by line, each escaped (a
+    control, format or direction character stands as \\xNN or \\uNNNN)."""
+    return None if text is None else "\n".join(escape_lines(text))

@@ -77,6 +77,8 @@ class DeadLetterPage:
     letters: tuple[DeadLetter, ...]
     #: More dead letters match: ask again with after_id = the last one's id.
     more: bool
+    #: The filter the page was read with (a bounded error search's window included).
+    selection: DeadLetterFilter
 
 
 def origin_headers(letter: DeadLetter) -> dict[str, str]:
@@ -170,14 +172,19 @@ class DeadLetters(StoreClient):
         until: When = None,
         error: str | None = None,
         resent: bool | None = None,
+        scan: int | None = None,
+        below: int | None = None,
     ) -> DeadLetterFilter:
-        """A filter with names resolved and times parsed (against the database clock)."""
+        """A filter with names resolved and times parsed (against the database clock).
+        With `scan`, an error search reads at most the `scan` newest dead letters at or
+        below id `below` (None: the newest of all), whatever the other conditions: its
+        cost is bounded, and the filter says when older ones were not searched."""
         topic_id = self._topic_id(topic)
         group_ids = self._group_ids(group, topic_id)
         start, end = window(since, until, self.store.messages.now())
         if error is not None and not error:
             raise InvalidInput("the error substring must not be empty")
-        return DeadLetterFilter(
+        found = DeadLetterFilter(
             group_ids=group_ids,
             topic_id=topic_id,
             since=start,
@@ -185,6 +192,20 @@ class DeadLetters(StoreClient):
             error=error,
             resent=resent,
         )
+        if error is None or scan is None:
+            return found
+        return self._bounded(found, scan, below)
+
+    def _bounded(self, found: DeadLetterFilter, scan: int, below: int | None) -> DeadLetterFilter:
+        if below is not None and below < 1:
+            raise InvalidInput("below must be a dead letter id (1 or more)")
+        floor = self.store.dead_letters.floor(below, scan)
+        if floor is None:
+            return replace(found, ceiling_id=below)
+        floor_id, floor_at = floor
+        # Older ones than the window's floor cannot match a `since` after its time.
+        partial = found.since is None or floor_at >= found.since
+        return replace(found, floor_id=floor_id, ceiling_id=below, partial=partial)
 
     def _topic_id(self, topic: str | None) -> int | None:
         return None if topic is None else self.store.topics.get(check_name(topic, "topic")).id
@@ -213,7 +234,9 @@ class DeadLetters(StoreClient):
         """A page of matching dead letters in id order (bodies cut to a prefix)."""
         check_limit(limit)
         rows = self.store.dead_letters.matching(selection, limit + 1)
-        return DeadLetterPage(letters=tuple(rows[:limit]), more=len(rows) > limit)
+        return DeadLetterPage(
+            letters=tuple(rows[:limit]), more=len(rows) > limit, selection=selection
+        )
 
     def show(self, dead_id: int) -> DeadLetter:
         """One dead letter with its whole body; UnknownDeadLetter if there is none."""

@@ -11,8 +11,8 @@ first report (`ems spark lag-report`) is published.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from ems.config import Settings
 from ems.store import Store
@@ -36,6 +36,9 @@ class GroupOverview:
     #: Lag summed over the partitions the report covers; None with status.
     lag: int | None
     reason: str | None
+    #: The lag now (high watermarks less committed cursors, as the group page reads
+    #: it); None for a broadcast group, which keeps no cursor.
+    live_lag: int | None = None
 
 
 #: Groups the overview lists, the most urgent first (the groups page lists them all).
@@ -69,11 +72,15 @@ def summarize(
     report: LagReportRun | None,
     total_lag: int | None,
     open_alarms: int,
+    live: Mapping[int, int] | None = None,
 ) -> Overview:
     """Join what was read into the overview (pure): `groups` are the groups shown, each
     with its topic's name and its rows of the report summed; `total_lag` is the report's
-    total, None when it holds no rows."""
-    shown = tuple(_group(g, topic, report, lag) for g, topic, lag in groups)
+    total, None when it holds no rows; `live` each cluster group's lag now, by id."""
+    now = live or {}
+    shown = tuple(
+        replace(_group(g, topic, report, lag), live_lag=_live(g, now)) for g, topic, lag in groups
+    )
     if report is None:
         total, reason = None, NO_REPORT
     elif total_lag is None:
@@ -109,6 +116,10 @@ def _group(
     )
 
 
+def _live(group: GroupInfo, live: Mapping[int, int]) -> int | None:
+    return None if group.mode == "broadcast" else live.get(group.id, 0)
+
+
 class OverviewReader(StoreClient):
     """The overview and the health check, for the admin console."""
 
@@ -120,17 +131,20 @@ class OverviewReader(StoreClient):
         return self.store.maintenance.now()
 
     def read(self) -> Overview:
-        """Five statements whatever the number of topics and groups: the clock, the
-        counts, the newest report, its total and its most urgent groups."""
+        """Six statements whatever the number of topics and groups: the clock, the
+        counts, the newest report, its total, its most urgent groups and their lag now."""
         s = self.store
         read_at = s.maintenance.now()
         topics, groups, open_alarms = s.browse.overview_counts()
         run = s.lag_reports.newest_run()
+        urgent = s.browse.urgent_groups(run.id if run else None, MAX_GROUPS)
+        cluster = [g.id for g, _, _ in urgent if g.mode == "cluster"]
         return summarize(
             read_at=read_at,
             topics=topics,
             group_count=groups,
-            groups=s.browse.urgent_groups(run.id if run else None, MAX_GROUPS),
+            live=s.browse.live_lags(cluster),
+            groups=urgent,
             report=run,
             total_lag=s.browse.report_total(run.id) if run else None,
             open_alarms=open_alarms,

@@ -10,7 +10,8 @@ the deliveries the database still holds, not every one that happened.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from ems.ops.trace import (
     ARCHIVED,
@@ -59,6 +60,11 @@ class Event:
     current: bool = False
     #: A failure's kept traceback (a retry row's or a dead letter's), bounded.
     traceback: str | None = None
+    #: The error text a failure's line ends with (its handler's words, which may quote
+    #: the message).
+    error: str | None = None
+    #: The dead letter the line is about.
+    dead_id: int | None = None
 
 
 def timeline(trace: MessageTrace) -> tuple[Event, ...]:
@@ -68,6 +74,22 @@ def timeline(trace: MessageTrace) -> tuple[Event, ...]:
     for group in trace.groups:
         events += _group_events(group)
     return tuple(events)
+
+
+def without_errors(events: Sequence[Event], hidden: str) -> tuple[Event, ...]:
+    """The timeline with each error text (which ends its line) replaced by `hidden`, and
+    no tracebacks: for a reader who may not see message data, which errors often quote."""
+    return tuple(
+        e
+        if e.error is None and e.traceback is None
+        else replace(
+            e,
+            text=e.text if e.error is None else e.text[: len(e.text) - len(e.error)] + hidden,
+            error=None,
+            traceback=None,
+        )
+        for e in events
+    )
 
 
 def _produced(trace: MessageTrace) -> Event:
@@ -91,12 +113,19 @@ def _group_events(g: GroupTrace) -> list[Event]:
         error = d.last_error or NO_ERROR_TEXT
         text = f"dead letter {d.id} after {d.attempts} attempt(s): {error}"
         dead = Event(
-            at=d.created_at, group=g.group, kind="dead", text=text, traceback=d.last_traceback
+            at=d.created_at,
+            group=g.group,
+            kind="dead",
+            text=text,
+            traceback=d.last_traceback,
+            error=error,
+            dead_id=d.id,
         )
         timed.append(dead)
         if d.resent_at is not None:
             text = f"dead letter {d.id} resent"
-            timed.append(Event(at=d.resent_at, group=g.group, kind="resent", text=text))
+            resent = Event(at=d.resent_at, group=g.group, kind="resent", text=text, dead_id=d.id)
+            timed.append(resent)
     timed.sort(key=lambda e: e.at or dt.datetime.min)
     kind = STATE_KINDS.get(g.state, "state")
     now = Event(at=None, group=g.group, kind=kind, text=f"{g.state}: {g.note}", current=True)
@@ -114,10 +143,13 @@ def _log_events(
         events.append(Event(at=end, group=group, kind="done", text=f"handled by {log.client_id}"))
     elif log.state == "retry":
         text = f"attempt {log.attempts} failed: {error}"
-        events.append(Event(at=end, group=group, kind="error", text=text, traceback=traceback))
+        failed = Event(
+            at=end, group=group, kind="error", text=text, traceback=traceback, error=error
+        )
+        events.append(failed)
     elif log.state == "dead" and not dead_letters:  # a dead letter says it with its id
         text = f"gave up after {log.attempts} attempt(s): {error}"
-        events.append(Event(at=end, group=group, kind="dead", text=text))
+        events.append(Event(at=end, group=group, kind="dead", text=text, error=error))
     return events
 
 
@@ -126,7 +158,12 @@ def _retry_events(group: str, r: RetryRow, log: LogRow | None) -> list[Event]:
     if r.last_error is not None and r.attempts > 0 and (log is None or log.state != "retry"):
         text = f"attempt {r.attempts} failed: {r.last_error}"
         error = Event(
-            at=r.created_at, group=group, kind="error", text=text, traceback=r.last_traceback
+            at=r.created_at,
+            group=group,
+            kind="error",
+            text=text,
+            traceback=r.last_traceback,
+            error=r.last_error,
         )
         events.append(error)
     if r.last_error is None:

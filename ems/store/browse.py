@@ -362,6 +362,15 @@ class BrowseStore:
             total, rows = conn.exec_driver_sql(_REPORT_TOTAL, (report_id,)).one()
         return int(total) if rows else None
 
+    def live_lags(self, group_ids: Sequence[int]) -> dict[int, int]:
+        """{group id: its lag now, summed over its partitions} for these cluster groups
+        (one statement over the ids, as a page of groups reads it)."""
+        if not group_ids:
+            return {}
+        with self.db.connect() as conn:
+            rows = conn.exec_driver_sql(_LAGS.format(ids=_marks(group_ids))).all()
+        return {int(r[0]): int(r[1]) for r in rows}
+
     def urgent_groups(
         self, report_id: int | None, limit: int
     ) -> list[tuple[GroupInfo, str, GroupLag | None]]:

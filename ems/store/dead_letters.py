@@ -9,6 +9,7 @@ first and then sees them resent, so it skips them instead of publishing twice.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -72,6 +73,13 @@ _ERROR = "d.last_error LIKE %s"
 _RESENT = "d.resent_at IS NOT NULL"
 _NOT_RESENT = "d.resent_at IS NULL"
 _AFTER = "d.id > %s"
+_CEILING = "d.id <= %s"
+# The id below the `rows` newest at or under a ceiling (a primary-key range read of rows+1
+# entries): the floor of a bounded search. No row: the window holds every dead letter.
+_FLOOR = (
+    "SELECT d.id, d.created_at FROM dead_message d WHERE d.id <= %s "
+    "ORDER BY d.id DESC LIMIT 1 OFFSET %s"
+)
 
 
 def _marks(values: Sequence[object]) -> str:
@@ -87,8 +95,9 @@ def like_pattern(text: str) -> str:
 def where(f: DeadLetterFilter) -> tuple[str, tuple[object, ...]]:
     """The filter as a SQL condition on `d` (dead_message) and its parameters."""
     parts: list[str] = [_AFTER]
-    params: list[object] = [f.after_id]
+    params: list[object] = [max(f.after_id, f.floor_id)]
     conditions: list[tuple[bool, str, Sequence[object]]] = [
+        (f.ceiling_id is not None, _CEILING, (f.ceiling_id,)),
         (bool(f.ids), _BY_IDS.format(ids=_marks(f.ids)), f.ids),
         (bool(f.group_ids), _BY_GROUPS.format(ids=_marks(f.group_ids or ())), f.group_ids or ()),
         (f.topic_id is not None, _BY_TOPIC, (f.topic_id,)),
@@ -168,6 +177,13 @@ class DeadLetterStore:
         condition, params = where(f)
         sql = _LIST.format(where=condition, body=_body(LIST_BODY_BYTES), traceback="NULL")
         return [dead_letter(r) for r in self.db.select(sql, (*params, limit))]
+
+    def floor(self, ceiling: int | None, rows: int) -> tuple[int, dt.datetime] | None:
+        """The id (and time) of the dead letter just below the `rows` newest at or under
+        `ceiling` (None: the newest of all); None when there are no more than `rows`."""
+        top = (1 << 63) - 1 if ceiling is None else ceiling
+        found = self.db.select(_FLOOR, (top, rows))
+        return (int(found[0][0]), found[0][1]) if found else None
 
     def get(self, dead_id: int) -> DeadLetter | None:
         """One dead letter with its whole body."""

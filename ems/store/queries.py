@@ -15,7 +15,7 @@ from typing import Any
 
 from ems.store.database import Database
 from ems.types import StoredMessage
-from ems.values.messages import MessageSummary
+from ems.values.messages import SUMMARY_HEAD, MessageSummary
 from ems.values.rows import PartitionSpan
 
 #: Stand-ins for an open end of a time range (DATETIME's own bounds), so that each query
@@ -50,8 +50,11 @@ _KEYS_IN_RANGE = (
     f"AND created_at >= %s AND created_at < %s AND tombstone = 0 {_AFTER} "
     "ORDER BY created_at, id LIMIT %s)"
 )
-# Keyset pages of summaries (no body), in the same order.
-_SUMMARY = "id, topic_id, partition_no, offset_no, msg_key, LENGTH(body), created_at"
+# Keyset pages of summaries (the head of the body only), in the same order.
+_SUMMARY = (
+    "id, topic_id, partition_no, offset_no, msg_key, LENGTH(body), created_at, "
+    f"SUBSTRING(body, 1, {SUMMARY_HEAD})"
+)
 _KEY_PAGE = (
     f"SELECT {_SUMMARY} FROM message WHERE topic_id = %s AND msg_key = %s "
     f"AND created_at >= %s AND created_at < %s {{partition}} {_AFTER} "
@@ -98,6 +101,7 @@ def message_summary(row: Sequence[Any]) -> MessageSummary:
         key=None if row[4] is None else bytes(row[4]),
         size=int(row[5]),
         created_at=row[6],
+        head=bytes(row[7]),
     )
 
 

@@ -1,11 +1,14 @@
 """Messages as the console's search lists them: where each is, its key, its size and when
-it was written, without its body (a page of a hundred 8 MiB bodies is not read to show
-their sizes)."""
+it was written, and the first bytes of its body only (a page of a hundred 8 MiB bodies
+is not sent to show their sizes and a preview)."""
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+
+#: Bytes of each body a summary carries (a search result's preview).
+SUMMARY_HEAD = 96
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -18,3 +21,5 @@ class MessageSummary:
     #: The body's size in bytes.
     size: int
     created_at: dt.datetime
+    #: The first bytes of the body (a preview's).
+    head: bytes = b""

@@ -138,6 +138,12 @@ class DeadLetterFilter:
     resent: bool | None = None
     #: Keyset paging: only ids above this one.
     after_id: int = 0
+    #: A bounded error search's window of ids (above the floor, up to the ceiling): the
+    #: console's error search reads at most a fixed number of the newest dead letters.
+    floor_id: int = 0
+    ceiling_id: int | None = None
+    #: Older dead letters than the window's may match: they were not searched.
+    partial: bool = False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

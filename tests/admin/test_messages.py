@@ -98,6 +98,7 @@ def test_a_search_by_place_and_by_id(
         "key_encoding": "utf-8",
         "key_size": 1,
         "key_truncated": False,
+        "preview": "hello",
     }
     assert is_json_time(item["created_at"])
     assert _items(client, f"/api/v1/messages?id={message_id}", viewer) == [item]

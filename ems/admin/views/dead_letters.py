@@ -17,12 +17,15 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, render_template, request
 from werkzeug.datastructures import MultiDict
+from werkzeug.exceptions import Forbidden
 
 from ems.admin import audit, forms, plans
-from ems.admin.capabilities import PURGE, READ, REPLAY, RESEND
+from ems.admin.bodies import error_text, message_json, message_view
+from ems.admin.capabilities import PURGE, READ, READ_BODIES, REPLAY, RESEND
 from ems.admin.guard import requires
 from ems.admin.serialize import to_json
 from ems.admin.services import services
+from ems.admin.views.messages import message_url
 from ems.exceptions import InvalidInput, PlanChanged
 from ems.ops.dead_letter_plans import (
     MAX_PLAN,
@@ -44,7 +47,10 @@ bp = Blueprint("dead_letters", __name__)
 PAGE = 100
 #: Characters of an error substring filter.
 ERROR_CHARS = 256
-FILTERS = ("group", "topic", "error", "since", "until", "resent")
+#: Dead letters an error search reads at most (the newest, at or below `below`): a
+#: substring of a text column has no index to use, so the cost is bounded by rows read.
+ERROR_SCAN = 20_000
+FILTERS = ("group", "topic", "error", "since", "until", "resent", "below")
 #: action (URL and plan) -> (how, capability, what the page calls it)
 CHANGES: dict[PlanAction, tuple[How, str, str]] = {
     "resend": ("publish", RESEND, "Resend to the topic"),
@@ -62,7 +68,14 @@ def page() -> str:
     args = request.args
     found = _page(args)
     return render_template(
-        "dead_letters.html", page=found, args=_kept(args), changes=CHANGES, max_plan=MAX_PLAN
+        "dead_letters.html",
+        page=found,
+        reveal=_may_read_bodies(),
+        error_text=error_text,
+        args=_kept(args),
+        changes=CHANGES,
+        max_plan=MAX_PLAN,
+        searched=searched(found.selection),
     )
 
 
@@ -75,6 +88,7 @@ def api() -> Response:
         {
             "dead_letters": [_letter_json(d, bodies, listed=True) for d in found.letters],
             "next_after": found.letters[-1].id if found.more and found.letters else None,
+            "searched": searched(found.selection),
         }
     )
 
@@ -83,7 +97,17 @@ def api() -> Response:
 @requires(READ)
 def detail(dead_id: int) -> str:
     letter = services().dead_letters.show(check_id(dead_id, "dead letter"))
-    return render_template("dead_letter.html", letter=letter, changes=CHANGES)
+    reveal = _may_read_bodies()
+    return render_template(
+        "dead_letter.html",
+        letter=letter,
+        changes=CHANGES,
+        reveal=reveal,
+        shown=_shown_letter(letter) if reveal else None,
+        error=error_text(letter.last_error) if reveal else None,
+        traceback=error_text(letter.last_traceback) if reveal else None,
+        message_link=_message_link(letter),
+    )
 
 
 @bp.get("/api/v1/dead-letters/<int:dead_id>")
@@ -152,8 +176,9 @@ def _result(outcomes: list[ResendOutcome], how: How) -> dict[str, Any]:
 def _preview(
     action: PlanAction, how: How, fields: Mapping[str, object]
 ) -> tuple[IssuedPlan | None, dict[str, Any]]:
-    found = services().dead_letter_changes.preview(_selection(fields), how)
-    return _issue(action, found), _shown(action, found)
+    selection = _selection(fields)
+    found = services().dead_letter_changes.preview(selection, how)
+    return _issue(action, found), {**_shown(action, found), "searched": searched(selection)}
 
 
 def _issue(action: PlanAction, found: DeadLetterPreview) -> IssuedPlan | None:
@@ -210,6 +235,7 @@ def _shown(action: PlanAction, found: DeadLetterPreview) -> dict[str, Any]:
         "word": found.word,
         "notice": None,
         "max_plan": MAX_PLAN,
+        "searched": None,
     }
 
 
@@ -217,6 +243,8 @@ def _shown(action: PlanAction, found: DeadLetterPreview) -> dict[str, Any]:
 
 
 def _page(args: Mapping[str, object]) -> DeadLetterPage:
+    if args.get("error") and not _may_read_bodies():
+        _refuse(HIDDEN_ERRORS)  # the answer would tell of the error texts
     after = forms.text(args, "after", required=False)
     limit = forms.text(args, "limit", required=False)
     size = forms.whole(limit, "limit") if limit else PAGE
@@ -242,7 +270,27 @@ def _filter(fields: Mapping[str, object]) -> DeadLetterFilter:
         until=forms.text(fields, "until", required=False),
         error=error,
         resent=None if resent in (None, "any") else resent == "yes",
+        scan=ERROR_SCAN,
+        below=_below(fields),
     )
+
+
+def _below(fields: Mapping[str, object]) -> int | None:
+    below = forms.text(fields, "below", required=False)
+    return None if below is None else forms.whole(below, "below")
+
+
+def searched(selection: DeadLetterFilter) -> dict[str, Any] | None:
+    """What a bounded error search read, when older dead letters were left unsearched:
+    the window's ids and the `below` that searches the ones before it; else None."""
+    if not selection.partial:
+        return None
+    return {
+        "newest": ERROR_SCAN,
+        "above_id": selection.floor_id,
+        "up_to_id": selection.ceiling_id,
+        "next_below": selection.floor_id,
+    }
 
 
 def _selection(fields: Mapping[str, object]) -> DeadLetterFilter:
@@ -286,22 +334,54 @@ def _kept(args: Mapping[str, object]) -> dict[str, str]:
 # -- answers ---------------------------------------------------------------------------
 
 
+#: What stands for the message data (and error texts, which often quote it) of a dead
+#: letter to a role without READ_BODIES.
+HIDDEN_ERRORS = (
+    "error texts are hidden from viewers with the message bodies they quote "
+    "(EMS_ADMIN_HIDE_BODIES): a search by error text is not open to your role"
+)
+HIDDEN = "bodies, keys, headers and error texts are hidden from viewers (EMS_ADMIN_HIDE_BODIES)"
+
+
 def _may_read_bodies() -> bool:
     principal = audit.current_principal()
-    return principal is not None and principal.may("read_bodies")
+    return principal is not None and principal.may(READ_BODIES)
+
+
+def _refuse(reason: str) -> None:
+    audit.record(
+        "access",
+        request.path,
+        "denied",
+        params={"method": request.method, "endpoint": request.endpoint, "needs": READ_BODIES},
+        detail=reason,
+    )
+    raise Forbidden(reason)
+
+
+def _shown_letter(d: DeadLetter) -> Any:
+    return message_view(d.key, d.headers, d.body, size=d.body_size)
+
+
+def _message_link(d: DeadLetter) -> str | None:
+    """The page of the dead letter's message and its trace (none once its topic is gone)."""
+    return None if d.topic is None else message_url(d.topic, d.partition, d.offset)
 
 
 def _letter_json(d: DeadLetter, bodies: bool, *, listed: bool = False) -> dict[str, Any]:
-    """A dead letter for the API; a listing's leave out the traceback (not read there)."""
+    """A dead letter for the API, its message data as the message API shows it; a
+    listing's leave out the traceback (not read there)."""
     found: dict[str, Any] = to_json(d)
     if listed:
         del found["last_traceback"]
     found["body_size"] = d.body_size
+    found["message_url"] = _message_link(d)
     if bodies:
-        found["key"] = None if d.key is None else d.key.decode("utf-8", "replace")
-        found["body"] = d.body.decode("utf-8", "replace")
+        found.update(message_json(d.key, d.headers, d.body, size=d.body_size))
     else:
-        found.update(key=None, headers=None, body=None, hidden="bodies are hidden from viewers")
+        found.update(key=None, headers=None, body=None, last_error=None, hidden=HIDDEN)
+        if not listed:
+            found["last_traceback"] = None
     return found
 
 
@@ -313,6 +393,7 @@ def _preview_json(issued: IssuedPlan | None, found: Mapping[str, Any]) -> dict[s
         "confirm": found["word"] if issued is not None else None,
         "ids": [d.id for d in preview.letters],
         "more": preview.more,
+        "searched": found.get("searched"),
         "outcomes": to_json(preview.outcomes),
     }
 

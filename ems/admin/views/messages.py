@@ -17,7 +17,15 @@ from flask import Blueprint, Response, jsonify, render_template, request, url_fo
 from werkzeug.exceptions import Forbidden
 
 from ems.admin import audit
-from ems.admin.bodies import KEY_CELL, body_view, format_size, header_rows, key_text
+from ems.admin.bodies import (
+    KEY_CELL,
+    error_text,
+    format_size,
+    key_text,
+    message_json,
+    message_view,
+    preview,
+)
 from ems.admin.capabilities import DOWNLOAD_BODIES, READ, READ_BODIES
 from ems.admin.forms import whole
 from ems.admin.guard import requires
@@ -27,9 +35,9 @@ from ems.admin.services import services
 from ems.display import json_fields
 from ems.exceptions import InvalidInput, InvalidOffset
 from ems.ops.query import FoundMessage, MessagePage
-from ems.ops.timeline import timeline
+from ems.ops.timeline import Event, timeline, without_errors
 from ems.ops.trace import MessageTrace
-from ems.values.messages import MessageSummary
+from ems.values.messages import SUMMARY_HEAD, MessageSummary
 
 bp = Blueprint("messages", __name__)
 
@@ -56,6 +64,7 @@ def page() -> str:
         message_url=message_url,
         key_text=key_text,
         key_cell=KEY_CELL,
+        preview=preview,
         format_size=format_size,
     )
 
@@ -116,6 +125,7 @@ def _one(found: FoundMessage) -> MessagePage:
         key=m.key,
         size=len(m.body),
         created_at=m.created_at,
+        head=m.body[:SUMMARY_HEAD],
     )
     return MessagePage(topic=found.topic, since=None, until=None, items=(summary,), next_after=None)
 
@@ -138,8 +148,8 @@ def _item(topic: str, m: MessageSummary, reveal: bool) -> dict[str, Any]:
         "size": m.size,
     }
     if reveal:
-        return {**item, **json_fields("key", m.key, 0)}
-    return {**item, "key": None, "key_hidden": True}
+        return {**item, **json_fields("key", m.key, 0), "preview": preview(m.head, m.size)}
+    return {**item, "key": None, "key_hidden": True, "preview": None}
 
 
 # -- detail ------------------------------------------------------------------------------
@@ -216,17 +226,19 @@ def _detail_page(located: Located) -> str:
     found, trace = located
     m = found.message
     reveal = _reveal()
+    shown = message_view(m.key, m.headers, m.body) if reveal else None
     return render_template(
         "message.html",
         topic=found.topic,
         message=m,
         size=format_size(len(m.body)),
         reveal=reveal,
-        key=key_text(m.key) if reveal else None,
-        headers=header_rows(m.headers) if reveal else (),
-        body=body_view(m.body) if reveal else None,
+        key=shown.key if shown else None,
+        headers=shown.headers if shown else (),
+        body=shown.body if shown else None,
         trace=trace,
-        events=timeline(trace),
+        events=_events(trace, reveal),
+        error_text=error_text,
         raw_url=message_url(found.topic, m.partition, m.offset, raw=True),
         search_url=url_for("messages.page", topic=found.topic, partition=m.partition),
     )
@@ -250,17 +262,13 @@ def _detail_json(located: Located) -> Response:
         "body": None,
     }
     if reveal:
-        view = body_view(m.body)
-        fields = ("kind", "label", "text", "size", "shown", "truncated", "notice")
-        out.update(json_fields("key", m.key, 0))
-        out["headers"] = dict(m.headers)
-        out["body"] = {name: getattr(view, name) for name in fields}
+        out.update(message_json(m.key, m.headers, m.body))
     groups = [
         {name: to_json(getattr(g, name)) for name in ("group", "mode", "ordered", "state", "note")}
         | {"cursor": g.cursor}
         for g in trace.groups
     ]
-    out["trace"] = {"groups": groups, "timeline": to_json(timeline(trace))}
+    out["trace"] = {"groups": groups, "timeline": to_json(_events(trace, reveal))}
     return jsonify(out)
 
 
@@ -321,6 +329,17 @@ def message_url(topic: str, partition: int, offset: int, *, raw: bool = False) -
     else:
         endpoint = "messages.raw_by_query" if raw else "messages.detail_by_query"
     return url_for(endpoint, topic=topic, partition=partition, offset=offset)
+
+
+#: What stands for an error text in a trace read without READ_BODIES.
+HIDDEN_ERROR = "(error text hidden from viewers)"
+
+
+def _events(trace: MessageTrace, reveal: bool) -> tuple[Event, ...]:
+    """The trace's timeline; without READ_BODIES, without its error texts (they often
+    quote the message)."""
+    events = timeline(trace)
+    return events if reveal else without_errors(events, HIDDEN_ERROR)
 
 
 def _reveal() -> bool:
