@@ -96,12 +96,7 @@ class TopicAdmin(StoreClient):
         is given; UnknownTopic. Producers apply a new maximum body to their sends from
         their next look-up of the topic: within EMS_METADATA_MAX_AGE seconds."""
         check_name(name, "topic")
-        if retention_hours is None and max_body_bytes is None:
-            raise InvalidInput("nothing to alter: give retention_hours or max_body_bytes")
-        if retention_hours is not None:
-            check_positive_int(retention_hours, "retention hours", MAX_RETENTION_HOURS)
-        if max_body_bytes is not None:
-            check_positive_int(max_body_bytes, "max body bytes", MAX_BODY_LIMIT)
+        self.check_alter(retention_hours=retention_hours, max_body_bytes=max_body_bytes)
         info = self.get(name)
         self.store.lifecycle.alter(
             info.id,
@@ -109,6 +104,16 @@ class TopicAdmin(StoreClient):
             info.max_body_bytes if max_body_bytes is None else max_body_bytes,
         )
         return self.get(name)
+
+    @staticmethod
+    def check_alter(*, retention_hours: int | None, max_body_bytes: int | None) -> None:
+        """InvalidInput unless at least one is given and each is as create takes it."""
+        if retention_hours is None and max_body_bytes is None:
+            raise InvalidInput("nothing to alter: give retention_hours or max_body_bytes")
+        if retention_hours is not None:
+            check_positive_int(retention_hours, "retention hours", MAX_RETENTION_HOURS)
+        if max_body_bytes is not None:
+            check_positive_int(max_body_bytes, "max body bytes", MAX_BODY_LIMIT)
 
     def delete(self, name: str, *, force: bool = False) -> Deleted:
         """Delete a topic with everything that belongs to it: its messages, its groups
