@@ -26,8 +26,8 @@ from ems.types import (
     TopicInfo,
 )
 from ems.validation import check_name
-from ems.values.lifecycle import Deleted, chunk_rows, merge
 from ems.values.groups import LeaderDescription as LeaderDescription  # re-exported
+from ems.values.lifecycle import Deleted, chunk_rows, merge
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -136,7 +136,6 @@ class GroupAdmin(StoreClient):
             dead_letters=dead,
             lag_age_seconds=max(ages) if ages else None,
         )
-
 
     def delete(self, name: str) -> Deleted:
         """Delete an inactive group (on every topic it consumes): its cursors, assignment,

@@ -68,9 +68,7 @@ _RAISE_LOW = (
 )
 _ALTER = "UPDATE topic SET retention_hours = %s, max_body_bytes = %s WHERE id = %s"
 _GROUPS = "SELECT id, topic_id, deleting_at IS NOT NULL FROM consumer_group WHERE name = %s"
-_MARK_GROUP = (
-    "UPDATE consumer_group SET deleting_at = NOW(6) WHERE id = %s AND deleting_at IS NULL"
-)
+_MARK_GROUP = "UPDATE consumer_group SET deleting_at = NOW(6) WHERE id = %s AND deleting_at IS NULL"
 _UNMARK_GROUP = "UPDATE consumer_group SET deleting_at = NULL WHERE id = %s"
 _GROUP_LIVE = (
     "SELECT COUNT(*) FROM consumer_client WHERE group_id = %s AND lease_expires_at > NOW(6)"

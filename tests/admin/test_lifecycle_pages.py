@@ -62,7 +62,7 @@ def _audit(store: Store, action: str) -> list[tuple[str, str, str]]:
 def test_a_topic_delete_is_previewed_confirmed_and_applied_once(
     ada: FlaskClient, store: Store, orders: tuple[TopicInfo, GroupInfo]
 ) -> None:
-    topic, group = orders
+    topic, _ = orders
     page = ada.get("/topics/orders").get_data(as_text=True)
     assert 'id="preview-delete"' in page and 'id="preview-alter"' in page
 
@@ -77,7 +77,7 @@ def test_a_topic_delete_is_previewed_confirmed_and_applied_once(
 
     status, page, _ = _post(ada, "/topics/delete/apply", plan=plan, confirm="orders")
     assert status == 200, page
-    assert "Topic <span class=\"name\">orders</span> deleted" in page
+    assert 'Topic <span class="name">orders</span> deleted' in page
     assert _stored(store, topic) == 0
     assert store.groups.by_name("billing") == []
     assert _audit(store, "topic_delete") == [("ada", "ok", "topic:orders")]

@@ -13,11 +13,16 @@ import pytest
 from ems.config import Settings
 from ems.store import Store
 from ems.topics import TopicAdmin
-from tests.e2e.test_cli import Cli, assert_clean_error, cli  # noqa: F401
+from tests.e2e.test_cli import Cli, assert_clean_error
 from tests.integration import seed
 
 #: Deletes in these tests wait this long for producers' look-ups of the topic to age.
 QUICK = {"EMS_METADATA_MAX_AGE": "0.2", "EMS_PURGE_PAUSE": "0", "EMS_PURGE_CHUNK_ROWS": "5"}
+
+
+@pytest.fixture
+def cli(settings: Settings) -> Cli:
+    return Cli(settings)
 
 
 @pytest.fixture
@@ -27,7 +32,9 @@ def quick(cli: Cli) -> Cli:
 
 
 def _stored(store: Store, topic_id: int) -> int:
-    return int(seed.sql(store, "SELECT COUNT(*) FROM message WHERE topic_id = %s", (topic_id,))[0][0])
+    return int(
+        seed.sql(store, "SELECT COUNT(*) FROM message WHERE topic_id = %s", (topic_id,))[0][0]
+    )
 
 
 def test_alter_shows_the_new_settings_and_refuses_bad_input(quick: Cli) -> None:
@@ -36,9 +43,12 @@ def test_alter_shows_the_new_settings_and_refuses_bad_input(quick: Cli) -> None:
     assert out == "topic t: retention 12 hours, largest body 2048 bytes\n"
     listed = json.loads(quick.ok("topic", "list", "--json"))
     assert (listed[0]["retention_hours"], listed[0]["max_body_bytes"]) == (12, 2048)
-    assert json.loads(quick.ok("topic", "alter", "t", "--json", "--retention-hours", "3"))[
-        "retention_hours"
-    ] == 3
+    assert (
+        json.loads(quick.ok("topic", "alter", "t", "--json", "--retention-hours", "3"))[
+            "retention_hours"
+        ]
+        == 3
+    )
 
     assert_clean_error(quick.run("topic", "alter", "t"), 2)
     assert_clean_error(quick.run("topic", "alter", "t", "--max-body-bytes", "0"), 2)

@@ -211,9 +211,7 @@ def test_a_delete_is_refused_while_a_group_has_live_members_unless_forced(
     assert left_of(store, "topic_id", [topic.id]) == {}
 
 
-def test_members_whose_lease_expired_do_not_hold_a_delete(
-    store: Store, admin: TopicAdmin
-) -> None:
+def test_members_whose_lease_expired_do_not_hold_a_delete(store: Store, admin: TopicAdmin) -> None:
     topic = admin.create("t", 1)
     group = seed.group(store, "g", topic)
     store.leases.register(group.id, "dead", "host", 1, 0.001)
