@@ -80,6 +80,7 @@ BOUNDS = {
     ),
     "send_timeout": Bound("EMS_SEND_TIMEOUT", 0, MAX_SECONDS),
     "relay_interval": Bound("EMS_RELAY_INTERVAL", 0.001, MAX_SECONDS),
+    "metadata_max_age": Bound("EMS_METADATA_MAX_AGE", 0.001, 3600),
     "audit_retention_days": Bound("EMS_AUDIT_RETENTION_DAYS", 1, 36_500, whole=True, zero=True),
     "connect_attempts": Bound("EMS_CONNECT_ATTEMPTS", 1, 100, whole=True),
     "pool_size": Bound("EMS_POOL_SIZE", 1, 1000, whole=True),
@@ -136,6 +137,12 @@ class Settings:
     #: of committed transactional sends into their topics. A commit through SQLAlchemy
     #: wakes it at once; a plain PyMySQL commit is seen within this interval.
     relay_interval: float = 0.2
+    #: Seconds a producer uses what it looked up about a topic (its id, partitions,
+    #: maximum body) before looking it up again on its next send, as Kafka's
+    #: metadata.max.age.ms: a topic alter reaches every producer within this long. A
+    #: topic delete keeps the deleted topic's row (fenced) at least this long, so that no
+    #: producer still holds its id once the row goes.
+    metadata_max_age: float = 30.0
     #: Days the audit trail (admin_audit) keeps an entry; the purge-log job deletes older
     #: ones in chunks. 0 keeps every entry.
     audit_retention_days: int = 90

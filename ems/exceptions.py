@@ -165,6 +165,16 @@ class UnknownGroup(NotFound):
     """The consumer group does not exist."""
 
 
+class TopicDeleting(UnknownTopic):
+    """The topic is being deleted: it takes no message and no consumer. Running the delete
+    again finishes it."""
+
+
+class GroupDeleting(UnknownGroup):
+    """The consumer group is being deleted: no consumer can join it. Running the delete
+    again finishes it."""
+
+
 class UnknownMessage(NotFound):
     """No such message (it may have been purged by retention)."""
 
@@ -322,6 +332,21 @@ class NotLeader(StoreError):
 class GroupBusy(EmsError):
     """The group could not be paused within the timeout: its members did not release their
     partitions. Nothing was changed, and the group was resumed."""
+
+
+class InUse(EmsError):
+    """The object has consumers with live leases; nothing was changed."""
+
+
+class TopicInUse(InUse):
+    """A group subscribed to the topic has members with live leases, so the topic is not
+    deleted (stop them, wait for their leases to expire, or force the delete). Nothing was
+    changed."""
+
+
+class GroupInUse(InUse):
+    """The group has members with live leases, so it is not deleted (stop them, or wait for
+    their leases to expire). Nothing was changed."""
 
 
 class NotScheduler(StoreError):

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ems.config import Settings
-from ems.exceptions import UnknownGroup
+from ems.exceptions import GroupInUse, UnknownGroup
 from ems.store import Store
 from ems.store.client import StoreClient
 from ems.types import (
@@ -27,6 +27,7 @@ from ems.types import (
 )
 from ems.validation import check_name
 from ems.values.groups import LeaderDescription as LeaderDescription  # re-exported
+from ems.values.lifecycle import Deleted, chunk_rows, merge
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -89,7 +90,7 @@ class GroupDescription:
 
 
 class GroupAdmin(StoreClient):
-    """Read-only inspection of consumer groups (for the CLI and the admin console)."""
+    """Inspection of consumer groups, and their delete (for the CLI and the console)."""
 
     def __init__(self, settings: Settings | None = None, *, store: Store | None = None) -> None:
         super().__init__(settings, store=store)
@@ -135,6 +136,46 @@ class GroupAdmin(StoreClient):
             dead_letters=dead,
             lag_age_seconds=max(ages) if ages else None,
         )
+
+    def delete(self, name: str) -> Deleted:
+        """Delete an inactive group (on every topic it consumes): its cursors, assignment,
+        consumption log, retries, dead letters, leader and lease rows, autoscaling policy
+        and captures, in chunks of EMS_PURGE_CHUNK_ROWS, then its rows. InvalidName,
+        UnknownGroup, GroupInUse (nothing changed) while it has members with live
+        leases. The group is marked first, so no consumer joins it meanwhile
+        (GroupDeleting); a delete cut off half-way is finished by deleting again."""
+        check_name(name, "group")
+        lifecycle = self.store.lifecycle
+        rows = lifecycle.groups(name)
+        if not rows:
+            raise UnknownGroup(f"unknown group {name!r}")
+        fresh = [r.id for r in rows if not r.deleting]
+        if fresh:
+            self._refuse_live(name, [r.id for r in rows])
+            for group_id in fresh:
+                lifecycle.mark_group(group_id)
+            try:
+                # A member that joined between the check and the mark is seen now.
+                self._refuse_live(name, [r.id for r in rows])
+            except GroupInUse:
+                for group_id in fresh:
+                    lifecycle.unmark_group(group_id)
+                raise
+        done = Deleted(name=name, resumed=not fresh)
+        chunk, pause = chunk_rows(self.settings.purge_chunk_rows), self.settings.purge_pause
+        for row in rows:
+            drained = lifecycle.delete_group(row.id, chunk, pause)
+            merge(done.rows, drained.rows)
+            merge(done.statements, drained.statements)
+        return done
+
+    def _refuse_live(self, name: str, group_ids: Sequence[int]) -> None:
+        live = sum(self.store.lifecycle.live_members(g) for g in group_ids)
+        if live:
+            raise GroupInUse(
+                f"group {name!r} has {live} live member{'s' if live != 1 else ''}; nothing "
+                "was deleted (stop them, or wait for their leases to expire)"
+            )
 
 
 # -- pure shaping ---------------------------------------------------------------------

@@ -15,6 +15,7 @@ from werkzeug.exceptions import HTTPException
 from ems.exceptions import (
     AlreadyExists,
     GroupBusy,
+    InUse,
     InvalidInput,
     NotFound,
     PlanRefused,
@@ -54,7 +55,7 @@ def _exists(exc: AlreadyExists) -> Response:
     return problem(409, str(exc))
 
 
-def _conflict(exc: GroupBusy | PlanRefused) -> Response:
+def _conflict(exc: GroupBusy | InUse | PlanRefused) -> Response:
     return problem(409, str(exc))
 
 
@@ -83,6 +84,7 @@ def install(app: Flask) -> None:
     app.register_error_handler(AlreadyExists, _exists)
     app.register_error_handler(GroupBusy, _conflict)
     app.register_error_handler(PlanRefused, _conflict)
+    app.register_error_handler(InUse, _conflict)
     app.register_error_handler(ServerUnavailable, _unavailable)
     app.register_error_handler(HTTPException, _http)
     app.register_error_handler(Exception, _bug)

@@ -11,6 +11,7 @@ from flask import Flask, current_app
 from ems.admin.principal import NOBODY
 from ems.alarms.desk import AlarmDesk
 from ems.config import Settings
+from ems.groups import GroupAdmin
 from ems.ops.accounts import Accounts, AuditLog
 from ems.ops.audit_search import AuditSearch
 from ems.ops.autoscale import AutoscaleReader
@@ -23,6 +24,7 @@ from ems.ops.query import MessageQuery
 from ems.ops.ranking import Ranker
 from ems.ops.reset import OffsetReset
 from ems.ops.trace import MessageTracer
+from ems.topics import TopicAdmin
 from ems.values.accounts import AuditEntry
 from ems.values.refusals import RefusalSampler
 
@@ -47,6 +49,9 @@ class Services:
         self.alarms = AlarmDesk(settings, store=self.overview.store)
         self.autoscale = AutoscaleReader(settings, store=self.overview.store)
         self.audit_search = AuditSearch(settings, store=self.overview.store)
+        #: Topic alter and delete, group delete (previewed and confirmed: views/lifecycle).
+        self.topic_admin = TopicAdmin(settings, store=self.overview.store)
+        self.group_admin = GroupAdmin(settings, store=self.overview.store)
         #: Which refusals of anonymous callers the audit trail writes.
         self.refusals = RefusalSampler()
         self._resets: OffsetReset | None = None

@@ -25,6 +25,7 @@ from ems.metrics import published
 from ems.ports import AsyncOffsetAllocator
 from ems.producer import Producer as ThreadProducer
 from ems.producer.deadline import PASSING, Attempts
+from ems.producer.metadata import TopicCache
 from ems.producer.partitioner import RoundRobin
 from ems.producer.planning import (
     CONFLICT_ATTEMPTS,
@@ -79,9 +80,9 @@ class Producer:
         self.linger = linger
         self.store = backend.store
         self._allocator: AsyncOffsetAllocator | None = None
-        self._topics: dict[str, TopicInfo] = {}
+        self._topics = TopicCache(self.settings.metadata_max_age)
         #: Topics looked up by transactional sends, which take no offset: not re-seeded.
-        self._looked_up: dict[str, TopicInfo] = {}
+        self._looked_up = TopicCache(self.settings.metadata_max_age)
         self._loading: dict[str, asyncio.Future[TopicInfo]] = {}
         self._round_robin = RoundRobin()
         self._committers: dict[int, AsyncGroupCommit[Prepared, NewMessage]] = {}
@@ -170,7 +171,8 @@ class Producer:
         writer, wake = relay.transactions.writer()
         info = self._topics.get(topic) or self._looked_up.get(topic)
         if info is None:
-            info = self._looked_up[topic] = await self.store.topic(check_name(topic, "topic"))
+            info = await self.store.topic(check_name(topic, "topic"))
+            self._looked_up.put(topic, info)
         prepared = prepare_batch(info, records, self._round_robin)
         if prepared:
             await aio_outbox.write(writer, tx, info.id, prepared, wake)
@@ -200,12 +202,15 @@ class Producer:
         while True:
             try:
                 info = await self.store.topic(name)
-                # Redis is not trusted to remember: seed the counters from MySQL first.
-                await self._reseed(info)
+                # Redis is not trusted to remember: seed the counters from MySQL first
+                # (once per topic id: a refresh of the same topic needs none).
+                previous = self._topics.previous(name)
+                if previous is None or previous.id != info.id:
+                    await self._reseed(info)
             except PASSING as exc:
                 await self._pause(attempts, exc)
                 continue
-            self._topics[name] = info
+            self._topics.put(name, info)
             return info
 
     def _committer(self, info: TopicInfo) -> AsyncGroupCommit[Prepared, NewMessage]:

@@ -27,7 +27,7 @@ class Lazy(NamedTuple):
 #: that command runs; `ems --help` imports none of them.
 COMMANDS = {
     "db": Lazy("ems.cli.db:db", "Create and migrate the ems database."),
-    "topic": Lazy("ems.cli.topics:topic", "Create, list and describe topics."),
+    "topic": Lazy("ems.cli.topics:topic", "Create, list, describe, alter and delete topics."),
     "produce": Lazy(
         "ems.cli.produce:produce", "Publish each line of stdin to TOPIC as one message."
     ),
@@ -43,7 +43,7 @@ COMMANDS = {
         "`partition<TAB>offset<TAB>key<TAB>body` (or JSON with --json).",
     ),
     "group": Lazy(
-        "ems.cli.groups:group", "List and inspect consumer groups and reset their offsets."
+        "ems.cli.groups:group", "List, inspect and delete consumer groups and reset their offsets."
     ),
     "demo": Lazy(
         "ems.cli.demo:demo",

@@ -35,7 +35,7 @@ _PARTITION_HEADERS = (
 
 @click.group()
 def group() -> None:
-    """List and inspect consumer groups and reset their offsets."""
+    """List, inspect and delete consumer groups and reset their offsets."""
 
 
 _LIST_HEADERS = (
@@ -251,3 +251,25 @@ def _print_plan(plan: ResetPlan, as_json: bool, note: str, *, err: bool = False)
 
 def _change_row(c: PartitionChange) -> list[object]:
     return [c.partition, c.current, c.new, f"{c.change:+d}"]
+
+
+@group.command("delete")
+@click.argument("name")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@json_option
+def delete_command(name: str, yes: bool, as_json: bool) -> None:
+    """Delete consumer group NAME (on every topic it consumes) with its cursors, log,
+    retries and dead letters; refused while it has live members."""
+    with closing(GroupAdmin(settings())) as admin:
+        if not yes:
+            click.confirm(
+                f"Delete group {name} with its cursors, retries and dead letters?",
+                abort=True,
+                err=True,
+            )
+        done = admin.delete(name)
+    if as_json:
+        echo_json(asdict(done) | {"total_rows": done.total_rows})
+        return
+    finished = "finished deleting" if done.resumed else "deleted"
+    click.echo(f"{finished} group {done.name}: {done.total_rows} rows")

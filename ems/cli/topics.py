@@ -1,4 +1,4 @@
-"""`ems topic`: create, list and describe topics."""
+"""`ems topic`: create, list, describe, alter and delete topics."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ _DESCRIBE_HEADERS = ("partition", "low watermark", "high watermark", "messages",
 
 @click.group()
 def topic() -> None:
-    """Create, list and describe topics."""
+    """Create, list, describe, alter and delete topics."""
 
 
 @topic.command()
@@ -167,3 +167,52 @@ def _span(seconds: float) -> str:
     if seconds >= 60:
         return f"{seconds / 60:.0f}m"
     return f"{seconds:.0f}s"
+
+
+@topic.command(name="alter")
+@click.argument("name")
+@click.option("--retention-hours", type=COUNT, default=None, help="New retention, in hours.")
+@click.option("--max-body-bytes", type=COUNT, default=None, help="New largest body, in bytes.")
+@json_option
+def alter_topic(
+    name: str, retention_hours: int | None, max_body_bytes: int | None, as_json: bool
+) -> None:
+    """Change topic NAME's retention or largest body (producers apply a new largest body
+    from their next look-up of the topic: within EMS_METADATA_MAX_AGE seconds)."""
+    with closing(TopicAdmin(settings())) as admin:
+        info = admin.alter(name, retention_hours=retention_hours, max_body_bytes=max_body_bytes)
+    if as_json:
+        echo_json(_topic_dict(info))
+        return
+    click.echo(
+        f"topic {info.name}: retention {info.retention_hours} hours, "
+        f"largest body {info.max_body_bytes} bytes"
+    )
+
+
+@topic.command(name="delete")
+@click.argument("name")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Delete even while groups of the topic have live members (they lose their group).",
+)
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@json_option
+def delete_topic(name: str, force: bool, yes: bool, as_json: bool) -> None:
+    """Delete topic NAME with its messages and its consumer groups (refused while a group
+    has live members, unless --force); run it again to finish a delete cut off."""
+    with closing(TopicAdmin(settings())) as admin:
+        if not yes:
+            click.confirm(
+                f"Delete topic {name}, its messages and its consumer groups?",
+                abort=True,
+                err=True,
+            )
+        done = admin.delete(name, force=force)
+    if as_json:
+        echo_json(asdict(done) | {"total_rows": done.total_rows})
+        return
+    finished = "finished deleting" if done.resumed else "deleted"
+    groups = f" and {len(done.groups)} group(s) ({', '.join(done.groups)})" if done.groups else ""
+    click.echo(f"{finished} topic {done.name}{groups}: {done.total_rows} rows")

@@ -45,6 +45,9 @@ class ConsumerGroup(Base):
     #: A partition whose cursor has not moved for this long while it lags is stalled.
     stall_alarm_seconds: Mapped[int] = mapped_column(Integer, nullable=False, server_default="300")
     created_at: Mapped[created_ts]
+    #: Set (database clock) when a delete of the group began: consumers then cannot join
+    #: it (GroupDeleting), and the delete, run again, finishes what it started.
+    deleting_at: Mapped[optional_ts]
 
 
 class GroupOffset(Base):

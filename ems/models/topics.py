@@ -20,6 +20,9 @@ class Topic(Base):
     #: Delete messages every cluster group has consumed, before retention ends them.
     delete_consumed: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default="0")
     created_at: Mapped[created_ts]
+    #: Set (database clock) when a delete of the topic began: lookups then refuse it
+    #: (TopicDeleting), and the delete, run again, finishes what it started.
+    deleting_at: Mapped[optional_ts]
 
 
 class PartitionHead(Base):

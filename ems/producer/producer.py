@@ -17,6 +17,7 @@ from ems.metrics import published
 from ems.ports import OffsetAllocator
 from ems.producer.deadline import PASSING, Attempts
 from ems.producer.group_commit import GroupCommit
+from ems.producer.metadata import TopicCache
 from ems.producer.partitioner import RoundRobin
 from ems.producer.planning import (
     CONFLICT_ATTEMPTS,
@@ -65,9 +66,10 @@ class Producer:
         self.settings = backend.settings
         self.store = backend.store
         self._allocator: OffsetAllocator | None = None
-        self._topics: dict[str, TopicInfo] = {}
+        #: Topics as looked up, each for at most settings.metadata_max_age seconds.
+        self._topics = TopicCache(self.settings.metadata_max_age)
         #: Topics looked up by transactional sends, which take no offset: not re-seeded.
-        self._looked_up: dict[str, TopicInfo] = {}
+        self._looked_up = TopicCache(self.settings.metadata_max_age)
         self._round_robin = RoundRobin()
         self._committers: dict[int, GroupCommit[Prepared, NewMessage]] = {}
         self._committers_lock = threading.Lock()
@@ -166,7 +168,8 @@ class Producer:
         offset is taken, so neither Redis nor the counters are needed here."""
         info = self._topics.get(topic) or self._looked_up.get(topic)
         if info is None:
-            info = self._looked_up[topic] = self.store.topics.get(check_name(topic, "topic"))
+            info = self.store.topics.get(check_name(topic, "topic"))
+            self._looked_up.put(topic, info)
         prepared = prepare_batch(info, messages, self._round_robin)
         return self._transactions.write(tx, info, prepared)
 
@@ -188,12 +191,15 @@ class Producer:
         while True:
             try:
                 info = self.store.topics.get(name)
-                # Redis is not trusted to remember: seed the counters from MySQL first.
-                self._reseed(info)
+                # Redis is not trusted to remember: seed the counters from MySQL first
+                # (once per topic id: a refresh of the same topic needs none).
+                previous = self._topics.previous(name)
+                if previous is None or previous.id != info.id:
+                    self._reseed(info)
             except PASSING as exc:
                 self._pause(attempts, exc)
                 continue
-            self._topics[name] = info
+            self._topics.put(name, info)
             return info
 
     def _committer(self, info: TopicInfo) -> GroupCommit[Prepared, NewMessage]:

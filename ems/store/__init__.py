@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ems.store.groups import GroupStore
     from ems.store.lag_reports import LagReportStore
     from ems.store.leases import LeaseStore
+    from ems.store.lifecycle import LifecycleStore
     from ems.store.maintenance import MaintenanceStore
     from ems.store.messages import MessageStore
     from ems.store.outbox import OutboxStore
@@ -106,6 +107,7 @@ class Store:
     audit: _Group[AuditStore] = _Group("ems.store.audit:AuditStore")
     browse: _Group[BrowseStore] = _Group("ems.store.browse:BrowseStore")
     plans: _Group[PlanStore] = _Group("ems.store.plans:PlanStore")
+    lifecycle: _Group[LifecycleStore] = _Group("ems.store.lifecycle:LifecycleStore")
 
     def __init__(self, settings: Settings, database: Database | None = None) -> None:
         self.settings = settings

@@ -20,7 +20,13 @@ import asyncmy.errors
 from sqlalchemy.engine import make_url
 
 from ems.config import Settings
-from ems.exceptions import BelowLowWatermark, DatabaseUnavailable, EmsError, UnknownTopic
+from ems.exceptions import (
+    BelowLowWatermark,
+    DatabaseUnavailable,
+    EmsError,
+    TopicDeleting,
+    UnknownTopic,
+)
 from ems.store.database import RECYCLE, _errno, in_transaction, translate_code
 from ems.store.messages import (
     _INSERT,
@@ -33,12 +39,13 @@ from ems.store.messages import (
 )
 from ems.store.nodes import NodeSet, Vetting, unusable
 from ems.types import NewMessage, TopicInfo
+from ems.values.lifecycle import check_not_fenced
 
 T = TypeVar("T")
 P = ParamSpec("P")
 
 _TOPIC = (
-    "SELECT id, name, partitions, retention_hours, max_body_bytes, created_at "
+    "SELECT id, name, partitions, retention_hours, max_body_bytes, created_at, deleting_at "
     "FROM topic WHERE name = %s"
 )
 _ALLOCATE = (
@@ -92,7 +99,9 @@ class AsyncMessageStore:
         rows = await self.select(_TOPIC, (name,))
         if not rows:
             raise UnknownTopic(f"unknown topic {name!r}")
-        i, n, partitions, retention, max_body, created = rows[0]
+        i, n, partitions, retention, max_body, created, deleting = rows[0]
+        if deleting is not None:
+            raise TopicDeleting(f"topic {name!r} is being deleted")
         return TopicInfo(
             id=int(i),
             name=n,
@@ -106,6 +115,7 @@ class AsyncMessageStore:
         """As MessageStore.seed_offsets: past the highest stored offset, never below the
         low watermark."""
         seeds = {int(p): int(low) for p, low in await self.select(_LOWS, (topic_id,))}
+        check_not_fenced(topic_id, seeds)
         for p, top in await self.select(NEXT_OFFSETS, (topic_id,)):
             seeds[int(p)] = max(int(top) + 1, seeds.get(int(p), 0))
         return seeds

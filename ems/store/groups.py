@@ -10,7 +10,7 @@ from typing import Any
 from pymysql.cursors import Cursor
 from sqlalchemy import Connection, func, select
 
-from ems.exceptions import DuplicateKey, StaleGeneration
+from ems.exceptions import DuplicateKey, GroupDeleting, StaleGeneration
 from ems.models import Message, PartitionLow
 from ems.store.database import Database
 from ems.types import GroupInfo, TopicInfo
@@ -83,10 +83,15 @@ class GroupStore:
         self.db = db
 
     def get(self, name: str, topic_id: int) -> GroupInfo | None:
+        """The group on the topic; None when there is none, GroupDeleting while a delete
+        of it is under way (no consumer joins it then)."""
         rows = self.db.select(
-            f"SELECT {_GROUP_COLUMNS} FROM consumer_group WHERE name = %s AND topic_id = %s",
+            f"SELECT {_GROUP_COLUMNS}, deleting_at FROM consumer_group "
+            "WHERE name = %s AND topic_id = %s",
             (name, topic_id),
         )
+        if rows and rows[0][-1] is not None:
+            raise GroupDeleting(f"group {name!r} is being deleted")
         return group_info(rows[0]) if rows else None
 
     def by_name(self, name: str) -> list[GroupInfo]:

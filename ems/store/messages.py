@@ -18,6 +18,7 @@ from ems.models import Message
 from ems.store.database import Database
 from ems.types import Fetched, NewMessage, StoredMessage, TopicInfo
 from ems.values.fetch import within_budget
+from ems.values.lifecycle import check_not_fenced
 
 _INSERT = (
     "INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body, "
@@ -337,6 +338,7 @@ class MessageStore:
         """Where a partition's counter must start: past its highest stored offset and
         never below its low watermark (a purge may have emptied it)."""
         seeds = self.low_offsets(topic_id)
+        check_not_fenced(topic_id, seeds)
         for p, high in self.next_offsets(topic_id).items():
             seeds[p] = max(high, seeds.get(p, 0))
         return seeds

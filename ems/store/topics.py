@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import func, insert, select, update
-from sqlalchemy.engine import Row
 
-from ems.exceptions import DuplicateKey, TopicExists, UnknownPartition, UnknownTopic
+from ems.exceptions import (
+    DuplicateKey,
+    TopicDeleting,
+    TopicExists,
+    UnknownPartition,
+    UnknownTopic,
+)
 from ems.models import Message, PartitionHead, PartitionLow, Topic
 from ems.store.database import Database
 from ems.types import PartitionStats, TopicInfo
@@ -21,10 +26,11 @@ _TOPIC_COLUMNS = (
     Topic.max_body_bytes,
     Topic.created_at,
 )
+_FIELDS = ("id", "name", "partitions", "retention_hours", "max_body_bytes", "created_at")
 
 
-def _topic(row: Row[Any]) -> TopicInfo:
-    return TopicInfo(**row._mapping)
+def _topic(row: Sequence[Any]) -> TopicInfo:
+    return TopicInfo(**dict(zip(_FIELDS, row, strict=True)))
 
 
 class TopicStore:
@@ -54,11 +60,16 @@ class TopicStore:
         return self.get(name)
 
     def get(self, name: str) -> TopicInfo:
+        """UnknownTopic, or TopicDeleting while a delete of it is under way."""
         with self.db.connect() as conn:
-            row = conn.execute(select(*_TOPIC_COLUMNS).where(Topic.name == name)).first()
+            row = conn.execute(
+                select(*_TOPIC_COLUMNS, Topic.deleting_at).where(Topic.name == name)
+            ).first()
         if row is None:
             raise UnknownTopic(f"unknown topic {name!r}")
-        return _topic(row)
+        if row.deleting_at is not None:
+            raise TopicDeleting(f"topic {name!r} is being deleted")
+        return _topic(row[: len(_TOPIC_COLUMNS)])
 
     def by_ids(self, topic_ids: Iterable[int]) -> dict[int, TopicInfo]:
         """The topics with these ids (ids of deleted topics are left out)."""
@@ -71,7 +82,9 @@ class TopicStore:
 
     def all(self) -> list[TopicInfo]:
         with self.db.connect() as conn:
-            return [_topic(r) for r in conn.execute(select(*_TOPIC_COLUMNS).order_by(Topic.name))]
+            # A topic being deleted is gone for its users (its delete, run again, finishes).
+            live = select(*_TOPIC_COLUMNS).where(Topic.deleting_at.is_(None))
+            return [_topic(r) for r in conn.execute(live.order_by(Topic.name))]
 
     def partition_stats(self, topic: TopicInfo, *, exact: bool = False) -> list[PartitionStats]:
         """Watermarks from index dives (grouping by the full key prefix lets MySQL use a

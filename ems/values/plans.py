@@ -16,6 +16,9 @@ PlanAction = Literal[
     "user_remove",
     "token_create",
     "token_revoke",
+    "topic_alter",
+    "topic_delete",
+    "group_delete",
 ]
 PLAN_ACTIONS: tuple[PlanAction, ...] = get_args(PlanAction)
 
