@@ -1,4 +1,4 @@
-"""Topic administration: create, list, describe."""
+"""Topic administration: create, list, describe, add partitions."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import builtins
 
 from ems.config import Settings
 from ems.exceptions import TopicExists
+from ems.partitions import add_partitions
 from ems.store import Store
 from ems.store.client import StoreClient
-from ems.types import PartitionStats, TopicInfo
+from ems.types import PartitionsAdded, PartitionStats, TopicInfo
 from ems.validation import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_RETENTION_HOURS,
@@ -80,3 +81,24 @@ class TopicAdmin(StoreClient):
         """Per partition: low and high watermark and the offsets stored between them. With
         exact=True, messages and tombstones are counted (a scan of the topic's index)."""
         return self.store.topics.partition_stats(self.get(name), exact=exact)
+
+    def add_partitions(self, name: str, partitions: int) -> PartitionsAdded:
+        """Raise topic `name` to `partitions` partitions (Kafka's kafka-topics --alter
+        --partitions). Partitions are only ever added: PartitionsNotAdded when the count
+        would not grow; UnknownTopic, InvalidName, InvalidPartitionCount; nothing changes
+        then. Keys move to other partitions from the change on; ordered groups still see
+        each key's messages in order across it (see docs/partitions.md)."""
+        from ems.wakeups import Publisher
+
+        publisher = Publisher(self.settings)
+        try:
+            return add_partitions(self.store, name, partitions, publisher)
+        finally:
+            publisher.close()
+
+    def alter(self, name: str, *, partitions: int | None = None) -> TopicInfo:
+        """Change topic `name`: for now its partition count (add_partitions). Returns the
+        topic as it is after the change."""
+        if partitions is not None:
+            self.add_partitions(name, partitions)
+        return self.get(name)

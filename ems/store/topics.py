@@ -11,7 +11,8 @@ from sqlalchemy.engine import Row
 from ems.exceptions import DuplicateKey, TopicExists, UnknownPartition, UnknownTopic
 from ems.models import Message, PartitionHead, PartitionLow, Topic
 from ems.store.database import Database
-from ems.types import PartitionStats, TopicInfo
+from ems.store.partitions import PartitionStore
+from ems.types import PartitionsAdded, PartitionStats, TopicInfo
 
 _TOPIC_COLUMNS = (
     Topic.id,
@@ -72,6 +73,10 @@ class TopicStore:
     def all(self) -> list[TopicInfo]:
         with self.db.connect() as conn:
             return [_topic(r) for r in conn.execute(select(*_TOPIC_COLUMNS).order_by(Topic.name))]
+
+    def partition_changes(self, topic_id: int) -> list[PartitionsAdded]:
+        """The topic's partition changes, oldest first (see ems.store.partitions)."""
+        return PartitionStore(self.db).changes(topic_id)
 
     def partition_stats(self, topic: TopicInfo, *, exact: bool = False) -> list[PartitionStats]:
         """Watermarks from index dives (grouping by the full key prefix lets MySQL use a
