@@ -27,7 +27,7 @@ class Lazy(NamedTuple):
 #: that command runs; `ems --help` imports none of them.
 COMMANDS = {
     "db": Lazy("ems.cli.db:db", "Create and migrate the ems database."),
-    "topic": Lazy("ems.cli.topics:topic", "Create, list and describe topics."),
+    "topic": Lazy("ems.cli.topics:topic", "Create, list, describe and alter topics."),
     "produce": Lazy(
         "ems.cli.produce:produce", "Publish each line of stdin to TOPIC as one message."
     ),

@@ -1,4 +1,4 @@
-"""`ems topic`: create, list and describe topics."""
+"""`ems topic`: create, list, describe and alter topics."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ _DESCRIBE_HEADERS = ("partition", "low watermark", "high watermark", "messages",
 
 @click.group()
 def topic() -> None:
-    """Create, list and describe topics."""
+    """Create, list, describe and alter topics."""
 
 
 @topic.command()
@@ -61,6 +61,32 @@ def _exists(admin: TopicAdmin, name: str) -> bool:
     except UnknownTopic:
         return False
     return True
+
+
+@topic.command()
+@click.argument("name")
+@click.option(
+    "--partitions",
+    "-p",
+    type=COUNT,
+    required=True,
+    help="New partition count (partitions are only added: it must exceed the current one).",
+)
+@json_option
+def alter(name: str, partitions: int, as_json: bool) -> None:
+    """Add partitions to topic NAME, as Kafka's `kafka-topics --alter --partitions`. Keys
+    move to other partitions from the change on; ordered groups still handle each key's
+    messages in order across it (see docs/partitions.md)."""
+    with closing(TopicAdmin(settings())) as admin:
+        change = admin.add_partitions(name, partitions)
+        info = admin.get(name)
+    if as_json:
+        watermarks = dict(enumerate(change.watermarks))
+        echo_json(
+            {**_topic_dict(info), "partitions_before": change.before, "watermarks": watermarks}
+        )
+        return
+    click.echo(f"topic {info.name}: {change.before} -> {change.after} partitions")
 
 
 @topic.command(name="list")
