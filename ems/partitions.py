@@ -22,24 +22,71 @@ across the change; ems keeps it for ordered groups:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from ems.exceptions import PartitionsNotAdded
 from ems.store import Store
 from ems.types import PartitionsAdded
 from ems.validation import check_name, check_partitions
 from ems.wakeups import Publisher
 
-__all__ = ["add_partitions"]
+__all__ = ["PartitionPlan", "add_partitions", "plan_partitions"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PartitionPlan:
+    """What adding partitions would do (the console's preview): the counts, each old
+    partition's high watermark now, and the groups that would get the new partitions."""
+
+    topic: str
+    before: int
+    after: int
+    watermarks: tuple[int, ...]
+    #: (group name, ordered) of the topic's cluster groups.
+    groups: tuple[tuple[str, bool], ...]
+
+
+def plan_partitions(store: Store, name: str, partitions: int) -> PartitionPlan:
+    """The preview of add_partitions, checked as it checks; changes nothing."""
+    check_name(name, "topic")
+    check_partitions(partitions)
+    topic = store.topics.get(name)
+    if partitions <= topic.partitions:
+        raise PartitionsNotAdded(
+            f"topic {name!r} has {topic.partitions} partitions; partitions can only be "
+            f"added (asked for {partitions})"
+        )
+    stats = store.topics.partition_stats(topic)
+    groups = tuple(
+        (g.name, g.ordered)
+        for g in store.groups.all()
+        if g.topic_id == topic.id and g.mode == "cluster"
+    )
+    return PartitionPlan(
+        topic=topic.name,
+        before=topic.partitions,
+        after=partitions,
+        watermarks=tuple(s.high_watermark for s in stats),
+        groups=groups,
+    )
 
 
 def add_partitions(
-    store: Store, name: str, partitions: int, publisher: Publisher | None = None
+    store: Store,
+    name: str,
+    partitions: int,
+    publisher: Publisher | None = None,
+    *,
+    expected: int | None = None,
 ) -> PartitionsAdded:
     """Raise topic `name` to `partitions` partitions; UnknownTopic, InvalidName,
-    InvalidPartitionCount, or PartitionsNotAdded unless the count grows (nothing changes
-    then). The topic's cluster groups get the new partitions, read from their first
-    offset, and their leaders are woken to assign them."""
+    InvalidPartitionCount, or PartitionsNotAdded unless the count grows, PlanChanged when
+    the topic does not have `expected` partitions (a preview's); nothing changes then.
+    The topic's cluster groups get the new partitions, read from their first offset, and
+    their leaders are woken to assign them."""
     check_name(name, "topic")
     check_partitions(partitions)
-    change, groups = store.partitions.add(name, partitions)
+    change, groups = store.partitions.add(name, partitions, expected=expected)
     if publisher is not None:
         for group_id in groups:
             publisher.group(group_id)

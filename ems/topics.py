@@ -6,7 +6,7 @@ import builtins
 
 from ems.config import Settings
 from ems.exceptions import TopicExists
-from ems.partitions import add_partitions
+from ems.partitions import PartitionPlan, add_partitions, plan_partitions
 from ems.store import Store
 from ems.store.client import StoreClient
 from ems.types import PartitionsAdded, PartitionStats, TopicInfo
@@ -82,17 +82,24 @@ class TopicAdmin(StoreClient):
         exact=True, messages and tombstones are counted (a scan of the topic's index)."""
         return self.store.topics.partition_stats(self.get(name), exact=exact)
 
-    def add_partitions(self, name: str, partitions: int) -> PartitionsAdded:
+    def plan_partitions(self, name: str, partitions: int) -> PartitionPlan:
+        """What add_partitions would do, checked as it checks; changes nothing."""
+        return plan_partitions(self.store, name, partitions)
+
+    def add_partitions(
+        self, name: str, partitions: int, *, expected: int | None = None
+    ) -> PartitionsAdded:
         """Raise topic `name` to `partitions` partitions (Kafka's kafka-topics --alter
         --partitions). Partitions are only ever added: PartitionsNotAdded when the count
         would not grow; UnknownTopic, InvalidName, InvalidPartitionCount; nothing changes
         then. Keys move to other partitions from the change on; ordered groups still see
-        each key's messages in order across it (see docs/partitions.md)."""
+        each key's messages in order across it (see docs/partitions.md). With `expected`
+        (a preview's count), PlanChanged unless the topic still has that many."""
         from ems.wakeups import Publisher
 
         publisher = Publisher(self.settings)
         try:
-            return add_partitions(self.store, name, partitions, publisher)
+            return add_partitions(self.store, name, partitions, publisher, expected=expected)
         finally:
             publisher.close()
 

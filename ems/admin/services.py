@@ -23,6 +23,7 @@ from ems.ops.query import MessageQuery
 from ems.ops.ranking import Ranker
 from ems.ops.reset import OffsetReset
 from ems.ops.trace import MessageTracer
+from ems.topics import TopicAdmin
 from ems.values.accounts import AuditEntry
 from ems.values.refusals import RefusalSampler
 
@@ -47,6 +48,7 @@ class Services:
         self.alarms = AlarmDesk(settings, store=self.overview.store)
         self.autoscale = AutoscaleReader(settings, store=self.overview.store)
         self.audit_search = AuditSearch(settings, store=self.overview.store)
+        self.topics = TopicAdmin(settings, store=self.overview.store)
         #: Which refusals of anonymous callers the audit trail writes.
         self.refusals = RefusalSampler()
         self._resets: OffsetReset | None = None

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ems.exceptions import PartitionsNotAdded, UnknownTopic
+from ems.exceptions import PartitionsNotAdded, PlanChanged, UnknownTopic
 from ems.store.database import Database
 from ems.types import PartitionsAdded, TopicInfo
 
@@ -64,17 +64,24 @@ class PartitionStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def add(self, name: str, partitions: int) -> tuple[PartitionsAdded, list[int]]:
-        """Raise the topic's count to `partitions` (PartitionsNotAdded unless it grows):
-        heads, cursors at 0 and unowned assignment rows for the new partitions, and the
-        change's watermarks, all in one transaction. Returns the change and the ids of the
-        cluster groups given the new partitions."""
+    def add(
+        self, name: str, partitions: int, *, expected: int | None = None
+    ) -> tuple[PartitionsAdded, list[int]]:
+        """Raise the topic's count to `partitions` (PartitionsNotAdded unless it grows;
+        PlanChanged unless it has `expected` partitions now, when given): heads, cursors
+        at 0 and unowned assignment rows for the new partitions, and the change's
+        watermarks, all in one transaction. Returns the change and the ids of the cluster
+        groups given the new partitions."""
         with self.db.transaction() as cursor:
             cursor.execute(_LOCK_TOPIC, (name,))
             row = cursor.fetchone()
             if row is None:
                 raise UnknownTopic(f"unknown topic {name!r}")
             topic = _info(row)
+            if expected is not None and topic.partitions != expected:
+                raise PlanChanged(
+                    f"topic {name!r} has {topic.partitions} partitions now, not {expected}"
+                )
             if partitions <= topic.partitions:
                 raise PartitionsNotAdded(
                     f"topic {name!r} has {topic.partitions} partitions; partitions can only "

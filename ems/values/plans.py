@@ -16,6 +16,7 @@ PlanAction = Literal[
     "user_remove",
     "token_create",
     "token_revoke",
+    "add_partitions",
 ]
 PLAN_ACTIONS: tuple[PlanAction, ...] = get_args(PlanAction)
 
