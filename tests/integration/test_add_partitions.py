@@ -8,6 +8,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pymysql
@@ -230,3 +231,17 @@ def test_producers_racing_a_change_write_every_row_by_the_count_of_its_side(
         after += not before
         assert partition == partition_for_key(key, 3 if before else 7), (partition, offset)
     assert after > 300
+
+
+def test_the_docs_example_runs_as_printed(
+    admin: TopicAdmin, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "partitions.md").read_text()
+    code = page.split("```python\n", 1)[1].split("```", 1)[0]
+    admin.create("readings", 6)
+    monkeypatch.setenv("EMS_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("EMS_REDIS_URL", settings.redis_url)
+    printed: list[str] = []
+    exec(compile(code, "docs/partitions.md", "exec"), {"print": printed.append})
+    assert printed == ["6 -> 12 partitions"]
+    assert admin.get("readings").partitions == 12
