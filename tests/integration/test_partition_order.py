@@ -93,6 +93,8 @@ def test_an_ordered_group_holds_a_moved_keys_new_messages_until_its_old_ones_set
         got = poll_rounds(c, lambda got: len(got) >= ready)
         assert len(got) == ready
         assert not [d for d in got if key_of(d) in moved and d.body.startswith(b"after")]
+        stayed_after = [d for d in got if key_of(d) in stayed and d.body.startswith(b"after")]
+        assert len(stayed_after) == 30
         c.ack(got)
         rest = poll_rounds(c, lambda more: len(more) >= 30)
     assert sorted((key_of(d), d.body) for d in rest) == sorted(
