@@ -97,6 +97,11 @@ CHANGES: dict[str, tuple[str, set[str]]] = {
     },
     "/alarms/ack": ("ack_alarms", OPERATORS),
     "/api/v1/alarms/ack": ("ack_alarms", OPERATORS),
+    **{
+        f"{api}/partitions/{step}": ("alter_topics", {"admin"})
+        for api in ("", "/api/v1")
+        for step in ("preview", "apply")
+    },
 }
 #: What the rules' variables are filled with when the matrix visits them (the fixtures
 #: seed a topic and a group of these names).
