@@ -31,6 +31,10 @@ class InvalidPartitionCount(InvalidInput):
     """A topic has between 1 and 4096 partitions."""
 
 
+class PartitionsNotAdded(InvalidPartitionCount):
+    """Partitions can only be added to a topic: the new count must exceed the current one."""
+
+
 class InvalidBody(InvalidInput):
     """A message body must be bytes or str."""
 

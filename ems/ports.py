@@ -27,6 +27,7 @@ from ems.types import (
     MemberInfo,
     NewMessage,
     OutboxRow,
+    PartitionsAdded,
     PartitionStats,
     Settlement,
     TopicInfo,
@@ -184,6 +185,9 @@ class Topics(TopicLookup, Protocol):
     def partition_stats(self, topic: TopicInfo, *, exact: bool = False) -> list[PartitionStats]:
         """Per partition: watermarks and counts."""
 
+    def partition_changes(self, topic_id: int) -> list[PartitionsAdded]:
+        """The topic's partition changes, oldest first (see ems.partitions)."""
+
 
 class Groups(Cursors, Protocol):
     def get(self, name: str, topic_id: int) -> GroupInfo | None: ...
@@ -238,10 +242,17 @@ class MessageWrites(Protocol):
     are one atomic write: the message table's unique key (topic, partition, offset) and
     the partitions' low watermarks judge it, never the producer."""
 
-    def insert(self, messages: Sequence[NewMessage], token: int | None = None) -> None:
+    def insert(
+        self,
+        messages: Sequence[NewMessage],
+        token: int | None = None,
+        *,
+        partitions: int | None = None,
+    ) -> None:
         """Store all rows or none, the first carrying the write token: DuplicateKey if an
         offset is taken, BelowLowWatermark if one lies below its partition's low
-        watermark."""
+        watermark, or if the topic's partition count is no longer `partitions` (the count
+        the rows were routed by, when given)."""
 
     def write_token_at(self, topic_id: int, partition: int, offset: int) -> int | None:
         """The write token of the row at this place (None: no row, or one written without
@@ -302,7 +313,9 @@ class AsyncPublishStore(Protocol):
     async def topic(self, name: str) -> TopicInfo:
         """As TopicLookup.get."""
 
-    async def insert(self, messages: Sequence[NewMessage], token: int | None) -> None:
+    async def insert(
+        self, messages: Sequence[NewMessage], token: int | None, *, partitions: int | None = None
+    ) -> None:
         """As MessageWrites.insert."""
 
     async def write_token_at(self, topic_id: int, partition: int, offset: int) -> int | None:
@@ -350,9 +363,10 @@ class RelayBatch(Protocol):
 
     rows: list[OutboxRow]
 
-    def move(self, messages: Sequence[NewMessage]) -> None:
+    def move(self, messages: Sequence[NewMessage], *, partitions: int | None = None) -> None:
         """Insert the rows at their places and delete them from the outbox, at the
-        transaction's commit: DuplicateKey or BelowLowWatermark as MessageWrites.insert."""
+        transaction's commit: DuplicateKey or BelowLowWatermark as MessageWrites.insert
+        (routed by `partitions`)."""
 
 
 class Outbox(Protocol):

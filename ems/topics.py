@@ -1,4 +1,4 @@
-"""Topic administration: create, list, describe, alter and delete."""
+"""Topic administration: create, list, describe, alter (partitions, retention, body), delete."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import time
 from ems.config import Settings
 from ems.exceptions import InvalidInput, TopicExists, TopicInUse, UnknownTopic
 from ems.offsets.forget import forget_counters
+from ems.partitions import PartitionPlan, add_partitions, plan_partitions
 from ems.store import Store
 from ems.store.client import StoreClient
-from ems.types import PartitionStats, TopicInfo
+from ems.types import PartitionsAdded, PartitionStats, TopicInfo
 from ems.validation import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_RETENTION_HOURS,
@@ -84,19 +85,48 @@ class TopicAdmin(StoreClient):
         exact=True, messages and tombstones are counted (a scan of the topic's index)."""
         return self.store.topics.partition_stats(self.get(name), exact=exact)
 
+    def plan_partitions(self, name: str, partitions: int) -> PartitionPlan:
+        """What add_partitions would do, checked as it checks; changes nothing."""
+        return plan_partitions(self.store, name, partitions)
+
+    def add_partitions(
+        self, name: str, partitions: int, *, expected: int | None = None
+    ) -> PartitionsAdded:
+        """Raise topic `name` to `partitions` partitions (Kafka's kafka-topics --alter
+        --partitions). Partitions are only ever added: PartitionsNotAdded when the count
+        would not grow; UnknownTopic, InvalidName, InvalidPartitionCount; nothing changes
+        then. Keys move to other partitions from the change on; ordered groups still see
+        each key's messages in order across it (see docs/partitions.md). With `expected`
+        (a preview's count), PlanChanged unless the topic still has that many."""
+        from ems.wakeups import Publisher
+
+        publisher = Publisher(self.settings)
+        try:
+            return add_partitions(self.store, name, partitions, publisher, expected=expected)
+        finally:
+            publisher.close()
+
     def alter(
         self,
         name: str,
         *,
+        partitions: int | None = None,
         retention_hours: int | None = None,
         max_body_bytes: int | None = None,
     ) -> TopicInfo:
-        """Change a topic's retention or maximum body size (each checked as create checks
-        it; the other kept), and return the topic as it now is. InvalidInput when neither
-        is given; UnknownTopic. Producers apply a new maximum body to their sends from
-        their next look-up of the topic: within EMS_METADATA_MAX_AGE seconds."""
+        """Change a topic: add partitions (add_partitions), and its retention or maximum
+        body size (each checked as create checks it; the other kept); return the topic as
+        it now is. InvalidInput when nothing is given; UnknownTopic. Producers apply a new
+        maximum body to their sends from their next look-up of the topic: within
+        EMS_METADATA_MAX_AGE seconds."""
         check_name(name, "topic")
-        self.check_alter(retention_hours=retention_hours, max_body_bytes=max_body_bytes)
+        self.check_alter(
+            partitions=partitions, retention_hours=retention_hours, max_body_bytes=max_body_bytes
+        )
+        if partitions is not None:
+            self.add_partitions(name, partitions)
+        if retention_hours is None and max_body_bytes is None:
+            return self.get(name)
         info = self.get(name)
         self.store.lifecycle.alter(
             info.id,
@@ -106,10 +136,19 @@ class TopicAdmin(StoreClient):
         return self.get(name)
 
     @staticmethod
-    def check_alter(*, retention_hours: int | None, max_body_bytes: int | None) -> None:
+    def check_alter(
+        *,
+        partitions: int | None = None,
+        retention_hours: int | None = None,
+        max_body_bytes: int | None = None,
+    ) -> None:
         """InvalidInput unless at least one is given and each is as create takes it."""
-        if retention_hours is None and max_body_bytes is None:
-            raise InvalidInput("nothing to alter: give retention_hours or max_body_bytes")
+        if partitions is None and retention_hours is None and max_body_bytes is None:
+            raise InvalidInput(
+                "nothing to alter: give partitions, retention_hours or max_body_bytes"
+            )
+        if partitions is not None:
+            check_partitions(partitions)
         if retention_hours is not None:
             check_positive_int(retention_hours, "retention hours", MAX_RETENTION_HOURS)
         if max_body_bytes is not None:

@@ -26,6 +26,20 @@ class TopicInfo:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class PartitionsAdded:
+    """One change of a topic's partition count (ems topic alter --partitions): the count
+    before and after, and the high watermark every old partition had at the change (its
+    rows below it were routed by the count before, the rest by `after` or a later count)."""
+
+    topic_id: int
+    before: int
+    after: int
+    #: Index: an old partition (0 to before - 1).
+    watermarks: tuple[int, ...]
+    created_at: dt.datetime | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class PartitionStats:
     partition: int
     #: Offset of the oldest row still stored (None when the partition is empty).
@@ -106,6 +120,9 @@ class Fetched:
     #: Rows that follow the last one were left out because of the byte budget (not
     #: because there were none, nor because of the row limit).
     cut: bool = False
+    #: The topic's partition count as of the read (None: not told); a row written after
+    #: partitions were added comes with the new count.
+    partitions: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -119,6 +136,8 @@ class PartitionBatch:
     #: The read stopped at its row limit or byte budget, not at the end of what can be
     #: read: more may be ready at next_offset now.
     more: bool = False
+    #: The topic's partition count as the read saw it (None: not told; see Fetched).
+    partitions: int | None = None
 
 
 # -- consumer groups -------------------------------------------------------------------

@@ -38,6 +38,7 @@ from ems.producer.planning import (
     place,
     prepare,
     prepare_batch,
+    reroute,
 )
 from ems.producer.transactional import UNKNOWN_OFFSET
 from ems.store import aio_outbox
@@ -85,7 +86,8 @@ class Producer:
         self._looked_up = TopicCache(self.settings.metadata_max_age)
         self._loading: dict[str, asyncio.Future[TopicInfo]] = {}
         self._round_robin = RoundRobin()
-        self._committers: dict[int, AsyncGroupCommit[Prepared, NewMessage]] = {}
+        #: One per topic and partition count its messages were routed by.
+        self._committers: dict[tuple[int, int], AsyncGroupCommit[Prepared, NewMessage]] = {}
         self._wakeups = backend.notifier
         self._ends = RangeEnds()
         self._allocating = asyncio.Lock()
@@ -214,15 +216,26 @@ class Producer:
             return info
 
     def _committer(self, info: TopicInfo) -> AsyncGroupCommit[Prepared, NewMessage]:
-        committer = self._committers.get(info.id)
+        """As Producer._committer: one per topic and partition count routed by."""
+        place_key = (info.id, info.partitions)
+        committer = self._committers.get(place_key)
         if committer is None:
 
             async def flush(items: list[Prepared], deadline: float) -> list[NewMessage]:
                 return await self._insert(info, items, deadline)
 
             committer = AsyncGroupCommit(flush, GROUP_MAX, linger=self.linger)
-            self._committers[info.id] = committer
+            self._committers[place_key] = committer
         return committer
+
+    async def _refreshed(self, info: TopicInfo) -> TopicInfo:
+        """As Producer.refreshed: the topic as stored now, kept when its count grew."""
+        fresh = await self.store.topic(info.name)
+        if fresh.partitions != info.partitions:
+            log.info("topic %s now has %d partitions", info.name, fresh.partitions)
+            await self._reseed(fresh)
+            self._topics.put(info.name, fresh)
+        return fresh
 
     async def _insert(
         self, info: TopicInfo, prepared: Sequence[Prepared], deadline: float
@@ -240,8 +253,15 @@ class Producer:
                     reseed = False
                 firsts = await self._allocate(info, counts)
                 rows = None if firsts is None else place(info.id, prepared, firsts)
-                if rows is not None and await self._commit(rows, attempts):
+                if rows is not None and await self._commit(rows, attempts, info.partitions):
                     break
+                if rows is not None:
+                    fresh = await self._refreshed(info)
+                    if fresh.partitions != info.partitions:
+                        # As Producer._insert: refused by the fence, routed again.
+                        info, prepared = fresh, reroute(prepared, fresh.partitions)
+                        counts = partition_counts(prepared)
+                        continue
             except PASSING as exc:
                 # As Producer._insert: a lost allocation is not sent again, and the
                 # counters are re-seeded after any Redis failure.
@@ -283,7 +303,7 @@ class Producer:
             seeds = self._ends.floors(info.id, seeds)
             await self.allocator.reseed(info.id, seeds)
 
-    async def _commit(self, rows: list[NewMessage], attempts: Attempts) -> bool:
+    async def _commit(self, rows: list[NewMessage], attempts: Attempts, routed: int) -> bool:
         """As Producer._commit: False if an offset was taken or lies below its partition's
         low watermark and no attempt of ours is stored; a lost connection sends the same
         rows again, until the deadline, with the same write token, whose presence at the
@@ -298,7 +318,7 @@ class Producer:
                         first.topic_id, first.partition, first.offset
                     )
                     return stored == token
-                await self.store.insert(rows, token)
+                await self.store.insert(rows, token, partitions=routed)
                 return True
             except (DuplicateKey, BelowLowWatermark):
                 if not tried:

@@ -171,23 +171,52 @@ def _span(seconds: float) -> str:
 
 @topic.command(name="alter")
 @click.argument("name")
+@click.option(
+    "--partitions",
+    "-p",
+    type=COUNT,
+    default=None,
+    help="New partition count (partitions are only added: it must exceed the current one).",
+)
 @click.option("--retention-hours", type=COUNT, default=None, help="New retention, in hours.")
 @click.option("--max-body-bytes", type=COUNT, default=None, help="New largest body, in bytes.")
 @json_option
 def alter_topic(
-    name: str, retention_hours: int | None, max_body_bytes: int | None, as_json: bool
+    name: str,
+    partitions: int | None,
+    retention_hours: int | None,
+    max_body_bytes: int | None,
+    as_json: bool,
 ) -> None:
-    """Change topic NAME's retention or largest body (producers apply a new largest body
-    from their next look-up of the topic: within EMS_METADATA_MAX_AGE seconds)."""
+    """Change topic NAME: add partitions, as Kafka's `kafka-topics --alter --partitions`
+    (keys move to other partitions from the change on; ordered groups still handle each
+    key's messages in order across it: see docs/partitions.md), or change its retention or
+    largest body (producers apply a new largest body from their next look-up of the topic:
+    within EMS_METADATA_MAX_AGE seconds)."""
+    from ems.topics import TopicAdmin
+
     with closing(TopicAdmin(settings())) as admin:
-        info = admin.alter(name, retention_hours=retention_hours, max_body_bytes=max_body_bytes)
+        TopicAdmin.check_alter(
+            partitions=partitions, retention_hours=retention_hours, max_body_bytes=max_body_bytes
+        )
+        change = None if partitions is None else admin.add_partitions(name, partitions)
+        if retention_hours is None and max_body_bytes is None:
+            info = admin.get(name)
+        else:
+            info = admin.alter(name, retention_hours=retention_hours, max_body_bytes=max_body_bytes)
     if as_json:
-        echo_json(_topic_dict(info))
+        added = {} if change is None else {
+            "partitions_before": change.before, "watermarks": dict(enumerate(change.watermarks))
+        }  # fmt: skip
+        echo_json({**_topic_dict(info), **added})
         return
-    click.echo(
-        f"topic {info.name}: retention {info.retention_hours} hours, "
-        f"largest body {info.max_body_bytes} bytes"
-    )
+    if change is not None:
+        click.echo(f"topic {info.name}: {change.before} -> {change.after} partitions")
+    if retention_hours is not None or max_body_bytes is not None:
+        click.echo(
+            f"topic {info.name}: retention {info.retention_hours} hours, "
+            f"largest body {info.max_body_bytes} bytes"
+        )
 
 
 @topic.command(name="delete")

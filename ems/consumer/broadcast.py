@@ -26,6 +26,7 @@ class BroadcastSession:
         metrics: ConsumerMetrics,
     ) -> None:
         self.reader = reader
+        self.topics = topics
         self.topic = topic
         self.metrics = metrics
         stats = topics.partition_stats(topic)
@@ -58,9 +59,20 @@ class BroadcastSession:
         if news is None:
             self.dirty.update(self.positions)
         else:
+            if any(p not in self.positions for p in news):
+                self._partitions_added()
             self.dirty.update(
                 p for p, last in news.items() if p in self.positions and self.positions[p] <= last
             )
+
+    def _partitions_added(self) -> None:
+        """News of a partition not known: partitions were added to the topic. Every
+        message of a new partition was written after this client started: read from its
+        first offset."""
+        self.topic = self.topics.get(self.topic.name)
+        for p in range(len(self.positions), self.topic.partitions):
+            self.positions.setdefault(p, 0)
+            self.dirty.add(p)
 
     def fetch(self, limit: int, max_bytes: int) -> list[Delivery]:
         """As ClusterSession.fetch: up to `limit` messages and max_bytes of bodies (the
@@ -83,6 +95,8 @@ class BroadcastSession:
                 left,
                 at_least_one=not batch,
             )
+            if read.partitions is not None and read.partitions > self.topic.partitions:
+                self._partitions_added()
             if not read.more:
                 self.dirty.discard(p)
             self.positions[p] = read.next_offset

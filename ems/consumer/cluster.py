@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ems.consumer.ack_writer import AckWriter
+from ems.consumer.barrier import Barrier
 from ems.consumer.state import Outcome, PartitionState, Policy, expired, moved_cursors, settle
 from ems.exceptions import LeaseLost, LockConflict, StaleGeneration
 from ems.offsets.budget import mean_size, rows_to_scan
@@ -36,6 +37,9 @@ RETRY_SCAN_EVERY = 1.0
 DEADLOCK_ATTEMPTS = 5
 #: Deliveries of one partition in flight at most (poll() without ack() stops there).
 MAX_IN_FLIGHT = 5000
+#: Seconds before a partition an ordered group holds across a partition change is looked
+#: at again (and most often the group's cursors are read while it waits).
+HOLD_RECHECK = 0.2
 
 
 def delivery(topic: str, m: StoredMessage, attempt: int) -> Delivery:
@@ -79,6 +83,11 @@ class ClusterSession:
         self.publisher = publisher
         self.policy = policy
         self.states: dict[int, PartitionState] = {}
+        #: Ordered groups: what holds a key's messages back across partition changes.
+        self.barrier = Barrier(store.topics.partition_changes(topic.id)) if policy.ordered else None
+        #: The group's committed cursors the barrier last read, and when (monotonic).
+        self._cursors: Mapping[int, int] = {}
+        self._cursors_at = -HOLD_RECHECK
         self._version = -1
         self._next_retry_scan = 0.0
         #: Mean body size of the retries claimed last (see rows_to_scan).
@@ -112,6 +121,10 @@ class ClusterSession:
         version, owned = self.membership.ownership()
         if version != self._version:
             self._version = version
+            if self.barrier is not None:
+                # An offset reset (which revokes everything) may have moved cursors back.
+                self.barrier.reset()
+                self._cursors_at = -HOLD_RECHECK
             if set(owned) != set(self.states):
                 self.metrics.rebalances.inc()
             for p in list(self.states):
@@ -243,12 +256,45 @@ class ClusterSession:
         # reached the end (or a young hole) waits for news.
         state.dirty = read.more
         state.position = read.next_offset
+        messages = read.messages
+        if read.partitions is not None and read.partitions > self.topic.partitions:
+            self._partitions_added()
+        if self.barrier is not None and messages:
+            held = self.barrier.held(messages, self._group_cursors)
+            if held is not None:
+                # Written after a partition change, while its key's messages from before
+                # are not all settled yet: read again from here in a while.
+                state.position = messages[held].offset
+                state.dirty = True
+                state.blocked_until = now + HOLD_RECHECK
+                messages = messages[:held]
         out = []
-        for m in read.messages:
+        for m in messages:
             d = delivery(self.topic.name, m, state.failures.get(m.offset, 0) + 1)
             state.outstanding[m.offset] = (d, now)
             out.append(d)
         return out
+
+    def _partitions_added(self) -> None:
+        """A read saw the topic with more partitions than known: take the topic and its
+        changes as they are now, before any message of the read is handed out (the read
+        saw the change, so these do too)."""
+        self.topic = self.store.topics.get(self.topic.name)
+        if self.barrier is not None:
+            self.barrier.reset(self.store.topics.partition_changes(self.topic.id))
+        log.info("topic %s now has %d partitions", self.topic.name, self.topic.partitions)
+
+    def _group_cursors(self) -> Mapping[int, int]:
+        """The group's committed cursors, read at most every HOLD_RECHECK seconds, and
+        this member's own settled positions, which may run ahead of the stored ones."""
+        now = time.monotonic()
+        if now >= self._cursors_at + HOLD_RECHECK:
+            self._cursors = self.store.groups.offsets(self.group.id)
+            self._cursors_at = now
+        found = dict(self._cursors)
+        for p, s in self.states.items():
+            found[p] = max(found.get(p, 0), s.committed)
+        return found
 
     def _due_retries(self, limit: int, max_bytes: int, now: float) -> list[Delivery]:
         if now < self._next_retry_scan:

@@ -250,7 +250,8 @@ class Consumer:
 
     def _news(self) -> dict[int, int]:
         """{partition: highest stored offset} of the partitions that hold messages."""
-        highs = self.store.messages.high_watermarks(self.topic)
+        # The session's topic: it learns of partitions added since the start.
+        highs = self.store.messages.high_watermarks(self.session.topic)
         return {p: high - 1 for p, high in highs.items() if high > 0}
 
     def ack(self, deliveries: Delivery | Iterable[Delivery]) -> None:
@@ -368,7 +369,7 @@ class Consumer:
         if now >= self._highs_at + GAUGE_EVERY:
             self._highs_at = now
             try:
-                self._highs = self.store.messages.high_watermarks(self.topic)
+                self._highs = self.store.messages.high_watermarks(self.session.topic)
             except EmsError as exc:  # a scrape while the database is away: the last ones
                 log.debug("high watermarks not read for the lag gauge: %s", exc)
         return self._highs

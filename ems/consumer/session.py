@@ -7,10 +7,13 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from ems.consumer.state import Outcome
-from ems.types import Delivery
+from ems.types import Delivery, TopicInfo
 
 
 class Session(Protocol):
+    #: The topic as the session last learned it (partitions may have been added).
+    topic: TopicInfo
+
     def sync(self) -> None:
         """Follow ownership changes (take, drop, release partitions)."""
 

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
         TopicWatermark,
     )
     from ems.models.outbox import Installation, MessageOutbox, OutboxRelay
-    from ems.models.topics import PartitionHead, PartitionLow, Topic
+    from ems.models.topics import PartitionChange, PartitionHead, PartitionLow, Topic
 
     metadata: MetaData
 
@@ -71,6 +71,7 @@ _HOMES = {
     "OffsetSnapshot": "ems.models.analytics",
     "OutboxRelay": "ems.models.outbox",
     "PartitionAssignment": "ems.models.groups",
+    "PartitionChange": "ems.models.topics",
     "PartitionHead": "ems.models.topics",
     "PartitionLow": "ems.models.topics",
     "RetryMessage": "ems.models.messages",
@@ -108,6 +109,7 @@ __all__ = [
     "OffsetSnapshot",
     "OutboxRelay",
     "PartitionAssignment",
+    "PartitionChange",
     "PartitionHead",
     "PartitionLow",
     "RetryMessage",

@@ -51,3 +51,23 @@ class PartitionLow(Base):
     partition_no: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     low_offset: Mapped[int] = mapped_column(BigInteger, nullable=False)
     updated_at: Mapped[optional_ts]
+
+
+class PartitionChange(Base):
+    """Partitions added to a topic: one row per partition the topic had before the change,
+    with its high watermark at the change. Every row of that partition below the watermark
+    was routed by the count before; every row at or past it, by the count after (`partitions`)
+    or a later one. Ordered groups hold a key's messages written after the change until its
+    old partition is settled up to the watermark (ems.partitions)."""
+
+    __tablename__ = "partition_change"
+    __table_args__ = TABLE_ARGS
+
+    topic_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("topic.id", ondelete="CASCADE"), primary_key=True
+    )
+    #: The topic's partition count from this change on (counts only grow: it names the change).
+    partitions: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    partition_no: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    high_watermark: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    created_at: Mapped[created_ts]

@@ -80,6 +80,7 @@ class PartitionReader:
                     messages=[m for m in prefix if not m.tombstone],
                     next_offset=from_offset + plan.ready,
                     more=bounded and plan.ready == len(rows),
+                    partitions=fetched.partitions,
                 )
             first, end = plan.fill
             # A late producer (or another reader) may get there first; then read again.

@@ -72,6 +72,16 @@ def prepare_batch(
     return [prepare(info, as_record(item), headers_json, round_robin) for item in items]
 
 
+def reroute(prepared: Sequence[Prepared], partitions: int) -> list[Prepared]:
+    """Messages routed again after partitions were added (the insert's fence refused
+    them): a keyed one to its key's partition by the new count, a keyless one where it
+    was (every old partition remains)."""
+    return [
+        (p if key is None else partition_for_key(key, partitions), key, headers, body)
+        for p, key, headers, body in prepared
+    ]
+
+
 def partition_counts(prepared: Sequence[Prepared]) -> dict[int, int]:
     counts: dict[int, int] = {}
     for item in prepared:  # no starred unpacking: it builds a list per message

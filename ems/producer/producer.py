@@ -31,6 +31,7 @@ from ems.producer.planning import (
     place,
     prepare,
     prepare_batch,
+    reroute,
     went_back,
 )
 from ems.producer.transactional import Transactions
@@ -71,7 +72,8 @@ class Producer:
         #: Topics looked up by transactional sends, which take no offset: not re-seeded.
         self._looked_up = TopicCache(self.settings.metadata_max_age)
         self._round_robin = RoundRobin()
-        self._committers: dict[int, GroupCommit[Prepared, NewMessage]] = {}
+        #: One per topic and partition count its messages were routed by.
+        self._committers: dict[tuple[int, int], GroupCommit[Prepared, NewMessage]] = {}
         self._committers_lock = threading.Lock()
         self._wakeups = backend.notifier
         #: Per topic id and partition, the end of the last range its counter handed out.
@@ -181,6 +183,9 @@ class Producer:
     def reseed_for(self, info: TopicInfo) -> None:
         self._reseed(info)
 
+    def refreshed_for(self, info: TopicInfo) -> TopicInfo:
+        return self.refreshed(info)
+
     def moved(self, info: TopicInfo, rows: Sequence[NewMessage]) -> None:
         self._wakeups.messages(info.id, {r.partition: r.offset for r in rows})
         published(info.name).inc(len(rows))
@@ -203,16 +208,35 @@ class Producer:
             return info
 
     def _committer(self, info: TopicInfo) -> GroupCommit[Prepared, NewMessage]:
-        committer = self._committers.get(info.id)
+        """The group commit of the topic's messages routed by info.partitions: a group's
+        rows were all routed by the count its inserts are fenced with."""
+        place_key = (info.id, info.partitions)
+        committer = self._committers.get(place_key)
         if committer is None:
             with self._committers_lock:
-                committer = self._committers.get(info.id)
+                committer = self._committers.get(place_key)
                 if committer is None:
                     committer = GroupCommit(
                         lambda items, deadline: self._insert(info, items, deadline), GROUP_MAX
                     )
-                    self._committers[info.id] = committer
+                    self._committers[place_key] = committer
         return committer
+
+    def refreshed(self, info: TopicInfo) -> TopicInfo:
+        """The topic as stored now, kept for later sends when partitions were added: a
+        send routed by the count before is refused by the insert's fence, and this is how
+        the producer learns the new count (at the first send after the change)."""
+        fresh = self.store.topics.get(info.name)
+        if fresh.partitions != info.partitions:
+            log.info(
+                "topic %s now has %d partitions (was %d): routing by the new count",
+                info.name,
+                fresh.partitions,
+                info.partitions,
+            )
+            self._reseed(fresh)
+            self._topics.put(info.name, fresh)
+        return fresh
 
     def _insert(
         self, info: TopicInfo, prepared: Sequence[Prepared], deadline: float
@@ -230,8 +254,16 @@ class Producer:
                     reseed = False
                 firsts = self._allocate(info, counts)
                 rows = None if firsts is None else place(info.id, prepared, firsts)
-                if rows is not None and self._commit(rows, attempts):
+                if rows is not None and self._commit(rows, attempts, info.partitions):
                     break
+                if rows is not None:
+                    fresh = self.refreshed(info)
+                    if fresh.partitions != info.partitions:
+                        # Partitions were added: the fence refused rows routed by the
+                        # old count. Route them again; no offset of theirs was stored.
+                        info, prepared = fresh, reroute(prepared, fresh.partitions)
+                        counts = partition_counts(prepared)
+                        continue
             except PASSING as exc:
                 # An allocation whose reply was lost (RedisOutcomeUnknown) is not sent
                 # again: it may have run. A lost Redis may also come back empty or as a
@@ -279,7 +311,7 @@ class Producer:
             seeds = self._ends.floors(info.id, seeds)
         self.allocator.reseed(info.id, seeds)
 
-    def _commit(self, rows: list[NewMessage], attempts: Attempts) -> bool:
+    def _commit(self, rows: list[NewMessage], attempts: Attempts, routed: int) -> bool:
         """Insert the rows; False if an offset was taken or lies below its partition's low
         watermark, and no attempt of ours is stored. A dropped connection leaves the
         outcome unknown, so the same rows are sent again, until the send's deadline, with
@@ -288,7 +320,9 @@ class Producer:
         attempt committed (all of it: a write is atomic), and any other row there, however
         alike, means none did. Until that is known no other offsets are taken, so a
         message is never stored twice. A deadlock or a read-only refusal wrote nothing,
-        and the same rows go again. At the deadline: SendTimeout, the outcome unknown."""
+        and the same rows go again. At the deadline: SendTimeout, the outcome unknown.
+        The rows were routed by `routed` partitions: the insert's fence refuses them
+        (False) once the topic has more (see ems.partitions)."""
         token = secrets.randbits(63)
         tried = verify = False
         while True:
@@ -299,7 +333,7 @@ class Producer:
                         first.topic_id, first.partition, first.offset
                     )
                     return stored == token
-                self.store.messages.insert(rows, token)
+                self.store.messages.insert(rows, token, partitions=routed)
                 return True
             except (DuplicateKey, BelowLowWatermark):
                 if not tried:

@@ -21,7 +21,13 @@ from typing import Protocol
 
 from ems.exceptions import BelowLowWatermark, DuplicateKey, EmsError
 from ems.ports import Outbox
-from ems.producer.planning import CONFLICT_ATTEMPTS, offset_conflict, partition_counts, place
+from ems.producer.planning import (
+    CONFLICT_ATTEMPTS,
+    offset_conflict,
+    partition_counts,
+    place,
+    reroute,
+)
 from ems.types import NewMessage, TopicInfo
 
 log = logging.getLogger(__name__)
@@ -37,6 +43,9 @@ class Placer(Protocol):
         """First offset of a fresh range per partition; None: Redis went back."""
 
     def reseed_for(self, info: TopicInfo) -> None: ...
+
+    def refreshed_for(self, info: TopicInfo) -> TopicInfo:
+        """The topic as stored now (its partition count may have grown)."""
 
     def moved(self, info: TopicInfo, rows: Sequence[NewMessage]) -> None:
         """The rows were stored: wake the topic's consumers, count them published."""
@@ -80,6 +89,10 @@ class Relay:
             try:
                 return self._move(info)
             except (DuplicateKey, BelowLowWatermark, _WentBack):
+                fresh = self._placer.refreshed_for(info)
+                if fresh.partitions != info.partitions:
+                    info = fresh  # partitions were added: the rows go by the new count
+                    continue
                 conflicts += 1
                 if conflicts == CONFLICT_ATTEMPTS:
                     raise offset_conflict(info, self._move_max) from None
@@ -89,12 +102,17 @@ class Relay:
         with self._outbox.relay(info.id, self._move_max) as batch:
             if batch is None or not batch.rows:
                 return 0
-            items = [(r.partition, r.key, r.headers, r.body) for r in batch.rows]
+            # Routed again by the count now: partitions may have been added since the
+            # caller's transaction wrote them, and its key's messages that follow go by
+            # the new count; the insert is fenced with it (see ems.partitions).
+            items = reroute(
+                [(r.partition, r.key, r.headers, r.body) for r in batch.rows], info.partitions
+            )
             firsts = self._placer.allocate_for(info, partition_counts(items))
             if firsts is None:
                 raise _WentBack()
             rows = place(info.id, items, firsts)
-            batch.move(rows)
+            batch.move(rows, partitions=info.partitions)
         self._placer.moved(info, rows)
         return len(rows)
 

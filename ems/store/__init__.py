@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ems.store.maintenance import MaintenanceStore
     from ems.store.messages import MessageStore
     from ems.store.outbox import OutboxStore
+    from ems.store.partitions import PartitionStore
     from ems.store.plans import PlanStore
     from ems.store.purge import PurgeStore
     from ems.store.queries import QueryStore
@@ -82,6 +83,7 @@ class Store:
     messages: _Group[MessageStore] = _Group("ems.store.messages:MessageStore")
     outbox: _Group[OutboxStore] = _Group("ems.store.outbox:OutboxStore")
     heads: _Group[HeadStore] = _Group("ems.store.topics:HeadStore")
+    partitions: _Group[PartitionStore] = _Group("ems.store.partitions:PartitionStore")
     groups: _Group[GroupStore] = _Group("ems.store.groups:GroupStore")
     leases: _Group[LeaseStore] = _Group("ems.store.leases:LeaseStore")
     assignments: _Group[AssignmentStore] = _Group("ems.store.assignments:AssignmentStore")

@@ -31,6 +31,7 @@ from ems.store.database import RECYCLE, _errno, in_transaction, translate_code
 from ems.store.messages import (
     _INSERT,
     _LOCK_LOWS,
+    _LOCK_TOPIC,
     _LOWS,
     _TOKEN_AT,
     NEXT_OFFSETS,
@@ -124,11 +125,14 @@ class AsyncMessageStore:
         rows = await self.select(_TOKEN_AT, (topic_id, partition, offset))
         return None if not rows or rows[0][0] is None else int(rows[0][0])
 
-    async def insert(self, messages: Sequence[NewMessage], token: int | None) -> None:
-        """As MessageStore.insert: all rows or none, DuplicateKey or BelowLowWatermark."""
-        statements = insert_statements(messages, token)
+    async def insert(
+        self, messages: Sequence[NewMessage], token: int | None, *, partitions: int | None = None
+    ) -> None:
+        """As MessageStore.insert: all rows or none, DuplicateKey or BelowLowWatermark
+        (also when the topic no longer has the `partitions` the rows were routed by)."""
+        statements = insert_statements(messages, token, partitions=partitions)
         if statements is None:
-            await self._run(self._insert_escaped, messages, token)
+            await self._run(self._insert_escaped, messages, token, partitions)
         else:
             await self._run(self._statements, statements)
 
@@ -186,8 +190,11 @@ class AsyncMessageStore:
         await conn.commit()
 
     @staticmethod
-    async def _insert_escaped(conn: Any, messages: Sequence[NewMessage], token: int | None) -> None:
-        """See MessageStore._insert_escaped: the lows taken with a locking read first."""
+    async def _insert_escaped(
+        conn: Any, messages: Sequence[NewMessage], token: int | None, routed: int | None
+    ) -> None:
+        """See MessageStore._insert_escaped: the lows (and the topic's partition count,
+        given the count the rows were routed by) taken with a locking read first."""
         params: list[tuple[object, ...]] = [
             (m.topic_id, m.partition, m.offset, m.key, m.headers, m.body, None) for m in messages
         ]
@@ -196,6 +203,12 @@ class AsyncMessageStore:
         lock = _LOCK_LOWS.format(",".join(["%s"] * len(partitions)))
         await conn.begin()
         async with conn.cursor() as cursor:
+            if routed is not None:
+                await cursor.execute(_LOCK_TOPIC, (messages[0].topic_id,))
+                row = await cursor.fetchone()
+                if row is None or int(row[0]) != routed:
+                    await conn.rollback()
+                    raise BelowLowWatermark("the topic's partitions changed since routing")
             await cursor.execute(lock, (messages[0].topic_id, *partitions))
             lows = {int(p): int(low) for p, low in await cursor.fetchall()}
             if below_low(lows, messages):

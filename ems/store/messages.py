@@ -10,6 +10,7 @@ import datetime as dt
 import json
 from binascii import hexlify
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from sqlalchemy import Connection, Select, func, select
 
@@ -40,10 +41,15 @@ _INSERT_TOMBSTONE = (
 # budget then comes alone: the bound is soft, as Kafka's fetch.max.bytes). The server
 # reads a large body (stored off its row's page) to take its length, so the reader keeps
 # the row limit near what the budget takes (ems.offsets.budget.rows_to_scan).
+#
+# Each row also carries the topic's partition count, read in the same statement (one
+# snapshot, the subquery evaluated once): a row written after partitions were added comes
+# with the new count, so an ordered group learns of the change before it hands such a row
+# out (ems.partitions).
 _FETCH = (
     "SELECT id, offset_no, msg_key, headers, IF(LENGTH(body) <= %s, body, NULL), "
-    "LENGTH(body), created_at, tombstone FROM message "
-    "WHERE topic_id = %s AND partition_no = %s AND offset_no >= %s "
+    "LENGTH(body), created_at, tombstone, (SELECT partitions FROM topic WHERE id = %s) "
+    "FROM message WHERE topic_id = %s AND partition_no = %s AND offset_no >= %s "
     "ORDER BY offset_no LIMIT %s"
 )
 _BODIES = (
@@ -116,10 +122,18 @@ _INSERT_TRANSACTIONAL = (
 # the INSERT for large batches, and MariaDB's table value constructor truncates binary
 # values longer than 64 KiB.
 _GUARDED = (
-    b"(SELECT %d UNION ALL SELECT %d FROM partition_low WHERE topic_id = %d AND (%b) LIMIT 2)"
+    b"(SELECT %d UNION ALL SELECT %d FROM partition_low WHERE topic_id = %d AND (%b)%b LIMIT 2)"
 )
+# The fence of a partition change (ems.store.partitions): the rows were routed by a count
+# of partitions, and the topic's row must still say that count. Read in the same locking
+# read, it makes a change and the inserts take turns: an insert routed by the old count
+# that comes after the change is refused (as the low-watermark guard refuses), and the
+# producer routes its rows again by the new count.
+_ROUTED = b" UNION ALL SELECT %d FROM topic WHERE id = %d AND partitions <> %d"
+_LOCK_TOPIC = "SELECT partitions FROM topic WHERE id = %s LOCK IN SHARE MODE"
 _BELOW = b"partition_no = %d AND low_offset > %d"
-#: Upper bound on the bytes the guard adds to a statement per partition in it.
+#: Upper bound on the bytes the guard adds to a statement per partition in it (and once
+#: more for the fence on the topic's partition count).
 _GUARD_BYTES = 200
 _LOCK_LOWS = (
     "SELECT partition_no, low_offset FROM partition_low WHERE topic_id = %s "
@@ -148,47 +162,59 @@ def next_offsets_query(topic_id: int) -> Select[tuple[int, int]]:
 
 
 def insert_statements(
-    messages: Sequence[NewMessage], token: int | None = None, *, transactional: bool = False
+    messages: Sequence[NewMessage],
+    token: int | None = None,
+    *,
+    transactional: bool = False,
+    partitions: int | None = None,
 ) -> list[bytes] | None:
     """Multi-row INSERTs of the messages, in order, each under _STATEMENT_BYTES and each
-    guarded against offsets below the low watermark, the first row carrying the write
-    token (or every row marked transactional, for a relay); None if a row is too large to
-    send as hex."""
+    guarded against offsets below the low watermark (and, given the count of partitions
+    the rows were routed by, against a topic whose count is no longer that), the first row
+    carrying the write token (or every row marked transactional, for a relay); None if a
+    row is too large to send as hex."""
     statements: list[bytes] = []
     chunk: list[NewMessage] = []
     rows: list[bytes] = []
-    partitions: set[int] = set()
+    seen: set[int] = set()
     tx = transactional
+    routed = partitions
     size = len(_HEAD)
     for m in messages:
         if len(m.body) + len(m.key or b"") + len(m.headers or "") > _HEX_ROW_BYTES:
             return None
         row = _row(m, b"%d" % m.offset, None, tx)
-        guards = _GUARD_BYTES * (len(partitions) + (m.partition not in partitions))
+        guards = _GUARD_BYTES * (len(seen) + (m.partition not in seen) + 1)
         if rows and size + len(row) + 1 + guards > _STATEMENT_BYTES:
-            statements.append(_statement(chunk, rows, None if statements else token, tx))
-            chunk, rows, partitions, size = [], [], set(), len(_HEAD)
+            statements.append(_statement(chunk, rows, None if statements else token, tx, routed))
+            chunk, rows, seen, size = [], [], set(), len(_HEAD)
         chunk.append(m)
         rows.append(row)
-        partitions.add(m.partition)
+        seen.add(m.partition)
         size += len(row) + 1
     if rows:
-        statements.append(_statement(chunk, rows, None if statements else token, tx))
+        statements.append(_statement(chunk, rows, None if statements else token, tx, routed))
     return statements
 
 
 def _statement(
-    chunk: list[NewMessage], rows: list[bytes], token: int | None, transactional: bool
+    chunk: list[NewMessage],
+    rows: list[bytes],
+    token: int | None,
+    transactional: bool,
+    routed: int | None,
 ) -> bytes:
     """The INSERT of the rows, its first row's offset written as the guard over the
-    lowest offset of every partition in it, and the token (if any) on that row."""
+    lowest offset of every partition in it (and over the count the rows were routed by),
+    and the token (if any) on that row."""
     lowest: dict[int, int] = {}
     for m in chunk:
         if m.offset < lowest.get(m.partition, m.offset + 1):
             lowest[m.partition] = m.offset
     below = b" OR ".join([_BELOW % (p, o) for p, o in sorted(lowest.items())])
     first = chunk[0]
-    guarded = _GUARDED % (first.offset, first.offset, first.topic_id, below)
+    fence = b"" if routed is None else _ROUTED % (first.offset, first.topic_id, routed)
+    guarded = _GUARDED % (first.offset, first.offset, first.topic_id, below, fence)
     rows[0] = _row(first, guarded, token, transactional)
     return (_HEAD_TRANSACTIONAL if transactional else _HEAD) + b",".join(rows)
 
@@ -204,6 +230,16 @@ def values(m: NewMessage) -> bytes:
 def below_low(lows: Mapping[int, int], messages: Sequence[NewMessage]) -> bool:
     """Whether any message's offset lies below its partition's low watermark."""
     return any(m.offset < lows.get(m.partition, 0) for m in messages)
+
+
+def check_routed(cursor: Any, topic_id: int, routed: int) -> None:
+    """The fence of the driver-escaped path, in the insert's transaction: the topic's row
+    read with a locking read, BelowLowWatermark (as the guard refuses) when its count of
+    partitions is no longer the one the rows were routed by."""
+    cursor.execute(_LOCK_TOPIC, (topic_id,))
+    row = cursor.fetchone()
+    if row is None or int(row[0]) != routed:
+        raise BelowLowWatermark("the topic's partitions changed since the rows were routed")
 
 
 def key_headers(key: bytes | None, text: str | None) -> tuple[bytes, bytes]:
@@ -232,17 +268,26 @@ class MessageStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def insert(self, messages: Sequence[NewMessage], token: int | None = None) -> None:
+    def insert(
+        self,
+        messages: Sequence[NewMessage],
+        token: int | None = None,
+        *,
+        partitions: int | None = None,
+    ) -> None:
         """Insert all rows in one transaction, the first with the write token (see
         write_token_at); DuplicateKey if any offset is taken, BelowLowWatermark if any
-        lies below its partition's low watermark."""
-        statements = insert_statements(messages, token)
+        lies below its partition's low watermark, or if the rows were routed by a count of
+        `partitions` the topic no longer has (see ems.store.partitions)."""
+        statements = insert_statements(messages, token, partitions=partitions)
         if statements is None:
-            self._insert_escaped(messages, token)
+            self._insert_escaped(messages, token, partitions)
         else:
             self.db.direct.execute(statements)
 
-    def _insert_escaped(self, messages: Sequence[NewMessage], token: int | None) -> None:
+    def _insert_escaped(
+        self, messages: Sequence[NewMessage], token: int | None, routed: int | None
+    ) -> None:
         """The driver's own escaping and batching, for rows too large for hex literals,
         in a transaction that first takes the partitions' low watermarks with a locking
         read (REPEATABLE READ: a partition without one is gap-locked, so no purge can
@@ -254,6 +299,8 @@ class MessageStore:
         partitions = sorted({m.partition for m in messages})
         lock = _LOCK_LOWS.format(",".join(["%s"] * len(partitions)))
         with self.db.transaction(repeatable_read=True) as cursor:
+            if routed is not None:
+                check_routed(cursor, messages[0].topic_id, routed)
             cursor.execute(lock, (messages[0].topic_id, *partitions))
             lows = {int(p): int(low) for p, low in cursor.fetchall()}
             if below_low(lows, messages):
@@ -288,7 +335,7 @@ class MessageStore:
         total at most max_bytes; with at_least_one, the rows up to the first body come
         whatever its size. cut: rows past the last one were left out for the budget."""
         inline = max(1, max_bytes // limit)
-        raw = self.db.select(_FETCH, (inline, topic_id, partition, from_offset, limit))
+        raw = self.db.select(_FETCH, (inline, topic_id, topic_id, partition, from_offset, limit))
         kept = raw[: within_budget([int(r[5]) for r in raw], max_bytes, at_least_one)]
         bodies = self._bodies(topic_id, partition, [r[1] for r in kept if r[4] is None])
         # A body a purge deleted between the two statements ends the rows kept before it:
@@ -310,7 +357,8 @@ class MessageStore:
             )
             for r in kept
         ]
-        return Fetched(rows=rows, cut=len(kept) < len(raw))
+        count = int(raw[0][8]) if raw and raw[0][8] is not None else None
+        return Fetched(rows=rows, cut=len(kept) < len(raw), partitions=count)
 
     def _bodies(self, topic_id: int, partition: int, offsets: list[int]) -> dict[int, bytes]:
         """The bodies at these offsets of the partition, by offset."""

@@ -28,6 +28,7 @@ from ems.store.messages import (
     _LOCK_LOWS,
     _STATEMENT_BYTES,
     below_low,
+    check_routed,
     insert_statements,
     key_headers,
 )
@@ -133,13 +134,16 @@ class RelayBatch:
         self.topic_id = topic_id
         self.rows = rows
 
-    def move(self, messages: Sequence[NewMessage]) -> None:
+    def move(self, messages: Sequence[NewMessage], *, partitions: int | None = None) -> None:
         """Insert the messages (the rows, placed) and delete the rows: DuplicateKey when
         an offset is taken, BelowLowWatermark when one lies below its partition's low
-        watermark (the caller's transaction then rolls back, the rows stay)."""
-        statements = insert_statements(messages, transactional=True)
+        watermark or when the topic no longer has the `partitions` the messages were
+        routed by (the caller's transaction then rolls back, the rows stay)."""
+        statements = insert_statements(messages, transactional=True, partitions=partitions)
         try:
             if statements is None:
+                if partitions is not None:
+                    check_routed(self._cursor, self.topic_id, partitions)
                 self._insert_escaped(messages)
             else:
                 for statement in statements:

@@ -16,7 +16,8 @@ from ems.exceptions import (
 )
 from ems.models import Message, PartitionHead, PartitionLow, Topic
 from ems.store.database import Database
-from ems.types import PartitionStats, TopicInfo
+from ems.store.partitions import PartitionStore
+from ems.types import PartitionsAdded, PartitionStats, TopicInfo
 
 _TOPIC_COLUMNS = (
     Topic.id,
@@ -85,6 +86,10 @@ class TopicStore:
             # A topic being deleted is gone for its users (its delete, run again, finishes).
             live = select(*_TOPIC_COLUMNS).where(Topic.deleting_at.is_(None))
             return [_topic(r) for r in conn.execute(live.order_by(Topic.name))]
+
+    def partition_changes(self, topic_id: int) -> list[PartitionsAdded]:
+        """The topic's partition changes, oldest first (see ems.store.partitions)."""
+        return PartitionStore(self.db).changes(topic_id)
 
     def partition_stats(self, topic: TopicInfo, *, exact: bool = False) -> list[PartitionStats]:
         """Watermarks from index dives (grouping by the full key prefix lets MySQL use a

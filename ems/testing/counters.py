@@ -70,8 +70,10 @@ class AsyncMemoryStore:
     async def topic(self, name: str) -> TopicInfo:
         return self.store.topics.get(name)
 
-    async def insert(self, messages: Sequence[NewMessage], token: int | None) -> None:
-        self.store.messages.insert(messages, token)
+    async def insert(
+        self, messages: Sequence[NewMessage], token: int | None, *, partitions: int | None = None
+    ) -> None:
+        self.store.messages.insert(messages, token, partitions=partitions)
 
     async def write_token_at(self, topic_id: int, partition: int, offset: int) -> int | None:
         return self.store.messages.write_token_at(topic_id, partition, offset)

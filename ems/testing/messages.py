@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from ems.exceptions import BelowLowWatermark, DuplicateKey, TopicExists, UnknownTopic
 from ems.testing.tables import Tables
-from ems.types import Fetched, NewMessage, PartitionStats, StoredMessage, TopicInfo
+from ems.types import Fetched, NewMessage, PartitionsAdded, PartitionStats, StoredMessage, TopicInfo
 from ems.values.fetch import within_budget
 
 
@@ -42,6 +42,10 @@ class MemoryTopics:
         if info is None:
             raise UnknownTopic(f"unknown topic {name!r}")
         return info
+
+    def partition_changes(self, topic_id: int) -> list[PartitionsAdded]:
+        """The twin's topics never gain partitions."""
+        return []
 
     def partition_stats(self, topic: TopicInfo, *, exact: bool = False) -> list[PartitionStats]:
         with self.t.lock:
@@ -94,10 +98,17 @@ class MemoryMessages:
 
     # -- a producer's write step (ems.ports.MessageWrites) --------------------------------
 
-    def insert(self, messages: Sequence[NewMessage], token: int | None = None) -> None:
+    def insert(
+        self,
+        messages: Sequence[NewMessage],
+        token: int | None = None,
+        *,
+        partitions: int | None = None,
+    ) -> None:
         """All rows or none, as the server's INSERT: BelowLowWatermark if an offset lies
         below its partition's low watermark, DuplicateKey if one is taken (or repeated);
-        the first row carries the write token."""
+        the first row carries the write token. (The twin's topics never gain partitions,
+        so the count the rows were routed by is always the topic's.)"""
         with self.t.lock:
             self._check(messages)
             for i, m in enumerate(messages):

@@ -9,6 +9,7 @@ import pytest
 
 from ems.admin.capabilities import (
     ACK_ALARMS,
+    ALTER_TOPICS,
     CAPABILITIES,
     DOWNLOAD_BODIES,
     MANAGE_ACCOUNTS,
@@ -41,6 +42,7 @@ EXPECTED = {
         PURGE,
         MANAGE_ACCOUNTS,
         READ_ACCOUNTS,
+        ALTER_TOPICS,
     },
 }
 
@@ -57,10 +59,19 @@ def test_the_names() -> None:
         "purge",
         "manage_accounts",
         "read_accounts",
+        "alter_topics",
     } == CAPABILITIES
     assert PUBLIC == "public"
     assert PUBLIC not in CAPABILITIES
-    assert {ACK_ALARMS, RESEND, REPLAY, RESET_OFFSETS, PURGE, MANAGE_ACCOUNTS} == MUTATIONS
+    assert {
+        ACK_ALARMS,
+        RESEND,
+        REPLAY,
+        RESET_OFFSETS,
+        PURGE,
+        MANAGE_ACCOUNTS,
+        ALTER_TOPICS,
+    } == MUTATIONS
 
 
 @pytest.mark.parametrize(

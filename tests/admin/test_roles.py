@@ -98,8 +98,13 @@ CHANGES: dict[str, tuple[str, set[str]]] = {
     "/alarms/ack": ("ack_alarms", OPERATORS),
     "/api/v1/alarms/ack": ("ack_alarms", OPERATORS),
     **{
-        f"{api}/{path}/{step}": ("purge", {"admin"})
-        for path in ("topics/alter", "topics/delete", "groups/delete")
+        f"{api}/{path}/{step}": (capability, {"admin"})
+        for path, capability in (
+            ("topics/alter", "alter_topics"),
+            ("topics/delete", "purge"),
+            ("groups/delete", "purge"),
+            ("partitions", "alter_topics"),
+        )
         for api in ("", "/api/v1")
         for step in ("preview", "apply")
     },

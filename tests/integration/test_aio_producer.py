@@ -301,10 +301,10 @@ async def test_cancelled_while_its_group_is_in_flight_lets_the_group_commit(
         }[step]
         original = getattr(*target)
 
-        async def paused(*args: object) -> object:
+        async def paused(*args: object, **kwargs: object) -> object:
             reached.set()
             await release.wait()
-            return await original(*args)
+            return await original(*args, **kwargs)
 
         setattr(target[0], target[1], paused)
         doomed = asyncio.create_task(producer.send("t", b"doomed"))

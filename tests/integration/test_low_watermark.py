@@ -91,9 +91,9 @@ class _Recording:
         self.insert = store.messages.insert
         self.offsets: list[int] = []
 
-    def __call__(self, rows: Sequence[NewMessage], *token: int) -> None:
+    def __call__(self, rows: Sequence[NewMessage], *token: int, **routed: Any) -> None:
         self.offsets += [r.offset for r in rows]
-        self.insert(rows, *token)
+        self.insert(rows, *token, **routed)
 
 
 def test_a_counter_that_went_back_is_reseeded_before_any_insert(
@@ -122,11 +122,11 @@ def test_a_stalled_producer_does_not_land_below_consumed_and_purged_offsets(
     stalled, release = threading.Event(), threading.Event()
     insert = store.messages.insert
 
-    def stall_first(rows: Sequence[NewMessage], *token: int) -> None:
+    def stall_first(rows: Sequence[NewMessage], *token: int, **routed: Any) -> None:
         if not stalled.is_set():
             stalled.set()
             release.wait(30)
-        insert(rows, *token)
+        insert(rows, *token, **routed)
 
     monkeypatch.setattr(store.messages, "insert", stall_first)
     slow = Producer(backend=mysql_backend(settings, store))

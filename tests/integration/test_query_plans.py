@@ -39,11 +39,15 @@ def test_a_byte_bounded_fetch_reads_one_range_of_the_primary_key(
 ) -> None:
     topic = TopicAdmin(settings, store=store).create("t", 4)
     seed.spread(store, topic, 50_000)
-    params = ((4 << 20) // 500, topic.id, 2, 6000, 500)
+    params = ((4 << 20) // 500, topic.id, topic.id, 2, 6000, 500)
     rows = seed.explain(store, message_sql._FETCH, params)
     # One range of the primary key, stopped by the LIMIT, as a plain fetch: no derived
-    # table, no temporary table, no scan of the partition.
-    assert _plan(rows) == [("message", "range", "PRIMARY", "Using where")]
+    # table, no temporary table, no scan of the partition; and the topic's partition count
+    # (ems.partitions) by its primary key, once.
+    plan = _plan(rows)
+    assert plan[0] == ("message", "range", "PRIMARY", "Using where")
+    assert [(t, k) for t, _, k, _ in plan[1:]] == [("topic", "PRIMARY")]
+    assert plan[1][1] == "const"
     fetched = store.messages.fetch(topic.id, 2, 6000, 500, 3)  # bodies of one byte
     assert [m.offset for m in fetched.rows] == [6000, 6001, 6002] and fetched.cut
     assert [m.body for m in fetched.rows] == [b"x"] * 3
