@@ -89,6 +89,8 @@ BOUNDS = {
     "purge_pause": Bound("EMS_PURGE_PAUSE", 0, 1000),
     "log_retention_days": Bound("EMS_LOG_RETENTION_DAYS", 0.001, 36_500),
     "node_failback": Bound("EMS_NODE_FAILBACK", 0.001, MAX_SECONDS, zero=True),
+    "exporter_port": Bound("EMS_EXPORTER_PORT", 1, 65535, whole=True, zero=True),
+    "exporter_cache": Bound("EMS_EXPORTER_CACHE", 0.001, 3600, zero=True),
 }
 
 
@@ -175,6 +177,12 @@ class Settings:
     #: on: all interfaces by default, for a Prometheus on another host; 127.0.0.1 keeps
     #: them to this machine.
     metrics_addr: str = "0.0.0.0"
+    #: Port of `ems exporter`'s /metrics (0 picks a free one).
+    exporter_port: int = 9308
+    #: Seconds a lag exporter (`ems exporter`, `ems scheduler --lag-metrics`) answers
+    #: scrapes from its last read of the database: many scrapers cost one read per this
+    #: long (0: read on every scrape).
+    exporter_cache: float = 5.0
 
     def __post_init__(self) -> None:
         """Every numeric setting is checked once, however the Settings were made: a
