@@ -46,8 +46,7 @@ def _intervals(pairs: tuple[str, ...]) -> dict[str, float]:
 @click.option(
     "--lag-metrics",
     is_flag=True,
-    help="Also serve every group's lag on /metrics, as `ems exporter` does (needs "
-    "--metrics-port).",
+    help="Also serve every group's lag on /metrics, as `ems exporter` does (needs --metrics-port).",
 )
 @click.option("--once", is_flag=True, help="Run every job once (taking the lease), then exit.")
 @click.option(

@@ -96,7 +96,7 @@ def gather(
 
 
 class LagReader(StoreClient):
-    """Reads every group's lag state: eight statements however many groups there are."""
+    """Reads every group's lag state: nine statements however many groups there are."""
 
     def __init__(self, settings: Settings | None = None, *, store: Store | None = None) -> None:
         super().__init__(settings, store=store)
@@ -150,7 +150,9 @@ class LagCollector(Collector):
 
     def collect(self) -> list[Metric]:
         reading = self.reading()
-        return render(reading.states, reading.up, reading.seconds, self._clock() - reading.monotonic_at)
+        return render(
+            reading.states, reading.up, reading.seconds, self._clock() - reading.monotonic_at
+        )
 
     def reading(self) -> _Reading:
         """The last read, or a new one once it is older than cache_seconds. Scrapes that
@@ -217,9 +219,7 @@ def families() -> dict[str, GaugeMetricFamily]:
     }
 
 
-def render(
-    states: Sequence[GroupLagState], up: bool, seconds: float, age: float
-) -> list[Metric]:
+def render(states: Sequence[GroupLagState], up: bool, seconds: float, age: float) -> list[Metric]:
     """The metric families of one reading (pure)."""
     f = families()
     for state in states:

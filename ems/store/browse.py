@@ -179,7 +179,8 @@ _URGENT_GROUPS = (
     "SELECT g.id, g.name, g.topic_id, g.mode, g.start_position, g.ordered, g.retry_ladder, "
     "g.max_attempts, g.ack_timeout_seconds, g.generation, t.name, r.worst, r.lag, r.n "
     "FROM consumer_group g JOIN topic t ON t.id = g.topic_id LEFT JOIN ("
-    f" SELECT group_id, {WORST_GROUP_STATUS} AS worst, SUM(lag) AS lag, COUNT(*) AS n FROM lag_report WHERE report_id = %s "
+    f" SELECT group_id, {WORST_GROUP_STATUS} AS worst, SUM(lag) AS lag, COUNT(*) AS n "
+    " FROM lag_report WHERE report_id = %s "
     " GROUP BY group_id) r ON r.group_id = g.id "
     "ORDER BY COALESCE(r.worst, -1) DESC, g.name, g.topic_id LIMIT %s"
 )

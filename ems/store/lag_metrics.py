@@ -16,7 +16,8 @@ from ems.store.database import Database
 _US = 1_000_000
 _RETRIES = "SELECT group_id, COUNT(*) FROM retry_message GROUP BY group_id"
 _DEAD = (
-    "SELECT group_id, COUNT(*) FROM dead_message FORCE INDEX (ix_dead_message_group_id_resent_at_partition_no) "
+    "SELECT group_id, COUNT(*) FROM dead_message "
+    "FORCE INDEX (ix_dead_message_group_id_resent_at_partition_no) "
     "WHERE resent_at IS NULL GROUP BY group_id"
 )
 # The oldest unconsumed message of a partition is the first stored at or after the

@@ -18,8 +18,7 @@ _NEWEST_DONE = (
 GROUP_STATUS_ORDER = ("OK", "unknown", "WARN", "ERR")
 #: The worst group status of a report's rows, as an index into GROUP_STATUS_ORDER.
 WORST_GROUP_STATUS = (
-    "MAX(CASE group_status WHEN 'ERR' THEN 3 WHEN 'WARN' THEN 2 WHEN 'unknown' THEN 1 "
-    "ELSE 0 END)"
+    "MAX(CASE group_status WHEN 'ERR' THEN 3 WHEN 'WARN' THEN 2 WHEN 'unknown' THEN 1 ELSE 0 END)"
 )
 # One report's rows by group: the worst group status any of them says, the lag summed.
 _GROUPS = (

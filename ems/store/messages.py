@@ -362,8 +362,7 @@ class MessageStore:
         for t, p, low in lows:
             by_topic.setdefault(int(t), ({}, {}))[1][int(p)] = int(low)
         return {
-            t.id: high_watermarks(t, seed_offsets(*by_topic.get(t.id, ({}, {}))))
-            for t in topics
+            t.id: high_watermarks(t, seed_offsets(*by_topic.get(t.id, ({}, {})))) for t in topics
         }
 
 
