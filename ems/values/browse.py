@@ -174,7 +174,7 @@ class GroupSummary:
     #: The status shown (see status()).
     status: str
     #: The group status of the newest finished lag report that covered the group (OK,
-    #: WARN, ERR) and the end of the window it evaluated; None: no report covered it.
+    #: WARN, ERR, unknown) and the end of the window it evaluated; None: no report covered it.
     report_status: str | None
     report_as_of: dt.datetime | None
     #: A committed offset went backwards between the two latest offset snapshots.
