@@ -97,6 +97,8 @@ BOUNDS = {
     "admin_threads": Bound("EMS_ADMIN_THREADS", 1, 256, whole=True),
     "admin_header_timeout": Bound("EMS_ADMIN_HEADER_TIMEOUT", 0.1, 3600),
     "admin_keepalive": Bound("EMS_ADMIN_KEEPALIVE", 1, 3600, whole=True),
+    "exporter_port": Bound("EMS_EXPORTER_PORT", 1, 65535, whole=True, zero=True),
+    "exporter_cache": Bound("EMS_EXPORTER_CACHE", 0.001, 3600, zero=True),
 }
 
 
@@ -205,6 +207,12 @@ class Settings:
     #: on: all interfaces by default, for a Prometheus on another host; 127.0.0.1 keeps
     #: them to this machine.
     metrics_addr: str = "0.0.0.0"
+    #: Port of `ems exporter`'s /metrics (0 picks a free one).
+    exporter_port: int = 9308
+    #: Seconds a lag exporter (`ems exporter`, `ems scheduler --lag-metrics`) answers
+    #: scrapes from its last read of the database: many scrapers cost one read per this
+    #: long (0: read on every scrape).
+    exporter_cache: float = 5.0
 
     def __post_init__(self) -> None:
         """Every numeric setting is checked once, however the Settings were made: a

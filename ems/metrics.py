@@ -227,9 +227,12 @@ class MetricsServer:
         self._thread.join(timeout=5)
 
 
-def start_server(port: int, addr: str = "0.0.0.0") -> MetricsServer:
-    """Serve /metrics of REGISTRY on port (0 picks a free one) in a daemon thread."""
-    server, thread = start_http_server(port, addr=addr, registry=REGISTRY)
+def start_server(
+    port: int, addr: str = "0.0.0.0", registry: CollectorRegistry | None = None
+) -> MetricsServer:
+    """Serve /metrics of `registry` (default REGISTRY) on port (0 picks a free one) in a
+    daemon thread."""
+    server, thread = start_http_server(port, addr=addr, registry=registry or REGISTRY)
     return MetricsServer(server, thread)
 
 

@@ -51,6 +51,12 @@ COMMANDS = {
         "data handlers consumes them; a handler joins at a third of the run and the first "
         "one leaves at two thirds.",
     ),
+    "exporter": Lazy(
+        "ems.cli.exporter:exporter",
+        "Serve every consumer group's lag, lag age, retries, dead letters and live members "
+        "on /metrics, read from the database (so a group's lag stays visible while none of "
+        "its consumers runs).",
+    ),
     "offsets": Lazy("ems.cli.offsets:offsets", "Committed offsets of consumer groups."),
     "spark": Lazy(
         "ems.cli.spark:spark",

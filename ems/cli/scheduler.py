@@ -43,6 +43,11 @@ def _intervals(pairs: tuple[str, ...]) -> dict[str, float]:
 
 @click.command()
 @click.option("--metrics-port", type=click.IntRange(0, 65535), help="Serve /metrics here.")
+@click.option(
+    "--lag-metrics",
+    is_flag=True,
+    help="Also serve every group's lag on /metrics, as `ems exporter` does (needs --metrics-port).",
+)
 @click.option("--once", is_flag=True, help="Run every job once (taking the lease), then exit.")
 @click.option(
     "--interval",
@@ -56,6 +61,7 @@ def _intervals(pairs: tuple[str, ...]) -> dict[str, float]:
 @click.option("--renew-every", type=seconds(), default=3.0, show_default=True)
 def scheduler(
     metrics_port: int | None,
+    lag_metrics: bool,
     once: bool,
     intervals: tuple[str, ...],
     lease_ttl: float,
@@ -67,16 +73,15 @@ def scheduler(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     # APScheduler logs every execution at INFO; the jobs log their own counts.
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    if lag_metrics and metrics_port is None:
+        raise click.UsageError("--lag-metrics needs --metrics-port")
     config = SchedulerConfig(
         intervals=_intervals(intervals), lease_ttl=lease_ttl, renew_every=renew_every
     )
     with closing(Store(settings())) as store:
         runner = Scheduler(store, settings(), config)
         if metrics_port is not None:
-            from ems.metrics import serve
-
-            addr = settings().metrics_addr
-            click.echo(f"metrics on port {serve(metrics_port, addr)} ({addr})", err=True)
+            _serve_metrics(store, metrics_port, lag_metrics)
         if once:
             failed = runner.run_once()
             if failed:
@@ -91,6 +96,17 @@ def scheduler(
         signal.signal(signal.SIGINT, _stop)
         click.echo(f"scheduler {runner.holder} started", err=True)
         runner.run_forever()
+
+
+def _serve_metrics(store: Store, port: int, lag_metrics: bool) -> None:
+    from ems.metrics import REGISTRY, serve
+
+    if lag_metrics:
+        from ems.ops.lag_exporter import lag_collector
+
+        REGISTRY.register(lag_collector(store, settings().exporter_cache))
+    addr = settings().metrics_addr
+    click.echo(f"metrics on port {serve(port, addr)} ({addr})", err=True)
 
 
 @click.group()

@@ -24,8 +24,9 @@ from ems.models.base import (
 
 #: Steps of a compaction run, in order. A rerun resumes after the last one recorded.
 COMPACTION_STATES = ("started", "archived", "summarized", "done")
-LAG_STATUSES = ("OK", "WARN", "STALL", "STOP")
-GROUP_STATUSES = ("OK", "WARN", "ERR")
+#: "unknown": the window held fewer than two snapshots (see spark/transforms/lag.py).
+LAG_STATUSES = ("OK", "WARN", "STALL", "STOP", "unknown")
+GROUP_STATUSES = ("OK", "WARN", "ERR", "unknown")
 
 
 class CompactionRun(Base):

@@ -136,6 +136,9 @@ class DeadMessage(GroupMessageRef, Base):
         Index(None, "group_id", "created_at"),
         # Trace and resend find a message's dead letters by its place.
         Index(None, "group_id", "partition_no", "offset_no"),
+        # What waits per group (the lag exporter, ems_group_lag): dead letters not
+        # resent, counted from index entries alone.
+        Index(None, "group_id", "resent_at", "partition_no"),
         TABLE_ARGS,
     )
 

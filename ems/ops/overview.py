@@ -31,7 +31,8 @@ class GroupOverview:
     group: str
     topic: str
     mode: GroupMode
-    #: OK, WARN or ERR as the newest lag report says; None when it says nothing (reason).
+    #: OK, WARN, ERR or unknown (fewer than two snapshots in its window) as the newest
+    #: lag report says; None when it says nothing (reason).
     status: str | None
     #: Lag summed over the partitions the report covers; None with status.
     lag: int | None
@@ -53,7 +54,7 @@ class Overview:
     #: Consumer groups, one per name and topic: all of them.
     group_count: int
     #: At most MAX_GROUPS of them: the worst status in the newest report first (ERR,
-    #: WARN, OK, then those it does not cover), then by name and topic.
+    #: WARN, unknown, OK, then those it does not cover), then by name and topic.
     groups: tuple[GroupOverview, ...]
     open_alarms: int
     #: The newest published lag report (None: none yet).

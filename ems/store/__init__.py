@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ems.store.dead_letters import DeadLetterStore
     from ems.store.group_refs import GroupRefStore
     from ems.store.groups import GroupStore
+    from ems.store.lag_metrics import LagMetricsStore
     from ems.store.lag_reports import LagReportStore
     from ems.store.leases import LeaseStore
     from ems.store.lifecycle import LifecycleStore
@@ -108,6 +109,7 @@ class Store:
     accounts: _Group[AccountStore] = _Group("ems.store.accounts:AccountStore")
     audit: _Group[AuditStore] = _Group("ems.store.audit:AuditStore")
     browse: _Group[BrowseStore] = _Group("ems.store.browse:BrowseStore")
+    lag_metrics: _Group[LagMetricsStore] = _Group("ems.store.lag_metrics:LagMetricsStore")
     plans: _Group[PlanStore] = _Group("ems.store.plans:PlanStore")
     lifecycle: _Group[LifecycleStore] = _Group("ems.store.lifecycle:LifecycleStore")
 

@@ -19,6 +19,7 @@ from sqlalchemy import Connection
 
 from ems.store.database import Database
 from ems.store.groups import group_info
+from ems.store.lag_reports import GROUP_STATUS_ORDER, WORST_GROUP_STATUS
 from ems.types import GroupInfo, TopicInfo
 from ems.values.browse import (
     WAITING_CAP,
@@ -178,12 +179,11 @@ _URGENT_GROUPS = (
     "SELECT g.id, g.name, g.topic_id, g.mode, g.start_position, g.ordered, g.retry_ladder, "
     "g.max_attempts, g.ack_timeout_seconds, g.generation, t.name, r.worst, r.lag, r.n "
     "FROM consumer_group g JOIN topic t ON t.id = g.topic_id LEFT JOIN ("
-    " SELECT group_id, MAX(CASE group_status WHEN 'ERR' THEN 2 WHEN 'WARN' THEN 1 ELSE 0 END) "
-    " AS worst, SUM(lag) AS lag, COUNT(*) AS n FROM lag_report WHERE report_id = %s "
+    f" SELECT group_id, {WORST_GROUP_STATUS} AS worst, SUM(lag) AS lag, COUNT(*) AS n "
+    " FROM lag_report WHERE report_id = %s "
     " GROUP BY group_id) r ON r.group_id = g.id "
     "ORDER BY COALESCE(r.worst, -1) DESC, g.name, g.topic_id LIMIT %s"
 )
-_WORST = ("OK", "WARN", "ERR")
 
 _DELETE_CONSUMED = "SELECT delete_consumed FROM topic WHERE id = %s"
 
@@ -387,7 +387,7 @@ class BrowseStore:
                 lag = GroupLag(
                     group_id=info.id,
                     topic_id=info.topic_id,
-                    status=_WORST[int(r[11])],
+                    status=GROUP_STATUS_ORDER[int(r[11])],
                     lag=int(r[12]),
                     partitions=int(r[13]),
                 )

@@ -19,6 +19,7 @@ _GROUP_COLUMNS = (
     "id, name, topic_id, mode, start_position, ordered, retry_ladder, max_attempts, "
     "ack_timeout_seconds, generation"
 )
+_ALL_OFFSETS = "SELECT group_id, partition_no, committed_offset FROM group_offset"
 _INSERT_GROUP = (
     "INSERT INTO consumer_group (name, topic_id, mode, start_position, ordered, retry_ladder, "
     "max_attempts, ack_timeout_seconds) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
@@ -144,6 +145,13 @@ class GroupStore:
             (group_id,),
         )
         return {int(p): int(o) for p, o in rows}
+
+    def all_offsets(self) -> dict[int, dict[int, int]]:
+        """offsets() of every group that has a cursor, by group id (one statement)."""
+        found: dict[int, dict[int, int]] = {}
+        for g, p, o in self.db.select(_ALL_OFFSETS, ()):
+            found.setdefault(int(g), {})[int(p)] = int(o)
+        return found
 
     def pause(self, group_id: int, seconds: float) -> dt.datetime | None:
         """Pause the group for `seconds` (database clock): its leader revokes every

@@ -13,13 +13,18 @@ _NEWEST_DONE = (
     "SELECT id, as_of, window_seconds, partitions, finished_at FROM lag_report_run "
     "WHERE status = 'done' ORDER BY id DESC LIMIT 1"
 )
+#: Group statuses from the least to the most urgent: "unknown" (fewer than two snapshots
+#: in the window) is worth a look before OK and after WARN.
+GROUP_STATUS_ORDER = ("OK", "unknown", "WARN", "ERR")
+#: The worst group status of a report's rows, as an index into GROUP_STATUS_ORDER.
+WORST_GROUP_STATUS = (
+    "MAX(CASE group_status WHEN 'ERR' THEN 3 WHEN 'WARN' THEN 2 WHEN 'unknown' THEN 1 ELSE 0 END)"
+)
 # One report's rows by group: the worst group status any of them says, the lag summed.
 _GROUPS = (
-    "SELECT group_id, topic_id, "
-    "MAX(CASE group_status WHEN 'ERR' THEN 2 WHEN 'WARN' THEN 1 ELSE 0 END), "
+    f"SELECT group_id, topic_id, {WORST_GROUP_STATUS}, "
     "SUM(lag), COUNT(*) FROM lag_report WHERE report_id = %s GROUP BY group_id, topic_id"
 )
-_STATUS = ("OK", "WARN", "ERR")
 
 
 class LagReportStore:
@@ -88,7 +93,7 @@ class LagReportStore:
             GroupLag(
                 group_id=int(g),
                 topic_id=int(t),
-                status=_STATUS[int(worst)],
+                status=GROUP_STATUS_ORDER[int(worst)],
                 lag=int(lag),
                 partitions=int(n),
             )

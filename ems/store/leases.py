@@ -28,6 +28,11 @@ _MEMBERS = (
     "TIMESTAMPDIFF(MICROSECOND, NOW(6), lease_expires_at) "
     "FROM consumer_client WHERE group_id = %s ORDER BY client_id"
 )
+_ALL_MEMBERS = (
+    "SELECT client_id, host, pid, lease_expires_at, "
+    "TIMESTAMPDIFF(MICROSECOND, NOW(6), lease_expires_at), group_id "
+    "FROM consumer_client ORDER BY group_id, client_id"
+)
 # Takes the row when it is free or expired, renews it when this client holds it. The epoch
 # is computed first, from the old holder and expiry (MySQL applies SET clauses in order):
 # it grows on takeover, never on renewal. One row affected means this client leads.
@@ -95,16 +100,14 @@ class LeaseStore:
 
     def members(self, group_id: int) -> list[MemberInfo]:
         """Every client row of the group, live or expired, with the time left on its lease."""
-        return [
-            MemberInfo(
-                client_id=r[0],
-                host=r[1],
-                pid=int(r[2]),
-                lease_expires_at=r[3],
-                expires_in=int(r[4]) / _US,
-            )
-            for r in self.db.select(_MEMBERS, (group_id,))
-        ]
+        return [_member(r) for r in self.db.select(_MEMBERS, (group_id,))]
+
+    def every_member(self) -> dict[int, list[MemberInfo]]:
+        """members() of every group that has client rows, by group id (one statement)."""
+        found: dict[int, list[MemberInfo]] = {}
+        for r in self.db.select(_ALL_MEMBERS, ()):
+            found.setdefault(int(r[5]), []).append(_member(r))
+        return found
 
     def lead(self, group_id: int, client_id: str, ttl: float) -> int | None:
         """Take or renew the group's leader row: the epoch held, or None if another leads."""
@@ -158,6 +161,16 @@ class LeaseHeartbeat:
 
     def close(self) -> None:
         self._conn.close()
+
+
+def _member(r: tuple[object, ...]) -> MemberInfo:
+    return MemberInfo(
+        client_id=str(r[0]),
+        host=str(r[1]),
+        pid=int(r[2]),  # type: ignore[call-overload]
+        lease_expires_at=r[3],  # type: ignore[arg-type]
+        expires_in=int(r[4]) / _US,  # type: ignore[call-overload]
+    )
 
 
 def _renew(

@@ -68,6 +68,7 @@ NEXT_OFFSETS = (
 )
 _LOW = "SELECT low_offset FROM partition_low WHERE topic_id = %s AND partition_no = %s"
 _LOWS = "SELECT partition_no, low_offset FROM partition_low WHERE topic_id = %s"
+_ALL_LOWS = "SELECT topic_id, partition_no, low_offset FROM partition_low"
 #: The next offset of every non-empty partition of every topic: a loose index scan of the
 #: unique key, one index dive per partition (never COUNT(*)).
 ALL_HIGH_WATERMARKS = (
@@ -385,11 +386,9 @@ class MessageStore:
     def seed_offsets(self, topic_id: int) -> dict[int, int]:
         """Where a partition's counter must start: past its highest stored offset and
         never below its low watermark (a purge may have emptied it)."""
-        seeds = self.low_offsets(topic_id)
-        check_not_fenced(topic_id, seeds)
-        for p, high in self.next_offsets(topic_id).items():
-            seeds[p] = max(high, seeds.get(p, 0))
-        return seeds
+        lows = self.low_offsets(topic_id)
+        check_not_fenced(topic_id, lows)
+        return seed_offsets(self.next_offsets(topic_id), lows)
 
     def all_high_watermarks(self) -> HighWatermarks:
         """Every non-empty partition's high watermark, of every topic."""
@@ -400,5 +399,32 @@ class MessageStore:
         """The next offset of every partition of the topic: past its highest stored offset
         and never below its low watermark (a purge may have emptied it); 0 for one never
         written."""
-        found = self.seed_offsets(topic.id)
-        return {p: found.get(p, 0) for p in range(topic.partitions)}
+        return high_watermarks(topic, self.seed_offsets(topic.id))
+
+    def every_high_watermark(self, topics: Iterable[TopicInfo]) -> dict[int, dict[int, int]]:
+        """high_watermarks() of each topic, by topic id, in two statements however many
+        topics (one loose index scan of the message key, one read of partition_low)."""
+        with self.db.connect() as conn:
+            nexts = all_high_watermarks(conn)
+            lows = conn.exec_driver_sql(_ALL_LOWS).all()
+        by_topic: dict[int, tuple[dict[int, int], dict[int, int]]] = {}
+        for (t, p), high in nexts.items():
+            by_topic.setdefault(t, ({}, {}))[0][p] = high
+        for t, p, low in lows:
+            by_topic.setdefault(int(t), ({}, {}))[1][int(p)] = int(low)
+        return {
+            t.id: high_watermarks(t, seed_offsets(*by_topic.get(t.id, ({}, {})))) for t in topics
+        }
+
+
+def seed_offsets(next_offsets: Mapping[int, int], lows: Mapping[int, int]) -> dict[int, int]:
+    """Per partition: past its highest stored offset, never below its low watermark."""
+    seeds = dict(lows)
+    for p, high in next_offsets.items():
+        seeds[p] = max(high, seeds.get(p, 0))
+    return seeds
+
+
+def high_watermarks(topic: TopicInfo, seeds: Mapping[int, int]) -> dict[int, int]:
+    """Every partition of the topic with its seed offset; 0 for one never written."""
+    return {p: seeds.get(p, 0) for p in range(topic.partitions)}

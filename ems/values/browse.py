@@ -3,7 +3,8 @@ group's detail, lag and volume series. Frozen values and the pure rules that sha
 ems.store.browse reads the rows, ems.ops.browse puts them together.
 
 Times are aware datetimes in UTC. A status is a lag report's (a group: OK, WARN, ERR; a
-partition: OK, WARN, STALL, STOP), REWIND when a committed offset went backwards between
+partition: OK, WARN, STALL, STOP; either "unknown" when the report's window held fewer
+than two snapshots of it), REWIND when a committed offset went backwards between
 the two latest offset snapshots, or "unknown" when neither says anything: a group no lag
 report has covered is never shown as OK.
 """
@@ -23,7 +24,7 @@ REWIND = "REWIND"
 #: How bad a status is: the worst of a report's status and REWIND is shown. A rewind (an
 #: offset reset, or a cursor moved back by hand) redelivers messages, which is worth more
 #: notice than a growing lag and less than a stuck partition.
-SEVERITY = {"OK": 0, "WARN": 1, REWIND: 2, "ERR": 3, "STALL": 3, "STOP": 3}
+SEVERITY = {"OK": 0, UNKNOWN: 0, "WARN": 1, REWIND: 2, "ERR": 3, "STALL": 3, "STOP": 3}
 
 #: Where a partition's lag is counted from: the group's committed cursor, or, for a
 #: partition of a cluster group that has no cursor row, the low watermark (everything
@@ -173,7 +174,7 @@ class GroupSummary:
     #: The status shown (see status()).
     status: str
     #: The group status of the newest finished lag report that covered the group (OK,
-    #: WARN, ERR) and the end of the window it evaluated; None: no report covered it.
+    #: WARN, ERR, unknown) and the end of the window it evaluated; None: no report covered it.
     report_status: str | None
     report_as_of: dt.datetime | None
     #: A committed offset went backwards between the two latest offset snapshots.

@@ -2,13 +2,17 @@
 sliding window of offset snapshots, the group's status, and lag over time.
 
 Partition status, evaluated over the snapshots of the window, first match wins:
+  STOP   lag > 0 and the group has not committed this partition within the window
+         (one snapshot proves it);
+  unknown  the window holds fewer than two snapshots: one shows a lag, never whether it
+         moves (a group with 9,558 messages of lag and no members is not OK);
   OK     the lag was zero in some snapshot of the window (the group caught up);
-  STOP   lag > 0 and the group has not committed this partition within the window;
   STALL  lag > 0 and the committed offset did not move across the window (at least two
          snapshots) although the group still commits;
   WARN   the lag grew across the window and never shrank between two snapshots;
   OK     otherwise (the lag is shrinking or holding while the group consumes).
-A group is ERR when any partition is STALL or STOP, WARN when any is WARN, else OK.
+A group is ERR when any partition is STALL or STOP, WARN when any is WARN, unknown when
+any is unknown, else OK.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ REPORT_COLUMNS = (
     "group_status",
     "last_captured_at",
 )
-_SEVERITY = {"OK": 0, "WARN": 1, "STALL": 2, "STOP": 2}
+UNKNOWN = "unknown"
+_SEVERITY = {"OK": 0, UNKNOWN: 1, "WARN": 2, "STALL": 3, "STOP": 3}
 
 
 def _ts(value: dt.datetime) -> Column:
@@ -103,7 +108,9 @@ def _measures(agg: DataFrame, as_of: dt.datetime, window_seconds: int) -> DataFr
     silent = _seconds_between(_ts(as_of), last["committed_at"]) > F.lit(float(window_seconds))
     several = F.col("snapshots") >= 2
     status = (
-        F.when(F.col("min_lag") == 0, "OK")
+        F.when((lag > 0) & silent, "STOP")
+        .when(~several, UNKNOWN)
+        .when(F.col("min_lag") == 0, "OK")
         .when(silent, "STOP")
         .when(several & (last["committed_offset"] == first["committed_offset"]), "STALL")
         .when(several & (F.col("shrinks") == 0) & (lag > first["lag"]), "WARN")
@@ -127,10 +134,12 @@ def _measures(agg: DataFrame, as_of: dt.datetime, window_seconds: int) -> DataFr
 
 def with_group_status(report: DataFrame) -> DataFrame:
     """Adds group_status: ERR if any partition of the group is STALL or STOP, WARN if any
-    is WARN, else OK."""
+    is WARN, unknown if any is unknown, else OK."""
     severity = F.create_map(*[F.lit(x) for kv in _SEVERITY.items() for x in kv])
     worst = F.max(severity[F.col("status")]).over(Window.partitionBy("group_id"))
-    group_status = F.when(worst >= 2, "ERR").when(worst == 1, "WARN").otherwise("OK")
+    group_status = (
+        F.when(worst >= 3, "ERR").when(worst == 2, "WARN").when(worst == 1, UNKNOWN)
+    ).otherwise("OK")
     return report.withColumn("group_status", group_status).select(*REPORT_COLUMNS)
 
 

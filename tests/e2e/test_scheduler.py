@@ -345,3 +345,30 @@ def test_the_active_scheduler_serves_its_metrics(
     runs = [r for r in store.scheduler.runs() if r.job == "snapshots" and r.status == "done"]
     assert len(runs) >= samples[done] >= 2
     assert samples[("ems_job_seconds_count", (("job", "snapshots"),))] >= 2
+
+
+def test_the_scheduler_serves_every_groups_lag_with_lag_metrics(
+    store: Store,
+    settings: Settings,
+    start_scheduler: Callable[..., subprocess.Popen[str]],
+    tmp_path: Path,
+) -> None:
+    topic = TopicAdmin(store=store).create("lagging", 1)
+    seed.messages(store, topic, 0, range(7), age_hours=0.5)
+    group = seed.group(store, "behind", topic)
+    seed.commit(store, group, 0, 3)
+    start_scheduler("lag", "--metrics-port", "0", "--lag-metrics")
+    log = tmp_path / "lag.log"
+    _wait_for(lambda: "metrics on port" in log.read_text(), 30)
+    port = int(log.read_text().split("metrics on port ")[1].split()[0])
+    samples = _scrape(port)
+    lag = (
+        "ems_group_lag_messages",
+        (("group", "behind"), ("partition", "0"), ("topic", "lagging")),
+    )
+    assert samples[lag] == 4
+    assert samples[("ems_exporter_up", ())] == 1
+    # The scheduler's own metrics are still there.
+    assert ("ems_scheduler_active", ()) in samples
+    alone = _cli(settings, "scheduler", "--lag-metrics", "--once")
+    assert alone.returncode == 2 and "--lag-metrics needs --metrics-port" in alone.stderr

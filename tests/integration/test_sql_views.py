@@ -97,6 +97,40 @@ def test_group_lag_is_the_high_watermark_minus_the_cursor_per_partition(
     assert described.total_lag == sum(r["lag_messages"] for r in got) == 8
 
 
+def test_group_lag_counts_retries_waiting_and_dead_letters_beside_the_lag(
+    store: Store, seeded: Seeded, conn: pymysql.Connection
+) -> None:
+    """Migration 0019: per partition, the messages in the retry table and the dead letters
+    not resent (a resent one no longer counts), summed per group as describe counts them."""
+    got = rows(
+        conn,
+        "SELECT partition_no, lag_messages, retries_waiting, dead_letters FROM ems_group_lag "
+        "WHERE group_name = 'billing' ORDER BY partition_no",
+    )
+    assert [tuple(r.values()) for r in got] == [
+        (0, 3, 1, 1),
+        (1, 5, 1, 0),
+        (2, 0, 0, 0),
+        (3, 0, 0, 0),
+    ]
+    seed.sql(
+        store,
+        "UPDATE dead_message SET resent_at = NOW(6) WHERE group_id = %s",
+        (seeded.billing.id,),
+    )
+    seed.sql(store, "DELETE FROM retry_message WHERE partition_no = 1", ())
+    (described,) = GroupAdmin(store=store).describe("billing")
+    summed = rows(
+        conn,
+        "SELECT SUM(lag_messages) AS lag, SUM(retries_waiting) AS retries, "
+        "SUM(dead_letters) AS dead FROM ems_group_lag WHERE group_name = 'billing'",
+    )
+    assert [tuple(int(v) for v in r.values()) for r in summed] == [
+        (described.total_lag, described.retries_waiting, described.dead_letters)
+    ]
+    assert (described.retries_waiting, described.dead_letters) == (1, 0)
+
+
 def test_topic_volume_per_partition_matches_topic_describe(
     store: Store, seeded: Seeded, conn: pymysql.Connection
 ) -> None:

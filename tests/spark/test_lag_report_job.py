@@ -146,3 +146,44 @@ def test_lag_report_end_to_end(
     again = report(spark, settings, store, request)
     assert execute(settings, "SELECT id FROM lag_report_run") == [(again.report_id,)]
     assert execute(settings, "SELECT DISTINCT report_id FROM lag_report") == [(again.report_id,)]
+
+
+def test_one_snapshot_in_the_window_is_stored_and_shown_as_unknown(
+    spark: SparkSession, settings: Settings, store: Store, tmp_path: Path
+) -> None:
+    """A group with 9,558 lag, no members and one snapshot in the window: the report
+    stores "unknown" (migration 0019's enum value), the job's summary and the console's
+    overview and groups page say so, never OK."""
+    from ems.ops.browse import Browser
+    from ems.ops.overview import OverviewReader
+
+    group, topic = add_group(settings, "idle", "iot.readings", partitions=1)
+    at = AS_OF - dt.timedelta(minutes=1)
+    execute(
+        settings,
+        "INSERT INTO offset_snapshot (captured_at, group_id, topic_id, partition_no, "
+        "committed_offset, high_watermark, committed_at, oldest_unconsumed_at) "
+        "VALUES (%s, %s, %s, 0, 100, 9658, %s, %s)",
+        (at, group, topic, at - dt.timedelta(minutes=2), at - dt.timedelta(minutes=5)),
+    )
+    request = LagRequest(
+        as_of=AS_OF,
+        window=dt.timedelta(minutes=10),
+        output=str(tmp_path / "report"),
+        output_format="csv",
+        chart_dir=None,
+        keep_reports=1,
+    )
+    outcome = report(spark, settings, store, request)
+    assert outcome.statuses == {"unknown": 1}
+    assert outcome.group_statuses == {"idle@iot.readings": "unknown"}
+    stored = execute(
+        settings,
+        "SELECT lag, snapshots, status, group_status FROM lag_report WHERE report_id = %s",
+        (outcome.report_id,),
+    )
+    assert stored == [(9558, 1, "unknown", "unknown")]
+    overview = OverviewReader(store=store).read()
+    assert [(g.group, g.status, g.lag) for g in overview.groups] == [("idle", "unknown", 9558)]
+    page = Browser(store=store).groups_page()
+    assert [(g.name, g.status) for g in page.items] == [("idle", "unknown")]

@@ -140,6 +140,39 @@ def test_lag_report_statuses(spark: SparkSession) -> None:
     assert shrinking["last_captured_at"] == as_of
 
 
+def test_fewer_than_two_snapshots_is_unknown_not_ok(spark: SparkSession) -> None:
+    """One snapshot shows a lag, never whether it moves: the partition and its group are
+    "unknown" (a group with 9,558 lag and no members read OK), unless that one snapshot
+    already proves a STOP; a group with an unknown partition and an OK one is unknown."""
+    as_of = T0 + dt.timedelta(minutes=10)
+    rows = (
+        # the issue's case: one snapshot, a large lag, a commit within the window
+        snapshots(1, 0, [(10, 100, 9_658, 9)])
+        # one snapshot and caught up: still unknown (nothing says it keeps up)
+        + snapshots(2, 0, [(10, 50, 50, 9)])
+        # one snapshot with lag and no commit for longer than the window: STOP
+        + snapshots(3, 0, [(10, 70, 95, -20)])
+        # two snapshots, caught up: OK; its other partition has one snapshot: unknown
+        + snapshots(4, 0, [(2, 10, 10, 2), (10, 20, 20, 10)])
+        + snapshots(4, 1, [(10, 5, 8, 10)])
+        # an earlier snapshot outside the window does not count
+        + snapshots(5, 0, [(-1, 0, 500, -1), (10, 100, 600, 9)])
+    )
+    report = lag_report(spark.createDataFrame(rows, SNAPSHOT_SCHEMA), as_of, 600)
+    got = {
+        (r["group_id"], r["partition_no"]): (r["status"], r["group_status"], r["snapshots"])
+        for r in report.collect()
+    }
+    assert got == {
+        (1, 0): ("unknown", "unknown", 1),
+        (2, 0): ("unknown", "unknown", 1),
+        (3, 0): ("STOP", "ERR", 1),
+        (4, 0): ("OK", "unknown", 2),
+        (4, 1): ("unknown", "unknown", 1),
+        (5, 0): ("unknown", "unknown", 1),
+    }
+
+
 def test_lag_over_time_sums_partitions(spark: SparkSession) -> None:
     rows = snapshots(1, 0, [(1, 5, 10, 1), (2, 6, 20, 2)]) + snapshots(
         1, 1, [(1, 0, 3, 1), (2, 3, 3, 2)]

@@ -179,3 +179,18 @@ def test_the_metrics_address_is_an_ip_or_a_host_name() -> None:
     for bad in ("1.2.3.4:9100", "http://x", "a b", "-host", "x" * 300):
         with pytest.raises(InvalidSetting, match="EMS_METRICS_ADDR must be an IP address"):
             Settings.from_env({"EMS_METRICS_ADDR": bad})
+
+
+def test_exporter_settings_from_env() -> None:
+    s = Settings.from_env({})
+    assert (s.exporter_port, s.exporter_cache) == (9308, 5.0)
+    s = Settings.from_env({"EMS_EXPORTER_PORT": "9400", "EMS_EXPORTER_CACHE": "0"})
+    assert (s.exporter_port, s.exporter_cache) == (9400, 0)
+    for env in (
+        {"EMS_EXPORTER_PORT": "65536"},
+        {"EMS_EXPORTER_PORT": "9.5"},
+        {"EMS_EXPORTER_CACHE": "-1"},
+        {"EMS_EXPORTER_CACHE": "3601"},
+    ):
+        with pytest.raises(InvalidSetting, match=next(iter(env))):
+            Settings.from_env(env)
