@@ -90,15 +90,11 @@ class OutboxWaiting:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Scheduled:
-    """A topic's scheduled messages not yet due: how many per partition, and the soonest's
-    time (UTC; None when none wait)."""
+    """A topic's scheduled messages not yet due: how many, and the soonest's time (UTC;
+    None when none wait)."""
 
-    partitions: dict[int, int]
+    count: int
     next_at: dt.datetime | None
-
-    @property
-    def total(self) -> int:
-        return sum(self.partitions.values())
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,16 +71,17 @@ class Relay:
 
     def run_once(self) -> int:
         """Move what waits now, every topic; the number of messages moved."""
-        moved = 0
+        moved = scheduled_moved = 0
         waiting = self._outbox.waiting()
-        self.next_due = waiting.next_due
         for info in waiting.topics:
             for scheduled in (False, True):
                 while True:
                     count = self.move(info, scheduled=scheduled)
                     moved += count
+                    scheduled_moved += count if scheduled else 0
                     if count < self._move_max:
                         break
+        self.next_due = next_due(waiting.next_due, scheduled_moved)
         return moved
 
     def move(self, info: TopicInfo, *, scheduled: bool = False) -> int:
@@ -111,6 +112,16 @@ class Relay:
             batch.move(rows)
         self._placer.moved(info, rows)
         return len(rows)
+
+
+def next_due(found: float | None, scheduled_moved: int) -> float | None:
+    """When the next pass is owed to a scheduled row: as found (seconds), but with rows due
+    at the pass (0) the time of those after them is not known yet: at once if this pass
+    moved some, else (another relay holds the topic) at the usual interval, not in a
+    loop."""
+    if found == 0.0 and not scheduled_moved:
+        return None
+    return found
 
 
 class RelayLoop:

@@ -46,18 +46,18 @@ _PARAMS_ROW = "(%s,%s,%s,%s,%s{due})"
 # Every time of a scheduled row is UTC: the caller's session may run in any time zone,
 # so NOW() is never used for it.
 _NOW = "UTC_TIMESTAMP(6)"
-# The topics with rows to move now (undelayed, or due), and per topic the soonest
-# scheduled row still to come. Only topics with outbox rows are read (a loose scan of the
-# outbox's index); each probe below is one index dive, however many rows wait for later
-# (rows of a topic since deleted are left where they are).
+# Per topic with outbox rows: whether undelayed rows wait, and its soonest scheduled time
+# (with the database's clock to compare it with). Every read is a few index entries,
+# however many rows wait for a later time: the topics by a loose scan of the outbox's
+# index (one dive per topic), then one dive each for the probes (rows of a topic since
+# deleted are left where they are).
 _WAITING = (
-    "SELECT id, name, partitions, retention_hours, max_body_bytes, created_at, "
-    "EXISTS (SELECT 1 FROM message_outbox o WHERE o.topic_id = t.id AND o.deliver_at IS NULL) "
-    "OR EXISTS (SELECT 1 FROM message_outbox o WHERE o.topic_id = t.id "
-    f"AND o.deliver_at <= {_NOW}), "
-    "TIMESTAMPDIFF(MICROSECOND, " + _NOW + ", (SELECT o.deliver_at FROM message_outbox o "
-    f"WHERE o.topic_id = t.id AND o.deliver_at > {_NOW} ORDER BY o.deliver_at LIMIT 1)) "
-    "FROM topic t WHERE id IN (SELECT DISTINCT topic_id FROM message_outbox) ORDER BY id"
+    "SELECT t.id, t.name, t.partitions, t.retention_hours, t.max_body_bytes, t.created_at, "
+    "EXISTS (SELECT 1 FROM message_outbox o WHERE o.topic_id = t.id AND o.deliver_at IS NULL), "
+    "(SELECT o.deliver_at FROM message_outbox o WHERE o.topic_id = t.id "
+    "AND o.deliver_at IS NOT NULL ORDER BY o.deliver_at LIMIT 1), "
+    f"{_NOW} FROM (SELECT topic_id FROM message_outbox GROUP BY topic_id) AS w "
+    "JOIN topic t ON t.id = w.topic_id ORDER BY t.id"
 )
 _ENSURE = "INSERT IGNORE INTO outbox_relay (topic_id) VALUES (%s)"
 # One relay per topic at a time keeps a transaction's rows in order; the others skip the
@@ -74,9 +74,10 @@ _DUE = (
     "SELECT id, partition_no, msg_key, headers, body FROM message_outbox "
     f"WHERE topic_id = %s AND deliver_at <= {_NOW} ORDER BY deliver_at, id LIMIT %s"
 )
+# Index entries only: one read per message waiting.
 _SCHEDULED = (
-    "SELECT partition_no, COUNT(*), MIN(deliver_at) FROM message_outbox "
-    f"WHERE topic_id = %s AND deliver_at > {_NOW} GROUP BY partition_no"
+    "SELECT COUNT(*), MIN(deliver_at) FROM message_outbox "
+    f"WHERE topic_id = %s AND deliver_at > {_NOW}"
 )
 _DELETE = "DELETE FROM message_outbox WHERE id IN ({ids})"
 _MOVED = "UPDATE outbox_relay SET moved = moved + %s, moved_at = NOW(6) WHERE topic_id = %s"
@@ -215,11 +216,13 @@ class OutboxStore:
 
     def waiting(self) -> OutboxWaiting:
         """The topics with outbox rows to move now (committed, and undelayed or due), and
-        the seconds until the soonest scheduled row comes due."""
+        the seconds until the soonest scheduled row comes due: 0 when one is due now
+        (the rows due after it are seen by the next pass, once it has moved)."""
         topics: list[TopicInfo] = []
-        soonest: int | None = None
-        for i, n, p, r, m, c, movable, due_in in self.db.select(_WAITING, ()):
-            if movable:
+        soonest: float | None = None
+        for i, n, p, r, m, c, undelayed, first_at, now in self.db.select(_WAITING, ()):
+            due_in = None if first_at is None else max((first_at - now).total_seconds(), 0.0)
+            if undelayed or due_in == 0.0:
                 topics.append(
                     TopicInfo(
                         id=int(i),
@@ -230,9 +233,9 @@ class OutboxStore:
                         created_at=c,
                     )
                 )
-            if due_in is not None and (soonest is None or int(due_in) < soonest):
-                soonest = int(due_in)
-        return OutboxWaiting(topics=topics, next_due=None if soonest is None else soonest / 1e6)
+            if due_in is not None and (soonest is None or due_in < soonest):
+                soonest = due_in
+        return OutboxWaiting(topics=topics, next_due=soonest)
 
     def schedule(self, topic_id: int, items: Sequence[OutboxItem], schedule: Schedule) -> None:
         """Write a scheduled send's rows (not in a caller's transaction: in one of ems's
@@ -273,11 +276,7 @@ class OutboxStore:
         return int(rows[0][0])
 
     def scheduled(self, topic_id: int) -> Scheduled:
-        """The topic's scheduled messages not yet due, per partition (a range of the
-        outbox's index: one entry read per message waiting)."""
-        rows = self.db.select(_SCHEDULED, (topic_id,))
-        times = [t for _, _, t in rows if t is not None]
-        return Scheduled(
-            partitions={int(p): int(n) for p, n, _ in rows},
-            next_at=min(times) if times else None,
-        )
+        """The topic's scheduled messages not yet due: how many, and the soonest's time
+        (a range of the outbox's index: one entry read per message waiting)."""
+        ((count, first_at),) = self.db.select(_SCHEDULED, (topic_id,))
+        return Scheduled(count=int(count), next_at=first_at)

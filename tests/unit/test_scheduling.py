@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ems.exceptions import InvalidInput, InvalidSchedule
+from ems.producer.relay import next_due
 from ems.producer.scheduling import parse_delay, schedule_of
 from ems.store.outbox import due_sql, outbox_statements
 from ems.types import Schedule
@@ -109,3 +110,15 @@ def test_a_scheduled_rows_time_in_sql() -> None:
     assert sql.endswith("(topic_id, partition_no, msg_key, headers, body, deliver_at) VALUES "
                         "(7,0,NULL,NULL,X'78','2026-11-29 13:30:00.000005')")
     assert params == ()
+
+
+@pytest.mark.parametrize(
+    ("found", "moved", "owed"),
+    [(None, 0, None), (2.5, 0, 2.5), (0.0, 3, 0.0), (0.0, 0, None), (1.0, 4, 1.0)],
+)
+def test_when_the_relay_owes_a_scheduled_row_its_next_pass(
+    found: float | None, moved: int, owed: float | None
+) -> None:
+    # Rows due now and moved: at once, to learn the time of those after them; due but
+    # moved by no one here (another relay holds the topic): the interval, not a loop.
+    assert next_due(found, moved) == owed
