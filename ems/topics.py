@@ -8,7 +8,7 @@ from ems.config import Settings
 from ems.exceptions import TopicExists
 from ems.store import Store
 from ems.store.client import StoreClient
-from ems.types import PartitionStats, TopicInfo
+from ems.types import PartitionStats, Scheduled, TopicInfo
 from ems.validation import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_RETENTION_HOURS,
@@ -80,3 +80,9 @@ class TopicAdmin(StoreClient):
         """Per partition: low and high watermark and the offsets stored between them. With
         exact=True, messages and tombstones are counted (a scan of the topic's index)."""
         return self.store.topics.partition_stats(self.get(name), exact=exact)
+
+    def scheduled(self, name: str) -> Scheduled:
+        """The topic's scheduled messages not yet due (send(..., delay=...) or
+        deliver_at=): how many, and when the soonest comes due. Counts index entries, one
+        per message waiting."""
+        return self.store.outbox.scheduled(self.get(name).id)

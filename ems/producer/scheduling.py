@@ -69,7 +69,7 @@ def _at(deliver_at: object, max_delay: float, now: dt.datetime) -> Schedule:
     ahead = (deliver_at - now).total_seconds()
     if ahead > max_delay:
         raise InvalidSchedule(
-            f"deliver_at {deliver_at.isoformat()} is {ahead:g} s ahead, beyond the longest "
+            f"deliver_at {deliver_at.isoformat()} is {ahead:.0f} s ahead, beyond the longest "
             f"delay allowed, {max_delay:g} s (EMS_MAX_DELAY)"
         )
     if ahead <= 0:
@@ -94,6 +94,21 @@ def parse_delay(text: str) -> float:
             f"a delay is seconds or a number with a unit (500ms, 30s, 5m, 2h, 1d), not {text!r}"
         ) from None
     return value * factor
+
+
+def parse_deliver_at(text: str) -> dt.datetime:
+    """A time as the CLI takes it: RFC 3339 (2026-11-29T12:00:00Z, or with an offset such
+    as +02:00). InvalidSchedule when it is not one, or names no time zone."""
+    try:
+        parsed = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None:
+        raise InvalidSchedule(
+            f"a time to deliver at is RFC 3339 with its offset (2026-11-29T12:00:00Z, "
+            f"2026-11-29T13:00:00+01:00), not {text!r}"
+        )
+    return parsed
 
 
 _UNITS = (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0), ("d", 86400.0))
