@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, create_engine
@@ -256,6 +257,23 @@ def test_the_twin_takes_no_scheduled_send() -> None:
     broker.create_topic("jobs")
     with Producer(backend=broker.backend()) as p, pytest.raises(InvalidSchedule):
         p.send("jobs", b"x", delay=1)
+
+
+def test_the_pages_example_runs_as_printed(
+    settings: Settings, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "scheduled.md").read_text()
+    example = page.split("```python\n", 1)[1].split("```", 1)[0]
+    with TopicAdmin(settings) as admin:
+        admin.create("reminders", partitions=2)
+    monkeypatch.setenv("EMS_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("EMS_REDIS_URL", settings.redis_url)
+    namespace: dict[str, object] = {}
+    exec(compile(example, "docs/scheduled.md", "exec"), namespace)
+    producer = namespace["producer"]
+    assert isinstance(producer, Producer)
+    producer.close()
+    assert store.outbox.scheduled(store.topics.get("reminders").id).count == 4
 
 
 def test_many_waiting_rows_cost_the_relay_nothing(producer: Producer, store: Store) -> None:
