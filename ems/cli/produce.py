@@ -15,7 +15,7 @@ from ems.cli.common import settings
 from ems.cli.stdin_lines import Source, pump, stop_signals
 from ems.exceptions import EmsError
 from ems.producer import Producer
-from ems.producer.scheduling import parse_deliver_at, parse_delay, schedule_of
+from ems.producer.scheduling import parse_delay, parse_deliver_at, schedule_of
 from ems.store import Store
 from ems.topics import TopicAdmin
 from ems.types import Record

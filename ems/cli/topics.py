@@ -99,7 +99,12 @@ def describe(name: str, exact: bool, as_json: bool) -> None:
         partitions = [asdict(s) for s in stats]
         later = {"messages": scheduled.count, "next_at": scheduled.next_at}
         echo_json(
-            {**_topic_dict(info), "partition_stats": partitions, "totals": totals, "scheduled": later}
+            {
+                **_topic_dict(info),
+                "partition_stats": partitions,
+                "totals": totals,
+                "scheduled": later,
+            }
         )
         return
     click.echo(f"topic {info.name}: {info.partitions} partitions")

@@ -81,12 +81,10 @@ def parse_delay(text: str) -> float:
     """A delay as the CLI takes it: seconds, or a number with a unit: 500ms, 30s, 5m, 2h,
     1d. InvalidSchedule when it is none of these."""
     raw = text.strip().lower()
-    for unit, factor in _UNITS:
-        if raw.endswith(unit):
-            number = raw[: -len(unit)]
-            break
-    else:
-        number, factor = raw, 1.0
+    number, factor = raw, 1.0
+    unit = next((u for u in _UNITS if raw.endswith(u)), None)
+    if unit is not None:
+        number, factor = raw[: -len(unit)], _UNITS[unit]
     try:
         value = float(number)
     except ValueError:
@@ -111,4 +109,5 @@ def parse_deliver_at(text: str) -> dt.datetime:
     return parsed
 
 
-_UNITS = (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0), ("d", 86400.0))
+#: Units in the order they are tried ("ms" before "s" and "m").
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}

@@ -74,11 +74,13 @@ _DUE = (
     "SELECT id, partition_no, msg_key, headers, body FROM message_outbox "
     f"WHERE topic_id = %s AND deliver_at <= {_NOW} ORDER BY deliver_at, id LIMIT %s"
 )
-# Index entries only: one read per message waiting.
+# Index entries only: one read per message waiting (up to a cap, when one is given).
 _SCHEDULED = (
-    "SELECT COUNT(*), MIN(deliver_at) FROM message_outbox "
-    f"WHERE topic_id = %s AND deliver_at > {_NOW}"
+    "SELECT COUNT(*), MIN(deliver_at) FROM (SELECT deliver_at FROM message_outbox "
+    f"WHERE topic_id = %s AND deliver_at > {_NOW} ORDER BY deliver_at LIMIT %s) AS s"
 )
+#: A LIMIT that reads every row.
+_ALL = 2**63 - 1
 _DELETE = "DELETE FROM message_outbox WHERE id IN ({ids})"
 _MOVED = "UPDATE outbox_relay SET moved = moved + %s, moved_at = NOW(6) WHERE topic_id = %s"
 
@@ -275,8 +277,10 @@ class OutboxStore:
         )
         return int(rows[0][0])
 
-    def scheduled(self, topic_id: int) -> Scheduled:
-        """The topic's scheduled messages not yet due: how many, and the soonest's time
-        (a range of the outbox's index: one entry read per message waiting)."""
-        ((count, first_at),) = self.db.select(_SCHEDULED, (topic_id,))
+    def scheduled(self, topic_id: int, cap: int | None = None) -> Scheduled:
+        """The topic's scheduled messages not yet due: how many (at most cap + 1, when a
+        cap is given), and the soonest's time (a range of the outbox's index: one entry
+        read per message counted)."""
+        limit = _ALL if cap is None else cap + 1
+        ((count, first_at),) = self.db.select(_SCHEDULED, (topic_id, limit))
         return Scheduled(count=int(count), next_at=first_at)

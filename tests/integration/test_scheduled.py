@@ -125,7 +125,9 @@ def test_order_per_key_scheduled_by_time_undelayed_unheld(
     times, then of their sends (ties included)."""
     rng = random.Random(seed_value)
     base = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=2)
-    slots = [base + dt.timedelta(milliseconds=rng.choice((0, 100, 100, 250, 400))) for _ in range(6)]
+    slots = [
+        base + dt.timedelta(milliseconds=rng.choice((0, 100, 100, 250, 400))) for _ in range(6)
+    ]
     plain: list[bytes] = []
     later: list[tuple[dt.datetime, int, bytes]] = []
     for i in range(30):

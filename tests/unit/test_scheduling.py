@@ -72,9 +72,7 @@ def test_the_bound_itself_is_allowed() -> None:
 
 
 @given(st.floats(min_value=0, max_value=WEEK), st.sampled_from([-11, -3, 0, 5, 14]))
-def test_any_time_within_the_bound_is_scheduled_at_that_instant(
-    seconds: float, hours: int
-) -> None:
+def test_any_time_within_the_bound_is_scheduled_at_that_instant(seconds: float, hours: int) -> None:
     zone = dt.timezone(dt.timedelta(hours=hours))
     at = (NOW + dt.timedelta(seconds=seconds)).astimezone(zone)
     got = schedule_of(None, at, WEEK, NOW)
@@ -107,8 +105,10 @@ def test_a_scheduled_rows_time_in_sql() -> None:
     at = dt.datetime(2026, 11, 29, 13, 30, 0, 5)
     assert due_sql(Schedule(at=at)) == "'2026-11-29 13:30:00.000005'"
     ((sql, params),) = outbox_statements("ems", 7, [(0, None, None, b"x")], Schedule(at=at))
-    assert sql.endswith("(topic_id, partition_no, msg_key, headers, body, deliver_at) VALUES "
-                        "(7,0,NULL,NULL,X'78','2026-11-29 13:30:00.000005')")
+    assert sql.endswith(
+        "(topic_id, partition_no, msg_key, headers, body, deliver_at) VALUES "
+        "(7,0,NULL,NULL,X'78','2026-11-29 13:30:00.000005')"
+    )
     assert params == ()
 
 
