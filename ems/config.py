@@ -81,6 +81,7 @@ BOUNDS = {
     "send_timeout": Bound("EMS_SEND_TIMEOUT", 0, MAX_SECONDS),
     "relay_interval": Bound("EMS_RELAY_INTERVAL", 0.001, MAX_SECONDS),
     "metadata_max_age": Bound("EMS_METADATA_MAX_AGE", 0.001, 3600),
+    "max_delay": Bound("EMS_MAX_DELAY", 0.001, MAX_SECONDS),
     "audit_retention_days": Bound("EMS_AUDIT_RETENTION_DAYS", 1, 36_500, whole=True, zero=True),
     "connect_attempts": Bound("EMS_CONNECT_ATTEMPTS", 1, 100, whole=True),
     "pool_size": Bound("EMS_POOL_SIZE", 1, 1000, whole=True),
@@ -145,6 +146,10 @@ class Settings:
     #: topic delete keeps the deleted topic's row (fenced) at least this long, so that no
     #: producer still holds its id once the row goes.
     metadata_max_age: float = 30.0
+    #: Longest delay a scheduled send (delay= or deliver_at=) may ask for, in seconds:
+    #: 7 days by default (RocketMQ's timer messages allow 3, SQS 15 minutes). A message
+    #: waits in message_outbox until its time, outside its topic's retention.
+    max_delay: float = 604_800.0
     #: Days the audit trail (admin_audit) keeps an entry; the purge-log job deletes older
     #: ones in chunks. 0 keeps every entry.
     audit_retention_days: int = 90

@@ -150,6 +150,12 @@ class ForeignTransaction(InvalidTransaction):
     this ems database: its transaction cannot hold ems's rows."""
 
 
+class InvalidSchedule(InvalidInput):
+    """A scheduled send takes delay= (seconds or a timedelta, from 0 up to EMS_MAX_DELAY)
+    or deliver_at= (a datetime with its time zone, at most EMS_MAX_DELAY ahead), not
+    both."""
+
+
 # -- lookups ---------------------------------------------------------------------------
 
 

@@ -27,8 +27,10 @@ from ems.types import (
     MemberInfo,
     NewMessage,
     OutboxRow,
+    OutboxWaiting,
     PartitionsAdded,
     PartitionStats,
+    Schedule,
     Settlement,
     TopicInfo,
 )
@@ -352,10 +354,12 @@ class OutboxWrites(Protocol):
         topic_id: int,
         items: Sequence[OutboxItem],
         on_commit: Callable[[], None] | None = None,
+        schedule: Schedule | None = None,
     ) -> None:
-        """Write the items into the outbox inside the caller's transaction tx, and call
-        on_commit when it commits (where the caller's library tells): InvalidTransaction
-        when tx cannot carry them, ForeignTransaction when it runs on another server."""
+        """Write the items into the outbox inside the caller's transaction tx (scheduled,
+        with a schedule), and call on_commit when it commits (where the caller's library
+        tells): InvalidTransaction when tx cannot carry them, ForeignTransaction when it
+        runs on another server."""
 
 
 class RelayBatch(Protocol):
@@ -376,12 +380,19 @@ class Outbox(Protocol):
     @property
     def writer(self) -> OutboxWrites: ...
 
-    def waiting(self) -> list[TopicInfo]:
-        """The topics whose outbox holds committed rows."""
+    def waiting(self) -> OutboxWaiting:
+        """The topics whose outbox holds committed rows to move now (undelayed or due),
+        and the seconds until the soonest scheduled row comes due."""
 
-    def relay(self, topic_id: int, limit: int) -> AbstractContextManager[RelayBatch | None]:
-        """Up to limit of the topic's oldest committed rows in a transaction that
-        commits when the block ends; None while another relay holds the topic."""
+    def schedule(self, topic_id: int, items: Sequence[OutboxItem], schedule: Schedule) -> None:
+        """Write a scheduled send's rows, in a transaction of the outbox's own."""
+
+    def relay(
+        self, topic_id: int, limit: int, *, scheduled: bool = False
+    ) -> AbstractContextManager[RelayBatch | None]:
+        """Up to limit of the topic's oldest committed undelayed rows (with scheduled:
+        its due scheduled rows, by time) in a transaction that commits when the block
+        ends; None while another relay holds the topic."""
 
 
 class SettlementsThrough(Protocol):

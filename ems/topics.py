@@ -11,7 +11,7 @@ from ems.offsets.forget import forget_counters
 from ems.partitions import PartitionPlan, add_partitions, plan_partitions
 from ems.store import Store
 from ems.store.client import StoreClient
-from ems.types import PartitionsAdded, PartitionStats, TopicInfo
+from ems.types import PartitionsAdded, PartitionStats, Scheduled, TopicInfo
 from ems.validation import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_RETENTION_HOURS,
@@ -221,6 +221,12 @@ class TopicAdmin(StoreClient):
         merge(done.rows, drained.rows)
         merge(done.statements, drained.statements)
         return [g for _, g in groups]
+
+    def scheduled(self, name: str) -> Scheduled:
+        """The topic's scheduled messages not yet due (send(..., delay=...) or
+        deliver_at=): how many, and when the soonest comes due. Counts index entries, one
+        per message waiting."""
+        return self.store.outbox.scheduled(self.get(name).id)
 
 
 def _refuse_live(topic: str, live: dict[str, int]) -> None:

@@ -84,6 +84,33 @@ class NewMessage(NamedTuple):
     body: bytes
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Schedule:
+    """When a scheduled send's message may reach its topic: `delay_us` microseconds after
+    it is written (the database clock's), or at `at` (UTC, without tzinfo). One is set."""
+
+    delay_us: int | None = None
+    at: dt.datetime | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OutboxWaiting:
+    """What a relay's pass finds in the outbox: the topics with rows to move now, and how
+    many seconds until the soonest scheduled row comes due (None: no row waits for later)."""
+
+    topics: list[TopicInfo]
+    next_due: float | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Scheduled:
+    """A topic's scheduled messages not yet due: how many, and the soonest's time (UTC;
+    None when none wait)."""
+
+    count: int
+    next_at: dt.datetime | None
+
+
 @dataclass(frozen=True, slots=True)
 class OutboxRow:
     """A transactional send's message, committed and waiting for its offset."""

@@ -4,6 +4,7 @@ with the sends of concurrent tasks committed together (ems.aio.group)."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 import secrets
 import time
@@ -18,6 +19,7 @@ from ems.exceptions import (
     BelowLowWatermark,
     DuplicateKey,
     EmsError,
+    InvalidSchedule,
     InvalidTransaction,
     RedisUnavailable,
 )
@@ -40,9 +42,10 @@ from ems.producer.planning import (
     prepare_batch,
     reroute,
 )
+from ems.producer.scheduling import Delay, schedule_of
 from ems.producer.transactional import UNKNOWN_OFFSET
 from ems.store import aio_outbox
-from ems.types import NewMessage, Record, RecordMetadata, TopicInfo
+from ems.types import NewMessage, Record, RecordMetadata, Schedule, TopicInfo
 from ems.validation import check_name
 
 log = logging.getLogger(__name__)
@@ -110,13 +113,18 @@ class Producer:
         headers: Mapping[str, str] | None = None,
         *,
         transaction: object = None,
+        delay: Delay | None = None,
+        deliver_at: dt.datetime | None = None,
     ) -> RecordMetadata:
         """Publish one message; returns its partition and offset once committed. Raises
         SendTimeout if Redis or the database stayed away for the whole send timeout.
         With a transaction (a SQLAlchemy AsyncSession or AsyncConnection on the server of
-        this ems database): as ems.Producer.send's, published if and only if it commits."""
-        if transaction is not None:
-            return (await self._send_in(transaction, topic, (Record(body, key, headers),)))[0]
+        this ems database): as ems.Producer.send's, published if and only if it commits.
+        With delay or deliver_at: as ems.Producer.send's, scheduled (offset -1)."""
+        schedule = self._schedule(delay, deliver_at)
+        if transaction is not None or schedule is not None:
+            record = (Record(body, key, headers),)
+            return (await self._send_later(transaction, topic, record, schedule))[0]
         deadline = time.monotonic() + self.settings.send_timeout
         info = self._topics.get(topic) or await self._topic(topic, deadline)
         prepared = prepare(info, Record(body, key, headers), {}, self._round_robin)
@@ -124,13 +132,20 @@ class Producer:
         return RecordMetadata(info.name, placed.partition, placed.offset)
 
     async def send_batch(
-        self, topic: str, records: Iterable[Outgoing], *, transaction: object = None
+        self,
+        topic: str,
+        records: Iterable[Outgoing],
+        *,
+        transaction: object = None,
+        delay: Delay | None = None,
+        deliver_at: dt.datetime | None = None,
     ) -> list[RecordMetadata]:
         """Publish messages with one allocation per partition and one multi-row INSERT
         (shared with concurrent sends). All or none are committed; results in input order.
-        With a transaction: as send's."""
-        if transaction is not None:
-            return await self._send_in(transaction, topic, records)
+        With a transaction, a delay or a deliver_at: as send's."""
+        schedule = self._schedule(delay, deliver_at)
+        if transaction is not None or schedule is not None:
+            return await self._send_later(transaction, topic, records, schedule)
         deadline = time.monotonic() + self.settings.send_timeout
         info = self._topics.get(topic) or await self._topic(topic, deadline)
         prepared = prepare_batch(info, records, self._round_robin)
@@ -164,25 +179,41 @@ class Producer:
 
     # -- steps -----------------------------------------------------------------------
 
-    async def _send_in(
-        self, tx: object, topic: str, records: Iterable[Outgoing]
+    def _schedule(self, delay: Delay | None, deliver_at: dt.datetime | None) -> Schedule | None:
+        if delay is None and deliver_at is None:
+            return None
+        now = dt.datetime.now(dt.UTC)
+        return schedule_of(delay, deliver_at, self.settings.max_delay, now)
+
+    async def _send_later(
+        self,
+        tx: object,
+        topic: str,
+        records: Iterable[Outgoing],
+        schedule: Schedule | None,
     ) -> list[RecordMetadata]:
         """A transactional send: validated and partitioned as any, written in tx by the
-        relay producer's outbox writer, awaited; no offset is taken."""
-        relay = self._relay_producer()
-        writer, wake = relay.transactions.writer()
+        relay producer's outbox writer, awaited; no offset is taken. A scheduled send
+        without tx: written by the relay producer in a thread (one INSERT)."""
+        relay = self._relay_producer(tx is None)
         info = self._topics.get(topic) or self._looked_up.get(topic)
         if info is None:
             info = await self.store.topic(check_name(topic, "topic"))
             self._looked_up.put(topic, info)
         prepared = prepare_batch(info, records, self._round_robin)
+        if tx is None:
+            assert schedule is not None
+            return await asyncio.to_thread(relay.transactions.schedule, info, prepared, schedule)
+        writer, wake = relay.transactions.writer()
         if prepared:
-            await aio_outbox.write(writer, tx, info.id, prepared, wake)
+            await aio_outbox.write(writer, tx, info.id, prepared, wake, schedule)
         return [RecordMetadata(info.name, p[0], UNKNOWN_OFFSET) for p in prepared]
 
-    def _relay_producer(self) -> ThreadProducer:
+    def _relay_producer(self, scheduled: bool = False) -> ThreadProducer:
         if self._relay is None:
             if self.backend.relay is None:
+                if scheduled:
+                    raise InvalidSchedule("this producer's backend takes no scheduled sends")
                 raise InvalidTransaction("this producer's backend takes no transactional sends")
             self._relay = self.backend.relay()
         return self._relay

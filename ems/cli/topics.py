@@ -11,6 +11,7 @@ import click
 
 from ems.cli.common import echo_json, json_option, settings, table
 from ems.cli.params import COUNT
+from ems.display import json_time
 from ems.exceptions import UnknownTopic
 from ems.topics import TopicAdmin
 from ems.types import PartitionStats, TopicInfo
@@ -85,22 +86,34 @@ def list_topics(as_json: bool) -> None:
 @json_option
 def describe(name: str, exact: bool, as_json: bool) -> None:
     """Per partition of topic NAME: watermarks and stored offsets (with --exact: messages
-    and tombstones counted)."""
+    and tombstones counted); and the scheduled messages not yet due."""
     with closing(TopicAdmin(settings())) as admin:
         info = admin.get(name)
         stats: list[PartitionStats] = admin.describe(name, exact=exact)
+        scheduled = admin.scheduled(name)
     totals = {
         "messages": sum(s.messages for s in stats),
         "tombstones": sum(s.tombstones or 0 for s in stats) if exact else None,
     }
     if as_json:
         partitions = [asdict(s) for s in stats]
-        echo_json({**_topic_dict(info), "partition_stats": partitions, "totals": totals})
+        later = {"messages": scheduled.count, "next_at": scheduled.next_at}
+        echo_json(
+            {
+                **_topic_dict(info),
+                "partition_stats": partitions,
+                "totals": totals,
+                "scheduled": later,
+            }
+        )
         return
     click.echo(f"topic {info.name}: {info.partitions} partitions")
     rows = [_stats_row(s) for s in stats]
     rows.append(["total", "", "", totals["messages"], totals["tombstones"]])
     click.echo(table(_DESCRIBE_HEADERS, rows))
+    if scheduled.count:
+        soonest = json_time(scheduled.next_at) if scheduled.next_at else "-"
+        click.echo(f"scheduled: {scheduled.count} messages not yet due, the next at {soonest}")
 
 
 def _topic_dict(info: TopicInfo) -> dict[str, object]:

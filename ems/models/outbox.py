@@ -20,11 +20,13 @@ class MessageOutbox(Base):
 
     Its partition is chosen at send time (by key, else round robin), as for any send.
     The relay reads a topic's committed rows in id order (AUTO_INCREMENT: the order of the
-    sends, within a transaction and between transactions that did not overlap).
+    sends, within a transaction and between transactions that did not overlap). A
+    scheduled send's row carries deliver_at (UTC, compared with the database clock): the
+    relay moves it once that time has come, due rows in (deliver_at, id) order.
     """
 
     __tablename__ = "message_outbox"
-    __table_args__ = (Index(None, "topic_id", "id"), TABLE_ARGS)
+    __table_args__ = (Index(None, "topic_id", "deliver_at", "id"), TABLE_ARGS)
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     topic_id: Mapped[int] = mapped_column(BigId, nullable=False)
@@ -33,6 +35,8 @@ class MessageOutbox(Base):
     headers: Mapped[dict[str, str] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
     body: Mapped[bytes] = mapped_column(Body, nullable=False)
     created_at: Mapped[created_ts]
+    #: When the relay may move it (a send with delay= or deliver_at=); NULL: at once.
+    deliver_at: Mapped[optional_ts]
 
 
 class OutboxRelay(Base):

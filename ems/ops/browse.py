@@ -38,6 +38,7 @@ from ems.store.lookup import find_group
 from ems.types import AssignmentRow, GroupInfo, LeaderInfo, MemberInfo, PartitionStats, TopicInfo
 from ems.validation import NAME_RE, check_name
 from ems.values.browse import (
+    WAITING_CAP,
     GroupDetail,
     GroupFacts,
     GroupHeading,
@@ -435,11 +436,14 @@ class Browser(StoreClient):
             created_at=info.created_at,
         )
         groups, more = self.store.browse.groups_of_topic(info.id, MAX_TOPIC_GROUPS)
+        later = self.store.outbox.scheduled(info.id, cap=WAITING_CAP)
         return TopicDetail(
             summary=topic_summary(row, totals_of(stats)),
             partitions=tuple(topic_partition(s) for s in stats),
             groups=tuple(group_summary(g) for g in groups),
             more_groups=more,
+            scheduled=later.count,
+            next_scheduled_at=later.next_at,
         )
 
     def groups_page(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import secrets
 import threading
@@ -34,8 +35,9 @@ from ems.producer.planning import (
     reroute,
     went_back,
 )
+from ems.producer.scheduling import Delay, schedule_of
 from ems.producer.transactional import Transactions
-from ems.types import NewMessage, Record, RecordMetadata, TopicInfo
+from ems.types import NewMessage, Record, RecordMetadata, Schedule, TopicInfo
 from ems.validation import check_name
 
 __all__ = ["GROUP_MAX", "MAX_BATCH", "Outgoing", "Producer", "went_back"]
@@ -99,6 +101,8 @@ class Producer:
         headers: Mapping[str, str] | None = None,
         *,
         transaction: object = None,
+        delay: Delay | None = None,
+        deliver_at: dt.datetime | None = None,
     ) -> RecordMetadata:
         """Publish one message; returns its partition and offset once committed. Raises
         SendTimeout if Redis or the database stayed away for the whole send timeout.
@@ -106,9 +110,17 @@ class Producer:
         With a transaction (a SQLAlchemy Session or Connection, or a PyMySQL connection,
         on the server of this ems database), the message is published if and only if that
         transaction commits, and seen by no consumer before: its offset is not known
-        yet (-1). See docs/transactions.md."""
-        if transaction is not None:
-            return self._send_in(transaction, topic, (Record(body, key, headers),))[0]
+        yet (-1). See docs/transactions.md.
+
+        With delay (seconds or a timedelta) or deliver_at (an aware datetime), the
+        message is stored now and reaches its topic at that time, not before (the
+        database's clock), at the end of its partition; its offset is not known yet
+        (-1). With a transaction too: stored if and only if it commits. See
+        docs/scheduled.md."""
+        schedule = self._schedule(delay, deliver_at)
+        if transaction is not None or schedule is not None:
+            record = (Record(body, key, headers),)
+            return self._send_later(transaction, topic, record, schedule)[0]
         deadline = time.monotonic() + self.settings.send_timeout
         info = self._topics.get(topic) or self._topic(topic, deadline)
         prepared = prepare(info, Record(body, key, headers), {}, self._round_robin)
@@ -116,13 +128,20 @@ class Producer:
         return RecordMetadata(info.name, placed.partition, placed.offset)
 
     def send_batch(
-        self, topic: str, messages: Iterable[Outgoing], *, transaction: object = None
+        self,
+        topic: str,
+        messages: Iterable[Outgoing],
+        *,
+        transaction: object = None,
+        delay: Delay | None = None,
+        deliver_at: dt.datetime | None = None,
     ) -> list[RecordMetadata]:
         """Publish messages with one allocation per partition and one multi-row INSERT.
-        All or none are committed. Results are in input order. With a transaction: as
-        send's, all of them in their order."""
-        if transaction is not None:
-            return self._send_in(transaction, topic, messages)
+        All or none are committed. Results are in input order. With a transaction, a
+        delay or a deliver_at: as send's, all of them in their order."""
+        schedule = self._schedule(delay, deliver_at)
+        if transaction is not None or schedule is not None:
+            return self._send_later(transaction, topic, messages, schedule)
         deadline = time.monotonic() + self.settings.send_timeout
         info = self._topics.get(topic) or self._topic(topic, deadline)
         prepared = prepare_batch(info, messages, self._round_robin)
@@ -163,17 +182,31 @@ class Producer:
 
     # -- steps -----------------------------------------------------------------------
 
-    def _send_in(
-        self, tx: object, topic: str, messages: Iterable[Outgoing]
+    def _schedule(self, delay: Delay | None, deliver_at: dt.datetime | None) -> Schedule | None:
+        if delay is None and deliver_at is None:
+            return None
+        now = dt.datetime.now(dt.UTC)
+        return schedule_of(delay, deliver_at, self.settings.max_delay, now)
+
+    def _send_later(
+        self,
+        tx: object,
+        topic: str,
+        messages: Iterable[Outgoing],
+        schedule: Schedule | None,
     ) -> list[RecordMetadata]:
-        """A transactional send: validated and partitioned as any, written in tx. No
-        offset is taken, so neither Redis nor the counters are needed here."""
+        """A transactional or scheduled send: validated and partitioned as any, written
+        into the outbox (in tx, if given). No offset is taken, so neither Redis nor the
+        counters are needed here."""
         info = self._topics.get(topic) or self._looked_up.get(topic)
         if info is None:
             info = self.store.topics.get(check_name(topic, "topic"))
             self._looked_up.put(topic, info)
         prepared = prepare_batch(info, messages, self._round_robin)
-        return self._transactions.write(tx, info, prepared)
+        if tx is None:
+            assert schedule is not None
+            return self._transactions.schedule(info, prepared, schedule)
+        return self._transactions.write(tx, info, prepared, schedule)
 
     # The relay's Placer: offsets for moved rows, and what a move tells.
 

@@ -13,11 +13,11 @@ import threading
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 
-from ems.exceptions import EmsError, InvalidTransaction
+from ems.exceptions import EmsError, InvalidSchedule, InvalidTransaction
 from ems.ports import Outbox, OutboxWrites
 from ems.producer.planning import Prepared
 from ems.producer.relay import Placer, Relay, RelayLoop
-from ems.types import RecordMetadata, TopicInfo
+from ems.types import RecordMetadata, Schedule, TopicInfo
 
 #: The offset a transactional send reports: not known until the relay moves the message
 #: (as Kafka reports -1 for an offset it was not told).
@@ -36,13 +36,32 @@ class Transactions:
         self._lock = threading.Lock()
 
     def write(
-        self, tx: object, info: TopicInfo, prepared: Sequence[Prepared]
+        self,
+        tx: object,
+        info: TopicInfo,
+        prepared: Sequence[Prepared],
+        schedule: Schedule | None = None,
     ) -> list[RecordMetadata]:
-        """Write the messages in tx; their partitions, offsets unknown until moved."""
+        """Write the messages in tx (scheduled, with a schedule); their partitions,
+        offsets unknown until moved."""
         outbox = self._checked()
         loop = self._started(outbox)
         if prepared:
-            outbox.writer.write(tx, info.id, prepared, loop.poke)
+            outbox.writer.write(tx, info.id, prepared, loop.poke, schedule)
+        return [RecordMetadata(info.name, p[0], UNKNOWN_OFFSET) for p in prepared]
+
+    def schedule(
+        self, info: TopicInfo, prepared: Sequence[Prepared], schedule: Schedule
+    ) -> list[RecordMetadata]:
+        """Write a scheduled send's messages (committed when this returns) and wake the
+        relay, which then waits for their time; offsets unknown until moved."""
+        if self._outbox is None:
+            raise InvalidSchedule("this producer's backend takes no scheduled sends")
+        outbox = self._outbox
+        loop = self._started(outbox)
+        if prepared:
+            outbox.schedule(info.id, prepared, schedule)
+            loop.poke()
         return [RecordMetadata(info.name, p[0], UNKNOWN_OFFSET) for p in prepared]
 
     def writer(self) -> tuple[OutboxWrites, Callable[[], None]]:

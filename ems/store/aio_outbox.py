@@ -15,6 +15,7 @@ from ems.exceptions import InvalidTransaction, StoreError
 from ems.store.caller import ON_COMMIT, identity_of, refuse_autocommit
 from ems.store.database import translate
 from ems.store.outbox import OutboxItem, OutboxWriter, outbox_statements
+from ems.types import Schedule
 
 
 async def _connection(tx: object) -> AsyncConnection:
@@ -44,6 +45,7 @@ async def write(
     topic_id: int,
     items: Sequence[OutboxItem],
     on_commit: Callable[[], None] | None = None,
+    schedule: Schedule | None = None,
 ) -> None:
     """As OutboxWriter.write, awaited (writer: the MySQL store's)."""
     if not isinstance(writer, OutboxWriter):
@@ -62,7 +64,7 @@ async def write(
         except StoreError as exc:
             raise installation.unreachable(exc) from None
         installation.confirm(rows, identity)
-    for sql, params in outbox_statements(writer.schema, topic_id, items):
+    for sql, params in outbox_statements(writer.schema, topic_id, items, schedule):
         await _execute(conn, sql, params)
     if on_commit is not None:
         sync.info.setdefault(ON_COMMIT, set()).add(on_commit)

@@ -32,44 +32,85 @@ from ems.store.messages import (
     insert_statements,
     key_headers,
 )
-from ems.types import NewMessage, OutboxRow, TopicInfo
+from ems.types import NewMessage, OutboxRow, OutboxWaiting, Schedule, Scheduled, TopicInfo
 
 #: (partition, key, headers JSON, body) of a validated message (ems.producer.planning).
 OutboxItem = tuple[int, bytes | None, str | None, bytes]  # as ems.ports.OutboxItem
 
 _HEAD = (
-    "INSERT INTO {schema}.message_outbox (topic_id, partition_no, msg_key, headers, body) VALUES "
+    "INSERT INTO {schema}.message_outbox (topic_id, partition_no, msg_key, headers, body{due}) "
+    "VALUES "
 )
-_ROW = "(%d,%d,%s,%s,X'%s')"
-_PARAMS_ROW = "(%s,%s,%s,%s,%s)"
+_ROW = "(%d,%d,%s,%s,X'%s'{due})"
+_PARAMS_ROW = "(%s,%s,%s,%s,%s{due})"
 
-# The topics whose outbox holds committed rows: an index scan of the outbox's topic ids
-# (rows of a topic since deleted are left where they are).
+# Every time of a scheduled row is UTC: the caller's session may run in any time zone,
+# so NOW() is never used for it.
+_NOW = "UTC_TIMESTAMP(6)"
+# Per topic with outbox rows: whether undelayed rows wait, and its soonest scheduled time
+# (with the database's clock to compare it with). Every read is a few index entries,
+# however many rows wait for a later time: the topics by a loose scan of the outbox's
+# index (one dive per topic), then one dive each for the probes (rows of a topic since
+# deleted are left where they are).
 _WAITING = (
-    "SELECT id, name, partitions, retention_hours, max_body_bytes, created_at FROM topic "
-    "WHERE id IN (SELECT DISTINCT topic_id FROM message_outbox) ORDER BY id"
+    "SELECT t.id, t.name, t.partitions, t.retention_hours, t.max_body_bytes, t.created_at, "
+    "EXISTS (SELECT 1 FROM message_outbox o WHERE o.topic_id = t.id AND o.deliver_at IS NULL), "
+    "(SELECT o.deliver_at FROM message_outbox o WHERE o.topic_id = t.id "
+    "AND o.deliver_at IS NOT NULL ORDER BY o.deliver_at LIMIT 1), "
+    f"{_NOW} FROM (SELECT topic_id FROM message_outbox GROUP BY topic_id) AS w "
+    "JOIN topic t ON t.id = w.topic_id ORDER BY t.id"
 )
 _ENSURE = "INSERT IGNORE INTO outbox_relay (topic_id) VALUES (%s)"
 # One relay per topic at a time keeps a transaction's rows in order; the others skip the
 # topic rather than wait for it.
 _TAKE = "SELECT topic_id FROM outbox_relay WHERE topic_id = %s FOR UPDATE SKIP LOCKED"
 # A consistent read: rows of transactions still open are not seen and not waited for.
+# Undelayed rows in send order; due scheduled rows in the order of their times, then of
+# their sends. Both are ranges of (topic_id, deliver_at, id): rows not yet due are not read.
 _PENDING = (
     "SELECT id, partition_no, msg_key, headers, body FROM message_outbox "
-    "WHERE topic_id = %s ORDER BY id LIMIT %s"
+    "WHERE topic_id = %s AND deliver_at IS NULL ORDER BY id LIMIT %s"
 )
+_DUE = (
+    "SELECT id, partition_no, msg_key, headers, body FROM message_outbox "
+    f"WHERE topic_id = %s AND deliver_at <= {_NOW} ORDER BY deliver_at, id LIMIT %s"
+)
+# Index entries only: one read per message waiting (up to a cap, when one is given).
+_SCHEDULED = (
+    "SELECT COUNT(*), MIN(deliver_at) FROM (SELECT deliver_at FROM message_outbox "
+    f"WHERE topic_id = %s AND deliver_at > {_NOW} ORDER BY deliver_at LIMIT %s) AS s"
+)
+#: A LIMIT that reads every row.
+_ALL = 2**63 - 1
 _DELETE = "DELETE FROM message_outbox WHERE id IN ({ids})"
 _MOVED = "UPDATE outbox_relay SET moved = moved + %s, moved_at = NOW(6) WHERE topic_id = %s"
 
 
+def due_sql(schedule: Schedule | None) -> str | None:
+    """The SQL of a scheduled row's deliver_at (None: not scheduled): a delay counts on the
+    server's clock from the row's write; a time is a literal (UTC)."""
+    if schedule is None:
+        return None
+    if schedule.at is not None:
+        return f"'{schedule.at:%Y-%m-%d %H:%M:%S.%f}'"
+    return f"{_NOW} + INTERVAL {int(schedule.delay_us or 0)} MICROSECOND"
+
+
 def outbox_statements(
-    schema: str, topic_id: int, items: Sequence[OutboxItem]
+    schema: str,
+    topic_id: int,
+    items: Sequence[OutboxItem],
+    schedule: Schedule | None = None,
 ) -> list[tuple[str, tuple[object, ...]]]:
     """The INSERTs of the items into the outbox, in order, with their parameters: hex
     literals in multi-row statements under the producer's statement size, and a row too
-    large for hex alone with the driver's escaping. Every statement is formatted by the
-    driver (so a % in the schema's name is written %%)."""
-    head = _HEAD.format(schema=schema)
+    large for hex alone with the driver's escaping; each row with the schedule's
+    deliver_at, if any. Every statement is formatted by the driver (so a % in the
+    schema's name is written %%; the schedule's SQL holds none)."""
+    due = due_sql(schedule)
+    head = _HEAD.format(schema=schema, due="" if due is None else ", deliver_at")
+    row_sql = _ROW.replace("{due}", "" if due is None else f",{due}")
+    params_row = _PARAMS_ROW.replace("{due}", "" if due is None else f",{due}")
     statements: list[tuple[str, tuple[object, ...]]] = []
     rows: list[str] = []
     size = len(head)
@@ -78,10 +119,10 @@ def outbox_statements(
             if rows:
                 statements.append((head + ",".join(rows), ()))
                 rows, size = [], len(head)
-            statements.append((head + _PARAMS_ROW, (topic_id, partition, key, headers, body)))
+            statements.append((head + params_row, (topic_id, partition, key, headers, body)))
             continue
         key_sql, headers_sql = key_headers(key, headers)
-        row = _ROW % (
+        row = row_sql % (
             topic_id,
             partition,
             key_sql.decode(),
@@ -112,14 +153,16 @@ class OutboxWriter:
         topic_id: int,
         items: Sequence[OutboxItem],
         on_commit: Callable[[], None] | None = None,
+        schedule: Schedule | None = None,
     ) -> None:
-        """Insert the items into the outbox inside the caller's transaction, and have
-        on_commit called when it commits (where the caller's library tells):
-        InvalidTransaction when tx cannot carry them, ForeignTransaction when it runs on
-        a server that does not hold this ems database."""
+        """Insert the items into the outbox inside the caller's transaction (scheduled,
+        if a schedule is given), and have on_commit called when it commits (where the
+        caller's library tells): InvalidTransaction when tx cannot carry them,
+        ForeignTransaction when it runs on a server that does not hold this ems
+        database."""
         conn = CallerConnection(tx)
         self.installation.check(conn)
-        for sql, params in outbox_statements(self.schema, topic_id, items):
+        for sql, params in outbox_statements(self.schema, topic_id, items, schedule):
             conn.execute(sql, params)
         if on_commit is not None:
             conn.on_commit(on_commit)
@@ -177,23 +220,42 @@ class OutboxStore:
         self.writer = OutboxWriter(db)
         self._ensured: set[int] = set()
 
-    def waiting(self) -> list[TopicInfo]:
-        """The topics with committed outbox rows."""
-        return [
-            TopicInfo(
-                id=int(i),
-                name=n,
-                partitions=int(p),
-                retention_hours=int(r),
-                max_body_bytes=int(m),
-                created_at=c,
-            )
-            for i, n, p, r, m, c in self.db.select(_WAITING, ())
-        ]
+    def waiting(self) -> OutboxWaiting:
+        """The topics with outbox rows to move now (committed, and undelayed or due), and
+        the seconds until the soonest scheduled row comes due: 0 when one is due now
+        (the rows due after it are seen by the next pass, once it has moved)."""
+        topics: list[TopicInfo] = []
+        soonest: float | None = None
+        for i, n, p, r, m, c, undelayed, first_at, now in self.db.select(_WAITING, ()):
+            due_in = None if first_at is None else max((first_at - now).total_seconds(), 0.0)
+            if undelayed or due_in == 0.0:
+                topics.append(
+                    TopicInfo(
+                        id=int(i),
+                        name=n,
+                        partitions=int(p),
+                        retention_hours=int(r),
+                        max_body_bytes=int(m),
+                        created_at=c,
+                    )
+                )
+            if due_in is not None and (soonest is None or due_in < soonest):
+                soonest = due_in
+        return OutboxWaiting(topics=topics, next_due=soonest)
+
+    def schedule(self, topic_id: int, items: Sequence[OutboxItem], schedule: Schedule) -> None:
+        """Write a scheduled send's rows (not in a caller's transaction: in one of ems's
+        own), all or none."""
+        with self.db.transaction() as cursor:
+            for sql, params in outbox_statements(self.writer.schema, topic_id, items, schedule):
+                cursor.execute(sql, params)
 
     @contextmanager
-    def relay(self, topic_id: int, limit: int) -> Iterator[RelayBatch | None]:
-        """The topic's oldest committed rows (up to limit) in a transaction that holds
+    def relay(
+        self, topic_id: int, limit: int, *, scheduled: bool = False
+    ) -> Iterator[RelayBatch | None]:
+        """The topic's oldest committed undelayed rows (up to limit), or with scheduled
+        its due scheduled rows in the order of their times, in a transaction that holds
         the topic's relay row; None while another relay holds it. The transaction
         commits when the block ends, and rolls back on an error."""
         if topic_id not in self._ensured:
@@ -207,13 +269,22 @@ class OutboxStore:
             if not cursor.fetchall():
                 yield None
                 return
-            cursor.execute(_PENDING, (topic_id, limit))
+            cursor.execute(_DUE if scheduled else _PENDING, (topic_id, limit))
             rows = [OutboxRow(int(i), int(p), k, h, b) for i, p, k, h, b in cursor.fetchall()]
             yield RelayBatch(cursor, topic_id, rows)
 
     def pending(self, topic_id: int) -> int:
-        """How many committed rows of the topic wait to be moved (tests, operators)."""
+        """How many committed rows of the topic wait to be moved, scheduled ones included
+        (tests, operators)."""
         rows = self.db.select(
             "SELECT COUNT(*) FROM message_outbox WHERE topic_id = %s", (topic_id,)
         )
         return int(rows[0][0])
+
+    def scheduled(self, topic_id: int, cap: int | None = None) -> Scheduled:
+        """The topic's scheduled messages not yet due: how many (at most cap + 1, when a
+        cap is given), and the soonest's time (a range of the outbox's index: one entry
+        read per message counted)."""
+        limit = _ALL if cap is None else cap + 1
+        ((count, first_at),) = self.db.select(_SCHEDULED, (topic_id, limit))
+        return Scheduled(count=int(count), next_at=first_at)

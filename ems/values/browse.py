@@ -113,6 +113,10 @@ class TopicDetail:
     groups: tuple[GroupSummary, ...]
     #: More groups consume it than `groups` lists.
     more_groups: bool
+    #: Scheduled messages not yet due (counted up to WAITING_CAP + 1), and the soonest's
+    #: time (UTC).
+    scheduled: int = 0
+    next_scheduled_at: dt.datetime | None = None
 
 
 # -- groups ------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """topic.deleting_at and consumer_group.deleting_at: a delete in progress
 
 Revision ID: 0021
-Revises: 0019
+Revises: 0020
 Create Date: 2026-11-29 07:00:00.000000
 
 A topic or group delete marks its row first (database clock), then removes the rows that
@@ -19,7 +19,7 @@ from alembic import op
 from sqlalchemy.dialects import mysql
 
 revision: str = "0021"
-down_revision: str | None = "0019"
+down_revision: str | None = "0020"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -307,6 +307,26 @@ def test_hostile_names_are_escaped_and_reachable(
     assert html.escape(hostile) in text or "&#34;&gt;&lt;script&gt;" in text
 
 
+def test_topic_detail_shows_the_scheduled_messages_capped(
+    client: FlaskClient, store: Store, viewer: dict[str, str]
+) -> None:
+    seed_all(store)
+    topic_id = store.topics.get("orders").id
+    body = client.get("/api/v1/topics/orders", headers=viewer).get_json()
+    assert (body["scheduled"], body["next_scheduled_at"]) == (0, None)
+    with store.db.transaction() as cursor:
+        cursor.execute(
+            "INSERT INTO message_outbox (topic_id, partition_no, body, deliver_at) "
+            "SELECT %s, 0, '<b>x</b>', '2099-01-01' + INTERVAL seq SECOND FROM seq_1_to_1005",
+            (topic_id,),
+        )
+    body = client.get("/api/v1/topics/orders", headers=viewer).get_json()
+    assert body["scheduled"] == 1001  # counted up to the cap, and one more
+    assert body["next_scheduled_at"] == "2099-01-01T00:00:01.000000Z"
+    page = _text(client, "/topics/orders", viewer)
+    assert '<dd id="scheduled">1000+, the next at <time datetime="2099-01-01T00:00:01Z">' in page
+
+
 @pytest.mark.parametrize(("path", "kind"), [("/topics", "topics"), ("/groups", "groups")])
 def test_the_statements_of_a_page_do_not_grow_with_its_rows(
     app: Flask, store: Store, viewer: dict[str, str], path: str, kind: str
