@@ -287,6 +287,23 @@ class Settings:
         )
 
 
+#: Every option of `ems worker` has a variable: this prefix and the option's name in
+#: capitals (EMS_WORKER_GROUP, EMS_WORKER_BATCH_SIZE, ...; ems.worker.options lists them).
+WORKER_PREFIX = "EMS_WORKER_"
+
+
+def worker_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The EMS_WORKER_* variables that are set (an empty one counts as unset), by option
+    name: EMS_WORKER_BATCH_SIZE=100 gives {"batch_size": "100"}. The worker checks the
+    names and the values."""
+    env = os.environ if env is None else env
+    return {
+        name.removeprefix(WORKER_PREFIX).lower(): value.strip()
+        for name, value in env.items()
+        if name.startswith(WORKER_PREFIX) and value.strip()
+    }
+
+
 #: A host name: dot-separated labels of letters, digits and inner hyphens (RFC 1123).
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HOSTNAME = re.compile(rf"(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*")
