@@ -171,8 +171,8 @@ class Settings:
     admin_trusted_header: str | None = None
     #: Group value of that header -> role; a value not listed gets no access.
     admin_trusted_roles: tuple[tuple[str, str], ...] = ()
-    #: Address every /metrics endpoint (consumers, `ems consume`, the scheduler) listens
-    #: on: all interfaces by default, for a Prometheus on another host; 127.0.0.1 keeps
+    #: Address every /metrics endpoint (consumers, `ems consume`, `ems worker`, the scheduler)
+    #: listens on: all interfaces by default, for a Prometheus on another host; 127.0.0.1 keeps
     #: them to this machine.
     metrics_addr: str = "0.0.0.0"
 

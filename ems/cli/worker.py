@@ -17,7 +17,7 @@ from ems.worker.options import OPTIONS, Option, WorkerConfig
 from ems.worker.process import run_process
 from ems.worker.supervisor import Supervisor
 
-_TYPES: dict[str, click.ParamType] = {
+_TYPES: dict[str, Any] = {
     "int": click.INT,
     "float": click.FLOAT,
     "text": click.STRING,
@@ -84,7 +84,7 @@ def _option(option: Option) -> Callable[[click.Command], click.Command]:
 
 def _options(command: Callable[..., None]) -> Callable[..., None]:
     for option in reversed(OPTIONS):
-        command = _option(option)(command)  # type: ignore[arg-type,assignment]
+        command = _option(option)(command)  # type: ignore[arg-type]
     return command
 
 

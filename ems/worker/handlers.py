@@ -80,7 +80,4 @@ def _failure(module_name: str, path: str, exc: Exception) -> str:
         frames = traceback.extract_tb(exc.__traceback__)
         if frames:
             where = f" (at {frames[-1].filename}:{frames[-1].lineno})"
-    return (
-        f"handler {path!r}: importing {module_name!r} raised "
-        f"{type(exc).__name__}: {exc}{where}"
-    )
+    return f"handler {path!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}{where}"

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 from ems.aio.consumer import Consumer as AsyncConsumer
 from ems.config import Settings
@@ -30,22 +31,48 @@ def run_process(config: WorkerConfig, settings: Settings, say: Say) -> int:
     """Import the handler, join the group on every topic and deliver until SIGTERM or
     SIGINT; then each member finishes its batch, acks, commits and leaves. Returns the
     messages handled. Raises what a member raised (typed: an unknown topic, a group that
-    exists with other settings) having closed the others."""
-    handler = load_handler(config.handler)
-    if is_async(handler):
-        return asyncio.run(_run_async(config, handler, settings, say))
-    if config.concurrency > 1:
-        raise InvalidSetting(
-            "--concurrency applies to `async def` handlers; a plain function's calls run "
-            "one at a time per member: use --threads or --processes"
-        )
-    return _run_threads(config, handler, settings, say)
+    exists with other settings) having closed the others.
+
+    The signals are caught from the start: one that comes while the handler is imported
+    or the members join stops them as soon as they have joined, so none is killed with a
+    lease the group would wait out."""
+    stopper = _Stopper()
+    with _on_signals(stopper):
+        handler = load_handler(config.handler)
+        if is_async(handler):
+            return asyncio.run(_run_async(config, handler, settings, say, stopper))
+        if config.concurrency > 1:
+            raise InvalidSetting(
+                "--concurrency applies to `async def` handlers; a plain function's calls run "
+                "one at a time per member: use --threads or --processes"
+            )
+        return _run_threads(config, handler, settings, say, stopper)
+
+
+class _Stopper:
+    """What a stop signal stops: set once, it stops every member added, before or after."""
+
+    def __init__(self) -> None:
+        self.requested = threading.Event()
+        self._stops: list[Callable[[], None]] = []
+
+    def add(self, stop: Callable[[], None]) -> None:
+        self._stops.append(stop)
+        if self.requested.is_set():
+            stop()
+
+    def __call__(self) -> None:
+        self.requested.set()
+        for stop in list(self._stops):
+            stop()
 
 
 # -- plain functions: a thread per member -------------------------------------------------
 
 
-def _run_threads(config: WorkerConfig, handler: Handler, settings: Settings, say: Say) -> int:
+def _run_threads(
+    config: WorkerConfig, handler: Handler, settings: Settings, say: Say, stopper: _Stopper
+) -> int:
     members: list[Consumer] = []
     try:
         for topic in config.topics:
@@ -58,8 +85,9 @@ def _run_threads(config: WorkerConfig, handler: Handler, settings: Settings, say
             member.close()
         raise
     crew = _Crew(members)
+    stopper.add(crew.stop)
     try:
-        with _metrics(config, settings, say), _on_signals(crew.stop):
+        with _metrics(config, settings, say):
             say(f"{config.describe()}; clients {', '.join(m.client_id for m in members)}")
             return crew.run()
     finally:
@@ -112,11 +140,15 @@ class _Crew:
             self.ended.set()
 
 
+def _on_signal(signum: int, stop: Callable[[], None]) -> None:
+    log.info("signal %d: each member finishes its batch, then leaves", signum)
+    stop()
+
+
 @contextmanager
 def _on_signals(stop: Callable[[], None]) -> Iterator[None]:
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        log.info("signal %d: each member finishes its batch, then leaves", signum)
-        stop()
+        _on_signal(signum, stop)
 
     previous = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
     try:
@@ -130,7 +162,7 @@ def _on_signals(stop: Callable[[], None]) -> Iterator[None]:
 
 
 async def _run_async(
-    config: WorkerConfig, handler: Handler, settings: Settings, say: Say
+    config: WorkerConfig, handler: Handler, settings: Settings, say: Say, stopper: _Stopper
 ) -> int:
     members = [
         AsyncConsumer(
@@ -153,14 +185,14 @@ async def _run_async(
         raise
 
     def stop() -> None:
-        log.info("signal: each member finishes its batch, then leaves")
         for member in members:
             member.stop()
 
+    stopper.add(stop)
     loop = asyncio.get_running_loop()
     with _metrics(config, settings, say):
         for s in STOP_SIGNALS:
-            loop.add_signal_handler(s, stop)
+            loop.add_signal_handler(s, _on_signal, s, stopper)
         say(f"{config.describe()} (async); clients {', '.join(m.client_id for m in members)}")
         tasks = [asyncio.create_task(m.run(handle_signals=False)) for m in members]
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -178,7 +210,7 @@ async def _run_async(
 # -- shared -----------------------------------------------------------------------------
 
 
-def _kwargs(config: WorkerConfig) -> dict[str, object]:
+def _kwargs(config: WorkerConfig) -> dict[str, Any]:
     """The consumer's keyword arguments the worker was given (the rest: its defaults)."""
     return {name: value for name, value in config.consumer.items() if value is not None}
 

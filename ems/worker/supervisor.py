@@ -5,6 +5,7 @@ keeps failing at its start or refuses its input."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -85,7 +86,10 @@ class Supervisor:
                 self.say(f"error: {message}")
                 return EXIT_BAD_INPUT
             raise WorkersFailing(message)
-        failed = {i: c for i, c in codes.items() if c != EXIT_OK}
+        # A process the signal ended outright had not yet started its members (they catch
+        # it from the start): it held nothing, and left nothing behind.
+        clean = (EXIT_OK, -(self.stopping or 0))
+        failed = {i: c for i, c in codes.items() if c not in clean}
         if failed:
             self.say("processes that did not leave cleanly: " + ", ".join(
                 f"{i} ({describe_exit(c)})" for i, c in failed.items()
@@ -161,10 +165,8 @@ class Supervisor:
 
 def _send(process: subprocess.Popen[bytes], signum: int) -> None:
     if process.poll() is None:
-        try:
+        with contextlib.suppress(ProcessLookupError):  # ended meanwhile
             process.send_signal(signum)
-        except ProcessLookupError:  # ended meanwhile
-            pass
 
 
 def _die_with_parent() -> None:
