@@ -208,8 +208,8 @@ class Settings:
     admin_header_timeout: float = 10.0
     #: Seconds an idle kept-alive connection stays open.
     admin_keepalive: int = 5
-    #: Address every /metrics endpoint (consumers, `ems consume`, the scheduler) listens
-    #: on: all interfaces by default, for a Prometheus on another host; 127.0.0.1 keeps
+    #: Address every /metrics endpoint (consumers, `ems consume`, `ems worker`, the scheduler)
+    #: listens on: all interfaces by default, for a Prometheus on another host; 127.0.0.1 keeps
     #: them to this machine.
     metrics_addr: str = "0.0.0.0"
     #: Port of `ems exporter`'s /metrics (0 picks a free one).
@@ -333,6 +333,23 @@ class Settings:
             metrics_addr=(env.get("EMS_METRICS_ADDR") or "0.0.0.0").strip(),
             **values,  # type: ignore[arg-type]
         )
+
+
+#: Every option of `ems worker` has a variable: this prefix and the option's name in
+#: capitals (EMS_WORKER_GROUP, EMS_WORKER_BATCH_SIZE, ...; ems.worker.options lists them).
+WORKER_PREFIX = "EMS_WORKER_"
+
+
+def worker_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The EMS_WORKER_* variables that are set (an empty one counts as unset), by option
+    name: EMS_WORKER_BATCH_SIZE=100 gives {"batch_size": "100"}. The worker checks the
+    names and the values."""
+    env = os.environ if env is None else env
+    return {
+        name.removeprefix(WORKER_PREFIX).lower(): value.strip()
+        for name, value in env.items()
+        if name.startswith(WORKER_PREFIX) and value.strip()
+    }
 
 
 #: A host name: dot-separated labels of letters, digits and inner hyphens (RFC 1123).

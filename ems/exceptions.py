@@ -78,6 +78,15 @@ class InvalidHandler(InvalidInput):
     """The message handler is not callable."""
 
 
+class HandlerNotFound(InvalidHandler):
+    """A handler path is `package.module:callable` (or `package.module:object.attribute`),
+    importable from the current directory or sys.path, and names something that exists."""
+
+
+class HandlerImportFailed(InvalidHandler):
+    """Importing the handler's module raised an exception."""
+
+
 class GroupConflict(InvalidInput):
     """The group exists with other settings (mode, ordering or retry policy)."""
 
@@ -397,3 +406,7 @@ class LoginThrottled(EmsError):
 class LeaseLost(EmsError):
     """The client could not renew its lease before the deadline; it stopped fetching and
     committed nothing."""
+
+
+class WorkersFailing(EmsError):
+    """A worker process kept failing soon after its start: the supervisor gave up."""

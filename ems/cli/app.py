@@ -84,6 +84,12 @@ COMMANDS = {
         "Trace the message at TOPIC PARTITION OFFSET (or with --id ID): when it was produced "
         "and, per consumer group, who got it when, its attempts and its state now.",
     ),
+    "worker": Lazy(
+        "ems.cli.worker:worker",
+        "Run HANDLER (package.module:function, a plain or `async def` function of one "
+        "Delivery) as members of consumer group --group on each --topic: returning acks, "
+        "raising retries.",
+    ),
     "dlq": Lazy("ems.cli.dead_letters:dlq", "Dead letters: messages a consumer group gave up on."),
     "admin": Lazy(
         "ems.cli.admin:admin",
