@@ -227,6 +227,13 @@ class MessagePurged(UnknownMessage):
     to its group's retry table; resend it to the topic instead. Nothing was changed."""
 
 
+class OffsetsPurged(UnknownMessage):
+    """Offsets a stream still had to read were purged by retention (a Spark query started
+    from, or restarted at, offsets below the partition's low watermark). Nothing was read
+    past them; start again from offsets still stored, or let the query skip the purged
+    range (option failOnDataLoss=false)."""
+
+
 class AlreadyExists(EmsError):
     """The object already exists."""
 

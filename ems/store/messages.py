@@ -56,6 +56,13 @@ _BODIES = (
     "SELECT offset_no, body FROM message "
     "WHERE topic_id = %s AND partition_no = %s AND offset_no IN ({offsets})"
 )
+# The keys of a fetch without its bodies: what planning a range of a partition needs (the
+# gap-free end), read from the row but never a body stored off its page.
+_FETCH_KEYS = (
+    "SELECT id, offset_no, created_at, tombstone FROM message "
+    "WHERE topic_id = %s AND partition_no = %s AND offset_no >= %s "
+    "ORDER BY offset_no LIMIT %s"
+)
 _TOKEN_AT = (
     "SELECT write_token FROM message WHERE topic_id = %s AND partition_no = %s AND offset_no = %s"
 )
@@ -360,6 +367,26 @@ class MessageStore:
         ]
         count = int(raw[0][8]) if raw and raw[0][8] is not None else None
         return Fetched(rows=rows, cut=len(kept) < len(raw), partitions=count)
+
+    def fetch_keys(
+        self, topic_id: int, partition: int, from_offset: int, limit: int
+    ) -> list[StoredMessage]:
+        """Up to `limit` rows from from_offset on, in offset order, as fetch returns them
+        but without key, headers or body: their offsets, times and tombstone flags."""
+        raw = self.db.select(_FETCH_KEYS, (topic_id, partition, from_offset, limit))
+        return [
+            StoredMessage(
+                id=r[0],
+                topic_id=topic_id,
+                partition=partition,
+                offset=r[1],
+                key=None,
+                body=b"",
+                created_at=r[2],
+                tombstone=bool(r[3]),
+            )
+            for r in raw
+        ]
 
     def _bodies(self, topic_id: int, partition: int, offsets: list[int]) -> dict[int, bytes]:
         """The bodies at these offsets of the partition, by offset."""

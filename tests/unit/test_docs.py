@@ -268,3 +268,14 @@ def test_the_transactions_pages_handlers_are_the_examples_as_the_tests_run_them(
             line[4:] if line.startswith("    ") else line for line in examples.splitlines()
         )
         assert code in examples or code in unindented, code
+
+
+def test_the_spark_sources_example_is_the_one_the_tests_run() -> None:
+    """The code under docs/spark.md's source heading is, line for line, in
+    examples/spark_stream.py, which tests/spark/test_source.py runs and kills."""
+    page = (DOCS / "spark.md").read_text()
+    block = _code_block(page, '## The ems source: `spark.readStream.format("ems")`')
+    example = (ROOT / "examples" / "spark_stream.py").read_text()
+    unindented = "\n".join(line.removeprefix("    ") for line in example.splitlines())
+    assert "import spark.source\n" in example
+    assert block.removeprefix("import spark.source\n\n") in unindented

@@ -1,0 +1,179 @@
+"""The ems source as a PySpark Python data source: format "ems", batch and streaming.
+
+Spark runs the driver's methods (schema, initialOffset, latestOffset, partitions, commit)
+in a Python worker beside the driver, and read() in the executors' workers, each with
+its own unpickled copy of the reader: the settings travel with it, the driver's store
+connection does not (each read opens and closes its own).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from ems.config import Settings
+from ems.store import Store
+from spark.source.options import EARLIEST, SourceOptions
+from spark.source.planner import Planner
+from spark.source.ranges import OffsetRange, Positions, from_json, to_json
+from spark.source.read import Row, read_range
+
+HEADERS = ArrayType(
+    StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+)
+
+
+def schema(include_headers: bool) -> StructType:
+    """Kafka's source schema: the same columns, names and types."""
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        fields.append(StructField("headers", HEADERS))
+    return StructType(fields)
+
+
+class RangePartition(InputPartition):
+    """One Spark task: one offset range of one partition."""
+
+    def __init__(self, value: OffsetRange) -> None:
+        super().__init__(value)
+        self.range = value
+
+
+class EmsDataSource(DataSource):
+    """spark.read / spark.readStream .format("ems"): ems topics as Kafka-shaped rows."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "ems"
+
+    def schema(self) -> StructType:
+        return schema(self._options(streaming=False).include_headers)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return EmsBatchReader(self._options(streaming=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return EmsStreamReader(self._options(streaming=True))
+
+    def _options(self, *, streaming: bool) -> SourceOptions:
+        # schema() is asked for batch and streaming queries alike; includeHeaders is all
+        # it reads, so it parses as a batch query would, minus the streaming-only option.
+        given = dict(self.options)
+        if not streaming:
+            given.pop("maxoffsetspertrigger", None)
+        return SourceOptions.parse(given, streaming=streaming)
+
+
+class _Reading:
+    """What both readers share: options, settings, and the driver's planner (opened on
+    first use, never pickled to the executors)."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self.settings = options.settings(Settings.from_env())
+        self._planner: Planner | None = None
+
+    @property
+    def planner(self) -> Planner:
+        if self._planner is None:
+            self._planner = Planner(self.options, self.settings)
+        return self._planner
+
+    def close_planner(self) -> None:
+        if self._planner is not None:
+            self._planner.close()
+            self._planner = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_planner"] = None
+        return state
+
+    def read_partition(self, partition: InputPartition) -> Iterator[Row]:
+        assert isinstance(partition, RangePartition)
+        store = Store(self.settings)
+        try:
+            yield from read_range(
+                store,
+                partition.range,
+                fail_on_data_loss=self.options.fail_on_data_loss,
+                include_headers=self.options.include_headers,
+            )
+        finally:
+            store.close()
+
+
+class EmsBatchReader(_Reading, DataSourceReader):
+    def partitions(self) -> Sequence[InputPartition]:
+        try:
+            return [RangePartition(r) for r in self.planner.batch()]
+        finally:
+            self.close_planner()
+
+    def read(self, partition: InputPartition) -> Iterator[Row]:
+        return self.read_partition(partition)
+
+
+class EmsStreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: SourceOptions) -> None:
+        super().__init__(options)
+        #: Trigger.AvailableNow's target: the high watermarks when the query started.
+        self._target: Positions | None = None
+
+    def initialOffset(self) -> dict[str, Any]:
+        return to_json(self.planner.resolve(self.options.starting, EARLIEST))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        rows = self.options.max_offsets_per_trigger
+        return ReadAllAvailable() if rows is None else ReadMaxRows(rows)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        return to_json(self.planner.latest(from_json(start), rows, self._target))
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = {place: high for place, (_, high) in self.planner.spans().items()}
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        ranges = self.planner.ranges(from_json(start), from_json(end))
+        return [RangePartition(r) for r in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[Row]:
+        return self.read_partition(partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to release: Spark's checkpoint holds the query's position."""
+
+    def stop(self) -> None:
+        self.close_planner()
