@@ -243,6 +243,7 @@ def group_summary(f: GroupFacts) -> GroupSummary:
         live_members=f.live_members,
         total_lag=f.total_lag,
         partitions_without_cursor=f.partitions_without_cursor,
+        lag_age_seconds=f.lag_age_seconds,
         retries_waiting=f.retries_waiting,
         dead_letters=f.dead_letters,
         status=status(f.report_status, rewound),

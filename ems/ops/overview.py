@@ -40,6 +40,9 @@ class GroupOverview:
     #: The lag now (high watermarks less committed cursors, as the group page reads
     #: it); None for a broadcast group, which keeps no cursor.
     live_lag: int | None = None
+    #: The age in seconds of its oldest unconsumed message now (None: nothing waits, or
+    #: a broadcast group).
+    lag_age_seconds: float | None = None
 
 
 #: Groups the overview lists, the most urgent first (the groups page lists them all).
@@ -73,15 +76,14 @@ def summarize(
     report: LagReportRun | None,
     total_lag: int | None,
     open_alarms: int,
-    live: Mapping[int, int] | None = None,
+    live: Mapping[int, tuple[int, float | None]] | None = None,
 ) -> Overview:
     """Join what was read into the overview (pure): `groups` are the groups shown, each
     with its topic's name and its rows of the report summed; `total_lag` is the report's
-    total, None when it holds no rows; `live` each cluster group's lag now, by id."""
+    total, None when it holds no rows; `live` each cluster group's lag now and the age of
+    its oldest unconsumed message, by id."""
     now = live or {}
-    shown = tuple(
-        replace(_group(g, topic, report, lag), live_lag=_live(g, now)) for g, topic, lag in groups
-    )
+    shown = tuple(_with_live(_group(g, topic, report, lag), g, now) for g, topic, lag in groups)
     if report is None:
         total, reason = None, NO_REPORT
     elif total_lag is None:
@@ -117,8 +119,13 @@ def _group(
     )
 
 
-def _live(group: GroupInfo, live: Mapping[int, int]) -> int | None:
-    return None if group.mode == "broadcast" else live.get(group.id, 0)
+def _with_live(
+    shown: GroupOverview, group: GroupInfo, live: Mapping[int, tuple[int, float | None]]
+) -> GroupOverview:
+    if group.mode == "broadcast":
+        return shown
+    lag, age = live.get(group.id, (0, None))
+    return replace(shown, live_lag=lag, lag_age_seconds=age)
 
 
 class OverviewReader(StoreClient):

@@ -95,7 +95,12 @@ _PARTITIONS = (
     " (SELECT s.committed_offset FROM offset_snapshot s WHERE s.group_id = g.id "
     "  AND s.partition_no = h.partition_no ORDER BY s.captured_at DESC LIMIT 1) AS last_snap, "
     " (SELECT s.committed_offset FROM offset_snapshot s WHERE s.group_id = g.id "
-    "  AND s.partition_no = h.partition_no ORDER BY s.captured_at DESC LIMIT 1, 1) AS prev_snap "
+    "  AND s.partition_no = h.partition_no ORDER BY s.captured_at DESC LIMIT 1, 1) AS prev_snap, "
+    # The oldest unconsumed message: the first stored at or after the cursor (from offset
+    # 0 without one), as the partition page reads it: one dive into the message key.
+    " (SELECT m.created_at FROM message m WHERE m.topic_id = g.topic_id "
+    "  AND m.partition_no = h.partition_no AND m.offset_no >= COALESCE(o.committed_offset, 0) "
+    "  ORDER BY m.offset_no LIMIT 1) AS oldest "
     "FROM consumer_group g JOIN partition_head h ON h.topic_id = g.topic_id "
     "LEFT JOIN group_offset o ON o.group_id = g.id AND o.partition_no = h.partition_no "
     "WHERE g.id IN ({ids}) AND g.mode = 'cluster' "
@@ -105,7 +110,8 @@ _LAGS = (
     "SELECT p.group_id, "
     "SUM(GREATEST(COALESCE(p.high, 0) - COALESCE(p.committed, p.first_offset, 0), 0)), "
     "COUNT(CASE WHEN p.committed IS NULL THEN 1 END), "
-    "COUNT(CASE WHEN p.last_snap < p.prev_snap THEN 1 END) "
+    "COUNT(CASE WHEN p.last_snap < p.prev_snap THEN 1 END), "
+    "TIMESTAMPDIFF(MICROSECOND, MIN(p.oldest), NOW(6)) "
     f"FROM ({_PARTITIONS}) p GROUP BY p.group_id"
 )
 # The newest report of each group whose run is done: the (group_id, report_id) index read
@@ -225,6 +231,12 @@ def _marks(ids: Sequence[int]) -> str:
 
 def _seconds(us: Any) -> float | None:
     return None if us is None else int(us) / _US
+
+
+def _age(us: Any) -> float | None:
+    """An age in seconds from a TIMESTAMPDIFF in microseconds, never below 0 (a message
+    written in the same microsecond as the read)."""
+    return None if us is None else max(0, int(us)) / _US
 
 
 class BrowseStore:
@@ -362,14 +374,15 @@ class BrowseStore:
             total, rows = conn.exec_driver_sql(_REPORT_TOTAL, (report_id,)).one()
         return int(total) if rows else None
 
-    def live_lags(self, group_ids: Sequence[int]) -> dict[int, int]:
-        """{group id: its lag now, summed over its partitions} for these cluster groups
-        (one statement over the ids, as a page of groups reads it)."""
+    def live_lags(self, group_ids: Sequence[int]) -> dict[int, tuple[int, float | None]]:
+        """{group id: (its lag now, summed over its partitions; the age in seconds of its
+        oldest unconsumed message, None when nothing waits)} for these cluster groups (one
+        statement over the ids, as a page of groups reads it)."""
         if not group_ids:
             return {}
         with self.db.connect() as conn:
             rows = conn.exec_driver_sql(_LAGS.format(ids=_marks(group_ids))).all()
-        return {int(r[0]): int(r[1]) for r in rows}
+        return {int(r[0]): (int(r[1]), _age(r[4])) for r in rows}
 
     def urgent_groups(
         self, report_id: int | None, limit: int
@@ -482,8 +495,8 @@ def _group_facts(conn: Connection, rows: Sequence[Any]) -> list[GroupFacts]:
         int(g): (int(n), int(live)) for g, n, live in conn.exec_driver_sql(_MEMBERS.format(ids=ids))
     }
     lags = {
-        int(g): (int(lag), int(cursorless), int(rewound))
-        for g, lag, cursorless, rewound in conn.exec_driver_sql(_LAGS.format(ids=ids))
+        int(g): (int(lag), int(cursorless), int(rewound), _age(age))
+        for g, lag, cursorless, rewound, age in conn.exec_driver_sql(_LAGS.format(ids=ids))
     }
     beside = waiting(conn, [int(r[0]) for r in rows])
     latest = _LATEST_REPORT.format(group="g.id")
@@ -510,6 +523,7 @@ def _group_facts(conn: Connection, rows: Sequence[Any]) -> list[GroupFacts]:
                 total_lag=None if r[4] != "cluster" else (lag[0] if lag else 0),
                 partitions_without_cursor=lag[1] if lag else 0,
                 rewound_partitions=lag[2] if lag else 0,
+                lag_age_seconds=lag[3] if lag and r[4] == "cluster" else None,
                 retries_waiting=beside.get(gid, (0, 0))[0],
                 dead_letters=beside.get(gid, (0, 0))[1],
                 report_id=report,

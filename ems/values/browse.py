@@ -152,6 +152,9 @@ class GroupFacts:
     partitions_without_cursor: int
     #: Partitions whose committed offset in the latest snapshot is below the one before.
     rewound_partitions: int
+    #: Age of the group's oldest unconsumed message, by the database clock; None when
+    #: nothing waits, or for a broadcast group.
+    lag_age_seconds: float | None = None
     #: Messages waiting in the retry table, and dead letters not resent: what waits
     #: beside the stream lag.
     retries_waiting: int = 0
@@ -172,6 +175,8 @@ class GroupSummary:
     live_members: int
     total_lag: int | None
     partitions_without_cursor: int
+    #: Age of the oldest unconsumed message (GroupFacts.lag_age_seconds).
+    lag_age_seconds: float | None
     #: Messages waiting in the retry table, and dead letters not resent.
     retries_waiting: int
     dead_letters: int
