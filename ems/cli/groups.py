@@ -5,21 +5,46 @@ from __future__ import annotations
 from collections.abc import Iterable
 from contextlib import closing
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 import click
 
 from ems.cli.common import echo_json, json_option, settings, table
 from ems.cli.params import OFFSET, PARTITION, SHIFT, seconds
-from ems.groups import (
-    GroupAdmin,
-    GroupDescription,
-    LeaderDescription,
-    MemberDescription,
-    PartitionDescription,
-)
-from ems.ops.browse import MAX_PAGE, Browser
-from ems.ops.reset import DEFAULT_TIMEOUT, OffsetReset, PartitionChange, ResetPlan
 from ems.values.browse import GroupSummary, waiting_text
+from ems.values.groups import RESET_TIMEOUT, LeaderDescription
+
+# The SDK (SQLAlchemy, the store) is imported by the command that runs, never for `ems
+# group --help`.
+if TYPE_CHECKING:
+    from ems.groups import GroupAdmin, GroupDescription, MemberDescription, PartitionDescription
+    from ems.ops.browse import Browser
+    from ems.ops.reset import OffsetReset, PartitionChange, ResetPlan
+
+
+def _browser() -> Browser:
+    from ems.ops.browse import Browser
+
+    return Browser(settings())
+
+
+def _max_page() -> int:
+    from ems.ops.browse import MAX_PAGE
+
+    return MAX_PAGE
+
+
+def _group_admin() -> GroupAdmin:
+    from ems.groups import GroupAdmin
+
+    return GroupAdmin(settings())
+
+
+def _resets() -> OffsetReset:
+    from ems.ops.reset import OffsetReset
+
+    return OffsetReset(settings())
+
 
 _MEMBER_HEADERS = ("client", "host", "pid", "lease expires", "seconds left", "lease", "partitions")
 _PARTITION_HEADERS = (
@@ -58,10 +83,10 @@ def list_command(prefix: str, as_json: bool) -> None:
     all, the stream lag, what waits in the retry table and the dead letters not resent,
     and the status of the newest lag report."""
     found: list[GroupSummary] = []
-    with closing(Browser(settings())) as browser:
+    with closing(_browser()) as browser:
         after: str | None = None
         while True:
-            page = browser.groups_page(prefix, after, MAX_PAGE)
+            page = browser.groups_page(prefix, after, _max_page())
             found.extend(page.items)
             if page.next_after is None:
                 break
@@ -88,7 +113,7 @@ def _list_row(g: GroupSummary) -> list[object]:
 def describe(name: str, as_json: bool) -> None:
     """Members, leader, and per partition the owner, committed cursor and lag of consumer
     group NAME (one report per topic it consumes)."""
-    with closing(GroupAdmin(settings())) as admin:
+    with closing(_group_admin()) as admin:
         described = admin.describe(name)
     if as_json:
         echo_json([asdict(d) for d in described])
@@ -189,7 +214,7 @@ _CHANGE_HEADERS = ("partition", "current", "new", "change")
 @click.option(
     "--timeout",
     type=seconds(),
-    default=DEFAULT_TIMEOUT,
+    default=RESET_TIMEOUT,
     show_default=True,
     help="Seconds to wait for a live group's members to pause.",
 )
@@ -212,7 +237,7 @@ def reset_offsets(
     members finish their batch, commit and release), the cursors land with a generation
     bump, and the members resume from them; if they do not pause within --timeout,
     nothing changes."""
-    with closing(OffsetReset(settings())) as resets:
+    with closing(_resets()) as resets:
         target = resets.target(
             earliest=to_earliest,
             latest=to_latest,
@@ -260,7 +285,7 @@ def _change_row(c: PartitionChange) -> list[object]:
 def delete_command(name: str, yes: bool, as_json: bool) -> None:
     """Delete consumer group NAME (on every topic it consumes) with its cursors, log,
     retries and dead letters; refused while it has live members."""
-    with closing(GroupAdmin(settings())) as admin:
+    with closing(_group_admin()) as admin:
         if not yes:
             click.confirm(
                 f"Delete group {name} with its cursors, retries and dead letters?",

@@ -13,12 +13,12 @@ from ems.cli.common import echo_json, json_option, settings, table
 from ems.cli.params import COUNT
 from ems.display import json_time
 from ems.exceptions import UnknownTopic
-from ems.topics import TopicAdmin
 from ems.types import PartitionStats, TopicInfo
 from ems.validation import DEFAULT_MAX_BODY_BYTES, DEFAULT_RETENTION_HOURS
 
 if TYPE_CHECKING:
     from ems.ops.ranking import Volume
+    from ems.topics import TopicAdmin
 
 _LIST_HEADERS = ("name", "partitions", "retention hours", "max body bytes", "created")
 _DESCRIBE_HEADERS = ("partition", "low watermark", "high watermark", "messages", "tombstones")
@@ -27,6 +27,14 @@ _DESCRIBE_HEADERS = ("partition", "low watermark", "high watermark", "messages",
 @click.group()
 def topic() -> None:
     """Create, list, describe, alter and delete topics."""
+
+
+def _admin() -> TopicAdmin:
+    """The SDK's topic admin, imported when a command runs: `ems topic --help` loads
+    neither SQLAlchemy nor the store."""
+    from ems.topics import TopicAdmin
+
+    return TopicAdmin(settings())
 
 
 @topic.command()
@@ -43,7 +51,7 @@ def create(
     name: str, partitions: int, retention_hours: int, max_body_bytes: int, if_not_exists: bool
 ) -> None:
     """Create topic NAME."""
-    with closing(TopicAdmin(settings())) as admin:
+    with closing(_admin()) as admin:
         existed = if_not_exists and _exists(admin, name)
         info = admin.create(
             name,
@@ -68,7 +76,7 @@ def _exists(admin: TopicAdmin, name: str) -> bool:
 @json_option
 def list_topics(as_json: bool) -> None:
     """List all topics."""
-    with closing(TopicAdmin(settings())) as admin:
+    with closing(_admin()) as admin:
         topics = admin.list()
     if as_json:
         echo_json([_topic_dict(t) for t in topics])
@@ -87,7 +95,7 @@ def list_topics(as_json: bool) -> None:
 def describe(name: str, exact: bool, as_json: bool) -> None:
     """Per partition of topic NAME: watermarks and stored offsets (with --exact: messages
     and tombstones counted); and the scheduled messages not yet due."""
-    with closing(TopicAdmin(settings())) as admin:
+    with closing(_admin()) as admin:
         info = admin.get(name)
         stats: list[PartitionStats] = admin.describe(name, exact=exact)
         scheduled = admin.scheduled(name)
@@ -206,10 +214,8 @@ def alter_topic(
     key's messages in order across it: see docs/partitions.md), or change its retention or
     largest body (producers apply a new largest body from their next look-up of the topic:
     within EMS_METADATA_MAX_AGE seconds)."""
-    from ems.topics import TopicAdmin
-
-    with closing(TopicAdmin(settings())) as admin:
-        TopicAdmin.check_alter(
+    with closing(_admin()) as admin:
+        admin.check_alter(
             partitions=partitions, retention_hours=retention_hours, max_body_bytes=max_body_bytes
         )
         change = None if partitions is None else admin.add_partitions(name, partitions)
@@ -244,7 +250,7 @@ def alter_topic(
 def delete_topic(name: str, force: bool, yes: bool, as_json: bool) -> None:
     """Delete topic NAME with its messages and its consumer groups (refused while a group
     has live members, unless --force); run it again to finish a delete cut off."""
-    with closing(TopicAdmin(settings())) as admin:
+    with closing(_admin()) as admin:
         if not yes:
             click.confirm(
                 f"Delete topic {name}, its messages and its consumer groups?",

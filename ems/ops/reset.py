@@ -35,6 +35,7 @@ from ems.ops.scope import Span, chosen_partitions, partition_spans, resolve_grou
 from ems.store import Store
 from ems.store.client import StoreClient
 from ems.types import GroupInfo, TopicInfo
+from ems.values.groups import RESET_TIMEOUT
 
 if TYPE_CHECKING:
     from ems.store.resets import Landed
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 TargetKind = Literal["earliest", "latest", "offset", "datetime", "shift"]
 
 #: Default seconds to wait for the members of a live group to release their partitions.
-DEFAULT_TIMEOUT = 30.0
+DEFAULT_TIMEOUT = RESET_TIMEOUT
 #: The pause outlives the wait by this much, so the landing transaction finds it holding.
 PAUSE_MARGIN = 2.0
 #: Seconds between looks at who still holds a partition.

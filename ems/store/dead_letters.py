@@ -43,7 +43,12 @@ _LIST = f"SELECT {_COLUMNS} {_FROM} WHERE {{where}} ORDER BY d.id LIMIT %s"
 _COUNT = "SELECT COUNT(*) FROM dead_message d WHERE {where}"
 _IDS = "SELECT d.id FROM dead_message d WHERE {where} ORDER BY d.id LIMIT %s"
 _DELETE = "DELETE d FROM dead_message d WHERE d.id IN ({ids}) AND {where}"
-_LOCK = f"SELECT {_COLUMNS} {_FROM} WHERE d.id IN ({{ids}}) ORDER BY d.id FOR UPDATE"
+# A resend locks its dead letters' rows alone, then reads them with their group and topic:
+# a locking read of the join would lock the topic row too, and every insert into the
+# topic reads that row under a shared lock (the partition-count fence), so the resend's
+# own publish would wait on it until the lock wait timeout.
+_LOCK = "SELECT d.id FROM dead_message d WHERE d.id IN ({ids}) ORDER BY d.id FOR UPDATE"
+_LOCKED = f"SELECT {_COLUMNS} {_FROM} WHERE d.id IN ({{ids}}) ORDER BY d.id"
 _ORPHANED = (
     "SELECT d.id, m.id IS NULL OR m.tombstone = 1, t.id IS NULL, g.id IS NULL "
     "FROM dead_message d LEFT JOIN message m ON m.id = d.message_id "
@@ -239,7 +244,8 @@ class DeadLetterStore:
         with self.db.transaction() as cursor:
             rows: list[DeadLetter] = []
             if ids:
-                sql = _LOCK.format(ids=_marks(ids), body=_body(None), traceback="NULL")
+                cursor.execute(_LOCK.format(ids=_marks(ids)), tuple(ids))
+                sql = _LOCKED.format(ids=_marks(ids), body=_body(None), traceback="NULL")
                 cursor.execute(sql, tuple(ids))
                 rows = [dead_letter(r) for r in cursor.fetchall()]
             batch = LockedDeadLetters(cursor, rows)

@@ -6,6 +6,10 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+#: Seconds an offset reset waits for the group's members to leave (or confirm) before it
+#: gives up (ems.ops.reset, `ems group reset-offsets --timeout`).
+RESET_TIMEOUT = 30.0
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LeaderDescription:

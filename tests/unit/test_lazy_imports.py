@@ -30,6 +30,18 @@ def test_a_command_loads_only_its_own_module() -> None:
     assert not {"ems.cli.consume", "ems.cli.spark", "ems.consumer", "alembic"} & loaded
 
 
+def test_a_command_groups_help_loads_nothing_heavy() -> None:
+    """`ems topic --help` and `ems group --help` print before any server is reached: the
+    SDK (SQLAlchemy, the store) is imported by the command that runs, not for its help."""
+    for group in ("topic", "group"):
+        loaded = _loaded_after(
+            f"from ems.cli import main\ntry:\n    main(['{group}', '--help'])\n"
+            "except SystemExit:\n    pass"
+        )
+        assert f"ems.cli.{group}s" in loaded
+        assert not {m for m in HEAVY if m in loaded}, group
+
+
 def test_help_imports_no_command_module() -> None:
     loaded = _loaded_after(
         "from ems.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass"
