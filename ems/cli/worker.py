@@ -11,15 +11,18 @@ from typing import Any
 import click
 
 from ems.cli.common import settings
+from ems.cli.params import WHOLE, number
 from ems.config import worker_environment
 from ems.exceptions import InvalidSetting
 from ems.worker.options import OPTIONS, Option, WorkerConfig
 from ems.worker.process import run_process
 from ems.worker.supervisor import Supervisor
 
+# Numbers are finite and of sane size before the consumer's own checks see them (which
+# name the option in their message), as every number option of the command line is.
 _TYPES: dict[str, Any] = {
-    "int": click.INT,
-    "float": click.FLOAT,
+    "int": WHOLE,
+    "float": number(),
     "text": click.STRING,
     "flag": click.BOOL,
     "switch": click.BOOL,

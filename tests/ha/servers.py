@@ -636,9 +636,12 @@ class SentinelRedis:
         self.killed_at = time.monotonic()
         return master
 
-    def wait_failover(self, timeout: float = 10) -> float:
+    def wait_failover(self, timeout: float = 25) -> float:
         """Wait until every Sentinel reports as master a server that runs and says it
-        is master; returns the seconds since kill9_master."""
+        is master; returns the seconds since kill9_master. By default long enough for a
+        second election: on a busy machine the three can start theirs in the same
+        millisecond, each vote for itself, and wait twice the failover-timeout (10 s)
+        before the next."""
         _until(self._settled, self.killed_at + timeout, self._why_not_failed_over)
         return time.monotonic() - self.killed_at
 
