@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import ems
+import ems.aio
 from ems import Consumer
 from ems.exceptions import (
     InvalidName,
@@ -25,7 +26,7 @@ from ems.exceptions import (
     UnknownTopic,
 )
 from ems.testing import ManualClock, MemoryBroker
-from ems.types import Delivery
+from ems.types import Delivery, GroupInfo
 
 FAST = {"lease_ttl": 5.0, "renew_every": 0.05, "start": "earliest"}
 
@@ -251,6 +252,29 @@ def test_the_brokers_producers_share_its_counters_and_reach_its_consumers() -> N
         runner.join(10)
     assert handled == [b"a", b"b", b"c", b"d", b"e"]
     assert broker.committed("g", "t") == {0: 5}
+
+
+def test_both_sdks_show_the_same_attributes() -> None:
+    """ems.Consumer and ems.aio.Consumer: `group` a GroupInfo, `topic` a TopicInfo,
+    `options` the GroupOptions checked; ems.aio's group and topic from the join on."""
+    broker = MemoryBroker()
+    topic = broker.create_topic("t", partitions=2)
+    with broker.consumer("g", "t", batch_size=7, **FAST) as member:
+        assert (member.group.name, member.topic) == ("g", topic)
+        assert member.options.batch_size == 7
+
+    async def aio_attributes() -> tuple[object, ...]:
+        member = ems.aio.Consumer("g", "t", backend=broker.backend(), batch_size=7, **FAST)
+        with pytest.raises(RuntimeError, match="await start"):
+            member.group  # noqa: B018
+        async with member:
+            return (member.group, member.topic, member.options, member.client_id)
+
+    group, found, options, client_id = asyncio.run(aio_attributes())
+    stored = broker.store.groups.get("g", topic.id)
+    assert isinstance(group, GroupInfo) and stored is not None
+    assert (group.id, group.name, found) == (stored.id, "g", topic)
+    assert options == member.options and isinstance(client_id, str)
 
 
 def test_the_guides_example_runs() -> None:
