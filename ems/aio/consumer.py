@@ -21,13 +21,13 @@ from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, ParamSpec, Self, TypeVar
+from typing import Any, ParamSpec, Self, TypeVar, Unpack
 
 from ems.backend import Backend
 from ems.config import Settings
 from ems.consumer.consumer import IDLE_WAIT, POLL_WAIT, failed, many
 from ems.consumer.consumer import Consumer as SyncConsumer
-from ems.consumer.groups import GroupOptions
+from ems.consumer.groups import ConsumerOptions, GroupOptions, with_options
 from ems.consumer.state import Outcome, holds_back
 from ems.exceptions import (
     InvalidHandler,
@@ -38,8 +38,8 @@ from ems.exceptions import (
 )
 from ems.retry.requested import ERROR_CHARS, check_delay
 from ems.store import Store
-from ems.types import Delivery, StartPosition
-from ems.validation import DEFAULT_BATCH_BYTES, check_name, check_positive_int
+from ems.types import Delivery, GroupInfo, TopicInfo
+from ems.validation import check_name, check_positive_int
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,9 @@ class Consumer:
     Partitions are handled concurrently; within one partition, `concurrency` handler calls
     at most run at once (default 1: one at a time, in offset order). Above 1 the group must
     be unordered. A cursor never moves past a message whose handler has not finished.
-    Options and the backend are those of ems.Consumer.
+    Options, the backend and the attributes (`group`, `topic`, `options`, `handler`,
+    `client_id`) are those of ems.Consumer; `group`, `topic` and `client_id` are there
+    from the join on (start()), and raise RuntimeError before.
     """
 
     def __init__(
@@ -75,41 +77,21 @@ class Consumer:
         *,
         concurrency: int = 1,
         settings: Settings | None = None,
-        broadcast: bool = False,
-        start: StartPosition | None = None,
-        ordered: bool | None = None,
-        retry_ladder: str | None = None,
-        max_attempts: int | None = None,
-        ack_timeout: int | None = None,
-        batch_size: int = 500,
-        max_batch_bytes: int = DEFAULT_BATCH_BYTES,
-        lease_ttl: float = 10.0,
-        renew_every: float = 3.0,
         store: Store | None = None,
         metrics_port: int | None = None,
         backend: Backend | None = None,
+        **options: Unpack[ConsumerOptions],
     ) -> None:
         check_name(group, "group")
         check_name(topic, "topic")
         if handler is not None and not callable(handler):
             raise InvalidHandler(f"handler must be callable, not {type(handler).__name__}")
         check_positive_int(concurrency, "concurrency", MAX_CONCURRENCY)
-        if concurrency > 1 and ordered:
+        if concurrency > 1 and options.get("ordered"):
             raise InvalidSetting("concurrency above 1 needs an unordered group (ordered=False)")
-        options: dict[str, Any] = {
-            "broadcast": broadcast,
-            "start": start,
-            "ordered": ordered,
-            "retry_ladder": retry_ladder,
-            "max_attempts": max_attempts,
-            "ack_timeout": ack_timeout,
-            "batch_size": batch_size,
-            "max_batch_bytes": max_batch_bytes,
-            "lease_ttl": lease_ttl,
-            "renew_every": renew_every,
-        }
-        GroupOptions.checked(**options)  # typed errors now, not at the first await
-        self.group, self.topic = group, topic
+        #: Checked now, so bad options raise here and not at the first await.
+        self.options = GroupOptions.checked(**options)
+        self._names = (group, topic)
         self.handler = handler
         self.concurrency = concurrency
         self._args: dict[str, Any] = {
@@ -131,16 +113,32 @@ class Consumer:
         self._held: deque[Delivery] = deque()
         self._iterated: deque[Delivery] = deque()
 
+    #: What inspect.signature and help() show: every option of GroupOptions by name.
+    __signature__ = with_options(__init__)
+
     # -- lifecycle ---------------------------------------------------------------------
 
     @property
     def client_id(self) -> str:
         """This member's id in the group: set from the join on, while start() may still be
         under way (and a new one after a lapsed lease made the member join again)."""
+        return self._joined().client_id
+
+    @property
+    def group(self) -> GroupInfo:
+        """The group joined, as ems.Consumer's `group` (from the join on)."""
+        return self._joined().group
+
+    @property
+    def topic(self) -> TopicInfo:
+        """The topic consumed, as ems.Consumer's `topic` (from the join on)."""
+        return self._joined().topic
+
+    def _joined(self) -> SyncConsumer:
         member = self._sync or self._joining
         if member is None:
             raise RuntimeError("the consumer has not joined: await start() first")
-        return member.client_id
+        return member
 
     @property
     def _member(self) -> SyncConsumer:
@@ -164,11 +162,12 @@ class Consumer:
             raise
 
     def _join(self) -> None:
-        member = SyncConsumer(self.group, self.topic, None, **self._args)
+        group, topic = self._names
+        member = SyncConsumer(group, topic, None, **self._args)
         try:
             if self.concurrency > 1 and member.policy.ordered:
                 raise InvalidSetting(
-                    f"group {self.group!r} is ordered: concurrency above 1 needs an unordered group"
+                    f"group {group!r} is ordered: concurrency above 1 needs an unordered group"
                 )
             self._joining = member
             member.start()

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from types import FrameType, TracebackType
+from typing import Unpack
 
 from sqlalchemy import Engine
 
@@ -23,7 +24,7 @@ from ems.config import Settings
 from ems.consumer.builder import build
 from ems.consumer.cluster import ClusterSession
 from ems.consumer.exactly_once import ExactlyOnce, TransactionFactory
-from ems.consumer.groups import GroupOptions
+from ems.consumer.groups import ConsumerOptions, GroupOptions, with_options
 from ems.consumer.state import Outcome, holds_back
 from ems.exceptions import (
     EmsError,
@@ -39,8 +40,8 @@ from ems.metrics import MetricsServer, start_server
 from ems.retry.requested import ERROR_CHARS, DeadLetter, Retry, check_delay, verdict
 from ems.retry.tracebacks import format_traceback
 from ems.store import Store
-from ems.types import Delivery, StartPosition
-from ems.validation import DEFAULT_BATCH_BYTES, check_name
+from ems.types import Delivery
+from ems.validation import check_name
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,11 @@ class Consumer:
     It runs on MySQL and Redis (`settings`, or the environment; `store`, a Store the
     caller keeps and closes), or on another `backend`, such as ems.testing's in-memory
     twin.
+
+    Its options (`**options`) are ems.consumer.groups.GroupOptions's fields; ems.aio's
+    Consumer takes the same. Both show the same attributes: `group` (the GroupInfo
+    joined), `topic` (the TopicInfo), `options` (the GroupOptions checked), `handler`
+    and `client_id`.
     """
 
     def __init__(
@@ -83,39 +89,19 @@ class Consumer:
         handler: Handler | None = None,
         *,
         settings: Settings | None = None,
-        broadcast: bool = False,
-        start: StartPosition | None = None,
-        ordered: bool | None = None,
-        retry_ladder: str | None = None,
-        max_attempts: int | None = None,
-        ack_timeout: int | None = None,
-        batch_size: int = 500,
-        max_batch_bytes: int = DEFAULT_BATCH_BYTES,
-        lease_ttl: float = 10.0,
-        renew_every: float = 3.0,
         store: Store | None = None,
         metrics_port: int | None = None,
         backend: Backend | None = None,
         transactional: TransactionFactory | None = None,
+        **options: Unpack[ConsumerOptions],
     ) -> None:
         check_name(group, "group")
         check_name(topic, "topic")
         if handler is not None and not callable(handler):
             raise InvalidHandler(f"handler must be callable, not {type(handler).__name__}")
         if transactional is not None:
-            _check_transactional(transactional, handler, broadcast)
-        self.options = GroupOptions.checked(
-            broadcast=broadcast,
-            start=start,
-            ordered=ordered,
-            retry_ladder=retry_ladder,
-            max_attempts=max_attempts,
-            ack_timeout=ack_timeout,
-            batch_size=batch_size,
-            max_batch_bytes=max_batch_bytes,
-            lease_ttl=lease_ttl,
-            renew_every=renew_every,
-        )
+            _check_transactional(transactional, handler, options.get("broadcast", False))
+        self.options = GroupOptions.checked(**options)
         self.handler = handler
         if backend is None:
             backend = mysql_backend(settings or Settings.from_env(), store)
@@ -146,6 +132,9 @@ class Consumer:
         #: The stored high watermarks the lag gauge last read, and when (monotonic).
         self._highs: Mapping[int, int] = {}
         self._highs_at = -GAUGE_EVERY
+
+    #: What inspect.signature and help() show: every option of GroupOptions by name.
+    __signature__ = with_options(__init__)
 
     def _exactly_once_on(self, backend: Backend, factory: TransactionFactory) -> ExactlyOnce:
         if backend.settlements is None or not isinstance(self.session, ClusterSession):

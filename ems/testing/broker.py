@@ -17,7 +17,7 @@ from ems.producer.planning import Outgoing
 from ems.testing.bus import AsyncLocalNotifier, LocalBus, LocalNotifier, LocalSubscription
 from ems.testing.counters import AsyncMemoryCounters, AsyncMemoryStore, MemoryCounters
 from ems.testing.memory import Clock, DeadLetter, LogRow, MemoryStore, RetryRow, utc_now
-from ems.types import GroupInfo, RecordMetadata, TopicInfo
+from ems.types import GroupInfo, PartitionsAdded, RecordMetadata, TopicInfo
 from ems.validation import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_RETENTION_HOURS,
@@ -61,6 +61,20 @@ class MemoryBroker:
         check_name(name, "topic")
         check_partitions(partitions)
         return self.store.topics.create(name, partitions, retention_hours, max_body_bytes)
+
+    def add_partitions(self, topic: str, partitions: int) -> PartitionsAdded:
+        """Raise the topic's partition count, as ems.TopicAdmin.add_partitions does on
+        MySQL: producers learn it at their next send (their rows routed by the old count
+        are refused and routed again), readers with their next fetch, and the topic's
+        cluster groups get the new partitions from offset 0 (their leaders are woken to
+        assign them). PartitionsNotAdded unless the count grows."""
+        check_name(topic, "topic")
+        check_partitions(partitions)
+        change, groups = self.store.topics.add_partitions(topic, partitions)
+        notifier = LocalNotifier(self.bus, self.settings)
+        for group_id in groups:
+            notifier.group(group_id)
+        return change
 
     def send(
         self,

@@ -8,10 +8,25 @@ import bisect
 import datetime as dt
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 
-from ems.exceptions import BelowLowWatermark, DuplicateKey, TopicExists, UnknownTopic
+from ems.exceptions import (
+    BelowLowWatermark,
+    DuplicateKey,
+    PartitionsNotAdded,
+    TopicExists,
+    UnknownTopic,
+)
 from ems.testing.tables import Tables
-from ems.types import Fetched, NewMessage, PartitionsAdded, PartitionStats, StoredMessage, TopicInfo
+from ems.types import (
+    AssignmentRow,
+    Fetched,
+    NewMessage,
+    PartitionsAdded,
+    PartitionStats,
+    StoredMessage,
+    TopicInfo,
+)
 from ems.values.fetch import within_budget
 
 
@@ -44,8 +59,43 @@ class MemoryTopics:
         return info
 
     def partition_changes(self, topic_id: int) -> list[PartitionsAdded]:
-        """The twin's topics never gain partitions."""
-        return []
+        with self.t.lock:
+            return list(self.t.changes.get(topic_id, ()))
+
+    def add_partitions(self, name: str, partitions: int) -> tuple[PartitionsAdded, list[int]]:
+        """As the server's change (ems.store.partitions): PartitionsNotAdded unless the
+        count grows; the old partitions' high watermarks recorded, and every cluster group
+        given the new partitions, read from offset 0 and owned by no one. Returns the
+        change and the ids of those groups."""
+        with self.t.lock:
+            topic = self.get(name)
+            if partitions <= topic.partitions:
+                raise PartitionsNotAdded(
+                    f"topic {name!r} has {topic.partitions} partitions; partitions can only "
+                    f"be added (asked for {partitions})"
+                )
+            watermarks = tuple(self.t.next_offset(topic.id, p) for p in range(topic.partitions))
+            self.t.topics[name] = replace(topic, partitions=partitions)
+            change = PartitionsAdded(
+                topic_id=topic.id,
+                before=topic.partitions,
+                after=partitions,
+                watermarks=watermarks,
+                created_at=self.t.clock(),
+            )
+            self.t.changes.setdefault(topic.id, []).append(change)
+            groups = [
+                g.id
+                for g in self.t.groups.values()
+                if g.topic_id == topic.id and g.mode == "cluster"
+            ]
+            for g in groups:
+                for p in range(topic.partitions, partitions):
+                    self.t.offsets[g][p] = 0
+                    self.t.assignments[g][p] = AssignmentRow(
+                        partition=p, client_id=None, generation=0, state="released"
+                    )
+            return change, groups
 
     def partition_stats(self, topic: TopicInfo, *, exact: bool = False) -> list[PartitionStats]:
         with self.t.lock:
@@ -106,10 +156,12 @@ class MemoryMessages:
         partitions: int | None = None,
     ) -> None:
         """All rows or none, as the server's INSERT: BelowLowWatermark if an offset lies
-        below its partition's low watermark, DuplicateKey if one is taken (or repeated);
-        the first row carries the write token. (The twin's topics never gain partitions,
-        so the count the rows were routed by is always the topic's.)"""
+        below its partition's low watermark or the rows were routed by `partitions` and
+        the topic has more now (the fence of a partition change), DuplicateKey if one is
+        taken (or repeated); the first row carries the write token."""
         with self.t.lock:
+            if messages and partitions is not None:
+                self._fence(messages[0].topic_id, partitions)
             self._check(messages)
             for i, m in enumerate(messages):
                 self.t.add(
@@ -121,6 +173,11 @@ class MemoryMessages:
                     headers=json.loads(m.headers) if m.headers else None,
                     token=token if i == 0 else None,
                 )
+
+    def _fence(self, topic_id: int, routed: int) -> None:
+        topic = self.t.topic(topic_id)
+        if topic is None or topic.partitions != routed:
+            raise BelowLowWatermark("the topic's partitions changed since the rows were routed")
 
     def _check(self, messages: Sequence[NewMessage]) -> None:
         """The server's refusals, before any row is written."""
@@ -155,8 +212,7 @@ class MemoryMessages:
 
     def next_offset(self, topic_id: int, partition: int) -> int:
         with self.t.lock:
-            stored = self.t.stored_offsets(topic_id, partition)
-            return stored[-1] + 1 if stored else self.t.lows.get((topic_id, partition), 0)
+            return self.t.next_offset(topic_id, partition)
 
     def fetch(
         self,
@@ -175,8 +231,10 @@ class MemoryMessages:
             )
             start = bisect.bisect_left(stored, from_offset)
             window = [rows[o] for o in stored[start : start + limit]]
+            topic = self.t.topic(topic_id)
         kept = within_budget([len(m.body) for m in window], max_bytes, at_least_one)
-        return Fetched(rows=window[:kept], cut=kept < len(window))
+        count = None if topic is None else topic.partitions
+        return Fetched(rows=window[:kept], cut=kept < len(window), partitions=count)
 
     def low_offset(self, topic_id: int, partition: int) -> int | None:
         with self.t.lock:

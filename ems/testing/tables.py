@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ems.exceptions import DuplicateKey
-from ems.types import AssignmentRow, GroupInfo, StoredMessage, TopicInfo
+from ems.types import AssignmentRow, GroupInfo, PartitionsAdded, StoredMessage, TopicInfo
 
 Clock = Callable[[], dt.datetime]
 
@@ -116,6 +116,8 @@ class Tables:
     dead: list[DeadLetter] = field(default_factory=list)
     #: message id -> the write token stored with it (the first row of a producer's write).
     tokens: dict[int, int] = field(default_factory=dict)
+    #: topic id -> its partition changes, oldest first.
+    changes: dict[int, list[PartitionsAdded]] = field(default_factory=dict)
     _ids: dict[str, int] = field(default_factory=dict)
     #: (topic id, partition) -> its stored offsets in order; message id -> row: the
     #: indexes a fetch, a watermark and a dead letter's copy use, as on the server.
@@ -125,6 +127,15 @@ class Tables:
     def next_id(self, table: str) -> int:
         self._ids[table] = self._ids.get(table, 0) + 1
         return self._ids[table]
+
+    def topic(self, topic_id: int) -> TopicInfo | None:
+        return next((t for t in self.topics.values() if t.id == topic_id), None)
+
+    def next_offset(self, topic_id: int, partition: int) -> int:
+        """Past the partition's highest stored row (tombstones too), never below its low
+        watermark: its high watermark."""
+        stored = self.stored_offsets(topic_id, partition)
+        return stored[-1] + 1 if stored else self.lows.get((topic_id, partition), 0)
 
     def rows(self, topic_id: int, partition: int) -> dict[int, StoredMessage]:
         return self.partitions.setdefault((topic_id, partition), {})

@@ -5,6 +5,7 @@ uses, and through the real producers (ems.Producer and ems.aio.Producer) on each
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -17,13 +18,18 @@ from hypothesis import strategies as st
 from ems.consumer.groups import ensure_group
 from ems.exceptions import (
     BelowLowWatermark,
+    BodyTooLarge,
     DuplicateKey,
     EmsError,
+    InvalidInput,
+    InvalidSchedule,
     NotLeader,
+    PartitionsNotAdded,
     StaleGeneration,
 )
 from ems.offsets.reader import PartitionReader
 from ems.producer.partitioner import partition_for_key
+from ems.producer.planning import MAX_BATCH
 from ems.store import Store
 from ems.types import (
     Delivery,
@@ -653,3 +659,88 @@ def test_mysql_and_the_twin_place_and_refuse_alike(store: Store, flavour: str) -
     on_mysql = _publish_script(twins.mysql(store), flavour)
     assert on_mysql == _publish_script(twins.memory(), flavour)
     assert sum(on_mysql[-1].values()) == 16  # type: ignore[attr-defined]
+
+
+def test_a_batch_is_placed_whole_past_a_taken_offset_in_any_of_its_partitions(
+    twin: Twin, topic: TopicInfo, producer: twins.Sender
+) -> None:
+    keys = {_key_partition(k): k for k in (f"k{i}" for i in range(40))}
+    assert len(keys) == 4
+    first = producer.send_batch("t", [Record(b"a", keys[p]) for p in (0, 1)])
+    assert [(m.partition, m.offset) for m in first] == [(0, 0), (1, 0)]
+    twin.put(topic, 1, 1, b"squatter")  # partition 1's next offset is taken; 0's is free
+    batch = [Record(f"b{p}".encode(), keys[p]) for p in (0, 1, 2, 0)]
+    placed = producer.send_batch("t", batch)
+    # All or none: the rows of the first ranges in partitions 0 and 2 were refused with
+    # partition 1's, and the whole batch went again at fresh offsets past every range
+    # handed out (the refused ones are holes), in input order per partition.
+    assert [(m.partition, m.offset) for m in placed] == [(0, 3), (1, 2), (2, 1), (0, 4)]
+    rows = _rows(twin, topic)
+    assert [rows[(m.partition, m.offset)][2] for m in placed] == [b"b0", b"b1", b"b2", b"b0"]
+    assert sorted(rows) == [(0, 0), (0, 3), (0, 4), (1, 0), (1, 1), (1, 2), (2, 1)]
+
+
+def _key_partition(key: str) -> int:
+    return partition_for_key(key.encode(), 4)
+
+
+def test_a_batch_over_the_limit_and_a_body_over_the_topics_bound_are_refused(
+    twin: Twin, producer: twins.Sender
+) -> None:
+    small = twin.create_sized("small", 2, 100)
+    assert producer.send("small", b"x" * 100).offset == 0
+    with pytest.raises(BodyTooLarge, match="100"):
+        producer.send("small", b"x" * 101)
+    with pytest.raises(BodyTooLarge):  # one body too large: none of the batch is stored
+        producer.send_batch("small", [b"ok", b"x" * 101])
+    with pytest.raises(InvalidInput, match=f"at most {MAX_BATCH}"):
+        producer.send_batch("small", [b"m"] * (MAX_BATCH + 1))
+    assert twin.store.messages.high_watermarks(small) == {0: 1, 1: 0}
+
+
+def test_partitions_added_reroute_keys_and_fence_writes_routed_by_the_old_count(
+    twin: Twin, topic: TopicInfo, producer: twins.Sender
+) -> None:
+    keys = [f"project-{i}" for i in range(16)]
+    before = producer.send_batch("t", [Record(b"old", k) for k in keys])
+    change = twin.add_partitions("t", 6)
+    assert (change.topic_id, change.before, change.after) == (topic.id, 4, 6)
+    counts = [sum(1 for m in before if m.partition == p) for p in range(4)]
+    assert change.watermarks == tuple(counts)
+    with pytest.raises(PartitionsNotAdded):
+        twin.add_partitions("t", 6)
+    # A write routed by the old count is refused whole: the change's fence.
+    with pytest.raises(BelowLowWatermark):
+        twin.store.messages.insert([NewMessage(topic.id, 0, counts[0], None, None, b"x")],
+                                   partitions=4)  # fmt: skip
+    # The producer still routes by the 4 it looked up: refused by the fence, it learns
+    # the new count and routes the same rows again, with no message stored twice.
+    after = producer.send_batch("t", [Record(b"new", k) for k in keys])
+    assert [m.partition for m in after] == [partition_for_key(k.encode(), 6) for k in keys]
+    assert producer.send("t", b"new", key=keys[0]).partition == after[0].partition
+    rows = _rows(twin, dataclasses.replace(topic, partitions=6))
+    assert len(rows) == 2 * len(keys) + 1
+    for p in (4, 5):  # the new partitions start at offset 0
+        assert sorted(o for q, o in rows if q == p) == list(range(sum(q == p for q, _ in rows)))
+    [stored] = [c for c in twin.store.topics.partition_changes(topic.id)]
+    assert (stored.before, stored.after, stored.watermarks) == (4, 6, change.watermarks)
+
+
+def test_a_scheduled_send_is_stored_for_later_on_mysql_and_refused_by_type_on_the_twin(
+    twin: Twin, topic: TopicInfo, producer: twins.Sender
+) -> None:
+    if twin.name == "memory":
+        # The twin has no outbox: a typed refusal, and nothing is written.
+        with pytest.raises(InvalidSchedule, match="takes no scheduled sends"):
+            producer.send("t", b"later", key="k", delay=0)
+        with pytest.raises(InvalidSchedule):
+            producer.send_batch("t", [b"later"], delay=0)
+        assert twin.store.messages.high_watermarks(topic) == {0: 0, 1: 0, 2: 0, 3: 0}
+        return
+    later = producer.send("t", b"later", key="k", delay=0)
+    assert (later.partition, later.offset) == (partition_for_key(b"k", 4), -1)
+    deadline = time.monotonic() + 30  # the producer's relay moves it once due
+    while _rows(twin, topic) == {}:
+        assert time.monotonic() < deadline, "the scheduled message never arrived"
+        time.sleep(0.05)
+    assert _rows(twin, topic) == {(later.partition, 0): (b"k", {}, b"later")}

@@ -13,12 +13,13 @@ from typing import Protocol
 from ems.aio import Producer as AsyncProducer
 from ems.aio.backend import AsyncBackend, mysql_aio_backend
 from ems.backend import Backend, mysql_backend
+from ems.partitions import add_partitions
 from ems.ports import Storage
 from ems.producer import Producer
 from ems.producer.planning import Outgoing
 from ems.store import Store
 from ems.testing import MemoryBroker
-from ems.types import GroupInfo, NewMessage, RecordMetadata, TopicInfo
+from ems.types import GroupInfo, NewMessage, PartitionsAdded, RecordMetadata, TopicInfo
 from tests.integration import seed
 
 
@@ -29,6 +30,10 @@ class Twin:
     name: str
     store: Storage
     create_topic: Callable[[str, int], TopicInfo]
+    #: A topic with its largest body (bytes) given.
+    create_sized: Callable[[str, int, int], TopicInfo]
+    #: Raise a topic's partition count (ems.partitions.add_partitions, or the twin's).
+    add_partitions: Callable[[str, int], PartitionsAdded]
     put: Callable[[TopicInfo, int, int, bytes], None]
     log_state: Callable[[GroupInfo, int, int], tuple[str, int] | None]
     dead: Callable[[GroupInfo], list[tuple[int, int, bytes]]]
@@ -103,6 +108,8 @@ def mysql(store: Store) -> Twin:
         name="mysql",
         store=store,
         create_topic=lambda name, n: store.topics.create(name, n, 24, 1 << 20),
+        create_sized=lambda name, n, size: store.topics.create(name, n, 24, size),
+        add_partitions=lambda name, n: add_partitions(store, name, n),
         put=put,
         log_state=log_state,
         dead=dead,
@@ -133,6 +140,8 @@ def memory() -> Twin:
         name="memory",
         store=store,
         create_topic=lambda name, n: store.topics.create(name, n, 24, 1 << 20),
+        create_sized=lambda name, n, size: store.topics.create(name, n, 24, size),
+        add_partitions=broker.add_partitions,
         put=lambda topic, p, o, body: store.messages.put(topic, p, o, body) and None,
         log_state=log_state,
         dead=lambda group: [
@@ -162,9 +171,13 @@ class Sender(Protocol):
         body: bytes | str,
         key: str | bytes | None = None,
         headers: Mapping[str, str] | None = None,
+        *,
+        delay: float | None = None,
     ) -> RecordMetadata: ...
 
-    def send_batch(self, topic: str, messages: Iterable[Outgoing]) -> list[RecordMetadata]: ...
+    def send_batch(
+        self, topic: str, messages: Iterable[Outgoing], *, delay: float | None = None
+    ) -> list[RecordMetadata]: ...
 
     def close(self) -> None: ...
 
@@ -186,11 +199,17 @@ class AioSender:
         body: bytes | str,
         key: str | bytes | None = None,
         headers: Mapping[str, str] | None = None,
+        *,
+        delay: float | None = None,
     ) -> RecordMetadata:
-        return self.loop.run_until_complete(self.producer.send(topic, body, key, headers))
+        sent = self.producer.send(topic, body, key, headers, delay=delay)
+        return self.loop.run_until_complete(sent)
 
-    def send_batch(self, topic: str, messages: Iterable[Outgoing]) -> list[RecordMetadata]:
-        return self.loop.run_until_complete(self.producer.send_batch(topic, messages))
+    def send_batch(
+        self, topic: str, messages: Iterable[Outgoing], *, delay: float | None = None
+    ) -> list[RecordMetadata]:
+        sent = self.producer.send_batch(topic, messages, delay=delay)
+        return self.loop.run_until_complete(sent)
 
     def close(self) -> None:
         self.loop.run_until_complete(self.producer.close())

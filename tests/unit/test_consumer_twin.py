@@ -15,17 +15,20 @@ from pathlib import Path
 import pytest
 
 import ems
+import ems.aio
 from ems import Consumer
 from ems.exceptions import (
     InvalidName,
     InvalidPartitionCount,
     InvalidSetting,
+    PartitionsNotAdded,
     StaleGeneration,
     UnknownGroup,
     UnknownTopic,
 )
+from ems.producer.partitioner import partition_for_key
 from ems.testing import ManualClock, MemoryBroker
-from ems.types import Delivery
+from ems.types import Delivery, GroupInfo
 
 FAST = {"lease_ttl": 5.0, "renew_every": 0.05, "start": "earliest"}
 
@@ -251,6 +254,61 @@ def test_the_brokers_producers_share_its_counters_and_reach_its_consumers() -> N
         runner.join(10)
     assert handled == [b"a", b"b", b"c", b"d", b"e"]
     assert broker.committed("g", "t") == {0: 5}
+
+
+def test_both_sdks_show_the_same_attributes() -> None:
+    """ems.Consumer and ems.aio.Consumer: `group` a GroupInfo, `topic` a TopicInfo,
+    `options` the GroupOptions checked; ems.aio's group and topic from the join on."""
+    broker = MemoryBroker()
+    topic = broker.create_topic("t", partitions=2)
+    with broker.consumer("g", "t", batch_size=7, **FAST) as member:
+        assert (member.group.name, member.topic) == ("g", topic)
+        assert member.options.batch_size == 7
+
+    async def aio_attributes() -> tuple[object, ...]:
+        member = ems.aio.Consumer("g", "t", backend=broker.backend(), batch_size=7, **FAST)
+        with pytest.raises(RuntimeError, match="await start"):
+            member.group  # noqa: B018
+        async with member:
+            return (member.group, member.topic, member.options, member.client_id)
+
+    group, found, options, client_id = asyncio.run(aio_attributes())
+    stored = broker.store.groups.get("g", topic.id)
+    assert isinstance(group, GroupInfo) and stored is not None
+    assert (group.id, group.name, found) == (stored.id, "g", topic)
+    assert options == member.options and isinstance(client_id, str)
+
+
+def test_partitions_added_reach_running_members_and_producers() -> None:
+    """broker.add_partitions: the broker's producer routes keys by the new count at its
+    next send, and a running member is given the new partitions (read from offset 0)."""
+    broker = MemoryBroker()
+    broker.create_topic("t", partitions=1)
+    handled: list[tuple[int, int, bytes]] = []
+    consumer = broker.consumer(
+        "g", "t", lambda d: handled.append((d.partition, d.offset, d.body)), **FAST
+    )
+    runner = threading.Thread(target=consumer.run, kwargs={"handle_signals": False})
+    runner.start()
+    try:
+        wait_until(lambda: owned(consumer) == {0})
+        assert broker.send("t", b"a", key="k").partition == 0
+        change = broker.add_partitions("t", 3)
+        assert (change.before, change.after, change.watermarks) == (1, 3, (1,))
+        keys = {partition_for_key(f"k{i}".encode(), 3): f"k{i}" for i in range(30)}
+        placed = [broker.send("t", f"to {p}".encode(), key=keys[p]) for p in (1, 2, 0)]
+        # The first send was routed by the count it knew (to 0, offset 1), refused by the
+        # change's fence and routed again: offset 1 of partition 0 is a hole, closed by a
+        # tombstone after the gap timeout.
+        assert [(m.partition, m.offset) for m in placed] == [(1, 0), (2, 0), (0, 2)]
+        wait_until(lambda: owned(consumer) == {0, 1, 2} and len(handled) == 4)
+    finally:
+        consumer.stop()
+        runner.join(10)
+    assert sorted(handled) == [(0, 0, b"a"), (0, 2, b"to 0"), (1, 0, b"to 1"), (2, 0, b"to 2")]
+    assert broker.committed("g", "t") == {0: 3, 1: 1, 2: 1}
+    with pytest.raises(PartitionsNotAdded):
+        broker.add_partitions("t", 3)
 
 
 def test_the_guides_example_runs() -> None:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import inspect
+import typing
 from typing import Any
 
 import pytest
 
-from ems.consumer.groups import GroupOptions, conflicts, new_group
+import ems
+import ems.aio
+from ems.consumer.groups import ConsumerOptions, GroupOptions, conflicts, new_group
 from ems.exceptions import InvalidSetting
 from ems.types import TopicInfo
 
@@ -74,3 +79,26 @@ def test_only_explicit_options_that_differ_conflict() -> None:
     assert conflicts(group, options(retry_ladder="1s 2s", start="earliest")) == []
     found = conflicts(group, options(broadcast=True, ordered=False, max_attempts=3))
     assert [c.split()[0] for c in found] == ["mode", "ordered", "max_attempts"]
+
+
+def test_the_typed_keywords_are_the_declared_options() -> None:
+    """ConsumerOptions (what type checkers see in `**options`) and GroupOptions (the
+    declaration the consumers check and default by) name the same options, typed alike."""
+    declared = [f.name for f in dataclasses.fields(GroupOptions)]
+    assert list(ConsumerOptions.__annotations__) == declared
+    assert typing.get_type_hints(ConsumerOptions) == typing.get_type_hints(GroupOptions)
+
+
+@pytest.mark.parametrize("cls", [ems.Consumer, ems.aio.Consumer])
+def test_both_consumers_show_every_option_at_its_declared_default(cls: type) -> None:
+    parameters = inspect.signature(cls).parameters
+    for f in dataclasses.fields(GroupOptions):
+        assert parameters[f.name].kind is inspect.Parameter.KEYWORD_ONLY
+        assert parameters[f.name].default == f.default
+
+
+def test_omitted_options_take_their_defaults_and_unknown_ones_are_refused() -> None:
+    assert GroupOptions.checked() == GroupOptions()
+    assert GroupOptions.checked(lease_ttl=4, renew_every=1).lease_ttl == 4.0
+    with pytest.raises(TypeError, match="'batchsize'"):
+        GroupOptions.checked(batchsize=5)  # type: ignore[call-arg]
