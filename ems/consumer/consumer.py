@@ -22,6 +22,7 @@ from ems.backend import Backend, mysql_backend
 from ems.config import Settings
 from ems.consumer.builder import build
 from ems.consumer.cluster import ClusterSession
+from ems.consumer.errors import LeaseLost
 from ems.consumer.exactly_once import ExactlyOnce, TransactionFactory
 from ems.consumer.groups import GroupOptions
 from ems.consumer.state import Outcome, holds_back
@@ -30,15 +31,14 @@ from ems.exceptions import (
     InvalidHandler,
     InvalidSetting,
     InvalidTransaction,
-    LeaseLost,
     LockConflict,
     ServerUnavailable,
-    StaleGeneration,
 )
 from ems.metrics import MetricsServer, start_server
 from ems.retry.requested import ERROR_CHARS, DeadLetter, Retry, check_delay, verdict
 from ems.retry.tracebacks import format_traceback
 from ems.store import Store
+from ems.store.errors import StaleGeneration
 from ems.types import Delivery, StartPosition
 from ems.validation import DEFAULT_BATCH_BYTES, check_name
 

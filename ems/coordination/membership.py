@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 
 from ems.coordination.handoff import plan
 from ems.coordination.identity import client_id, local_ip
-from ems.exceptions import EmsError, NotLeader
+from ems.exceptions import EmsError
+from ems.store.errors import NotLeader
 from ems.types import AssignmentRow, GroupInfo
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from ems.exceptions import BelowLowWatermark, DuplicateKey, EmsError
+from ems.exceptions import EmsError
 from ems.ports import Outbox
 from ems.producer.planning import (
     CONFLICT_ATTEMPTS,
@@ -35,6 +35,7 @@ from ems.producer.planning import (
     place,
     reroute,
 )
+from ems.store.errors import BelowLowWatermark, DuplicateKey
 from ems.types import NewMessage, TopicInfo
 
 log = logging.getLogger(__name__)

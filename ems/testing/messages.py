@@ -9,7 +9,8 @@ import datetime as dt
 import json
 from collections.abc import Iterable, Mapping, Sequence
 
-from ems.exceptions import BelowLowWatermark, DuplicateKey, TopicExists, UnknownTopic
+from ems.exceptions import TopicExists, UnknownTopic
+from ems.store.errors import BelowLowWatermark, DuplicateKey
 from ems.testing.tables import Tables
 from ems.types import Fetched, NewMessage, PartitionsAdded, PartitionStats, StoredMessage, TopicInfo
 from ems.values.fetch import within_budget

@@ -15,16 +15,11 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from ems.consumer.groups import ensure_group
-from ems.exceptions import (
-    BelowLowWatermark,
-    DuplicateKey,
-    EmsError,
-    NotLeader,
-    StaleGeneration,
-)
+from ems.exceptions import EmsError
 from ems.offsets.reader import PartitionReader
 from ems.producer.partitioner import partition_for_key
 from ems.store import Store
+from ems.store.errors import BelowLowWatermark, DuplicateKey, NotLeader, StaleGeneration
 from ems.types import (
     Delivery,
     Failure,

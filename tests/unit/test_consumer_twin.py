@@ -20,10 +20,10 @@ from ems.exceptions import (
     InvalidName,
     InvalidPartitionCount,
     InvalidSetting,
-    StaleGeneration,
     UnknownGroup,
     UnknownTopic,
 )
+from ems.store.errors import StaleGeneration
 from ems.testing import ManualClock, MemoryBroker
 from ems.types import Delivery
 
