@@ -122,9 +122,9 @@ class InvalidPolicy(InvalidInput):
 
 
 class InvalidAccount(InvalidInput):
-    """A MySQL account is USER@HOST with USER matching [A-Za-z0-9_][A-Za-z0-9_.-]{0,31} and
-    HOST matching [A-Za-z0-9%_.:/-]{1,255}: both are written into GRANT statements, which
-    take no placeholders for accounts."""
+    """A MySQL account is USER@HOST with USER matching `[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}`
+    and HOST matching `[A-Za-z0-9%_.:/-]{1,255}`: both are written into GRANT statements,
+    which take no placeholders for accounts."""
 
 
 class InvalidPassword(InvalidInput):
