@@ -1,12 +1,17 @@
 """The ems exception tree. Everything ems raises is an EmsError.
 
+This module holds what a caller of ems catches: the SDK's errors (bad input, missing
+objects, unreachable servers, a send past its deadline) and the operations' (plans, jobs,
+Spark). Errors with another audience live with the code that raises and catches them,
+each a subclass of a class here: the store's control flow (a stale cursor commit, a
+deposed leader, a taken offset) in ems.store.errors, which the SDK handles itself, and the
+console's accounts and sign-in in ems.values.account_errors.
+
 Docstrings are the default messages. Driver errors (PyMySQL, redis-py) are translated
 once, at the store and allocator boundary, into these classes.
 """
 
 from __future__ import annotations
-
-import math
 
 
 class EmsError(Exception):
@@ -117,27 +122,13 @@ class InvalidPolicy(InvalidInput):
 
 
 class InvalidAccount(InvalidInput):
-    """A MySQL account is USER@HOST with USER matching [A-Za-z0-9_][A-Za-z0-9_.-]{0,31} and
-    HOST matching [A-Za-z0-9%_.:/-]{1,255}: both are written into GRANT statements, which
-    take no placeholders for accounts."""
+    """A MySQL account is USER@HOST with USER matching `[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}`
+    and HOST matching `[A-Za-z0-9%_.:/-]{1,255}`: both are written into GRANT statements,
+    which take no placeholders for accounts."""
 
 
 class InvalidPassword(InvalidInput):
     """A password has 12 to 1024 characters and is not the account's name."""
-
-
-class InvalidRole(InvalidInput):
-    """A role is viewer, operator or admin."""
-
-
-class LastAdmin(InvalidInput):
-    """The last admin cannot be removed or given another role: nobody could manage the
-    accounts any more. Make another user admin first."""
-
-
-class NoChange(InvalidInput):
-    """The change asked for is the state already (the role the user has, a token revoked
-    before): there is nothing to do."""
 
 
 class InvalidCursor(InvalidInput):
@@ -214,14 +205,6 @@ class UnknownAccount(NotFound):
     """No MySQL account has this user and host; create it first (CREATE USER)."""
 
 
-class UnknownUser(NotFound):
-    """No admin user has this name (or id)."""
-
-
-class UnknownToken(NotFound):
-    """No API token has this name."""
-
-
 class MessagePurged(UnknownMessage):
     """The dead letter's original message was purged by retention, so it cannot go back
     to its group's retry table; resend it to the topic instead. Nothing was changed."""
@@ -240,14 +223,6 @@ class AlreadyExists(EmsError):
 
 class TopicExists(AlreadyExists):
     """A topic with this name already exists."""
-
-
-class UserExists(AlreadyExists):
-    """An admin user with this name already exists."""
-
-
-class TokenExists(AlreadyExists):
-    """An API token with this name already exists (a revoked token keeps its name)."""
 
 
 class PlanRefused(EmsError):
@@ -329,30 +304,12 @@ class ClusterMisconfigured(StoreError):
     """A node of the database cluster lacks a setting ems needs (see the message)."""
 
 
-class DuplicateKey(StoreError):
-    """A row with the same unique key already exists."""
-
-
 class LockConflict(StoreError):
     """A deadlock or lock-wait timeout; the statement may be retried."""
 
 
-class BelowLowWatermark(StoreError):
-    """An offset lies below its partition's low watermark (a purge removed that range and
-    readers jump over it); nothing was inserted."""
-
-
 class OffsetConflict(StoreError):
     """Offsets could not be allocated without conflict after repeated attempts."""
-
-
-class StaleGeneration(StoreError):
-    """The partition was reassigned since this client got it; the cursor commit wrote
-    nothing."""
-
-
-class NotLeader(StoreError):
-    """This client no longer holds the group's leader row at the epoch it acted under."""
 
 
 class GroupBusy(EmsError):
@@ -375,10 +332,6 @@ class GroupInUse(InUse):
     their leases to expire). Nothing was changed."""
 
 
-class NotScheduler(StoreError):
-    """This scheduler no longer holds the scheduler lease at the epoch it acted under."""
-
-
 class JobInterrupted(EmsError):
     """The cleanup job stopped at a chunk boundary: its scheduler is shutting down. What
     it did so far stays done; the next run carries on."""
@@ -388,31 +341,7 @@ class ScaleBackendError(EmsError):
     """The autoscaling backend (e.g. the Kubernetes API) rejected or failed the change."""
 
 
-# -- sign-in ---------------------------------------------------------------------------
-
-
-class LoginRefused(EmsError):
-    """wrong name or password"""
-
-
-class LoginThrottled(EmsError):
-    """Too many failed sign-ins; try again later."""
-
-    def __init__(self, retry_after: float, message: str | None = None) -> None:
-        #: Seconds until a sign-in is allowed again.
-        self.retry_after = float(retry_after)
-        super().__init__(
-            message
-            or f"too many failed sign-ins; try again in {math.ceil(self.retry_after)} seconds"
-        )
-
-
-# -- consumers -------------------------------------------------------------------------
-
-
-class LeaseLost(EmsError):
-    """The client could not renew its lease before the deadline; it stopped fetching and
-    committed nothing."""
+# -- processes -------------------------------------------------------------------------
 
 
 class WorkersFailing(EmsError):

@@ -17,6 +17,7 @@ from redis.connection import ConnectionInterface
 from ems.config import Settings
 from ems.exceptions import EmsError
 from ems.offsets.redis_clients import client_for, pool_for, resp_for
+from ems.service import Service
 from ems.urls import redacted
 
 log = logging.getLogger(__name__)
@@ -132,17 +133,16 @@ class Listener:
         self.settings = settings
         self.callbacks = dict(callbacks)
         self.connected = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ems-wakeups", daemon=True)
+        self._service = Service("ems-wakeups", self._run)
+        self._stop = self._service.stopping
         #: The loss of Redis was logged at WARNING, and its return not yet.
         self._warned = False
 
     def start(self) -> None:
-        self._thread.start()
+        self._service.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2 * RECONNECT_EVERY)
+        self._service.stop_and_join(timeout=2 * RECONNECT_EVERY)
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -16,7 +16,7 @@ from flask import request, session
 from ems.admin.capabilities import capabilities
 from ems.admin.principal import Principal, Via, bearer_secret, trusted_role
 from ems.admin.services import services
-from ems.exceptions import UnknownUser
+from ems.values.account_errors import UnknownUser
 from ems.values.accounts import User
 
 SESSION_USER = "uid"

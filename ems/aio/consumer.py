@@ -29,15 +29,10 @@ from ems.consumer.consumer import IDLE_WAIT, POLL_WAIT, failed, many
 from ems.consumer.consumer import Consumer as SyncConsumer
 from ems.consumer.groups import ConsumerOptions, GroupOptions, with_options
 from ems.consumer.state import Outcome, holds_back
-from ems.exceptions import (
-    InvalidHandler,
-    InvalidSetting,
-    LockConflict,
-    ServerUnavailable,
-    StaleGeneration,
-)
+from ems.exceptions import InvalidHandler, InvalidSetting, LockConflict, ServerUnavailable
 from ems.retry.requested import ERROR_CHARS, check_delay
 from ems.store import Store
+from ems.store.errors import StaleGeneration
 from ems.types import Delivery, GroupInfo, TopicInfo
 from ems.validation import check_name, check_positive_int
 

@@ -15,14 +15,7 @@ from typing import Self
 from ems.aio.backend import AsyncBackend, mysql_aio_backend
 from ems.aio.group import AsyncGroupCommit
 from ems.config import Settings
-from ems.exceptions import (
-    BelowLowWatermark,
-    DuplicateKey,
-    EmsError,
-    InvalidSchedule,
-    InvalidTransaction,
-    RedisUnavailable,
-)
+from ems.exceptions import EmsError, InvalidSchedule, InvalidTransaction, RedisUnavailable
 from ems.metrics import published
 from ems.ports import AsyncOffsetAllocator
 from ems.producer import Producer as ThreadProducer
@@ -45,6 +38,7 @@ from ems.producer.planning import (
 from ems.producer.scheduling import Delay, schedule_of
 from ems.producer.transactional import UNKNOWN_OFFSET
 from ems.store import aio_outbox
+from ems.store.errors import BelowLowWatermark, DuplicateKey
 from ems.types import NewMessage, Record, RecordMetadata, Schedule, TopicInfo
 from ems.validation import check_name
 

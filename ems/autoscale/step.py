@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 
 from ems.autoscale.backends import ScaleBackend, backend_for
 from ems.autoscale.policy import decide
-from ems.exceptions import EmsError, NotLeader, ScaleBackendError
+from ems.exceptions import EmsError, ScaleBackendError
 from ems.groups import lag
+from ems.store.errors import NotLeader
 from ems.values.autoscale import Recommendation, ScaleDecision, ScaleInputs, ScalePolicy
 
 if TYPE_CHECKING:

@@ -26,16 +26,10 @@ import click
 from ems.cli.app import Lazy, LazyGroup
 from ems.cli.common import echo_json, json_option, settings, table
 from ems.display import json_time
-from ems.exceptions import (
-    AlreadyExists,
-    EmsError,
-    InvalidInput,
-    NotFound,
-    UnknownUser,
-    UserExists,
-)
+from ems.exceptions import AlreadyExists, EmsError, InvalidInput, NotFound
 from ems.ops.accounts import MAX_AUDIT_LIMIT, Accounts, AuditLog
 from ems.validation import check_account_name
+from ems.values.account_errors import UnknownUser, UserExists
 from ems.values.accounts import ROLES, AuditEntry, AuditFilter, Token, User, check_role
 
 #: Subcommands of `ems admin` defined elsewhere, loaded on demand.

@@ -24,6 +24,7 @@ from functools import partial
 
 from ems.consumer.state import merge
 from ems.exceptions import EmsError
+from ems.service import Service
 from ems.types import Delivery, Settlement
 
 log = logging.getLogger(__name__)
@@ -76,7 +77,7 @@ class AckWriter:
         #: Told the partitions of a write given up: their state must not be trusted.
         self._dropped = dropped
         self._queue: queue.Queue[Job | None] = queue.Queue(MAX_PENDING)
-        self._thread: threading.Thread | None = None
+        self._service: Service | None = None
         #: Settlements handed over and not yet written (or given up).
         self._unwritten = 0
         self._written = threading.Condition()
@@ -95,19 +96,21 @@ class AckWriter:
             self._written.wait_for(lambda: self._unwritten <= at_most)
 
     def flush(self) -> None:
-        if self._thread is not None:
+        if self._service is not None:
             self._queue.join()
 
     def close(self) -> None:
-        if self._thread is not None:
-            self._queue.put(None)
-            self._thread.join()
-            self._thread = None
+        """Write what is queued, then end the thread (a later write starts another)."""
+        if self._service is not None:
+            self._service.stop_and_join()
+            self._service = None
 
     def _put(self, job: Job) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="ems-acks", daemon=True)
-            self._thread.start()
+        if self._service is None:
+            # Stopping is the end of the queue: what was queued before it is written.
+            stop: Callable[[], None] = partial(self._queue.put, None)
+            self._service = Service("ems-acks", self._run, wake=stop)
+            self._service.start()
         self._queue.put(job)
 
     def _run(self) -> None:

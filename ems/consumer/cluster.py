@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING
 
 from ems.consumer.ack_writer import AckWriter
 from ems.consumer.barrier import Barrier
+from ems.consumer.errors import LeaseLost
 from ems.consumer.state import Outcome, PartitionState, Policy, expired, moved_cursors, settle
-from ems.exceptions import LeaseLost, LockConflict, StaleGeneration
+from ems.exceptions import LockConflict
 from ems.offsets.budget import mean_size, rows_to_scan
+from ems.store.errors import StaleGeneration
 from ems.types import (
     IN_FLIGHT_SPAN,
     Delivery,

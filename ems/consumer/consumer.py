@@ -23,6 +23,7 @@ from ems.backend import Backend, mysql_backend
 from ems.config import Settings
 from ems.consumer.builder import build
 from ems.consumer.cluster import ClusterSession
+from ems.consumer.errors import LeaseLost
 from ems.consumer.exactly_once import ExactlyOnce, TransactionFactory
 from ems.consumer.groups import ConsumerOptions, GroupOptions, with_options
 from ems.consumer.state import Outcome, holds_back
@@ -31,15 +32,14 @@ from ems.exceptions import (
     InvalidHandler,
     InvalidSetting,
     InvalidTransaction,
-    LeaseLost,
     LockConflict,
     ServerUnavailable,
-    StaleGeneration,
 )
 from ems.metrics import MetricsServer, start_server
 from ems.retry.requested import ERROR_CHARS, DeadLetter, Retry, check_delay, verdict
 from ems.retry.tracebacks import format_traceback
 from ems.store import Store
+from ems.store.errors import StaleGeneration
 from ems.types import Delivery
 from ems.validation import check_name
 

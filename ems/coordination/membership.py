@@ -1,14 +1,14 @@
 """A client's membership in a group: its lease, leadership, and the partitions it owns.
 
-Two daemon threads. The heartbeat renews the lease every `renew_every` seconds (database
-clock) and does nothing else, so the lease never waits behind other work: a leader's round
-takes many round trips, and over a slow link it outlasted the lease when renewals came
-after it. Its renewals run on a connection of their own for the same reason: from the
-pool, a renewal found no idle connection while the other threads held them, and opening
-one took most of a short lease. The round thread tries to lead the group, runs the
-leader's round when it leads, rejoins when the heartbeat found the lease gone, and
-publishes the partitions this client owns for the consume loop. Neither blocks on the
-consume loop, so a slow handler does not cost the lease.
+Two daemon threads, each an ems.service.Service. The heartbeat renews the lease every
+`renew_every` seconds (database clock) and does nothing else, so the lease never waits
+behind other work: a leader's round takes many round trips, and over a slow link it
+outlasted the lease when renewals came after it. Its renewals run on a connection of their
+own for the same reason: from the pool, a renewal found no idle connection while the other
+threads held them, and opening one took most of a short lease. The round thread tries to
+lead the group, runs the leader's round when it leads, rejoins when the heartbeat found
+the lease gone, and publishes the partitions this client owns for the consume loop.
+Neither blocks on the consume loop, so a slow handler does not cost the lease.
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING
 
 from ems.coordination.handoff import plan
 from ems.coordination.identity import client_id, local_ip
-from ems.exceptions import EmsError, NotLeader
+from ems.exceptions import EmsError
+from ems.service import Service
+from ems.store.errors import NotLeader
 from ems.types import AssignmentRow, GroupInfo
 
 if TYPE_CHECKING:
@@ -70,6 +72,7 @@ class Membership:
         #: The leader's autoscaling step; None disables it.
         self._autoscaler = autoscaler
         self._wake = threading.Event()
+        #: Ends both threads: set by leave() (and by a test, as a kill -9 would).
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._next_round = 0.0
@@ -79,15 +82,17 @@ class Membership:
         #: Set by the heartbeat when a renewal found the lease gone.
         self._lost = threading.Event()
         self._renewals = store.leases.heartbeat()
-        self._thread = threading.Thread(target=self._run, name="ems-membership", daemon=True)
-        self._heartbeat = threading.Thread(target=self._beat, name="ems-heartbeat", daemon=True)
+        self._rounds = Service(
+            "ems-membership", self._run, wake=self._wake.set, stopping=self._stop
+        )
+        self._heartbeat = Service("ems-heartbeat", self._beat, stopping=self._stop)
 
     # -- for the consume loop ----------------------------------------------------------
 
     def start(self) -> None:
         self._register()
         self._heartbeat.start()
-        self._thread.start()
+        self._rounds.start()
 
     def lease_valid(self) -> bool:
         return time.monotonic() < self.deadline
@@ -98,7 +103,7 @@ class Membership:
 
     def renewing(self) -> bool:
         """Whether the threads that keep the membership run (from start() until leave())."""
-        return self._heartbeat.is_alive() or self._thread.is_alive()
+        return self._heartbeat.is_alive() or self._rounds.is_alive()
 
     def poke(self) -> None:
         """Run a round now (a wake-up arrived or a partition was released)."""
@@ -106,9 +111,9 @@ class Membership:
 
     def leave(self) -> None:
         """Stop renewing, give up leadership and delete the client row."""
-        self._stop.set()
-        self._wake.set()
-        self._thread.join(timeout=self.ttl)
+        self._rounds.stop()
+        self._heartbeat.stop()
+        self._rounds.join(timeout=self.ttl)
         self._heartbeat.join(timeout=self.ttl)
         self._renewals.close()
         try:

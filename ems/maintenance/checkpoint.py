@@ -6,8 +6,9 @@ import threading
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from ems.exceptions import JobInterrupted, NotScheduler
+from ems.exceptions import JobInterrupted
 from ems.store import Store
+from ems.store.errors import NotScheduler
 from ems.values.schedule import Hold
 
 #: Seconds a run's job lock lasts without a checkpoint renewing it.

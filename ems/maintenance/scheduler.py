@@ -23,10 +23,11 @@ from apscheduler.executors.pool import ThreadPoolExecutor  # type: ignore[import
 from apscheduler.schedulers.background import BackgroundScheduler  # type: ignore[import-untyped]
 
 from ems.config import Settings
-from ems.exceptions import EmsError, InvalidPolicy, JobAlreadyRunning, JobInterrupted, NotScheduler
+from ems.exceptions import EmsError, InvalidPolicy, JobAlreadyRunning, JobInterrupted
 from ems.maintenance.jobs import JOBS, job, run_job
 from ems.metrics import SCHEDULER_ACTIVE
 from ems.store import Store
+from ems.store.errors import NotScheduler
 from ems.values.schedule import Hold
 
 log = logging.getLogger(__name__)

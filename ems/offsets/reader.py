@@ -5,12 +5,13 @@ from __future__ import annotations
 from contextlib import suppress
 
 from ems.config import Settings
-from ems.exceptions import DuplicateKey, InvalidOffset, UnknownPartition
+from ems.exceptions import InvalidOffset, UnknownPartition
 from ems.offsets.budget import mean_size, rows_to_scan
 from ems.offsets.gaps import plan_read
 from ems.ports import MessageLog
 from ems.store import Store
 from ems.store.client import StoreClient
+from ems.store.errors import DuplicateKey
 from ems.types import PartitionBatch, StoredMessage, TopicInfo
 from ems.validation import (
     DEFAULT_BATCH_BYTES,

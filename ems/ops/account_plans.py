@@ -22,19 +22,17 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ems.display import json_time
-from ems.exceptions import (
-    AlreadyExists,
-    InvalidPassword,
+from ems.exceptions import AlreadyExists, InvalidPassword, PlanChanged
+from ems.ops.accounts import Accounts
+from ems.validation import check_account_name, check_password
+from ems.values.account_errors import (
     LastAdmin,
     NoChange,
-    PlanChanged,
     TokenExists,
     UnknownToken,
     UnknownUser,
     UserExists,
 )
-from ems.ops.accounts import Accounts
-from ems.validation import check_account_name, check_password
 from ems.values.accounts import Token, User, UserState, check_role
 from ems.values.plans import PlanAction
 

@@ -29,18 +29,12 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
 from ems.config import Settings
-from ems.exceptions import (
-    InvalidInput,
-    LoginRefused,
-    LoginThrottled,
-    PlanChanged,
-    UnknownToken,
-    UnknownUser,
-)
+from ems.exceptions import InvalidInput, PlanChanged
 from ems.ops.query import check_id
 from ems.store import Store
 from ems.store.client import StoreClient
 from ems.validation import ACCOUNT_NAME_RE, MAX_PASSWORD, check_account_name, check_password
+from ems.values.account_errors import LoginRefused, LoginThrottled, UnknownToken, UnknownUser
 from ems.values.accounts import AuditEntry, AuditFilter, Token, User, UserState, check_role
 from ems.values.browse import Page
 from ems.values.login_limits import LoginLimits, admit

@@ -13,7 +13,7 @@ from typing import Self
 
 from ems.backend import Backend, mysql_backend
 from ems.config import Settings
-from ems.exceptions import BelowLowWatermark, DuplicateKey, EmsError, RedisUnavailable
+from ems.exceptions import EmsError, RedisUnavailable
 from ems.metrics import published
 from ems.ports import OffsetAllocator
 from ems.producer.deadline import PASSING, Attempts
@@ -37,6 +37,7 @@ from ems.producer.planning import (
 )
 from ems.producer.scheduling import Delay, schedule_of
 from ems.producer.transactional import Transactions
+from ems.store.errors import BelowLowWatermark, DuplicateKey
 from ems.types import NewMessage, Record, RecordMetadata, Schedule, TopicInfo
 from ems.validation import check_name
 

@@ -26,7 +26,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from ems.exceptions import BelowLowWatermark, DuplicateKey, EmsError
+from ems.exceptions import EmsError
 from ems.ports import Outbox
 from ems.producer.planning import (
     CONFLICT_ATTEMPTS,
@@ -35,6 +35,8 @@ from ems.producer.planning import (
     place,
     reroute,
 )
+from ems.service import Service
+from ems.store.errors import BelowLowWatermark, DuplicateKey
 from ems.types import NewMessage, TopicInfo
 
 log = logging.getLogger(__name__)
@@ -158,17 +160,15 @@ class RelayLoop:
         self._relay = relay
         self._interval = interval
         self._poked = threading.Event()
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ems-relay", daemon=True)
-        self._thread.start()
+        self._service = Service("ems-relay", self._run, wake=self._poked.set)
+        self._stopped = self._service.stopping
+        self._service.start()
 
     def poke(self) -> None:
         self._poked.set()
 
     def stop(self, timeout: float = 5.0) -> None:
-        self._stopped.set()
-        self._poked.set()
-        self._thread.join(timeout)
+        self._service.stop_and_join(timeout)
 
     def _run(self) -> None:
         quick: list[float] = []

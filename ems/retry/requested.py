@@ -61,7 +61,7 @@ class Retry(Exception):
 
 class DeadLetter(Exception):
     """Raised by a handler: give up on this message now, whatever attempts are left; it
-    goes to the dead letters with its reason as the error ("DeadLetter: <reason>")."""
+    goes to the dead letters with its reason as the error (`DeadLetter: <reason>`)."""
 
     def __init__(self, reason: str) -> None:
         self.reason = str(reason)

@@ -17,16 +17,11 @@ from sqlalchemy import Connection, delete, exists, func, insert, literal_column,
 from sqlalchemy.engine import Row
 from sqlalchemy.sql.expression import ColumnClause
 
-from ems.exceptions import (
-    DuplicateKey,
-    LastAdmin,
-    PlanChanged,
-    TokenExists,
-    UnknownUser,
-    UserExists,
-)
+from ems.exceptions import PlanChanged
 from ems.models import AdminToken, AdminUser
 from ems.store.database import Database
+from ems.store.errors import DuplicateKey
+from ems.values.account_errors import LastAdmin, TokenExists, UnknownUser, UserExists
 from ems.values.accounts import Role, Token, User, UserState
 from ems.values.login_limits import Admission, Counter
 

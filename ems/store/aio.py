@@ -20,14 +20,9 @@ import asyncmy.errors
 from sqlalchemy.engine import make_url
 
 from ems.config import Settings
-from ems.exceptions import (
-    BelowLowWatermark,
-    DatabaseUnavailable,
-    EmsError,
-    TopicDeleting,
-    UnknownTopic,
-)
+from ems.exceptions import DatabaseUnavailable, EmsError, TopicDeleting, UnknownTopic
 from ems.store.database import RECYCLE, _errno, in_transaction, translate_code
+from ems.store.errors import BelowLowWatermark
 from ems.store.messages import (
     _INSERT,
     _LOCK_LOWS,

@@ -13,10 +13,10 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from ems.exceptions import DuplicateKey
 from ems.store import in_flight
 from ems.store.browse import like_prefix
 from ems.store.database import Database
+from ems.store.errors import DuplicateKey
 from ems.store.messages import all_high_watermarks
 from ems.values.alarms import (
     DEAD_LETTER_COUNT_CAP,

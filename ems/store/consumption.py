@@ -14,9 +14,9 @@ from itertools import groupby
 import pymysql
 from pymysql.cursors import Cursor
 
-from ems.exceptions import StaleGeneration
 from ems.store.caller import CallerConnection, Installation, qualified
 from ems.store.database import Database, translate
+from ems.store.errors import StaleGeneration
 from ems.store.groups import commit_cursors
 from ems.types import Delivery, Failure, Settlement
 

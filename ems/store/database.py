@@ -19,17 +19,16 @@ from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
 from ems.config import Settings
 from ems.exceptions import (
-    BelowLowWatermark,
     DatabaseAccessDenied,
     DatabaseReadOnly,
     DatabaseUnavailable,
-    DuplicateKey,
     EmsError,
     LockConflict,
     StoreError,
     UnknownDatabase,
 )
 from ems.store import driver
+from ems.store.errors import BelowLowWatermark, DuplicateKey
 from ems.store.nodes import NodeSet
 
 T = TypeVar("T")

@@ -10,9 +10,10 @@ from typing import Any
 from pymysql.cursors import Cursor
 from sqlalchemy import Connection, func, select
 
-from ems.exceptions import DuplicateKey, GroupDeleting, StaleGeneration
+from ems.exceptions import GroupDeleting
 from ems.models import Message, PartitionLow
 from ems.store.database import Database
+from ems.store.errors import DuplicateKey, StaleGeneration
 from ems.types import GroupInfo, TopicInfo
 
 _GROUP_COLUMNS = (

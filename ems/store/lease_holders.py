@@ -7,13 +7,13 @@ import logging
 import os
 import secrets
 import socket
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from sqlalchemy.exc import SQLAlchemyError
 
 from ems.exceptions import EmsError
+from ems.service import Service
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +46,9 @@ def renewing(renew: Callable[[], bool], every: float, what: str) -> Iterator[Non
     """Call renew() every `every` seconds from a thread while the block runs. renew()
     returns False once the lease is someone else's (logged; renewals stop); a failed
     call is logged and tried again at the next turn (a lease outlives a few)."""
-    stop = threading.Event()
 
     def loop() -> None:
-        while not stop.wait(every):
+        while not renewer.stopping.wait(every):
             try:
                 if not renew():
                     log.error("the %s was lost (another run took it after it lapsed)", what)
@@ -57,10 +56,9 @@ def renewing(renew: Callable[[], bool], every: float, what: str) -> Iterator[Non
             except (EmsError, SQLAlchemyError) as exc:
                 log.warning("could not renew the %s: %s", what, exc)
 
-    renewer = threading.Thread(target=loop, name=f"ems {what}", daemon=True)
+    renewer = Service(f"ems {what}", loop)
     renewer.start()
     try:
         yield
     finally:
-        stop.set()
-        renewer.join()
+        renewer.stop_and_join()

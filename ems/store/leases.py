@@ -6,8 +6,8 @@ from __future__ import annotations
 from pymysql.cursors import Cursor
 from sqlalchemy import Connection
 
-from ems.exceptions import NotLeader
 from ems.store.database import Database, OwnConnection
+from ems.store.errors import NotLeader
 from ems.types import LeaderInfo, MemberInfo
 
 _US = 1_000_000

@@ -14,9 +14,9 @@ from typing import Any
 
 from sqlalchemy import Connection, Select, func, select
 
-from ems.exceptions import BelowLowWatermark
 from ems.models import Message
 from ems.store.database import Database
+from ems.store.errors import BelowLowWatermark
 from ems.types import Fetched, NewMessage, StoredMessage, TopicInfo
 from ems.values.fetch import within_budget
 from ems.values.lifecycle import check_not_fenced

@@ -19,9 +19,9 @@ from typing import Any
 
 import pymysql
 
-from ems.exceptions import BelowLowWatermark
 from ems.store.caller import CallerConnection, Installation
 from ems.store.database import _GUARD_REFUSED, Database, _errno
+from ems.store.errors import BelowLowWatermark
 from ems.store.messages import (
     _HEX_ROW_BYTES,
     _INSERT_TRANSACTIONAL,

@@ -15,8 +15,8 @@ from typing import Any
 
 from pymysql.cursors import Cursor
 
-from ems.exceptions import NotScheduler
 from ems.store.database import Database
+from ems.store.errors import NotScheduler
 from ems.values.schedule import Hold, JobRunInfo, LeaseInfo
 
 _US = 1_000_000

@@ -7,15 +7,10 @@ from typing import Any
 
 from sqlalchemy import func, insert, select, update
 
-from ems.exceptions import (
-    DuplicateKey,
-    TopicDeleting,
-    TopicExists,
-    UnknownPartition,
-    UnknownTopic,
-)
+from ems.exceptions import TopicDeleting, TopicExists, UnknownPartition, UnknownTopic
 from ems.models import Message, PartitionHead, PartitionLow, Topic
 from ems.store.database import Database
+from ems.store.errors import DuplicateKey
 from ems.store.partitions import PartitionStore
 from ems.types import PartitionsAdded, PartitionStats, TopicInfo
 

@@ -3,6 +3,6 @@ that runs the real producers (ems.Producer, ems.aio.Producer) and the real consu
 membership and handoff code (MemoryBroker), and a clock that moves on cue (ManualClock)."""
 
 from ems.testing.broker import MemoryBroker
-from ems.testing.memory import DeadLetter, LogRow, ManualClock, MemoryStore, RetryRow
+from ems.testing.memory import DeadLetterRecord, LogRow, ManualClock, MemoryStore, RetryRow
 
-__all__ = ["DeadLetter", "LogRow", "ManualClock", "MemoryBroker", "MemoryStore", "RetryRow"]
+__all__ = ["DeadLetterRecord", "LogRow", "ManualClock", "MemoryBroker", "MemoryStore", "RetryRow"]

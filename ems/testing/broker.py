@@ -16,7 +16,7 @@ from ems.producer import Producer
 from ems.producer.planning import Outgoing
 from ems.testing.bus import AsyncLocalNotifier, LocalBus, LocalNotifier, LocalSubscription
 from ems.testing.counters import AsyncMemoryCounters, AsyncMemoryStore, MemoryCounters
-from ems.testing.memory import Clock, DeadLetter, LogRow, MemoryStore, RetryRow, utc_now
+from ems.testing.memory import Clock, DeadLetterRecord, LogRow, MemoryStore, RetryRow, utc_now
 from ems.types import GroupInfo, PartitionsAdded, RecordMetadata, TopicInfo
 from ems.validation import (
     DEFAULT_MAX_BODY_BYTES,
@@ -137,7 +137,7 @@ class MemoryBroker:
         """The group's committed cursors: partition -> next offset to consume."""
         return self.store.groups.offsets(self._group(group, topic).id)
 
-    def dead_letters(self, group: str, topic: str) -> list[DeadLetter]:
+    def dead_letters(self, group: str, topic: str) -> list[DeadLetterRecord]:
         found = self._group(group, topic)
         with self.store.tables.lock:
             return [d for d in self.store.tables.dead if d.group_id == found.id]

@@ -13,12 +13,12 @@ import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from ems.exceptions import DuplicateKey, NotLeader, StaleGeneration
+from ems.store.errors import DuplicateKey, NotLeader, StaleGeneration
 from ems.testing.messages import MemoryMessages, MemoryTopics
 from ems.testing.tables import (
     ClientRow,
     Clock,
-    DeadLetter,
+    DeadLetterRecord,
     LeaderRow,
     LogRow,
     ManualClock,
@@ -39,7 +39,15 @@ from ems.types import (
 )
 from ems.values.fetch import within_budget
 
-__all__ = ["Clock", "DeadLetter", "LogRow", "ManualClock", "MemoryStore", "RetryRow", "utc_now"]
+__all__ = [
+    "Clock",
+    "DeadLetterRecord",
+    "LogRow",
+    "ManualClock",
+    "MemoryStore",
+    "RetryRow",
+    "utc_now",
+]
 
 
 class MemoryGroups:
@@ -314,7 +322,7 @@ class MemoryConsumption:
             message = self.t.message(f.message_id)
             if message is not None:
                 self.t.dead.append(
-                    DeadLetter(
+                    DeadLetterRecord(
                         group_id, f.partition, f.offset, message, f.attempts, f.error, f.traceback
                     )
                 )

@@ -10,13 +10,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from ems.exceptions import (
-    BelowLowWatermark,
-    DuplicateKey,
-    PartitionsNotAdded,
-    TopicExists,
-    UnknownTopic,
-)
+from ems.exceptions import PartitionsNotAdded, TopicExists, UnknownTopic
+from ems.store.errors import BelowLowWatermark, DuplicateKey
 from ems.testing.tables import Tables
 from ems.types import (
     AssignmentRow,

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ems.exceptions import DuplicateKey
+from ems.store.errors import DuplicateKey
 from ems.types import AssignmentRow, GroupInfo, PartitionsAdded, StoredMessage, TopicInfo
 
 Clock = Callable[[], dt.datetime]
@@ -80,7 +80,7 @@ class RetryRow:
 
 
 @dataclass(frozen=True)
-class DeadLetter:
+class DeadLetterRecord:
     """A message a group gave up on, with its own copy of the message."""
 
     group_id: int
@@ -113,7 +113,7 @@ class Tables:
     #: (group id, partition, offset) -> row.
     log: dict[tuple[int, int, int], LogRow] = field(default_factory=dict)
     retries: dict[tuple[int, int, int], RetryRow] = field(default_factory=dict)
-    dead: list[DeadLetter] = field(default_factory=list)
+    dead: list[DeadLetterRecord] = field(default_factory=list)
     #: message id -> the write token stored with it (the first row of a producer's write).
     tokens: dict[int, int] = field(default_factory=dict)
     #: topic id -> its partition changes, oldest first.

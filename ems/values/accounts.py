@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal, TypeGuard
 
-from ems.exceptions import InvalidRole
+from ems.values.account_errors import InvalidRole
 
 Role = Literal["viewer", "operator", "admin"]
 #: Every role, from the least to the most allowed: each may do what those before it may.

@@ -18,10 +18,10 @@ from argon2 import PasswordHasher
 from sqlalchemy import text
 
 from ems.config import Settings
-from ems.exceptions import (
-    InvalidInput,
-    InvalidName,
-    InvalidPassword,
+from ems.exceptions import InvalidInput, InvalidName, InvalidPassword
+from ems.ops.accounts import Accounts
+from ems.store import Store
+from ems.values.account_errors import (
     InvalidRole,
     LastAdmin,
     LoginRefused,
@@ -31,8 +31,6 @@ from ems.exceptions import (
     UnknownUser,
     UserExists,
 )
-from ems.ops.accounts import Accounts
-from ems.store import Store
 from ems.values.login_limits import (
     ADDRESS_LIMIT,
     BASE_DELAY,

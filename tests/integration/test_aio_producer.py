@@ -389,8 +389,8 @@ async def test_no_connection_returns_to_the_pool_inside_a_transaction(
 ) -> None:
     """A single INSERT on the connection a refused split batch used is committed at once:
     acknowledged means committed, not merely visible to the producer's own session."""
-    from ems.exceptions import DuplicateKey
     from ems.store.aio import AsyncMessageStore
+    from ems.store.errors import DuplicateKey
     from ems.types import NewMessage
 
     topics.create("t", 1)

@@ -20,8 +20,8 @@ from ems.autoscale.step import Autoscaler, autoscaler_for
 from ems.backend import mysql_backend
 from ems.config import Settings
 from ems.consumer.groups import ensure_group
-from ems.exceptions import NotLeader
 from ems.store import Store
+from ems.store.errors import NotLeader
 from ems.types import GroupInfo
 from ems.values.autoscale import ScalePolicy
 from tests.fake_kubernetes import FakeKubernetes, serve

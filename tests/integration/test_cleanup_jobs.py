@@ -10,7 +10,7 @@ import redis
 
 from ems import TopicAdmin
 from ems.config import Settings
-from ems.exceptions import JobAlreadyRunning, JobInterrupted, NotScheduler, UnknownJob
+from ems.exceptions import JobAlreadyRunning, JobInterrupted, UnknownJob
 from ems.maintenance import jobs
 from ems.maintenance.checkpoint import checkpoint
 from ems.maintenance.housekeeping import purge_log, reclaim_inflight, retry_due, snapshots
@@ -18,6 +18,7 @@ from ems.maintenance.scheduler import Scheduler, SchedulerConfig
 from ems.metrics import REGISTRY
 from ems.ops.plans import Plans
 from ems.store import Store
+from ems.store.errors import NotScheduler
 from ems.types import GroupInfo, TopicInfo
 from ems.values.login_limits import FORGET_SECONDS
 from ems.values.schedule import Hold

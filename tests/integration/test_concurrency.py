@@ -23,9 +23,9 @@ from sqlalchemy import text
 
 from ems import Reader, TopicAdmin
 from ems.config import Settings
-from ems.exceptions import BelowLowWatermark, DuplicateKey
 from ems.maintenance.purge import purge_retention
 from ems.store import Store
+from ems.store.errors import BelowLowWatermark, DuplicateKey
 from tests import forked
 from tests.integration import seed
 from tests.procs.producer import label

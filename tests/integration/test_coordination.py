@@ -11,8 +11,9 @@ from ems import TopicAdmin
 from ems.backend import mysql_backend
 from ems.config import Settings
 from ems.consumer.groups import ensure_group
-from ems.exceptions import DatabaseUnavailable, NotLeader, StaleGeneration
+from ems.exceptions import DatabaseUnavailable
 from ems.store import Store
+from ems.store.errors import NotLeader, StaleGeneration
 from ems.store.groups import commit_cursors
 from ems.types import GroupInfo
 from tests.integration import seed

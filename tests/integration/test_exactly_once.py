@@ -19,10 +19,11 @@ from sqlalchemy.orm import Session, sessionmaker
 import ems
 from ems import Consumer, Producer, Record, TopicAdmin
 from ems.config import Settings
-from ems.exceptions import InvalidHandler, InvalidSetting, InvalidTransaction, StaleGeneration
+from ems.exceptions import InvalidHandler, InvalidSetting, InvalidTransaction
 from ems.metrics import REGISTRY
 from ems.ops.trace import MessageTracer
 from ems.store import Store
+from ems.store.errors import StaleGeneration
 from ems.types import Delivery
 from tests.conftest import BASE_URL
 from tests.integration.seed import wait_until

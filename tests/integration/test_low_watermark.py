@@ -16,10 +16,11 @@ import redis
 from ems import Consumer, Producer, Record, TopicAdmin
 from ems.backend import mysql_backend
 from ems.config import Settings
-from ems.exceptions import BelowLowWatermark, DatabaseUnavailable
+from ems.exceptions import DatabaseUnavailable
 from ems.maintenance.purge import delete_consumed, purge_retention
 from ems.offsets.allocators import offset_key
 from ems.store import Store
+from ems.store.errors import BelowLowWatermark
 from ems.types import NewMessage, TopicInfo
 from tests.integration import seed
 

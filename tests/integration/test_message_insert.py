@@ -14,9 +14,9 @@ from sqlalchemy import text
 
 from ems import TopicAdmin
 from ems.config import Settings
-from ems.exceptions import DuplicateKey
 from ems.store import Store
 from ems.store import messages as message_sql
+from ems.store.errors import DuplicateKey
 from ems.types import NewMessage, TopicInfo
 from ems.validation import MAX_BATCH_BYTES
 

@@ -20,7 +20,6 @@ from ems.exceptions import (
     InvalidDatetime,
     InvalidSetting,
     OffsetOutOfRange,
-    StaleGeneration,
     UnknownGroup,
     UnknownPartition,
     UnknownTopic,
@@ -28,6 +27,7 @@ from ems.exceptions import (
 )
 from ems.ops.reset import OffsetReset, ResetTarget
 from ems.store import Store
+from ems.store.errors import StaleGeneration
 from ems.types import GroupInfo, TopicInfo
 from tests.integration.offsets_data import (
     T0,

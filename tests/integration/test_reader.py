@@ -13,15 +13,10 @@ import pytest
 from ems import Producer, Reader, TopicAdmin
 from ems.backend import mysql_backend
 from ems.config import Settings
-from ems.exceptions import (
-    DuplicateKey,
-    InvalidOffset,
-    InvalidSetting,
-    UnknownPartition,
-    UnknownTopic,
-)
+from ems.exceptions import InvalidOffset, InvalidSetting, UnknownPartition, UnknownTopic
 from ems.offsets.allocators import RedisAllocator
 from ems.store import Store
+from ems.store.errors import DuplicateKey
 from ems.types import NewMessage, TopicInfo
 from ems.validation import MAX_BATCH_BYTES
 from tests.integration import seed

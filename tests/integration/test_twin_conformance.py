@@ -17,20 +17,17 @@ from hypothesis import strategies as st
 
 from ems.consumer.groups import ensure_group
 from ems.exceptions import (
-    BelowLowWatermark,
     BodyTooLarge,
-    DuplicateKey,
     EmsError,
     InvalidInput,
     InvalidSchedule,
-    NotLeader,
     PartitionsNotAdded,
-    StaleGeneration,
 )
 from ems.offsets.reader import PartitionReader
 from ems.producer.partitioner import partition_for_key
 from ems.producer.planning import MAX_BATCH
 from ems.store import Store
+from ems.store.errors import BelowLowWatermark, DuplicateKey, NotLeader, StaleGeneration
 from ems.types import (
     Delivery,
     Failure,

@@ -6,8 +6,9 @@ import datetime as dt
 
 import pytest
 
-from ems.exceptions import InvalidPassword, LastAdmin, NoChange, TokenExists, UserExists
+from ems.exceptions import InvalidPassword
 from ems.ops import account_plans as ap
+from ems.values.account_errors import LastAdmin, NoChange, TokenExists, UserExists
 from ems.values.accounts import Token, User, UserState, check_role
 
 AT = dt.datetime(2026, 11, 25, 10, 0)

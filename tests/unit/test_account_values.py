@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ems.exceptions import InvalidRole, LoginThrottled
 from ems.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE, exit_code_for
 from ems.store.audit import TEXT_BYTES, cut_bytes, cut_chars, params_json
+from ems.values.account_errors import InvalidRole, LoginThrottled
 from ems.values.accounts import ROLES, allows, check_role
 
 

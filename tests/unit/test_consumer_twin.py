@@ -22,11 +22,11 @@ from ems.exceptions import (
     InvalidPartitionCount,
     InvalidSetting,
     PartitionsNotAdded,
-    StaleGeneration,
     UnknownGroup,
     UnknownTopic,
 )
 from ems.producer.partitioner import partition_for_key
+from ems.store.errors import StaleGeneration
 from ems.testing import ManualClock, MemoryBroker
 from ems.types import Delivery, GroupInfo
 

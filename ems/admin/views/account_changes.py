@@ -30,8 +30,6 @@ from ems.exceptions import (
     EmsError,
     InvalidInput,
     InvalidPassword,
-    LastAdmin,
-    NoChange,
     NotFound,
     PlanChanged,
 )
@@ -45,6 +43,7 @@ from ems.ops.account_plans import (
 )
 from ems.ops.plans import IssuedPlan
 from ems.validation import MIN_PASSWORD
+from ems.values.account_errors import LastAdmin, NoChange
 from ems.values.plans import Plan, PlanAction
 
 bp = Blueprint("account_changes", __name__)

@@ -20,7 +20,8 @@ from ems.admin.auth import session_user, sign_in, sign_out
 from ems.admin.guard import public
 from ems.admin.redirects import safe_next
 from ems.admin.services import services
-from ems.exceptions import InvalidInput, LoginRefused, LoginThrottled
+from ems.exceptions import InvalidInput
+from ems.values.account_errors import LoginRefused, LoginThrottled
 
 bp = Blueprint("auth", __name__)
 
