@@ -25,6 +25,9 @@ ALLOWED_SQLALCHEMY = {
     "sqlalchemy": {"Connection", "Engine", "create_engine", "event"},
     "sqlalchemy.engine": {"Connection", "Engine", "ExceptionContext", "make_url", "URL"},
     "sqlalchemy.exc": None,  # every error class
+    # The types of a caller's own session or connection, whose transaction ems joins.
+    "sqlalchemy.orm": {"Session", "scoped_session"},
+    "sqlalchemy.ext.asyncio": {"AsyncConnection", "AsyncSession", "async_scoped_session"},
     "sqlalchemy.pool": None,
 }
 
@@ -120,30 +123,16 @@ def violations(path: Path) -> list[str]:
 #: Modules still to move to the rule (this list only shrinks).
 PENDING: set[str] = {
     "aio",
-    "aio_outbox",
     "alarms",
-    "assignments",
     "autoscale",
     "browse",
     "caller",
-    "compaction",
     "consumption",
-    "database",
     "dead_letters",
     "in_flight",
-    "lag_reports",
-    "leases",
-    "lifecycle",
     "maintenance",
-    "messages",
-    "migrate",
-    "migration_lease",
     "outbox",
     "queries",
-    "replays",
-    "resets",
-    "scheduler",
-    "snapshots",
     "traces",
 }
 
