@@ -127,13 +127,11 @@ PENDING: set[str] = {
     "autoscale",
     "browse",
     "caller",
-    "consumption",
     "dead_letters",
     "in_flight",
     "maintenance",
     "outbox",
     "queries",
-    "traces",
 }
 
 
