@@ -13,48 +13,69 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from sqlalchemy import Connection, delete, exists, func, insert, literal_column, select, update
-from sqlalchemy.engine import Row
-from sqlalchemy.sql.expression import ColumnClause
+from sqlalchemy import Connection
 
 from ems.exceptions import PlanChanged
-from ems.models import AdminToken, AdminUser
 from ems.store.database import Database
 from ems.store.errors import DuplicateKey
 from ems.values.account_errors import LastAdmin, TokenExists, UnknownUser, UserExists
 from ems.values.accounts import Role, Token, User, UserState
 from ems.values.login_limits import Admission, Counter
 
-_USER_COLUMNS = (
-    AdminUser.id,
-    AdminUser.name,
-    AdminUser.role,
-    AdminUser.session_epoch,
-    AdminUser.created_at,
-    AdminUser.updated_at,
-)
-_TOKEN_COLUMNS = (
-    AdminToken.id,
-    AdminToken.name,
-    AdminToken.role,
-    AdminToken.created_by,
-    AdminToken.created_at,
-    AdminToken.last_used_at,
-    AdminToken.revoked_at,
-)
+_USER = "SELECT id, name, role, session_epoch, created_at, updated_at FROM admin_user"
+_TOKEN = "SELECT id, name, role, created_by, created_at, last_used_at, revoked_at FROM admin_token"
 #: A token's last use is written at most this often (a busy script does not write a row
 #: per request).
 TOUCH_EVERY_SECONDS = 60
-_NOW: ColumnClause[Any] = literal_column("NOW(6)")
-_TOUCHED_BEFORE: ColumnClause[Any] = literal_column(
-    f"NOW(6) - INTERVAL {TOUCH_EVERY_SECONDS} SECOND"
+
+_ADD_USER = "INSERT INTO admin_user (name, role, password_hash) VALUES (%s, %s, %s)"
+_USERS = f"{_USER} ORDER BY name LIMIT %s"
+_USERS_AFTER = f"{_USER} WHERE name > %s ORDER BY name LIMIT %s"
+_ADMIN_COUNT = "SELECT COUNT(*) FROM admin_user WHERE role = 'admin'"
+_USER_BY_ID = f"{_USER} WHERE id = %s"
+_USER_NAMED = f"{_USER} WHERE name = %s"
+_CREDENTIALS = (
+    "SELECT id, name, role, session_epoch, created_at, updated_at, password_hash "
+    "FROM admin_user WHERE name = %s"
 )
+_HAS_ADMIN = "SELECT EXISTS (SELECT * FROM admin_user WHERE role = 'admin')"
+_SET_ROLE = (
+    "UPDATE admin_user SET role = %s, session_epoch = session_epoch + 1, updated_at = NOW(6) "
+    "WHERE id = %s"
+)
+_SET_PASSWORD = (
+    "UPDATE admin_user SET password_hash = %s, session_epoch = session_epoch + 1, "
+    "updated_at = NOW(6) WHERE name = %s"
+)
+_REHASH = "UPDATE admin_user SET password_hash = %s WHERE id = %s AND password_hash = %s"
+_REMOVE_USER = "DELETE FROM admin_user WHERE id = %s"
+_LOCK_ADMINS = "SELECT id FROM admin_user WHERE role = 'admin' ORDER BY id FOR UPDATE"
+_LOCK_USER = f"{_USER} WHERE name = %s FOR UPDATE"
+
+_ADD_TOKEN = "INSERT INTO admin_token (name, role, token_hash, created_by) VALUES (%s, %s, %s, %s)"
+_TOKENS = f"{_TOKEN} ORDER BY name LIMIT %s"
+_TOKENS_AFTER = f"{_TOKEN} WHERE name > %s ORDER BY name LIMIT %s"
+_TOKEN_NAMED = f"{_TOKEN} WHERE name = %s"
+_REVOKE_ID = "UPDATE admin_token SET revoked_at = NOW(6) WHERE id = %s AND revoked_at IS NULL"
+_REVOKE = "UPDATE admin_token SET revoked_at = NOW(6) WHERE name = %s AND revoked_at IS NULL"
+_LIVE_TOKEN = f"{_TOKEN} WHERE token_hash = %s AND revoked_at IS NULL"
+_TOUCH_TOKEN = (
+    "UPDATE admin_token SET last_used_at = NOW(6) WHERE id = %s AND revoked_at IS NULL "
+    "AND (last_used_at IS NULL OR last_used_at <= "
+    f"NOW(6) - INTERVAL {TOUCH_EVERY_SECONDS} SECOND)"
+)
+#: LIMIT takes no NULL: "all" is the largest row count MySQL documents.
+_ALL_ROWS = 18446744073709551615
 
 # A scope's counter row, made (with no failure) when it is new and locked either way: the
 # sign-in's check and count then run on rows no other sign-in can touch meanwhile.
 _TAKE_COUNTER = (
     "INSERT INTO admin_login_failure (scope, failures, first_at, last_at) "
     "VALUES (%s, 0, NOW(6), NOW(6)) ON DUPLICATE KEY UPDATE failures = failures"
+)
+_COUNTERS = (
+    "SELECT scope, failures, first_at, last_at, NOW(6) FROM admin_login_failure "
+    "WHERE scope IN ({scopes}) FOR UPDATE"
 )
 _SET_COUNTER = (
     "UPDATE admin_login_failure SET failures = %s, first_at = %s, last_at = %s WHERE scope = %s"
@@ -63,32 +84,45 @@ _FORGIVE = (
     "UPDATE admin_login_failure SET failures = GREATEST(failures - 1, 0) "
     "WHERE scope = %s AND failures > 0"
 )
+_CLEAR = "DELETE FROM admin_login_failure WHERE scope = %s"
 
 _OLD_FAILURES = (
     "DELETE FROM admin_login_failure WHERE last_at < NOW(6) - INTERVAL %s MICROSECOND LIMIT %s"
 )
 
 
-def _user(row: Row[Any]) -> User:
+def page_query(
+    first: str, after_first: str, after: str | None, limit: int | None
+) -> tuple[str, tuple[object, ...]]:
+    """A page by name: `first` from the start, `after_first` past the name `after`."""
+    rows = _ALL_ROWS if limit is None else limit
+    return (first, (rows,)) if after is None else (after_first, (after, rows))
+
+
+def counters_query(scopes: Sequence[str]) -> tuple[str, tuple[object, ...]]:
+    return _COUNTERS.format(scopes=", ".join(["%s"] * len(scopes))), tuple(scopes)
+
+
+def _user(row: Sequence[Any]) -> User:
     return User(
-        id=int(row.id),
-        name=row.name,
-        role=cast(Role, row.role),
-        session_epoch=int(row.session_epoch),
-        created_at=row.created_at,
-        updated_at=row.updated_at,
+        id=int(row[0]),
+        name=row[1],
+        role=cast(Role, row[2]),
+        session_epoch=int(row[3]),
+        created_at=row[4],
+        updated_at=row[5],
     )
 
 
-def _token(row: Row[Any]) -> Token:
+def _token(row: Sequence[Any]) -> Token:
     return Token(
-        id=int(row.id),
-        name=row.name,
-        role=cast(Role, row.role),
-        created_by=row.created_by,
-        created_at=row.created_at,
-        last_used_at=row.last_used_at,
-        revoked_at=row.revoked_at,
+        id=int(row[0]),
+        name=row[1],
+        role=cast(Role, row[2]),
+        created_by=row[3],
+        created_at=row[4],
+        last_used_at=row[5],
+        revoked_at=row[6],
     )
 
 
@@ -99,48 +133,36 @@ class AccountStore:
     # -- users ---------------------------------------------------------------------------
 
     def add_user(self, name: str, role: Role, password_hash: str) -> User:
-        values = {"name": name, "role": role, "password_hash": password_hash}
         try:
             with self.db.connect() as conn:
-                conn.execute(insert(AdminUser).values(**values))
+                conn.exec_driver_sql(_ADD_USER, (name, role, password_hash))
                 return self._user_named(conn, name)
         except DuplicateKey:
             raise UserExists(f"user {name!r} already exists") from None
 
     def users(self, after: str | None = None, limit: int | None = None) -> list[User]:
         """Users by name: those after `after`, at most `limit` (None: all)."""
-        query = select(*_USER_COLUMNS).order_by(AdminUser.name).limit(limit)
-        if after is not None:
-            query = query.where(AdminUser.name > after)
-        with self.db.connect() as conn:
-            return [_user(r) for r in conn.execute(query)]
+        query = page_query(_USERS, _USERS_AFTER, after, limit)
+        return [_user(r) for r in self.db.select(*query)]
 
     def admin_count(self) -> int:
-        query = select(func.count()).select_from(AdminUser).where(AdminUser.role == "admin")
-        with self.db.connect() as conn:
-            return int(conn.execute(query).scalar_one())
+        return int(self.db.select(_ADMIN_COUNT, ())[0][0])
 
     def user(self, user_id: int) -> User | None:
-        with self.db.connect() as conn:
-            row = conn.execute(select(*_USER_COLUMNS).where(AdminUser.id == user_id)).first()
-        return None if row is None else _user(row)
+        rows = self.db.select(_USER_BY_ID, (user_id,))
+        return _user(rows[0]) if rows else None
 
     def user_named(self, name: str) -> User | None:
-        with self.db.connect() as conn:
-            row = conn.execute(select(*_USER_COLUMNS).where(AdminUser.name == name)).first()
-        return None if row is None else _user(row)
+        rows = self.db.select(_USER_NAMED, (name,))
+        return _user(rows[0]) if rows else None
 
     def credentials(self, name: str) -> tuple[User, str] | None:
         """The user and the password hash, for a sign-in."""
-        query = select(*_USER_COLUMNS, AdminUser.password_hash).where(AdminUser.name == name)
-        with self.db.connect() as conn:
-            row = conn.execute(query).first()
-        return None if row is None else (_user(row), str(row.password_hash))
+        rows = self.db.select(_CREDENTIALS, (name,))
+        return (_user(rows[0]), str(rows[0][6])) if rows else None
 
     def has_admin(self) -> bool:
-        query = select(exists().where(AdminUser.role == "admin"))
-        with self.db.connect() as conn:
-            return bool(conn.execute(query).scalar())
+        return bool(self.db.select(_HAS_ADMIN, ())[0][0])
 
     def set_role(self, name: str, role: Role, expect: UserState | None = None) -> User:
         """Give the user another role and a new session epoch (nothing changes when the
@@ -149,25 +171,13 @@ class AccountStore:
         with self.db.connect() as conn:
             found = self._lock_for_change(conn, name, leaves_admin=role != "admin", expect=expect)
             if found.role != role:
-                conn.execute(
-                    update(AdminUser)
-                    .where(AdminUser.id == found.id)
-                    .values(role=role, session_epoch=AdminUser.session_epoch + 1, updated_at=_NOW)
-                )
+                conn.exec_driver_sql(_SET_ROLE, (role, found.id))
             return self._user_named(conn, name)
 
     def set_password(self, name: str, password_hash: str) -> User:
         """A new password hash and a new session epoch; UnknownUser when there is none."""
         with self.db.connect() as conn:
-            changed = conn.execute(
-                update(AdminUser)
-                .where(AdminUser.name == name)
-                .values(
-                    password_hash=password_hash,
-                    session_epoch=AdminUser.session_epoch + 1,
-                    updated_at=_NOW,
-                )
-            ).rowcount
+            changed = conn.exec_driver_sql(_SET_PASSWORD, (password_hash, name)).rowcount
             if not changed:
                 raise UnknownUser(f"no user {name!r}")
             return self._user_named(conn, name)
@@ -176,11 +186,7 @@ class AccountStore:
         """Replace the hash with one of stronger parameters, unless the password changed
         meanwhile. Sessions stay: the password is the same."""
         with self.db.connect() as conn:
-            result = conn.execute(
-                update(AdminUser)
-                .where(AdminUser.id == user_id, AdminUser.password_hash == old_hash)
-                .values(password_hash=new_hash)
-            )
+            result = conn.exec_driver_sql(_REHASH, (new_hash, user_id, old_hash))
             return bool(result.rowcount)
 
     def remove_user(self, name: str, expect: UserState | None = None) -> User:
@@ -188,7 +194,7 @@ class AccountStore:
         last admin, PlanChanged when `expect` is given and does not hold."""
         with self.db.connect() as conn:
             found = self._lock_for_change(conn, name, leaves_admin=True, expect=expect)
-            conn.execute(delete(AdminUser).where(AdminUser.id == found.id))
+            conn.exec_driver_sql(_REMOVE_USER, (found.id,))
             return found
 
     def _lock_for_change(
@@ -198,15 +204,8 @@ class AccountStore:
         admin and the change would leave it without the role, PlanChanged when `expect`
         is given and the user is gone or not in that state (checked under the lock, so
         nothing slips in between the check and the change)."""
-        admins = conn.execute(
-            select(AdminUser.id)
-            .where(AdminUser.role == "admin")
-            .order_by(AdminUser.id)
-            .with_for_update()
-        ).all()
-        row = conn.execute(
-            select(*_USER_COLUMNS).where(AdminUser.name == name).with_for_update()
-        ).first()
+        admins = conn.exec_driver_sql(_LOCK_ADMINS).all()
+        row = conn.exec_driver_sql(_LOCK_USER, (name,)).first()
         if row is None and expect is not None:
             raise PlanChanged(f"user {name!r} was removed since the preview")
         if row is None:
@@ -226,7 +225,7 @@ class AccountStore:
 
     @staticmethod
     def _user_named(conn: Connection, name: str) -> User:
-        row = conn.execute(select(*_USER_COLUMNS).where(AdminUser.name == name)).first()
+        row = conn.exec_driver_sql(_USER_NAMED, (name,)).first()
         if row is None:
             raise UnknownUser(f"no user {name!r}")
         return _user(row)
@@ -234,12 +233,10 @@ class AccountStore:
     # -- tokens --------------------------------------------------------------------------
 
     def add_token(self, name: str, role: Role, token_hash: str, created_by: str) -> Token:
-        values = {"name": name, "role": role, "token_hash": token_hash, "created_by": created_by}
         try:
             with self.db.connect() as conn:
-                conn.execute(insert(AdminToken).values(**values))
-                row = conn.execute(select(*_TOKEN_COLUMNS).where(AdminToken.name == name)).one()
-                return _token(row)
+                conn.exec_driver_sql(_ADD_TOKEN, (name, role, token_hash, created_by))
+                return _token(conn.exec_driver_sql(_TOKEN_NAMED, (name,)).one())
         except DuplicateKey:
             raise TokenExists(
                 f"a token named {name!r} exists already (revoked tokens keep their names)"
@@ -247,56 +244,35 @@ class AccountStore:
 
     def tokens(self, after: str | None = None, limit: int | None = None) -> list[Token]:
         """Tokens by name, revoked ones too: those after `after`, at most `limit`."""
-        query = select(*_TOKEN_COLUMNS).order_by(AdminToken.name).limit(limit)
-        if after is not None:
-            query = query.where(AdminToken.name > after)
-        with self.db.connect() as conn:
-            return [_token(r) for r in conn.execute(query)]
+        query = page_query(_TOKENS, _TOKENS_AFTER, after, limit)
+        return [_token(r) for r in self.db.select(*query)]
 
     def token_named(self, name: str) -> Token | None:
-        with self.db.connect() as conn:
-            row = conn.execute(select(*_TOKEN_COLUMNS).where(AdminToken.name == name)).first()
-        return None if row is None else _token(row)
+        rows = self.db.select(_TOKEN_NAMED, (name,))
+        return _token(rows[0]) if rows else None
 
     def revoke_token_id(self, token_id: int) -> bool:
         """Revoke the token of this id if it is live; False when there is no such live
         token (gone, or revoked already)."""
-        statement = (
-            update(AdminToken)
-            .where(AdminToken.id == token_id, AdminToken.revoked_at.is_(None))
-            .values(revoked_at=_NOW)
-        )
         with self.db.connect() as conn:
-            return int(conn.execute(statement).rowcount) == 1
+            return int(conn.exec_driver_sql(_REVOKE_ID, (token_id,)).rowcount) == 1
 
     def revoke_token(self, name: str) -> Token | None:
         """Revoke the token (a revoked one stays as it was); None when there is none."""
         with self.db.connect() as conn:
-            conn.execute(
-                update(AdminToken)
-                .where(AdminToken.name == name, AdminToken.revoked_at.is_(None))
-                .values(revoked_at=_NOW)
-            )
-            row = conn.execute(select(*_TOKEN_COLUMNS).where(AdminToken.name == name)).first()
+            conn.exec_driver_sql(_REVOKE, (name,))
+            row = conn.exec_driver_sql(_TOKEN_NAMED, (name,)).first()
         return None if row is None else _token(row)
 
     def use_token(self, token_hash: str) -> Token | None:
         """The live (unrevoked) token with this hash, its last use moved to now when the
         one written is a minute old or more; None when there is none."""
-        t = AdminToken
-        live = select(*_TOKEN_COLUMNS).where(t.token_hash == token_hash, t.revoked_at.is_(None))
         with self.db.connect() as conn:
-            row = conn.execute(live).first()
+            row = conn.exec_driver_sql(_LIVE_TOKEN, (token_hash,)).first()
             if row is None:
                 return None
-            stale = t.last_used_at.is_(None) | (t.last_used_at <= _TOUCHED_BEFORE)
-            touched = conn.execute(
-                update(t)
-                .where(t.id == row.id, t.revoked_at.is_(None), stale)
-                .values(last_used_at=_NOW)
-            ).rowcount
-            if touched:
-                row = conn.execute(live).first()
+            if conn.exec_driver_sql(_TOUCH_TOKEN, (row[0],)).rowcount:
+                row = conn.exec_driver_sql(_LIVE_TOKEN, (token_hash,)).first()
         return None if row is None else _token(row)
 
     # -- failed sign-ins ---------------------------------------------------------------
@@ -314,12 +290,7 @@ class AccountStore:
         with self.db.transaction() as cursor:
             for scope in ordered:
                 cursor.execute(_TAKE_COUNTER, (scope,))
-            marks = ", ".join(["%s"] * len(ordered))
-            cursor.execute(
-                "SELECT scope, failures, first_at, last_at, NOW(6) FROM admin_login_failure "
-                f"WHERE scope IN ({marks}) FOR UPDATE",
-                tuple(ordered),
-            )
+            cursor.execute(*counters_query(ordered))
             rows = cursor.fetchall()
             now = rows[0][4]
             counters = {
@@ -335,7 +306,7 @@ class AccountStore:
         attempt was counted as in `take_back` is taken back."""
         with self.db.transaction() as cursor:
             cursor.execute(_FORGIVE, (take_back,))
-            cursor.execute("DELETE FROM admin_login_failure WHERE scope = %s", (clear,))
+            cursor.execute(_CLEAR, (clear,))
 
     def prune_failures(self, older_than: float, chunk: int) -> int:
         """Delete up to `chunk` failure counters whose last failure is more than older_than

@@ -36,6 +36,9 @@ _HELD = (
 _BUMP = "UPDATE consumer_group SET generation = generation + 1 WHERE id = %s"
 
 
+_GENERATION = "SELECT generation FROM consumer_group WHERE id = %s"
+
+
 def _row(r: tuple[object, ...]) -> AssignmentRow:
     return AssignmentRow(
         partition=int(r[0]),  # type: ignore[call-overload]
@@ -71,11 +74,7 @@ class AssignmentStore:
             fence(conn, group_id, client_id, epoch)
             reap(conn, group_id)
             conn.exec_driver_sql(_BUMP, (group_id,))
-            generation = int(
-                conn.exec_driver_sql(
-                    "SELECT generation FROM consumer_group WHERE id = %s", (group_id,)
-                ).scalar_one()
-            )
+            generation = int(conn.exec_driver_sql(_GENERATION, (group_id,)).scalar_one())
             if grants:
                 params = [(c, generation, group_id, p) for p, c in sorted(grants.items())]
                 conn.exec_driver_sql(_GRANT, params)

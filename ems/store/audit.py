@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
-
-from sqlalchemy import String, insert, select
-from sqlalchemy.engine import Row
 
 from ems.models import AdminAudit
 from ems.store.database import Database
@@ -28,20 +25,20 @@ PARAMS_CHARS = 16_000
 MARK = "…"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
-_COLUMNS = (
-    AdminAudit.id,
-    AdminAudit.at,
-    AdminAudit.actor,
-    AdminAudit.address,
-    AdminAudit.user_agent,
-    AdminAudit.action,
-    AdminAudit.target,
-    AdminAudit.params,
-    AdminAudit.before_state,
-    AdminAudit.after_state,
-    AdminAudit.outcome,
-    AdminAudit.detail,
+_SEARCH = (
+    "SELECT id, at, actor, address, user_agent, action, target, params, before_state, "
+    "after_state, outcome, detail FROM admin_audit{where} ORDER BY id DESC LIMIT %s"
 )
+#: A search's optional filters, by the AuditFilter field each tests.
+_FILTERS = {
+    "actor": "actor = %s",
+    "action": "action = %s",
+    "target_prefix": "target LIKE %s ESCAPE '/'",
+    "since": "at >= %s",
+    "until": "at < %s",
+    "before_id": "id < %s",
+}
+_INSERT = "INSERT INTO admin_audit ({columns}) VALUES ({values})"
 
 
 def _text(value: object) -> str:
@@ -85,9 +82,9 @@ def params_json(params: Mapping[str, object] | None) -> dict[str, Any]:
 
 
 def _limit(column: Any) -> int:
-    kind = column.type
-    assert isinstance(kind, String) and kind.length is not None
-    return int(kind.length)
+    length = getattr(column.type, "length", None)
+    assert length is not None
+    return int(length)
 
 
 _SIZES = {
@@ -96,22 +93,46 @@ _SIZES = {
 }
 
 
-def _entry(row: Row[Any]) -> AuditEntry:
-    params = row.params if isinstance(row.params, dict) else {}
+def _entry(row: Sequence[Any]) -> AuditEntry:
+    params = json.loads(row[7]) if row[7] is not None else None
     return AuditEntry(
-        actor=row.actor,
-        address=row.address,
-        user_agent=row.user_agent,
-        action=row.action,
-        target=row.target,
-        params=params,
-        outcome=row.outcome,
-        before=row.before_state,
-        after=row.after_state,
-        detail=row.detail,
-        at=row.at,
-        id=int(row.id),
+        actor=row[2],
+        address=row[3],
+        user_agent=row[4],
+        action=row[5],
+        target=row[6],
+        params=params if isinstance(params, dict) else {},
+        outcome=row[10],
+        before=row[8],
+        after=row[9],
+        detail=row[11],
+        at=row[1],
+        id=int(row[0]),
     )
+
+
+def insert_statement(values: Mapping[str, object]) -> tuple[str, tuple[object, ...]]:
+    """The INSERT of an entry's columns (`at` only when the entry gives one)."""
+    sql = _INSERT.format(columns=", ".join(values), values=", ".join(["%s"] * len(values)))
+    return sql, tuple(values.values())
+
+
+def _like_prefix(prefix: str) -> str:
+    escaped = prefix.replace("/", "//").replace("%", "/%").replace("_", "/_")
+    return escaped + "%"
+
+
+def search_query(f: AuditFilter, limit: int) -> tuple[str, tuple[object, ...]]:
+    """The search for the filter's set fields, newest first."""
+    conditions, params = [], []
+    for field, condition in _FILTERS.items():
+        value = getattr(f, field)
+        if value is None or (field == "target_prefix" and not value):
+            continue
+        conditions.append(condition)
+        params.append(_like_prefix(value) if field == "target_prefix" else value)
+    where = " WHERE " + " AND ".join(conditions) if conditions else ""
+    return _SEARCH.format(where=where), (*params, limit)
 
 
 _OLD = "DELETE FROM admin_audit WHERE at < NOW(6) - INTERVAL %s MICROSECOND LIMIT %s"
@@ -134,7 +155,7 @@ class AuditStore:
             name: cut_chars(getattr(entry, name), size) for name, size in _SIZES.items()
         }
         values.update(
-            params=params_json(entry.params),
+            params=json.dumps(params_json(entry.params)),
             before_state=cut_bytes(entry.before),
             after_state=cut_bytes(entry.after),
             detail=cut_bytes(entry.detail),
@@ -142,24 +163,8 @@ class AuditStore:
         if entry.at is not None:
             values["at"] = entry.at
         with self.db.connect() as conn:
-            result = conn.execute(insert(AdminAudit).values(**values))
-            return int(result.lastrowid)
+            return int(conn.exec_driver_sql(*insert_statement(values)).lastrowid)
 
     def search(self, f: AuditFilter, limit: int) -> list[AuditEntry]:
         """Matching entries, newest (highest id) first, at most `limit`."""
-        a = AdminAudit
-        query = select(*_COLUMNS).order_by(a.id.desc()).limit(limit)
-        if f.actor is not None:
-            query = query.where(a.actor == f.actor)
-        if f.action is not None:
-            query = query.where(a.action == f.action)
-        if f.target_prefix:
-            query = query.where(a.target.startswith(f.target_prefix, autoescape=True))
-        if f.since is not None:
-            query = query.where(a.at >= f.since)
-        if f.until is not None:
-            query = query.where(a.at < f.until)
-        if f.before_id is not None:
-            query = query.where(a.id < f.before_id)
-        with self.db.connect() as conn:
-            return [_entry(r) for r in conn.execute(query)]
+        return [_entry(r) for r in self.db.select(*search_query(f, limit))]

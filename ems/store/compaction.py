@@ -12,10 +12,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from ems.exceptions import EmsError, JobAlreadyRunning
+from ems.exceptions import EmsError, JobAlreadyRunning, StoreError
 from ems.store.database import Database
 from ems.store.lease_holders import gone_from_this_host, holder_name, renewing
 from ems.store.scheduler import SchedulerStore
@@ -51,6 +50,31 @@ _SUMMARY_UPDATES = ", ".join(
     )
 )
 
+_FIELDS = tuple(c.strip() for c in _RUN_COLUMNS.split(","))
+_UNFINISHED = f"SELECT {_RUN_COLUMNS} FROM compaction_run WHERE status <> 'done' ORDER BY id"
+_GET = f"SELECT {_RUN_COLUMNS} FROM compaction_run WHERE id = %s"
+_LOG_SPAN = "SELECT MIN(id), MAX(id) FROM topic_group_log"
+_START = (
+    "INSERT INTO compaction_run (cutoff, group_ids, min_id, max_id, archive_root, updated_at) "
+    "VALUES (%s, %s, %s, %s, %s, NOW(6))"
+)
+_STATUS = "UPDATE compaction_run SET status = %s, updated_at = NOW(6){sets}{finished} WHERE id = %s"
+_FINISHED = ", finished_at = NOW(6)"
+_CLEAR_STAGE = "DELETE FROM log_summary_stage WHERE run_id = %s"
+_MERGE = (
+    f"INSERT INTO log_summary ({_SUMMARY_COLUMNS}) "
+    f"SELECT {_SUMMARY_COLUMNS} FROM log_summary_stage WHERE run_id = %s "
+    f"ON DUPLICATE KEY UPDATE {_SUMMARY_UPDATES}"
+)
+_SUMMARY_COUNT = "SELECT COUNT(*) FROM log_summary WHERE run_id = %s"
+_DELETE_RANGE = "DELETE FROM topic_group_log WHERE id BETWEEN %s AND %s AND {where}"
+_DELETE_IDS = "DELETE FROM topic_group_log WHERE id IN ({ids}) AND {where}"
+_COUNT_DELETED = (
+    "UPDATE compaction_run SET deleted_through_id = GREATEST(deleted_through_id, %s), "
+    "deleted_rows = deleted_rows + %s, updated_at = NOW(6) WHERE id = %s"
+)
+_ARCHIVE = "SELECT {selected} FROM topic_group_log WHERE id BETWEEN {low} AND {high} AND {where}"
+
 
 def final_rows_predicate(cutoff: dt.datetime, group_ids: Sequence[int]) -> str:
     """SQL condition selecting the rows a run compacts (also re-checked by every DELETE,
@@ -71,14 +95,34 @@ def archive_query(run: CompactionRunInfo, columns: Sequence[str]) -> str:
     where = final_rows_predicate(run.cutoff, run.group_ids)
     # ENUM arrives as a padded CHAR over JDBC ('done '); TRIM makes it a plain string.
     selected = ", ".join("TRIM(state) AS state" if c == "state" else c for c in columns)
-    return (
-        f"SELECT {selected} FROM topic_group_log "
-        f"WHERE id BETWEEN {int(run.min_id)} AND {int(run.max_id)} AND {where}"
+    return _ARCHIVE.format(
+        selected=selected, low=int(run.min_id), high=int(run.max_id), where=where
     )
 
 
-def _run(row: Any) -> CompactionRunInfo:
-    values = dict(row._mapping)
+def status_statement(
+    run_id: int, status: str, counts: dict[str, int]
+) -> tuple[str, tuple[object, ...]]:
+    """The run row's new status, with counts (column: value) and, when done, its end."""
+    sets = "".join(f", {name} = %s" for name in counts)
+    finished = _FINISHED if status == "done" else ""
+    sql = _STATUS.format(sets=sets, finished=finished)
+    return sql, (status, *counts.values(), run_id)
+
+
+def delete_statement(
+    run: CompactionRunInfo, chunk: IdRange, exact_ids: Sequence[int] | None
+) -> tuple[str, tuple[object, ...]]:
+    """The DELETE of a chunk's archived rows: its id range, or exactly `exact_ids`."""
+    where = final_rows_predicate(run.cutoff, run.group_ids)
+    if exact_ids is None:
+        return _DELETE_RANGE.format(where=where), (chunk.low, chunk.high)
+    ids = ", ".join(str(int(i)) for i in exact_ids)
+    return _DELETE_IDS.format(ids=ids, where=where), ()
+
+
+def _run(row: Sequence[Any]) -> CompactionRunInfo:
+    values = dict(zip(_FIELDS, row, strict=True))
     raw = values.pop("group_ids")
     groups = tuple(int(g) for g in raw.split(",")) if raw else ()
     return CompactionRunInfo(group_ids=groups, **values)
@@ -113,20 +157,13 @@ class CompactionStore:
                 leases.release(hold)
 
     def unfinished(self) -> list[CompactionRunInfo]:
-        with self.db.connect() as conn:
-            rows = conn.execute(
-                text(
-                    f"SELECT {_RUN_COLUMNS} FROM compaction_run WHERE status <> 'done' ORDER BY id"
-                )
-            ).all()
-        return [_run(r) for r in rows]
+        return [_run(r) for r in self.db.select(_UNFINISHED, ())]
 
     def get(self, run_id: int) -> CompactionRunInfo:
-        with self.db.connect() as conn:
-            row = conn.execute(
-                text(f"SELECT {_RUN_COLUMNS} FROM compaction_run WHERE id = :id"), {"id": run_id}
-            ).one()
-        return _run(row)
+        rows = self.db.select(_GET, (run_id,))
+        if not rows:
+            raise StoreError(f"no compaction run {run_id}")
+        return _run(rows[0])
 
     def start(
         self, cutoff: dt.datetime, group_ids: Sequence[int], archive_root: str
@@ -134,33 +171,14 @@ class CompactionStore:
         """Record a new run with the id range it will read: rows inserted after this
         moment are left for the next run."""
         with self.db.connect() as conn:
-            low, high = conn.execute(text("SELECT MIN(id), MAX(id) FROM topic_group_log")).one()
-            result = conn.execute(
-                text(
-                    "INSERT INTO compaction_run (cutoff, group_ids, min_id, max_id, archive_root,"
-                    " updated_at) VALUES (:cutoff, :groups, :low, :high, :root, NOW(6))"
-                ),
-                {
-                    "cutoff": cutoff,
-                    "groups": ",".join(str(g) for g in group_ids) or None,
-                    "low": low,
-                    "high": high,
-                    "root": archive_root,
-                },
-            )
-            run_id = int(result.lastrowid)
+            low, high = conn.exec_driver_sql(_LOG_SPAN).one()
+            groups = ",".join(str(g) for g in group_ids) or None
+            params = (cutoff, groups, low, high, archive_root)
+            run_id = int(conn.exec_driver_sql(_START, params).lastrowid)
         return self.get(run_id)
 
     def _status(self, conn: Connection, run_id: int, status: str, **counts: int) -> None:
-        sets = "".join(f", {name} = :{name}" for name in counts)
-        finished = ", finished_at = NOW(6)" if status == "done" else ""
-        conn.execute(
-            text(
-                f"UPDATE compaction_run SET status = :status, updated_at = NOW(6){sets}"
-                f"{finished} WHERE id = :id"
-            ),
-            {"status": status, "id": run_id, **counts},
-        )
+        conn.exec_driver_sql(*status_statement(run_id, status, counts))
 
     def mark_archived(self, run_id: int, rows: int) -> None:
         with self.db.connect() as conn:
@@ -169,24 +187,15 @@ class CompactionStore:
     def clear_stage(self, run_id: int) -> None:
         """Drop what an interrupted attempt left in the staging table."""
         with self.db.connect() as conn:
-            conn.execute(text("DELETE FROM log_summary_stage WHERE run_id = :id"), {"id": run_id})
+            conn.exec_driver_sql(_CLEAR_STAGE, (run_id,))
 
     def merge_summaries(self, run_id: int) -> int:
         """Upsert the run's staged summaries and mark the run summarized, in one
         transaction. A rerun of the same run replaces its rows, so nothing counts twice."""
         with self.db.connect() as conn:
-            conn.execute(
-                text(
-                    f"INSERT INTO log_summary ({_SUMMARY_COLUMNS}) "
-                    f"SELECT {_SUMMARY_COLUMNS} FROM log_summary_stage WHERE run_id = :id "
-                    f"ON DUPLICATE KEY UPDATE {_SUMMARY_UPDATES}"
-                ),
-                {"id": run_id},
-            )
-            conn.execute(text("DELETE FROM log_summary_stage WHERE run_id = :id"), {"id": run_id})
-            count = conn.execute(
-                text("SELECT COUNT(*) FROM log_summary WHERE run_id = :id"), {"id": run_id}
-            ).scalar_one()
+            conn.exec_driver_sql(_MERGE, (run_id,))
+            conn.exec_driver_sql(_CLEAR_STAGE, (run_id,))
+            count = conn.exec_driver_sql(_SUMMARY_COUNT, (run_id,)).scalar_one()
             self._status(conn, run_id, "summarized", summary_rows=int(count))
         return int(count)
 
@@ -202,29 +211,12 @@ class CompactionStore:
         which cannot tell a chunk it deleted before from one a late row moved into."""
         if chunk.rows > MAX_DELETE_ROWS:
             raise ValueError(f"a delete chunk holds at most {MAX_DELETE_ROWS} rows")
-        where = final_rows_predicate(run.cutoff, run.group_ids)
         with self.db.connect() as conn:
-            if exact_ids is None:
-                deleted = conn.execute(
-                    text(f"DELETE FROM topic_group_log WHERE id BETWEEN :lo AND :hi AND {where}"),
-                    {"lo": chunk.low, "hi": chunk.high},
-                ).rowcount
-                if deleted > chunk.rows:
-                    conn.rollback()
-                    return None
-            else:
-                ids = ", ".join(str(int(i)) for i in exact_ids)
-                deleted = conn.execute(
-                    text(f"DELETE FROM topic_group_log WHERE id IN ({ids}) AND {where}")
-                ).rowcount
-            conn.execute(
-                text(
-                    "UPDATE compaction_run SET "
-                    "deleted_through_id = GREATEST(deleted_through_id, :hi), "
-                    "deleted_rows = deleted_rows + :n, updated_at = NOW(6) WHERE id = :id"
-                ),
-                {"hi": chunk.high, "n": deleted, "id": run.id},
-            )
+            deleted = conn.exec_driver_sql(*delete_statement(run, chunk, exact_ids)).rowcount
+            if exact_ids is None and deleted > chunk.rows:
+                conn.rollback()
+                return None
+            conn.exec_driver_sql(_COUNT_DELETED, (chunk.high, deleted, run.id))
         return int(deleted)
 
     def finish(self, run_id: int) -> None:

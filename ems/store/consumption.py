@@ -94,6 +94,17 @@ def offset_ranges(pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int, int]
     return runs
 
 
+def due_query(
+    group_id: int, partitions: Sequence[int], limit: int, max_bytes: int
+) -> tuple[str, tuple[object, ...]]:
+    sql = _DUE.format(partitions=", ".join(["%s"] * len(partitions)))
+    return sql, (group_id, *partitions, limit, max_bytes)
+
+
+def claim_statement(lease_us: int, ids: Sequence[int]) -> tuple[str, tuple[object, ...]]:
+    return _CLAIM.format(ids=", ".join(["%s"] * len(ids))), (lease_us, *ids)
+
+
 class Statements:
     """The settlement's statements: ems's own (on its connection), or qualified with the
     ems database's name and marking the log rows as settled exactly once (through the
@@ -210,15 +221,12 @@ class ConsumptionStore:
         while their bodies total at most max_bytes (the first whatever its size)."""
         if not partitions:
             return []
-        sql = _DUE.format(partitions=", ".join(["%s"] * len(partitions)))
-        rows = self.db.select(sql, (group_id, *partitions, limit, max_bytes))
+        rows = self.db.select(*due_query(group_id, partitions, limit, max_bytes))
         if not rows:
             return []
         ids = [r[0] for r in rows]
         with self.db.single() as cursor:
-            cursor.execute(
-                _CLAIM.format(ids=", ".join(["%s"] * len(ids))), (int(lease * _US), *ids)
-            )
+            cursor.execute(*claim_statement(int(lease * _US), ids))
         return [
             Delivery(
                 topic=topic,

@@ -63,6 +63,10 @@ _READ_ONLY = {1290, 1792, 1836}
 _GUARD_REFUSED = {1242}
 
 
+_SESSION_READ_COMMITTED = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"
+_NEXT_REPEATABLE_READ = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
+
+
 def _errno(exc: BaseException | None) -> int | None:
     args = getattr(exc, "args", ())
     return args[0] if args and isinstance(args[0], int) else None
@@ -216,7 +220,7 @@ def _node_gone(context: ExceptionContext) -> None:
 
 def _read_committed(dbapi_connection: Any, record: object) -> None:
     with dbapi_connection.cursor() as cursor:
-        cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        cursor.execute(_SESSION_READ_COMMITTED)
 
 
 #: Seconds after which an idle connection is replaced rather than reused, like the
@@ -469,7 +473,7 @@ class Database:
         with self.single() as cursor:
             conn = cursor.connection
             if repeatable_read:
-                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                cursor.execute(_NEXT_REPEATABLE_READ)
             conn.begin()
             try:
                 yield cursor

@@ -6,12 +6,15 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 
-from sqlalchemy import select, text
-
 from ems.exceptions import UnknownGroup
-from ems.models import ConsumerGroup, Topic
 from ems.store.database import Database
 from ems.types import GroupRef
+
+_NOW = "SELECT NOW(6)"
+_ALL = (
+    "SELECT g.id, g.name, g.topic_id, t.name FROM consumer_group g "
+    "JOIN topic t ON t.id = g.topic_id ORDER BY g.id"
+)
 
 
 class GroupRefStore:
@@ -20,20 +23,15 @@ class GroupRefStore:
 
     def now(self) -> dt.datetime:
         """The database clock (UTC), which every cutoff and window is measured against."""
-        with self.db.connect() as conn:
-            value = conn.execute(text("SELECT NOW(6)")).scalar_one()
+        ((value,),) = self.db.select(_NOW, ())
         assert isinstance(value, dt.datetime)
         return value
 
     def all(self) -> list[GroupRef]:
-        g, t = ConsumerGroup, Topic
-        query = (
-            select(g.id, g.name, g.topic_id, t.name.label("topic"))
-            .join(t, t.id == g.topic_id)
-            .order_by(g.id)
-        )
-        with self.db.connect() as conn:
-            return [GroupRef(**row._mapping) for row in conn.execute(query)]
+        return [
+            GroupRef(id=int(i), name=name, topic_id=int(t), topic=topic)
+            for i, name, t, topic in self.db.select(_ALL, ())
+        ]
 
     def resolve(self, names: Sequence[str], topic: str | None = None) -> list[GroupRef]:
         """The groups with these names (on `topic` if given); UnknownGroup names the first

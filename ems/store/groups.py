@@ -8,10 +8,9 @@ from contextlib import suppress
 from typing import Any
 
 from pymysql.cursors import Cursor
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection
 
 from ems.exceptions import GroupDeleting
-from ems.models import Message, PartitionLow
 from ems.store.database import Database
 from ems.store.errors import DuplicateKey, StaleGeneration
 from ems.types import GroupInfo, TopicInfo
@@ -20,6 +19,10 @@ _GROUP_COLUMNS = (
     "id, name, topic_id, mode, start_position, ordered, retry_ladder, max_attempts, "
     "ack_timeout_seconds, generation"
 )
+_GET = f"SELECT {_GROUP_COLUMNS}, deleting_at FROM consumer_group WHERE name = %s AND topic_id = %s"
+_BY_NAME = f"SELECT {_GROUP_COLUMNS} FROM consumer_group WHERE name = %s ORDER BY topic_id"
+_ALL = f"SELECT {_GROUP_COLUMNS} FROM consumer_group ORDER BY name, topic_id"
+_OFFSETS = "SELECT partition_no, committed_offset FROM group_offset WHERE group_id = %s"
 _ALL_OFFSETS = "SELECT group_id, partition_no, committed_offset FROM group_offset"
 _INSERT_GROUP = (
     "INSERT INTO consumer_group (name, topic_id, mode, start_position, ordered, retry_ladder, "
@@ -50,6 +53,9 @@ _COMMIT = (
     "WHERE o.group_id = %s AND a.client_id = %s AND ({owned}) "
     "AND a.state <> 'released' AND c.lease_expires_at > NOW(6)"
 )
+_CURSOR_CASE = "WHEN %s THEN %s"
+_OWNED = "(o.partition_no = %s AND a.generation = %s)"
+_OWNED_AT = "(o.partition_no = %s AND a.generation = %s AND o.committed_offset = %s)"
 
 # A pause is a lease on the database clock: taken only when no other pause holds, so one
 # reset at a time pauses a group, and one that dies leaves the group to resume by itself.
@@ -61,6 +67,15 @@ _PAUSE_LEFT = (
     "SELECT paused_until, TIMESTAMPDIFF(MICROSECOND, NOW(6), paused_until) "
     "FROM consumer_group WHERE id = %s AND paused_until > NOW(6)"
 )
+_FIRST_OFFSETS = (
+    "SELECT partition_no, MIN(offset_no) FROM message WHERE topic_id = %s "
+    "GROUP BY topic_id, partition_no"
+)
+_LAST_OFFSETS = (
+    "SELECT partition_no, MAX(offset_no) FROM message WHERE topic_id = %s "
+    "GROUP BY topic_id, partition_no"
+)
+_LOWS = "SELECT partition_no, low_offset FROM partition_low WHERE topic_id = %s"
 _RESUME = "UPDATE consumer_group SET paused_until = NULL WHERE id = %s AND paused_until = %s"
 _US = 1_000_000
 
@@ -87,27 +102,18 @@ class GroupStore:
     def get(self, name: str, topic_id: int) -> GroupInfo | None:
         """The group on the topic; None when there is none, GroupDeleting while a delete
         of it is under way (no consumer joins it then)."""
-        rows = self.db.select(
-            f"SELECT {_GROUP_COLUMNS}, deleting_at FROM consumer_group "
-            "WHERE name = %s AND topic_id = %s",
-            (name, topic_id),
-        )
+        rows = self.db.select(_GET, (name, topic_id))
         if rows and rows[0][-1] is not None:
             raise GroupDeleting(f"group {name!r} is being deleted")
         return group_info(rows[0]) if rows else None
 
     def by_name(self, name: str) -> list[GroupInfo]:
-        rows = self.db.select(
-            f"SELECT {_GROUP_COLUMNS} FROM consumer_group WHERE name = %s ORDER BY topic_id",
-            (name,),
-        )
+        rows = self.db.select(_BY_NAME, (name,))
         return [group_info(r) for r in rows]
 
     def all(self) -> list[GroupInfo]:
         """Every group's subscription, by name and topic id."""
-        rows = self.db.select(
-            f"SELECT {_GROUP_COLUMNS} FROM consumer_group ORDER BY name, topic_id", ()
-        )
+        rows = self.db.select(_ALL, ())
         return [group_info(r) for r in rows]
 
     def create(self, spec: GroupInfo, topic: TopicInfo) -> GroupInfo:
@@ -141,10 +147,7 @@ class GroupStore:
 
     def offsets(self, group_id: int) -> dict[int, int]:
         """Committed cursor (next offset to consume) per partition."""
-        rows = self.db.select(
-            "SELECT partition_no, committed_offset FROM group_offset WHERE group_id = %s",
-            (group_id,),
-        )
+        rows = self.db.select(_OFFSETS, (group_id,))
         return {int(p): int(o) for p, o in rows}
 
     def all_offsets(self) -> dict[int, dict[int, int]]:
@@ -198,13 +201,13 @@ def commit_cursors(
     if not cursors:
         return
     items = sorted(cursors.items())
-    owned_sql = "(o.partition_no = %s AND a.generation = %s)"
+    owned_sql = _OWNED
     owned = [v for p, (_, generation) in items for v in (p, generation)]
     if expected is not None:
-        owned_sql = "(o.partition_no = %s AND a.generation = %s AND o.committed_offset = %s)"
+        owned_sql = _OWNED_AT
         owned = [v for p, (_, g) in items for v in (p, g, expected[p])]
     sql = (statement or str)(_COMMIT).format(
-        values=" ".join(["WHEN %s THEN %s"] * len(items)),
+        values=" ".join([_CURSOR_CASE] * len(items)),
         owned=" OR ".join([owned_sql] * len(items)),
     )
     values = [v for p, (offset, _) in items for v in (p, offset)]
@@ -218,17 +221,10 @@ def commit_cursors(
 
 def start_offsets(conn: Connection, topic: TopicInfo, position: str) -> dict[int, int]:
     """Per partition: the first stored offset (earliest) or the next one (latest)."""
-    m = Message
     earliest = position == "earliest"
-    query = (
-        select(m.partition_no, func.min(m.offset_no) if earliest else func.max(m.offset_no))
-        .where(m.topic_id == topic.id)
-        .group_by(m.topic_id, m.partition_no)
-    )
-    found = {int(p): int(o) + (0 if earliest else 1) for p, o in conn.execute(query)}
+    ends = conn.exec_driver_sql(_FIRST_OFFSETS if earliest else _LAST_OFFSETS, (topic.id,))
+    found = {int(p): int(o) + (0 if earliest else 1) for p, o in ends}
     # A partition a purge emptied starts at its low watermark, not at 0.
-    lows = select(PartitionLow.partition_no, PartitionLow.low_offset).where(
-        PartitionLow.topic_id == topic.id
-    )
-    low = {int(p): int(o) for p, o in conn.execute(lows)}
+    lows = conn.exec_driver_sql(_LOWS, (topic.id,))
+    low = {int(p): int(o) for p, o in lows}
     return {p: found.get(p, low.get(p, 0)) for p in range(topic.partitions)}

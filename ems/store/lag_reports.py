@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import text
-
 from ems.store.database import Database
 from ems.values.rows import GroupLag, LagReportRun
 
@@ -25,6 +23,13 @@ _GROUPS = (
     f"SELECT group_id, topic_id, {WORST_GROUP_STATUS}, "
     "SUM(lag), COUNT(*) FROM lag_report WHERE report_id = %s GROUP BY group_id, topic_id"
 )
+_START = "INSERT INTO lag_report_run (status, as_of, window_seconds) VALUES ('running', %s, %s)"
+_FINISH = (
+    "UPDATE lag_report_run SET status = 'done', partitions = %s, finished_at = NOW(6) WHERE id = %s"
+)
+_KEEP_FLOOR = "SELECT id FROM lag_report_run ORDER BY id DESC LIMIT 1 OFFSET %s"
+_PRUNE_ROWS = "DELETE FROM lag_report WHERE report_id < %s"
+_PRUNE_RUNS = "DELETE FROM lag_report_run WHERE id < %s"
 
 
 class LagReportStore:
@@ -33,41 +38,21 @@ class LagReportStore:
 
     def start(self, as_of: dt.datetime, window_seconds: int) -> int:
         with self.db.connect() as conn:
-            result = conn.execute(
-                text(
-                    "INSERT INTO lag_report_run (status, as_of, window_seconds) "
-                    "VALUES ('running', :as_of, :window)"
-                ),
-                {"as_of": as_of, "window": window_seconds},
-            )
-            return int(result.lastrowid)
+            return int(conn.exec_driver_sql(_START, (as_of, window_seconds)).lastrowid)
 
     def finish(self, report_id: int, partitions: int) -> None:
         """Publish the report: the console reads only runs marked done."""
         with self.db.connect() as conn:
-            conn.execute(
-                text(
-                    "UPDATE lag_report_run SET status = 'done', partitions = :n, "
-                    "finished_at = NOW(6) WHERE id = :id"
-                ),
-                {"n": partitions, "id": report_id},
-            )
+            conn.exec_driver_sql(_FINISH, (partitions, report_id))
 
     def prune(self, keep: int) -> int:
         """Keep the newest `keep` reports (and drop rows of runs that never finished)."""
         with self.db.connect() as conn:
-            floor = conn.execute(
-                text("SELECT id FROM lag_report_run ORDER BY id DESC LIMIT 1 OFFSET :k"),
-                {"k": max(keep - 1, 0)},
-            ).scalar()
+            floor = conn.exec_driver_sql(_KEEP_FLOOR, (max(keep - 1, 0),)).scalar()
             if floor is None:
                 return 0
-            conn.execute(text("DELETE FROM lag_report WHERE report_id < :f"), {"f": floor})
-            return int(
-                conn.execute(
-                    text("DELETE FROM lag_report_run WHERE id < :f"), {"f": floor}
-                ).rowcount
-            )
+            conn.exec_driver_sql(_PRUNE_ROWS, (floor,))
+            return int(conn.exec_driver_sql(_PRUNE_RUNS, (floor,)).rowcount)
 
     def newest_run(self) -> LagReportRun | None:
         """The newest published report (None: no report was published yet)."""

@@ -69,6 +69,14 @@ _HOLD = (
 )
 
 
+_DELETE_CLIENT = "DELETE FROM consumer_client WHERE client_id = %s"
+_EPOCH = "SELECT epoch FROM group_leader WHERE group_id = %s"
+_RESIGN = (
+    "UPDATE group_leader SET lease_expires_at = NOW(6) "
+    "WHERE group_id = %s AND client_id = %s AND epoch = %s"
+)
+
+
 class LeaseStore:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -96,7 +104,7 @@ class LeaseStore:
 
     def delete(self, client_id: str) -> None:
         with self.db.single() as cursor:
-            cursor.execute("DELETE FROM consumer_client WHERE client_id = %s", (client_id,))
+            cursor.execute(_DELETE_CLIENT, (client_id,))
 
     def members(self, group_id: int) -> list[MemberInfo]:
         """Every client row of the group, live or expired, with the time left on its lease."""
@@ -115,9 +123,7 @@ class LeaseStore:
             params = (client_id, client_id, int(ttl * _US), group_id, client_id)
             if conn.exec_driver_sql(_LEAD, params).rowcount != 1:
                 return None
-            row = conn.exec_driver_sql(
-                "SELECT epoch FROM group_leader WHERE group_id = %s", (group_id,)
-            ).one()
+            row = conn.exec_driver_sql(_EPOCH, (group_id,)).one()
             return int(row[0])
 
     def leader(self, group_id: int) -> LeaderInfo | None:
@@ -132,11 +138,7 @@ class LeaseStore:
     def resign(self, group_id: int, client_id: str, epoch: int) -> None:
         """Give the row up at once so the next client need not wait out the lease."""
         with self.db.single() as cursor:
-            cursor.execute(
-                "UPDATE group_leader SET lease_expires_at = NOW(6) "
-                "WHERE group_id = %s AND client_id = %s AND epoch = %s",
-                (group_id, client_id, epoch),
-            )
+            cursor.execute(_RESIGN, (group_id, client_id, epoch))
 
 
 class LeaseHeartbeat:

@@ -76,6 +76,18 @@ _GROUP_LIVE = (
 _CHUNK = "DELETE FROM {table} WHERE {key} = %s ORDER BY {order} LIMIT %s"
 
 
+def chunk_statement(table: str, key: str, order: str) -> str:
+    """The chunked DELETE of a table's rows whose `key` column holds a value (the names
+    are the store's own, never input)."""
+    return _CHUNK.format(table=table, key=key, order=order)
+
+
+_REMOVE_HEADS = "DELETE FROM partition_head WHERE topic_id = %s"
+_REMOVE_LOWS = "DELETE FROM partition_low WHERE topic_id = %s"
+_REMOVE_TOPIC = "DELETE FROM topic WHERE id = %s"
+_REMOVE_GROUP = "DELETE FROM consumer_group WHERE id = %s"
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class GroupRow:
     id: int
@@ -147,9 +159,9 @@ class LifecycleStore:
         """The topic row, its partition heads and low watermarks (a few rows each), in
         one transaction: the last step of a delete."""
         with self.db.transaction() as cursor:
-            cursor.execute("DELETE FROM partition_head WHERE topic_id = %s", (topic_id,))
-            cursor.execute("DELETE FROM partition_low WHERE topic_id = %s", (topic_id,))
-            cursor.execute("DELETE FROM topic WHERE id = %s", (topic_id,))
+            cursor.execute(_REMOVE_HEADS, (topic_id,))
+            cursor.execute(_REMOVE_LOWS, (topic_id,))
+            cursor.execute(_REMOVE_TOPIC, (topic_id,))
 
     def alter(self, topic_id: int, retention_hours: int, max_body_bytes: int) -> None:
         with self.db.single() as cursor:
@@ -177,7 +189,7 @@ class LifecycleStore:
 
     def remove_group(self, group_id: int) -> None:
         with self.db.single() as cursor:
-            cursor.execute("DELETE FROM consumer_group WHERE id = %s", (group_id,))
+            cursor.execute(_REMOVE_GROUP, (group_id,))
 
     # -- chunks ----------------------------------------------------------------------
 
@@ -201,7 +213,7 @@ class LifecycleStore:
     ) -> Drained:
         drained = Drained(rows={}, statements={})
         for table, order in tables:
-            sql = _CHUNK.format(table=table, key=key, order=order)
+            sql = chunk_statement(table, key, order)
             rows, statements = self._chunks(sql, value, chunk, pause)
             if statements:
                 drained.rows[table] = rows

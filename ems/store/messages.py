@@ -12,9 +12,8 @@ from binascii import hexlify
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Select, func, select
+from sqlalchemy import Connection
 
-from ems.models import Message
 from ems.store.database import Database
 from ems.store.errors import BelowLowWatermark
 from ems.types import Fetched, NewMessage, StoredMessage, TopicInfo
@@ -67,12 +66,14 @@ _TOKEN_AT = (
     "SELECT write_token FROM message WHERE topic_id = %s AND partition_no = %s AND offset_no = %s"
 )
 
-#: One less than the next offset of every partition of a topic that has rows (the text of
-#: next_offsets_query, for the asyncio producer's driver).
+#: One less than the next offset of every partition of a topic that has rows. Grouping by
+#: the whole key prefix lets MySQL answer with a loose index scan, one index dive per
+#: partition, however many rows the topic holds (the asyncio producer runs it too).
 NEXT_OFFSETS = (
     "SELECT partition_no, MAX(offset_no) FROM message WHERE topic_id = %s "
     "GROUP BY topic_id, partition_no"
 )
+_NOW = "SELECT NOW(6)"
 _LOW = "SELECT low_offset FROM partition_low WHERE topic_id = %s AND partition_no = %s"
 _LOWS = "SELECT partition_no, low_offset FROM partition_low WHERE topic_id = %s"
 _ALL_LOWS = "SELECT topic_id, partition_no, low_offset FROM partition_low"
@@ -158,15 +159,17 @@ _ROW_OVERHEAD = 120
 _HEX_ROW_BYTES = 256 * 1024
 
 
-def next_offsets_query(topic_id: int) -> Select[tuple[int, int]]:
-    """Grouping by the whole key prefix lets MySQL answer with a loose index scan, one
-    index dive per partition, however many rows the topic holds."""
-    m = Message
-    return (
-        select(m.partition_no, func.max(m.offset_no))
-        .where(m.topic_id == topic_id)
-        .group_by(m.topic_id, m.partition_no)
-    )
+def lock_lows_query(topic_id: int, partitions: Sequence[int]) -> tuple[str, tuple[object, ...]]:
+    """The locking read of the partitions' low watermarks (the escaped insert's guard)."""
+    return _LOCK_LOWS.format(",".join(["%s"] * len(partitions))), (topic_id, *partitions)
+
+
+def bodies_query(
+    topic_id: int, partition: int, offsets: Sequence[int]
+) -> tuple[str, tuple[object, ...]]:
+    """The read of the bodies a fetch left out, by offset."""
+    sql = _BODIES.format(offsets=", ".join(["%s"] * len(offsets)))
+    return sql, (topic_id, partition, *offsets)
 
 
 def insert_statements(
@@ -305,11 +308,10 @@ class MessageStore:
         ]
         params[0] = (*params[0][:-1], token)
         partitions = sorted({m.partition for m in messages})
-        lock = _LOCK_LOWS.format(",".join(["%s"] * len(partitions)))
         with self.db.transaction(repeatable_read=True) as cursor:
             if routed is not None:
                 check_routed(cursor, messages[0].topic_id, routed)
-            cursor.execute(lock, (messages[0].topic_id, *partitions))
+            cursor.execute(*lock_lows_query(messages[0].topic_id, partitions))
             lows = {int(p): int(low) for p, low in cursor.fetchall()}
             if below_low(lows, messages):
                 raise BelowLowWatermark("an offset lies below its partition's low watermark")
@@ -322,7 +324,7 @@ class MessageStore:
 
     def now(self) -> dt.datetime:
         """The database clock, which judges the age of a hole."""
-        return self.db.select("SELECT NOW(6)", ())[0][0]  # type: ignore[no-any-return]
+        return self.db.select(_NOW, ())[0][0]  # type: ignore[no-any-return]
 
     def low_offset(self, topic_id: int, partition: int) -> int | None:
         """The partition's low watermark: every offset below it was purged (None: none)."""
@@ -392,8 +394,8 @@ class MessageStore:
         """The bodies at these offsets of the partition, by offset."""
         if not offsets:
             return {}
-        sql = _BODIES.format(offsets=", ".join(["%s"] * len(offsets)))
-        return {int(o): b for o, b in self.db.select(sql, (topic_id, partition, *offsets))}
+        rows = self.db.select(*bodies_query(topic_id, partition, offsets))
+        return {int(o): b for o, b in rows}
 
     def write_token_at(self, topic_id: int, partition: int, offset: int) -> int | None:
         """The write token stored with the row at this place (None: no row, or a row
@@ -403,8 +405,8 @@ class MessageStore:
 
     def next_offsets(self, topic_id: int) -> dict[int, int]:
         """One past the highest stored offset, per partition that has rows."""
-        with self.db.connect() as conn:
-            return {int(p): int(top) + 1 for p, top in conn.execute(next_offsets_query(topic_id))}
+        rows = self.db.select(NEXT_OFFSETS, (topic_id,))
+        return {int(p): int(top) + 1 for p, top in rows}
 
     def low_offsets(self, topic_id: int) -> dict[int, int]:
         """Per partition of the topic that has been purged, its low watermark."""

@@ -9,7 +9,6 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import text
 
 from ems.config import Settings
 from ems.exceptions import InvalidSetting
@@ -18,6 +17,9 @@ from ems.store.driver import create_engine
 from ems.store.nodes import usable_node_url
 
 ROOT = Path(__file__).resolve().parents[2]
+_EXISTS = "SELECT 1 FROM information_schema.schemata WHERE schema_name = %s"
+#: {name} is checked against [A-Za-z0-9_] first.
+_CREATE = "CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
 
 
 def alembic_config(settings: Settings) -> Config:
@@ -47,15 +49,9 @@ def create_database(settings: Settings) -> bool:
     )
     try:
         with wrap_errors(), server.connect() as conn:
-            exists = conn.execute(
-                text("SELECT 1 FROM information_schema.schemata WHERE schema_name = :n"),
-                {"n": name},
-            ).first()
-            if exists:
+            if conn.exec_driver_sql(_EXISTS, (name,)).first():
                 return False
-            conn.execute(
-                text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
-            )
+            conn.exec_driver_sql(_CREATE.format(name=name))
             return True
     finally:
         server.dispose()

@@ -15,7 +15,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
-from sqlalchemy import text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -34,45 +33,45 @@ _TABLE = (
 # expiry follows it (ON DUPLICATE KEY UPDATE assigns in order).
 _TAKE = (
     "INSERT INTO ems_migration_lease (name, holder, expires_at) "
-    "VALUES ('migrations', :holder, NOW(6) + INTERVAL :us MICROSECOND) "
+    "VALUES ('migrations', %s, NOW(6) + INTERVAL %s MICROSECOND) "
     "ON DUPLICATE KEY UPDATE "
     "holder = IF(expires_at <= NOW(6) OR holder = VALUES(holder), VALUES(holder), holder), "
     "expires_at = IF(holder = VALUES(holder), VALUES(expires_at), expires_at)"
 )
 _HOLDER = "SELECT holder FROM ems_migration_lease WHERE name = 'migrations'"
 _TAKE_FROM = (
-    "UPDATE ems_migration_lease SET holder = :holder, "
-    "expires_at = NOW(6) + INTERVAL :us MICROSECOND WHERE name = 'migrations' AND holder = :gone"
+    "UPDATE ems_migration_lease SET holder = %s, "
+    "expires_at = NOW(6) + INTERVAL %s MICROSECOND WHERE name = 'migrations' AND holder = %s"
 )
 _RENEW = (
-    "UPDATE ems_migration_lease SET expires_at = NOW(6) + INTERVAL :us MICROSECOND "
-    "WHERE name = 'migrations' AND holder = :holder"
+    "UPDATE ems_migration_lease SET expires_at = NOW(6) + INTERVAL %s MICROSECOND "
+    "WHERE name = 'migrations' AND holder = %s"
 )
-_RELEASE = "DELETE FROM ems_migration_lease WHERE name = 'migrations' AND holder = :holder"
+_RELEASE = "DELETE FROM ems_migration_lease WHERE name = 'migrations' AND holder = %s"
 
 
-def _statement(engine: Engine, sql: str, **params: object) -> int:
+def _statement(engine: Engine, sql: str, *params: object) -> int:
     with engine.connect() as conn:
-        done = conn.execute(text(sql), params)
+        done = conn.exec_driver_sql(sql, params)
         conn.commit()
         return int(done.rowcount)
 
 
 def _holder(engine: Engine) -> str | None:
     with engine.connect() as conn:
-        found = conn.execute(text(_HOLDER)).scalar()
+        found = conn.exec_driver_sql(_HOLDER).scalar()
     return None if found is None else str(found)
 
 
 def try_take(engine: Engine, holder: str) -> bool:
     """Take the lease for `holder` if it is free, lapsed, ours, or held by a process of
     this host that no longer runs."""
-    _statement(engine, _TAKE, holder=holder, us=_TTL_US)
+    _statement(engine, _TAKE, holder, _TTL_US)
     current = _holder(engine)
     if current == holder:
         return True
     if current is not None and gone_from_this_host(current):
-        return _statement(engine, _TAKE_FROM, holder=holder, us=_TTL_US, gone=current) == 1
+        return _statement(engine, _TAKE_FROM, holder, _TTL_US, current) == 1
     return False
 
 
@@ -89,11 +88,11 @@ def migration_lease(engine: Engine, wait: float = 60.0) -> Iterator[None]:
         time.sleep(0.5)
     try:
         with renewing(
-            lambda: _statement(engine, _RENEW, holder=holder, us=_TTL_US) == 1,
+            lambda: _statement(engine, _RENEW, _TTL_US, holder) == 1,
             LEASE_TTL / 3,
             "migration lease",
         ):
             yield
     finally:
         with suppress(SQLAlchemyError):
-            _statement(engine, _RELEASE, holder=holder)
+            _statement(engine, _RELEASE, holder)

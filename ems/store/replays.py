@@ -37,6 +37,11 @@ _QUEUE = (
 TimeKey = tuple[dt.datetime, int]
 
 
+def queue_statement(group_id: int, message_ids: Sequence[int]) -> tuple[str, tuple[object, ...]]:
+    sql = _QUEUE.format(ids=", ".join(["%s"] * len(message_ids)))
+    return sql, (group_id, group_id, *message_ids)
+
+
 class ReplayStore:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -67,7 +72,6 @@ class ReplayStore:
         """Make these messages due retries of the group now; returns how many."""
         if not message_ids:
             return 0
-        sql = _QUEUE.format(ids=", ".join(["%s"] * len(message_ids)))
         with self.db.single() as cursor:
-            cursor.execute(sql, (group_id, group_id, *message_ids))
+            cursor.execute(*queue_statement(group_id, message_ids))
         return len(message_ids)

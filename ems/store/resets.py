@@ -88,6 +88,9 @@ _DROP_RETRIES = (
 )
 
 
+_GENERATION = "SELECT generation FROM consumer_group WHERE id = %s"
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Landed:
     """What the landing transaction found and wrote."""
@@ -181,11 +184,7 @@ class ResetStore:
             if problems:
                 raise PlanChanged("; ".join(problems))  # rolls the release back
             conn.exec_driver_sql(_BUMP_AND_RESUME, (group_id,))
-            generation = int(
-                conn.exec_driver_sql(
-                    "SELECT generation FROM consumer_group WHERE id = %s", (group_id,)
-                ).scalar_one()
-            )
+            generation = int(conn.exec_driver_sql(_GENERATION, (group_id,)).scalar_one())
             items = sorted(cursors.items())
             conn.exec_driver_sql(_SET_CURSOR, [(o, generation, group_id, p) for p, o in items])
             for p, o in items:

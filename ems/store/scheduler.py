@@ -77,6 +77,9 @@ _PRUNE = (
 )
 
 
+_EPOCH = "SELECT epoch FROM scheduler_lease WHERE name = %s"
+
+
 def _run(row: tuple[Any, ...]) -> JobRunInfo:
     counts = row[4]
     if isinstance(counts, str | bytes):
@@ -91,6 +94,10 @@ def _run(row: tuple[Any, ...]) -> JobRunInfo:
         started_at=row[6],
         finished_at=row[7],
     )
+
+
+def last_runs_query(jobs: Sequence[str]) -> tuple[str, tuple[object, ...]]:
+    return _LAST_RUNS.format(jobs=", ".join(["%s"] * len(jobs))), tuple(jobs)
 
 
 class SchedulerStore:
@@ -118,7 +125,7 @@ class SchedulerStore:
 
     @staticmethod
     def _epoch(cursor: Cursor, name: str) -> int:
-        cursor.execute("SELECT epoch FROM scheduler_lease WHERE name = %s", (name,))
+        cursor.execute(_EPOCH, (name,))
         return int(cursor.fetchone()[0])
 
     def check(self, hold: Hold, ttl: float | None = None) -> bool:
@@ -169,7 +176,7 @@ class SchedulerStore:
         """The newest run of each of these jobs that has one."""
         if not jobs:
             return {}
-        rows = self.db.select(_LAST_RUNS.format(jobs=", ".join(["%s"] * len(jobs))), (*jobs,))
+        rows = self.db.select(*last_runs_query(jobs))
         return {run.job: run for run in map(_run, rows)}
 
     def runs(self, limit: int = 100) -> list[JobRunInfo]:

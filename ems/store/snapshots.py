@@ -10,11 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from typing import Any
 
-from sqlalchemy import Select, select, text
-
-from ems.models import ConsumerGroup, GroupOffset, Message
 from ems.store.database import Database
 from ems.store.messages import HighWatermarks, all_high_watermarks
 
@@ -22,6 +18,21 @@ _INSERT = (
     "INSERT INTO offset_snapshot (captured_at, group_id, topic_id, partition_no, "
     "committed_offset, high_watermark, committed_at, oldest_unconsumed_at) "
     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+)
+_NOW = "SELECT NOW(6)"
+# Each committed (group, partition) with the creation time of the message at its cursor.
+_COMMITTED = (
+    "SELECT o.group_id, g.topic_id, o.partition_no, o.committed_offset, o.updated_at, "
+    "(SELECT m.created_at FROM message m WHERE m.topic_id = g.topic_id "
+    "AND m.partition_no = o.partition_no AND m.offset_no = o.committed_offset) "
+    "FROM group_offset o JOIN consumer_group g ON g.id = o.group_id WHERE g.mode = 'cluster'"
+)
+_ID_RANGE = (
+    "SELECT MIN(id), MAX(id) FROM offset_snapshot WHERE captured_at > %s AND captured_at <= %s"
+)
+_WINDOW = (
+    "SELECT id, captured_at, group_id, topic_id, partition_no, committed_offset, "
+    "high_watermark, committed_at, oldest_unconsumed_at FROM offset_snapshot WHERE {where}"
 )
 
 
@@ -38,28 +49,7 @@ def window_query(
     )
     if group_ids:
         where += f" AND group_id IN ({', '.join(str(int(g)) for g in group_ids)})"
-    return (
-        "SELECT id, captured_at, group_id, topic_id, partition_no, committed_offset, "
-        f"high_watermark, committed_at, oldest_unconsumed_at FROM offset_snapshot WHERE {where}"
-    )
-
-
-def _committed_query() -> Select[Any]:
-    o, g, m = GroupOffset, ConsumerGroup, Message
-    oldest = (
-        select(m.created_at)
-        .where(
-            m.topic_id == g.topic_id,
-            m.partition_no == o.partition_no,
-            m.offset_no == o.committed_offset,
-        )
-        .scalar_subquery()
-    )
-    return (
-        select(o.group_id, g.topic_id, o.partition_no, o.committed_offset, o.updated_at, oldest)
-        .join(g, g.id == o.group_id)
-        .where(g.mode == "cluster")
-    )
+    return _WINDOW.format(where=where)
 
 
 class SnapshotStore:
@@ -71,10 +61,10 @@ class SnapshotStore:
         Every row of a capture carries the same captured_at (the database clock). `marks`:
         high watermarks the caller already read just now; read here when None."""
         with self.db.connect() as conn:
-            now = conn.execute(text("SELECT NOW(6)")).scalar_one()
+            ((now,),) = conn.exec_driver_sql(_NOW).all()
             if marks is None:
                 marks = all_high_watermarks(conn)
-            committed = conn.execute(_committed_query()).all()
+            committed = conn.exec_driver_sql(_COMMITTED).all()
         # A committed offset past the last stored message (retention purged the tail, or
         # the group committed at a watermark) is no lag; never report a negative one.
         rows = [
@@ -89,12 +79,5 @@ class SnapshotStore:
     def id_range(self, start: dt.datetime, end: dt.datetime) -> tuple[int, int] | None:
         """Primary-key bounds of the snapshots captured in (start, end], from the
         captured_at index; None when there are none."""
-        with self.db.connect() as conn:
-            low, high = conn.execute(
-                text(
-                    "SELECT MIN(id), MAX(id) FROM offset_snapshot "
-                    "WHERE captured_at > :start AND captured_at <= :end"
-                ),
-                {"start": start, "end": end},
-            ).one()
+        ((low, high),) = self.db.select(_ID_RANGE, (start, end))
         return None if low is None else (int(low), int(high))

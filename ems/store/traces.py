@@ -61,6 +61,13 @@ def _marks(values: Sequence[object]) -> str:
     return ", ".join(["%s"] * len(values))
 
 
+def for_groups(
+    template: str, group_ids: Sequence[int], *params: object
+) -> tuple[str, tuple[object, ...]]:
+    """A statement of these groups ({ids}), their ids first among its parameters."""
+    return template.format(ids=_marks(group_ids)), (*group_ids, *params)
+
+
 class TraceStore:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -82,7 +89,7 @@ class TraceStore:
     def logs(self, group_ids: Sequence[int], partition: int, offset: int) -> list[LogRow]:
         if not group_ids:
             return []
-        rows = self.db.select(_LOG.format(ids=_marks(group_ids)), (*group_ids, partition, offset))
+        rows = self.db.select(*for_groups(_LOG, group_ids, partition, offset))
         return [
             LogRow(
                 group_id=int(r[0]),
@@ -101,7 +108,7 @@ class TraceStore:
     def retries(self, group_ids: Sequence[int], partition: int, offset: int) -> list[RetryRow]:
         if not group_ids:
             return []
-        sql = _RETRY.format(ids=_marks(group_ids))
+        query = for_groups(_RETRY, group_ids, partition, offset)
         return [
             RetryRow(
                 group_id=int(r[0]),
@@ -111,7 +118,7 @@ class TraceStore:
                 created_at=r[4],
                 last_traceback=r[5],
             )
-            for r in self.db.select(sql, (*group_ids, partition, offset))
+            for r in self.db.select(*query)
         ]
 
     def dead(
@@ -123,17 +130,16 @@ class TraceStore:
         """The dead letters of this message, oldest first, without their bodies."""
         if not group_ids:
             return []
-        sql = _DEAD.format(ids=_marks(group_ids))
-        params = (*group_ids, partition, offset)
+        query = for_groups(_DEAD, group_ids, partition, offset)
         # Sorted here: an ORDER BY d.id would lead MySQL to scan the primary key instead.
-        return sorted((dead_letter(r) for r in self.db.select(sql, params)), key=lambda d: d.id)
+        return sorted((dead_letter(r) for r in self.db.select(*query)), key=lambda d: d.id)
 
     def cursors(self, group_ids: Sequence[int], partition: int) -> dict[int, int]:
         """Committed cursor (next offset to consume) of each group in this partition."""
         if not group_ids:
             return {}
-        sql = _CURSORS.format(ids=_marks(group_ids))
-        return {int(g): int(o) for g, o in self.db.select(sql, (*group_ids, partition))}
+        rows = self.db.select(*for_groups(_CURSORS, group_ids, partition))
+        return {int(g): int(o) for g, o in rows}
 
     def compactions_after(self, written_at: dt.datetime) -> list[CompactionCover]:
         """Compaction runs that may have deleted log rows of a message written then."""
