@@ -27,7 +27,13 @@ if TYPE_CHECKING:
     from ems.models.coordination import ConsumerClient, GroupLeader
     from ems.models.groups import ConsumerGroup, GroupOffset, PartitionAssignment
     from ems.models.logs import ConsumptionLog
-    from ems.models.messages import DeadMessage, Message, MessageTimeIndex, RetryMessage
+    from ems.models.messages import (
+        DeadMessage,
+        Message,
+        MessageTimeIndex,
+        MessageWrite,
+        RetryMessage,
+    )
     from ems.models.operations import (
         Alarm,
         AutoscaleDecision,
@@ -68,6 +74,7 @@ _HOMES = {
     "Message": "ems.models.messages",
     "MessageOutbox": "ems.models.outbox",
     "MessageTimeIndex": "ems.models.messages",
+    "MessageWrite": "ems.models.messages",
     "OffsetSnapshot": "ems.models.analytics",
     "OutboxRelay": "ems.models.outbox",
     "PartitionAssignment": "ems.models.groups",
@@ -106,6 +113,7 @@ __all__ = [
     "Message",
     "MessageOutbox",
     "MessageTimeIndex",
+    "MessageWrite",
     "OffsetSnapshot",
     "OutboxRelay",
     "PartitionAssignment",

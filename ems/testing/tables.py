@@ -116,6 +116,8 @@ class Tables:
     dead: list[DeadLetter] = field(default_factory=list)
     #: message id -> the write token stored with it (the first row of a producer's write).
     tokens: dict[int, int] = field(default_factory=dict)
+    #: (topic id, token) of every write named by its token (message_write).
+    named: set[tuple[int, int]] = field(default_factory=set)
     _ids: dict[str, int] = field(default_factory=dict)
     #: (topic id, partition) -> its stored offsets in order; message id -> row: the
     #: indexes a fetch, a watermark and a dead letter's copy use, as on the server.
