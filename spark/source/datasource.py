@@ -15,6 +15,8 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
     InputPartition,
 )
 from pyspark.sql.streaming.datasource import (
@@ -36,6 +38,7 @@ from pyspark.sql.types import (
 
 from ems.config import Settings
 from ems.store import Store
+from spark.sink.writers import EmsBatchWriter, EmsStreamWriter, sink_options
 from spark.source.options import EARLIEST, SourceOptions
 from spark.source.planner import Planner
 from spark.source.ranges import OffsetRange, Positions, from_json, to_json
@@ -71,7 +74,8 @@ class RangePartition(InputPartition):
 
 
 class EmsDataSource(DataSource):
-    """spark.read / spark.readStream .format("ems"): ems topics as Kafka-shaped rows."""
+    """spark.read / spark.readStream .format("ems"): ems topics as Kafka-shaped rows;
+    df.write / df.writeStream .format("ems"): rows published to ems topics (spark.sink)."""
 
     @classmethod
     def name(cls) -> str:
@@ -85,6 +89,12 @@ class EmsDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return EmsStreamReader(self._options(streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return EmsBatchWriter(sink_options(dict(self.options), schema))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return EmsStreamWriter(sink_options(dict(self.options), schema))
 
     def _options(self, *, streaming: bool) -> SourceOptions:
         # schema() is asked for batch and streaming queries alike; includeHeaders is all
