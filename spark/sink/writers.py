@@ -41,8 +41,12 @@ class Written(WriterCommitMessage):
     already: int
 
 
-def sink_options(options: dict[str, str], schema: StructType) -> SinkOptions:
-    """The sink's options, checked with the input's columns (on the driver)."""
+def sink_options(options: dict[str, str], schema: StructType, overwrite: bool) -> SinkOptions:
+    """The sink's options, checked with the input's columns (on the driver). A topic is
+    appended to, never overwritten: mode("overwrite") and outputMode("complete") are
+    refused."""
+    if overwrite:
+        raise InvalidInput("the ems sink appends to topics: use mode append (or update)")
     parsed = SinkOptions.parse(options)
     parsed.check_columns({f.name: f.dataType.simpleString() for f in schema.fields})
     return parsed

@@ -91,10 +91,10 @@ class EmsDataSource(DataSource):
         return EmsStreamReader(self._options(streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        return EmsBatchWriter(sink_options(dict(self.options), schema))
+        return EmsBatchWriter(sink_options(dict(self.options), schema, overwrite))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        return EmsStreamWriter(sink_options(dict(self.options), schema))
+        return EmsStreamWriter(sink_options(dict(self.options), schema, overwrite))
 
     def _options(self, *, streaming: bool) -> SourceOptions:
         # schema() is asked for batch and streaming queries alike; includeHeaders is all

@@ -1,0 +1,98 @@
+"""format("ems") as a sink, through the suite's local Spark session: a batch write in
+Kafka's columns, and a streaming copy whose last micro-batch Spark runs again (its commit
+taken out of the checkpoint, as a driver killed before committing leaves it): every
+message is stored once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+import ems
+from ems.config import Settings
+from spark.source import register
+from tests.spark.conftest import execute
+from tests.spark.test_source import topic
+
+
+@pytest.fixture
+def session(spark: SparkSession) -> SparkSession:
+    register(spark)
+    return spark
+
+
+def stored(settings: Settings, name: str) -> list[tuple[object, ...]]:
+    return execute(
+        settings,
+        "SELECT m.partition_no, m.msg_key, m.body, m.headers FROM message m "
+        "JOIN topic t ON t.id = m.topic_id WHERE t.name = %s AND m.tombstone = 0 "
+        "ORDER BY m.body",
+        (name,),
+    )
+
+
+def test_a_batch_write_publishes_kafka_shaped_rows(
+    session: SparkSession, settings: Settings
+) -> None:
+    topic(settings, "written", 3)
+    df = session.createDataFrame(
+        [("k1", b"a", "written", None, [("unit", b"C")]), (None, b"b", "written", 2, None)],
+        "key string, value binary, topic string, partition int, "
+        "headers array<struct<key:string,value:binary>>",
+    )
+
+    df.write.format("ems").mode("append").option("ems.database.url", settings.database_url).save()
+
+    rows = stored(settings, "written")
+    assert [(r[1], r[2], r[3]) for r in rows] == [(b"k1", b"a", '{"unit":"C"}'), (None, b"b", None)]
+    assert rows[1][0] == 2
+    no_value = session.createDataFrame([("x",)], "key string")
+    with pytest.raises(PySparkException, match="needs a value column"):
+        no_value.write.format("ems").mode("append").option("topic", "written").save()
+    assert len(stored(settings, "written")) == 2
+
+
+def copy(session: SparkSession, settings: Settings, checkpoint: Path) -> None:
+    """One Trigger.AvailableNow run of a copy from topic "from" to topic "to"."""
+    url = settings.database_url
+    query = (
+        session.readStream.format("ems")
+        .option("subscribe", "from")
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "20")
+        .option("ems.database.url", url)
+        .load()
+        .select("key", "value", F.lit("to").alias("topic"))
+        .writeStream.format("ems")
+        .option("ems.database.url", url)
+        .option("ems.write.rows", "7")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+
+
+def test_a_replayed_micro_batch_stores_nothing_twice(
+    session: SparkSession, settings: Settings, tmp_path: Path
+) -> None:
+    topic(settings, "from", 2)
+    topic(settings, "to", 2)
+    with ems.Producer(settings) as producer:
+        producer.send_batch("from", [ems.Record(b"m%02d" % i, key=f"k{i}") for i in range(50)])
+
+    copy(session, settings, tmp_path)
+    commits = sorted((tmp_path / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
+    assert len(commits) >= 3
+    last = commits[-1]
+    last.unlink()  # the driver died after the batch was written, before Spark committed it
+    (last.parent / f".{last.name}.crc").unlink(missing_ok=True)
+    copy(session, settings, tmp_path)
+
+    assert last.exists()  # the batch ran again
+    assert [r[2] for r in stored(settings, "to")] == [b"m%02d" % i for i in range(50)]
+    assert [r[2] for r in stored(settings, "from")] == [b"m%02d" % i for i in range(50)]
