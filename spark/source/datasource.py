@@ -39,7 +39,8 @@ from pyspark.sql.types import (
 from ems.config import Settings
 from ems.store import Store
 from spark.sink.writers import EmsBatchWriter, EmsStreamWriter, sink_options
-from spark.source.options import EARLIEST, SourceOptions
+from spark.source.lag import behind, report_lag
+from spark.source.options import SourceOptions
 from spark.source.planner import Planner
 from spark.source.ranges import OffsetRange, Positions, from_json, to_json
 from spark.source.read import Row, read_range
@@ -162,7 +163,7 @@ class EmsStreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailable
         self._target: Positions | None = None
 
     def initialOffset(self) -> dict[str, Any]:
-        return to_json(self.planner.resolve(self.options.starting, EARLIEST))
+        return to_json(self.planner.start())
 
     def getDefaultReadLimit(self) -> ReadLimit:
         rows = self.options.max_offsets_per_trigger
@@ -170,7 +171,15 @@ class EmsStreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailable
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        return to_json(self.planner.latest(from_json(start), rows, self._target))
+        end = self.planner.latest(from_json(start), rows, self._target)
+        report_lag(behind(end, self.planner.highs), self.planner.skipped)
+        return to_json(end)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        """The high watermarks the last batch was planned against: the query's progress
+        shows them as the source's latestOffset, beside its endOffset (see lag.py)."""
+        highs = self.planner.highs
+        return to_json(highs) if highs else None
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = {place: high for place, (_, high) in self.planner.spans().items()}

@@ -6,6 +6,7 @@ message is stored once."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.errors import PySparkException
@@ -14,7 +15,7 @@ from pyspark.sql import functions as F
 
 import ems
 from ems.config import Settings
-from spark.source import register
+from spark.source import offsets_behind, register
 from tests.spark.conftest import execute
 from tests.spark.test_source import topic
 
@@ -56,8 +57,9 @@ def test_a_batch_write_publishes_kafka_shaped_rows(
     assert len(stored(settings, "written")) == 2
 
 
-def copy(session: SparkSession, settings: Settings, checkpoint: Path) -> None:
-    """One Trigger.AvailableNow run of a copy from topic "from" to topic "to"."""
+def copy(session: SparkSession, settings: Settings, checkpoint: Path) -> list[Any]:
+    """One Trigger.AvailableNow run of a copy from topic "from" to topic "to"; the
+    progress of its batches' source."""
     url = settings.database_url
     query = (
         session.readStream.format("ems")
@@ -75,6 +77,7 @@ def copy(session: SparkSession, settings: Settings, checkpoint: Path) -> None:
         .start()
     )
     query.awaitTermination()
+    return [p.sources[0] for p in query.recentProgress if p.sources]
 
 
 def test_a_replayed_micro_batch_stores_nothing_twice(
@@ -85,7 +88,7 @@ def test_a_replayed_micro_batch_stores_nothing_twice(
     with ems.Producer(settings) as producer:
         producer.send_batch("from", [ems.Record(b"m%02d" % i, key=f"k{i}") for i in range(50)])
 
-    copy(session, settings, tmp_path)
+    progress = copy(session, settings, tmp_path)
     commits = sorted((tmp_path / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
     assert len(commits) >= 3
     last = commits[-1]
@@ -94,5 +97,8 @@ def test_a_replayed_micro_batch_stores_nothing_twice(
     copy(session, settings, tmp_path)
 
     assert last.exists()  # the batch ran again
+    planned = [p for p in progress if p.numInputRows > 0]
+    assert offsets_behind(planned[0])["maxOffsetsBehindLatest"] > 0
+    assert offsets_behind(planned[-1])["maxOffsetsBehindLatest"] == 0
     assert [r[2] for r in stored(settings, "to")] == [b"m%02d" % i for i in range(50)]
     assert [r[2] for r in stored(settings, "from")] == [b"m%02d" % i for i in range(50)]
