@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         LogSummary,
         LogSummaryStage,
         OffsetSnapshot,
+        ReadingWindow,
     )
     from ems.models.base import Base
     from ems.models.coordination import ConsumerClient, GroupLeader
@@ -76,6 +77,7 @@ _HOMES = {
     "MessageTimeIndex": "ems.models.messages",
     "MessageWrite": "ems.models.messages",
     "OffsetSnapshot": "ems.models.analytics",
+    "ReadingWindow": "ems.models.analytics",
     "OutboxRelay": "ems.models.outbox",
     "PartitionAssignment": "ems.models.groups",
     "PartitionChange": "ems.models.topics",
@@ -120,6 +122,7 @@ __all__ = [
     "PartitionChange",
     "PartitionHead",
     "PartitionLow",
+    "ReadingWindow",
     "RetryMessage",
     "SchedulerLease",
     "Topic",

@@ -96,7 +96,9 @@ def pin(
         raise InvalidInput(f"{len(partitions)} partitions given for {len(prepared)} messages")
     out: list[Prepared] = []
     pinned: set[int] = set()
-    for i, ((routed, key, headers, body), chosen) in enumerate(zip(prepared, partitions)):
+    for i, ((routed, key, headers, body), chosen) in enumerate(
+        zip(prepared, partitions, strict=True)
+    ):
         if chosen is None:
             out.append((routed, key, headers, body))
             continue

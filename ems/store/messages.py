@@ -68,9 +68,7 @@ _FETCH_KEYS = (
 # before it inserts a message.
 _NAMED = b"INSERT INTO message_write (topic_id, write_token, messages) VALUES (%d, %d, %d)"
 _WRITTEN = "SELECT 1 FROM message_write WHERE topic_id = %s AND write_token = %s"
-_PURGE_WRITES = (
-    "DELETE FROM message_write WHERE created_at < NOW(6) - INTERVAL %s SECOND LIMIT %s"
-)
+_PURGE_WRITES = "DELETE FROM message_write WHERE created_at < NOW(6) - INTERVAL %s SECOND LIMIT %s"
 _TOKEN_AT = (
     "SELECT write_token FROM message WHERE topic_id = %s AND partition_no = %s AND offset_no = %s"
 )

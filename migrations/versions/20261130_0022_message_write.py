@@ -1,4 +1,5 @@
-"""message_write: the writes a writer named by its own token, recognised after a retry
+"""message_write: the writes a writer named by its own token, recognised after a retry;
+reading_window: the stream job's per-project windows
 
 Revision ID: 0022
 Revises: 0021
@@ -9,6 +10,7 @@ task and row) derives a token from it and sends it with the write; the row here 
 with the messages, in one transaction, and the table's key refuses a second write with
 the same token, so a task Spark runs again, or a micro-batch it replays, stores nothing
 twice. The message table is left as it was (no index on write_token on the hot path).
+reading_window holds what `ems spark stream` computes over the demo's readings.
 """
 
 from __future__ import annotations
@@ -48,7 +50,29 @@ def upgrade() -> None:
         op.f("ix_message_write_created_at"), "message_write", ["created_at"], unique=False
     )
 
+    op.create_table(
+        "reading_window",
+        sa.Column("project_id", sa.BigInteger(), autoincrement=False, nullable=False),
+        sa.Column("window_start", _TS, autoincrement=False, nullable=False),
+        sa.Column("window_end", _TS, nullable=False),
+        sa.Column("readings", sa.BigInteger(), nullable=False),
+        sa.Column("avg_temperature", sa.Double(), nullable=False),
+        sa.Column("min_temperature", sa.Double(), nullable=False),
+        sa.Column("max_temperature", sa.Double(), nullable=False),
+        sa.Column("batch_id", sa.BigInteger(), nullable=False),
+        sa.Column("updated_at", _TS, server_default=sa.text("CURRENT_TIMESTAMP(6)"), nullable=False),
+        sa.PrimaryKeyConstraint("project_id", "window_start", name=op.f("pk_reading_window")),
+        mysql_charset="utf8mb4",
+        mysql_collate="utf8mb4_bin",
+        mysql_engine="InnoDB",
+    )
+    op.create_index(
+        op.f("ix_reading_window_window_start"), "reading_window", ["window_start"], unique=False
+    )
+
 
 def downgrade() -> None:
+    op.drop_index(op.f("ix_reading_window_window_start"), table_name="reading_window")
+    op.drop_table("reading_window")
     op.drop_index(op.f("ix_message_write_created_at"), table_name="message_write")
     op.drop_table("message_write")

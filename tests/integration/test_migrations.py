@@ -78,6 +78,7 @@ LATER_TABLES = {
     *OUTBOX_TABLES,
     "partition_change",
     "message_write",
+    "reading_window",
 }
 
 
@@ -127,7 +128,13 @@ def test_the_time_index_migration_adds_and_drops_its_table(scratch: Settings) ->
     assert "message_time_index" in _tables(scratch)
     migrate.downgrade(scratch, "0008")
     assert "message_time_index" not in _tables(scratch)
-    later = {"message_time_index", *OUTBOX_TABLES, "partition_change", "message_write"}
+    later = {
+        "message_time_index",
+        *OUTBOX_TABLES,
+        "partition_change",
+        "message_write",
+        "reading_window",
+    }
     assert {t.name for t in metadata.sorted_tables} - later <= _tables(scratch)
     migrate.upgrade(scratch)
     assert "message_time_index" in _tables(scratch)

@@ -103,7 +103,7 @@ def test_bad_rows_fail_with_typed_errors(producer: Producer, store: Store) -> No
 def test_options_and_columns_are_checked_before_anything_runs() -> None:
     with pytest.raises(InvalidInput, match="unknown option"):
         SinkOptions.parse({"topics": "a"})
-    with pytest.raises(InvalidInput, match="ems.write.rows"):
+    with pytest.raises(InvalidInput, match=r"ems\.write\.rows"):
         SinkOptions.parse({"ems.write.rows": "0"})
     with pytest.raises(InvalidInput, match="value column"):
         SinkOptions.parse({"topic": "a"}).check_columns({"key": "string"})

@@ -11,9 +11,9 @@ import pytest
 from ems.config import Settings
 from ems.exceptions import ConflictingOptions, InvalidOffset, OffsetsPurged, UnknownTopic
 from ems.store import Store
-from spark.source.options import SourceOptions
 from spark.source import offsets_behind
 from spark.source.lag import behind
+from spark.source.options import SourceOptions
 from spark.source.planner import Planner
 from spark.source.ranges import OffsetRange
 from spark.source.read import read_range
