@@ -1,10 +1,14 @@
 """format("ems") as a sink, through the suite's local Spark session: a batch write in
 Kafka's columns, and a streaming copy whose last micro-batch Spark runs again (its commit
-taken out of the checkpoint, as a driver killed before committing leaves it): every
-message is stored once."""
+taken out of the checkpoint, as a driver killed before committing leaves it), and
+examples/spark_sink.py killed with SIGKILL and restarted: every message is stored once."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +21,7 @@ import ems
 from ems.config import Settings
 from spark.source import offsets_behind, register
 from tests.spark.conftest import execute
-from tests.spark.test_source import topic
+from tests.spark.test_source import ROOT, topic, wait_for
 
 
 @pytest.fixture
@@ -102,3 +106,53 @@ def test_a_replayed_micro_batch_stores_nothing_twice(
     assert offsets_behind(planned[-1])["maxOffsetsBehindLatest"] == 0
     assert [r[2] for r in stored(settings, "to")] == [b"m%02d" % i for i in range(50)]
     assert [r[2] for r in stored(settings, "from")] == [b"m%02d" % i for i in range(50)]
+
+
+def forwarder(
+    settings: Settings, checkpoint: Path, log: Path, *args: str
+) -> subprocess.Popen[bytes]:
+    """examples/spark_sink.py as its own process group: its Python and its JVM."""
+    env = {
+        **os.environ,
+        "EMS_DATABASE_URL": settings.database_url,
+        "MASTER": "local[1]",
+        "PYTHONPATH": str(ROOT),
+    }
+    script = [sys.executable, str(ROOT / "examples" / "spark_sink.py"), "in", "out"]
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [*script, str(checkpoint), "--max-offsets", "150", *args],
+            env=env,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+        )
+
+
+def test_a_sink_killed_with_sigkill_goes_on_from_its_checkpoint_exactly_once(
+    settings: Settings, tmp_path: Path
+) -> None:
+    topic(settings, "in", 4)
+    topic(settings, "out", 4)
+    publish = [
+        ems.Record(b"m%04d" % i, key=f"k{i % 7}", headers={"i": str(i)}) for i in range(2000)
+    ]
+    with ems.Producer(settings) as producer:
+        for first in range(0, 2000, 500):
+            producer.send_batch("in", publish[first : first + 500])
+    checkpoint, log = tmp_path / "checkpoint", tmp_path / "forward.log"
+    first = forwarder(settings, checkpoint, log)
+    try:
+        wait_for(lambda: len(stored(settings, "out")) >= 300, 240, "300 forwarded messages")
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)  # the driver: its Python and its JVM
+        first.wait()
+    forwarded_then = len(stored(settings, "out"))
+
+    second = forwarder(settings, checkpoint, log, "--available-now")
+    assert second.wait(timeout=300) == 0, log.read_text()[-3000:]
+
+    assert 300 <= forwarded_then < 2000
+    out = stored(settings, "out")
+    assert [r[2] for r in out] == [b"m%04d" % i for i in range(2000)]
+    assert out[5][3] == '{"i":"5"}'
