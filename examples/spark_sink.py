@@ -50,6 +50,9 @@ def main() -> None:
     )
     query = writer.trigger(availableNow=True).start() if args.available_now else writer.start()
     query.awaitTermination()
+    progress = query.lastProgress
+    if progress is not None:
+        print(spark.source.offsets_behind(progress.sources[0]))
 
 
 if __name__ == "__main__":
