@@ -77,7 +77,7 @@ class MessageWrite(Base):
     """A write whose writer named it by a token derived from the write's identity (the
     Spark sink's query, batch, task and row), committed in the write's transaction: its
     key refuses the same write a second time (ems.producer's send_once). Purged with the
-    topic, and by age (ems.store.messages.purge_writes)."""
+    topic, and after 30 days (the purge-log job)."""
 
     __tablename__ = "message_write"
     __table_args__ = (Index(None, "created_at"), TABLE_ARGS)
