@@ -9,9 +9,11 @@ from collections.abc import Iterator
 import pytest
 
 from ems import Producer, Record, TopicAdmin
+from ems.backend import mysql_backend
 from ems.config import Settings
 from ems.exceptions import InvalidInput, InvalidKey, UnknownPartition
 from ems.store import Store
+from tests.integration.test_producer_retries import _LosesAnswers
 
 
 @pytest.fixture
@@ -93,3 +95,17 @@ def test_old_names_are_forgotten(producer: Producer, store: Store) -> None:
     store.db.select("UPDATE message_write SET created_at = NOW(6) - INTERVAL 2 HOUR", ())
     assert store.messages.purge_writes(3600) == 1
     assert not store.messages.written(producer.store.topics.get("named").id, 5)
+
+
+def test_a_named_write_whose_answer_was_lost_is_recognised(settings: Settings) -> None:
+    with TopicAdmin(settings) as admin:
+        admin.create("named", partitions=1)
+    store = Store(settings)
+    store.messages = _LosesAnswers(store, times=1, commit_first=True)
+    try:
+        with Producer(backend=mysql_backend(settings, store)) as producer:
+            assert producer.send_once("named", [b"a", b"b"], token=9) is True
+            assert producer.send_once("named", [b"a", b"b"], token=9) is False
+        assert stored(store) == [(0, b"a"), (0, b"b")]
+    finally:
+        store.close()
