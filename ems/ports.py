@@ -250,11 +250,16 @@ class MessageWrites(Protocol):
         token: int | None = None,
         *,
         partitions: int | None = None,
+        named: bool = False,
     ) -> None:
         """Store all rows or none, the first carrying the write token: DuplicateKey if an
         offset is taken, BelowLowWatermark if one lies below its partition's low
         watermark, or if the topic's partition count is no longer `partitions` (the count
-        the rows were routed by, when given)."""
+        the rows were routed by, when given). named: the token names the write, and
+        DuplicateKey also refuses a second write of that name on the topic."""
+
+    def written(self, topic_id: int, token: int) -> bool:
+        """Whether a write named by this token (insert's `named`) is stored."""
 
     def write_token_at(self, topic_id: int, partition: int, offset: int) -> int | None:
         """The write token of the row at this place (None: no row, or one written without

@@ -1,4 +1,4 @@
-"""`ems spark`: the Spark jobs (compaction, lag report) on local[*] or any master.
+"""`ems spark`: the Spark jobs (compaction, lag report, stream) on local[*] or any master.
 
 The jobs live in the spark package (spark/compaction/, spark/lag/); they are imported when
 a command runs, so the rest of the CLI works without pyspark installed.
@@ -155,6 +155,57 @@ def lag_report(
         chart_dir=chart_dir,
         keep_reports=keep_reports,
         read_partitions=read_partitions,
+    )
+    outcome = job.run(settings(), request, master=master, conf=parse_conf(confs))
+    click.echo("\n".join(job.describe(outcome)))
+
+
+@spark.command()
+@click.option("--topic", default="iot.readings", show_default=True, help="The readings topic.")
+@click.option("--checkpoint", required=True, help="The query's checkpoint location.")
+@click.option("--parquet", default=None, help="Also write each batch's windows under this root.")
+@click.option("--window", default="1m", show_default=True, help="Window length.")
+@click.option("--watermark", default="2m", show_default=True, help="Lateness allowed.")
+@click.option(
+    "--max-offsets",
+    type=click.IntRange(1, MAX_OFFSET),
+    default=10_000,
+    show_default=True,
+    help="Offsets per micro-batch (maxOffsetsPerTrigger).",
+)
+@click.option("--trigger", default="5s", show_default=True, help="Micro-batch interval.")
+@click.option("--available-now", is_flag=True, help="Read what the topic holds now, then stop.")
+@master_option
+@conf_option
+def stream(
+    topic: str,
+    checkpoint: str,
+    parquet: str | None,
+    window: str,
+    watermark: str,
+    max_offsets: int,
+    trigger: str,
+    available_now: bool,
+    master: str | None,
+    confs: tuple[str, ...],
+) -> None:
+    """Per-project windows of the demo's readings, from a streaming query over the topic,
+    to the reading_window table and Parquet. Runs until SIGTERM or Ctrl-C (or, with
+    --available-now, until it has read what was there); restarts go on from the
+    checkpoint."""
+    from spark.options import parse_conf, parse_duration
+    from spark.stream import runner as job
+    from spark.stream.request import StreamRequest
+
+    request = StreamRequest(
+        topic=topic,
+        checkpoint=checkpoint,
+        parquet=parquet,
+        window=parse_duration(window),
+        watermark=parse_duration(watermark),
+        max_offsets=max_offsets,
+        trigger=parse_duration(trigger),
+        available_now=available_now,
     )
     outcome = job.run(settings(), request, master=master, conf=parse_conf(confs))
     click.echo("\n".join(job.describe(outcome)))

@@ -102,8 +102,9 @@ def purge_log(store: Store, settings: Settings) -> dict[str, int]:
     without the Spark compaction); also prunes the histories that would otherwise only
     grow: job runs, autoscale decisions (never one the group's cooldown or scale-down
     window still reads) and cleared alarms, older than HISTORY_SECONDS, the admin
-    console's sign-in failure counters whose window has ended, and its expired previews
-    (the audit trail names the ones applied)."""
+    console's sign-in failure counters whose window has ended, its expired previews
+    (the audit trail names the ones applied), and the names of writes (message_write,
+    the Spark sink's) older than HISTORY_SECONDS."""
     chunk = min(settings.purge_chunk_rows, CHUNK)
     maintenance = store.maintenance
     counts = purge_log_rows(store, settings.log_retention_days * 86400, chunk)
@@ -119,6 +120,9 @@ def purge_log(store: Store, settings: Settings) -> dict[str, int]:
         partial(store.accounts.prune_failures, FORGET_SECONDS, chunk), chunk
     )
     counts["admin_plans"] = _drain(partial(store.plans.prune, 0.0, chunk), chunk)
+    counts["write_names"] = _drain(
+        partial(store.messages.purge_writes, HISTORY_SECONDS, chunk), chunk
+    )
     if settings.audit_retention_days:
         kept = settings.audit_retention_days * 86400.0
         counts["audit"] = _drain(partial(store.audit.prune, kept, chunk), chunk)

@@ -22,12 +22,19 @@ if TYPE_CHECKING:
         LogSummary,
         LogSummaryStage,
         OffsetSnapshot,
+        ReadingWindow,
     )
     from ems.models.base import Base
     from ems.models.coordination import ConsumerClient, GroupLeader
     from ems.models.groups import ConsumerGroup, GroupOffset, PartitionAssignment
     from ems.models.logs import ConsumptionLog
-    from ems.models.messages import DeadMessage, Message, MessageTimeIndex, RetryMessage
+    from ems.models.messages import (
+        DeadMessage,
+        Message,
+        MessageTimeIndex,
+        MessageWrite,
+        RetryMessage,
+    )
     from ems.models.operations import (
         Alarm,
         AutoscaleDecision,
@@ -68,7 +75,9 @@ _HOMES = {
     "Message": "ems.models.messages",
     "MessageOutbox": "ems.models.outbox",
     "MessageTimeIndex": "ems.models.messages",
+    "MessageWrite": "ems.models.messages",
     "OffsetSnapshot": "ems.models.analytics",
+    "ReadingWindow": "ems.models.analytics",
     "OutboxRelay": "ems.models.outbox",
     "PartitionAssignment": "ems.models.groups",
     "PartitionChange": "ems.models.topics",
@@ -106,12 +115,14 @@ __all__ = [
     "Message",
     "MessageOutbox",
     "MessageTimeIndex",
+    "MessageWrite",
     "OffsetSnapshot",
     "OutboxRelay",
     "PartitionAssignment",
     "PartitionChange",
     "PartitionHead",
     "PartitionLow",
+    "ReadingWindow",
     "RetryMessage",
     "SchedulerLease",
     "Topic",

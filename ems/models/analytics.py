@@ -163,3 +163,25 @@ class LagReport(Base):
         Enum(*GROUP_STATUSES, name="group_lag_status"), nullable=False
     )
     last_captured_at: Mapped[timestamp]
+
+
+class ReadingWindow(Base):
+    """The stream job's per-project windows of the demo's readings (`ems spark stream`):
+    one row per project and window, upserted by each micro-batch that emits it (a batch
+    Spark runs again writes the same values)."""
+
+    __tablename__ = "reading_window"
+    __table_args__ = (Index(None, "window_start"), TABLE_ARGS)
+
+    project_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    window_start: Mapped[dt.datetime] = mapped_column(
+        Timestamp, primary_key=True, autoincrement=False
+    )
+    window_end: Mapped[timestamp]
+    readings: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    avg_temperature: Mapped[float] = mapped_column(Double, nullable=False)
+    min_temperature: Mapped[float] = mapped_column(Double, nullable=False)
+    max_temperature: Mapped[float] = mapped_column(Double, nullable=False)
+    #: The micro-batch that wrote the row last.
+    batch_id: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    updated_at: Mapped[created_ts]

@@ -73,6 +73,22 @@ class Message(Base):
     write_token: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
 
 
+class MessageWrite(Base):
+    """A write whose writer named it by a token derived from the write's identity (the
+    Spark sink's query, batch, task and row), committed in the write's transaction: its
+    key refuses the same write a second time (ems.producer's send_once). Purged with the
+    topic, and after 30 days (the purge-log job)."""
+
+    __tablename__ = "message_write"
+    __table_args__ = (Index(None, "created_at"), TABLE_ARGS)
+
+    topic_id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=False)
+    write_token: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    #: How many messages the write stored.
+    messages: Mapped[int] = mapped_column(Integer, nullable=False)
+    created_at: Mapped[created_ts]
+
+
 class MessageTimeIndex(Base):
     """A partition's time index: one row per segment of SEGMENT_ROWS consecutive offsets
     [start_offset, end_offset), with the latest created_at of the segment's messages and

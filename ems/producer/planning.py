@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from ems.exceptions import InvalidInput, OffsetConflict
+from ems.exceptions import InvalidInput, OffsetConflict, UnknownPartition
 from ems.producer.partitioner import RoundRobin, partition_for_key
 from ems.types import NewMessage, Record, TopicInfo
 from ems.validation import encode_body, encode_headers, encode_key
@@ -72,14 +72,43 @@ def prepare_batch(
     return [prepare(info, as_record(item), headers_json, round_robin) for item in items]
 
 
-def reroute(prepared: Sequence[Prepared], partitions: int) -> list[Prepared]:
+def reroute(
+    prepared: Sequence[Prepared], partitions: int, pinned: frozenset[int] = frozenset()
+) -> list[Prepared]:
     """Messages routed again after partitions were added (the insert's fence refused
     them): a keyed one to its key's partition by the new count, a keyless one where it
-    was (every old partition remains)."""
+    was (every old partition remains), and one the caller placed (its index in `pinned`)
+    where it was put."""
     return [
-        (p if key is None else partition_for_key(key, partitions), key, headers, body)
-        for p, key, headers, body in prepared
+        (p if key is None or i in pinned else partition_for_key(key, partitions), key, h, body)
+        for i, (p, key, h, body) in enumerate(prepared)
     ]
+
+
+def pin(
+    info: TopicInfo, prepared: Sequence[Prepared], partitions: Sequence[int | None] | None
+) -> tuple[list[Prepared], frozenset[int]]:
+    """The messages with the partitions their caller chose (None: as routed), and the
+    indexes of those placed so; UnknownPartition names one the topic lacks."""
+    if partitions is None:
+        return list(prepared), frozenset()
+    if len(partitions) != len(prepared):
+        raise InvalidInput(f"{len(partitions)} partitions given for {len(prepared)} messages")
+    out: list[Prepared] = []
+    pinned: set[int] = set()
+    for i, ((routed, key, headers, body), chosen) in enumerate(
+        zip(prepared, partitions, strict=True)
+    ):
+        if chosen is None:
+            out.append((routed, key, headers, body))
+            continue
+        if isinstance(chosen, bool) or not 0 <= chosen < info.partitions:
+            raise UnknownPartition(
+                f"topic {info.name!r} has partitions 0..{info.partitions - 1}, not {chosen!r}"
+            )
+        out.append((chosen, key, headers, body))
+        pinned.add(i)
+    return out, frozenset(pinned)
 
 
 def partition_counts(prepared: Sequence[Prepared]) -> dict[int, int]:

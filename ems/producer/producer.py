@@ -9,11 +9,11 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Self
+from typing import Self, overload
 
 from ems.backend import Backend, mysql_backend
 from ems.config import Settings
-from ems.exceptions import EmsError, RedisUnavailable
+from ems.exceptions import EmsError, InvalidInput, RedisUnavailable
 from ems.metrics import published
 from ems.ports import OffsetAllocator
 from ems.producer.deadline import PASSING, Attempts
@@ -29,6 +29,7 @@ from ems.producer.planning import (
     RangeEnds,
     offset_conflict,
     partition_counts,
+    pin,
     place,
     prepare,
     prepare_batch,
@@ -152,6 +153,33 @@ class Producer:
         name = info.name
         return [RecordMetadata(name, m.partition, m.offset) for m in placed]
 
+    def send_once(
+        self,
+        topic: str,
+        messages: Iterable[Outgoing],
+        *,
+        token: int,
+        partitions: Sequence[int | None] | None = None,
+    ) -> bool:
+        """Publish messages as send_batch does (the same checks and errors, all or none),
+        named by `token`: a number from 1 to 2**63 - 1 that the caller derives from what
+        the write is (the Spark sink: its query, batch, task and row). However often it is
+        called with the same token for the same topic, at once or after a crash, the
+        messages are stored once: True when this call stored them, False when a write of
+        that token had been (nothing is written then). partitions: per message, the
+        partition to put it in (None: routed by its key as usual); UnknownPartition for
+        one the topic lacks. Never grouped with other callers' sends."""
+        if isinstance(token, bool) or not isinstance(token, int) or not 0 < token < 2**63:
+            raise InvalidInput(f"a write token is a number from 1 to 2**63 - 1, not {token!r}")
+        deadline = time.monotonic() + self.settings.send_timeout
+        info = self._topics.get(topic) or self._topic(topic, deadline)
+        prepared, pinned = pin(info, prepare_batch(info, messages, self._round_robin), partitions)
+        if not prepared:
+            return True
+        if self.store.messages.written(info.id, token):
+            return False
+        return self._insert(info, prepared, deadline, named=token, pinned=pinned) is not None
+
     @property
     def transactions(self) -> Transactions:
         """This producer's transactional side (its outbox writer and relay)."""
@@ -272,12 +300,35 @@ class Producer:
             self._topics.put(info.name, fresh)
         return fresh
 
+    @overload
     def _insert(
         self, info: TopicInfo, prepared: Sequence[Prepared], deadline: float
-    ) -> list[NewMessage]:
+    ) -> list[NewMessage]: ...
+
+    @overload
+    def _insert(
+        self,
+        info: TopicInfo,
+        prepared: Sequence[Prepared],
+        deadline: float,
+        *,
+        named: int,
+        pinned: frozenset[int],
+    ) -> list[NewMessage] | None: ...
+
+    def _insert(
+        self,
+        info: TopicInfo,
+        prepared: Sequence[Prepared],
+        deadline: float,
+        *,
+        named: int | None = None,
+        pinned: frozenset[int] = frozenset(),
+    ) -> list[NewMessage] | None:
         """Allocate, place and commit, trying again until the deadline while a server is
         away. Fresh offsets are taken only while no insert of these rows may have
-        committed: _commit settles that before it returns."""
+        committed: _commit settles that before it returns. A write `named` by a token
+        that another call stored meanwhile: None, nothing written."""
         counts = partition_counts(prepared)
         attempts = self._attempts(deadline)
         conflicts, reseed = 0, False
@@ -288,14 +339,17 @@ class Producer:
                     reseed = False
                 firsts = self._allocate(info, counts)
                 rows = None if firsts is None else place(info.id, prepared, firsts)
-                if rows is not None and self._commit(rows, attempts, info.partitions):
+                done = rows is not None and self._commit(rows, attempts, info.partitions, named)
+                if done is None:
+                    return None
+                if done:
                     break
                 if rows is not None:
                     fresh = self.refreshed(info)
                     if fresh.partitions != info.partitions:
                         # Partitions were added: the fence refused rows routed by the
                         # old count. Route them again; no offset of theirs was stored.
-                        info, prepared = fresh, reroute(prepared, fresh.partitions)
+                        info, prepared = fresh, reroute(prepared, fresh.partitions, pinned)
                         counts = partition_counts(prepared)
                         continue
             except PASSING as exc:
@@ -309,6 +363,7 @@ class Producer:
             if conflicts == CONFLICT_ATTEMPTS:
                 raise offset_conflict(info, len(prepared))
             reseed = True
+        assert rows is not None
         self._wakeups.messages(info.id, {r.partition: r.offset for r in rows})
         published(info.name).inc(len(rows))  # once per group commit
         return rows
@@ -345,7 +400,9 @@ class Producer:
             seeds = self._ends.floors(info.id, seeds)
         self.allocator.reseed(info.id, seeds)
 
-    def _commit(self, rows: list[NewMessage], attempts: Attempts, routed: int) -> bool:
+    def _commit(
+        self, rows: list[NewMessage], attempts: Attempts, routed: int, named: int | None = None
+    ) -> bool | None:
         """Insert the rows; False if an offset was taken or lies below its partition's low
         watermark, and no attempt of ours is stored. A dropped connection leaves the
         outcome unknown, so the same rows are sent again, until the send's deadline, with
@@ -356,8 +413,10 @@ class Producer:
         message is never stored twice. A deadlock or a read-only refusal wrote nothing,
         and the same rows go again. At the deadline: SendTimeout, the outcome unknown.
         The rows were routed by `routed` partitions: the insert's fence refuses them
-        (False) once the topic has more (see ems.partitions)."""
-        token = secrets.randbits(63)
+        (False) once the topic has more (see ems.partitions). A write `named` carries that
+        token instead, and its name commits with it: refused, it is recognised by name,
+        None when this call's attempts may not have stored it (another call did)."""
+        token = secrets.randbits(63) if named is None else named
         tried = verify = False
         while True:
             try:
@@ -367,9 +426,11 @@ class Producer:
                         first.topic_id, first.partition, first.offset
                     )
                     return stored == token
-                self.store.messages.insert(rows, token, partitions=routed)
+                self.store.messages.insert(rows, token, partitions=routed, named=bool(named))
                 return True
             except (DuplicateKey, BelowLowWatermark):
+                if named is not None and self.store.messages.written(rows[0].topic_id, named):
+                    return True if tried else None
                 if not tried:
                     return False
                 verify = True

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ems.store.plans import PlanStore
     from ems.store.purge import PurgeStore
     from ems.store.queries import QueryStore
+    from ems.store.reading_windows import ReadingWindowStore
     from ems.store.readonly import ReadonlyStore
     from ems.store.replays import ReplayStore
     from ems.store.resets import ResetStore
@@ -112,6 +113,9 @@ class Store:
     lag_metrics: _Group[LagMetricsStore] = _Group("ems.store.lag_metrics:LagMetricsStore")
     plans: _Group[PlanStore] = _Group("ems.store.plans:PlanStore")
     lifecycle: _Group[LifecycleStore] = _Group("ems.store.lifecycle:LifecycleStore")
+    reading_windows: _Group[ReadingWindowStore] = _Group(
+        "ems.store.reading_windows:ReadingWindowStore"
+    )
 
     def __init__(self, settings: Settings, database: Database | None = None) -> None:
         self.settings = settings

@@ -42,6 +42,7 @@ TOPIC_TABLES = (
     ("message_time_index", "topic_id, partition_no, end_offset"),
     ("topic_watermark", "topic_id, partition_no, captured_at"),
     ("message_outbox", "topic_id, id"),
+    ("message_write", "topic_id, write_token"),
     ("outbox_relay", "topic_id"),
     ("alarm", "id"),
 )

@@ -62,6 +62,12 @@ _FETCH_KEYS = (
     "WHERE topic_id = %s AND partition_no = %s AND offset_no >= %s "
     "ORDER BY offset_no LIMIT %s"
 )
+# A write named by its writer (see MessageStore.insert's `named`): its row commits in the
+# write's transaction, first, so that a second write of the same name fails on its key
+# before it inserts a message.
+_NAMED = b"INSERT INTO message_write (topic_id, write_token, messages) VALUES (%d, %d, %d)"
+_WRITTEN = "SELECT 1 FROM message_write WHERE topic_id = %s AND write_token = %s"
+_PURGE_WRITES = "DELETE FROM message_write WHERE created_at < NOW(6) - INTERVAL %s SECOND LIMIT %s"
 _TOKEN_AT = (
     "SELECT write_token FROM message WHERE topic_id = %s AND partition_no = %s AND offset_no = %s"
 )
@@ -285,19 +291,40 @@ class MessageStore:
         token: int | None = None,
         *,
         partitions: int | None = None,
+        named: bool = False,
     ) -> None:
         """Insert all rows in one transaction, the first with the write token (see
         write_token_at); DuplicateKey if any offset is taken, BelowLowWatermark if any
         lies below its partition's low watermark, or if the rows were routed by a count of
-        `partitions` the topic no longer has (see ems.store.partitions)."""
+        `partitions` the topic no longer has (see ems.store.partitions). named: the token
+        names the write (see written), and a write of that name stored before makes this
+        one fail with DuplicateKey, inserting nothing."""
         statements = insert_statements(messages, token, partitions=partitions)
+        mark = None
+        if named:
+            assert token is not None
+            mark = _NAMED % (messages[0].topic_id, token, len(messages))
         if statements is None:
-            self._insert_escaped(messages, token, partitions)
+            self._insert_escaped(messages, token, partitions, mark)
         else:
-            self.db.direct.execute(statements)
+            self.db.direct.execute(statements if mark is None else [mark, *statements])
+
+    def written(self, topic_id: int, token: int) -> bool:
+        """Whether a write named by this token (insert's `named`) is stored: all of it."""
+        return bool(self.db.select(_WRITTEN, (topic_id, token)))
+
+    def purge_writes(self, older_than: float, limit: int = 10_000) -> int:
+        """Forget up to `limit` write names older than `older_than` seconds (a write
+        retried after that is stored again); how many were forgotten."""
+        with self.db.single() as cursor:
+            return int(cursor.execute(_PURGE_WRITES, (int(older_than), limit)))
 
     def _insert_escaped(
-        self, messages: Sequence[NewMessage], token: int | None, routed: int | None
+        self,
+        messages: Sequence[NewMessage],
+        token: int | None,
+        routed: int | None,
+        mark: bytes | None,
     ) -> None:
         """The driver's own escaping and batching, for rows too large for hex literals,
         in a transaction that first takes the partitions' low watermarks with a locking
@@ -309,6 +336,8 @@ class MessageStore:
         params[0] = (*params[0][:-1], token)
         partitions = sorted({m.partition for m in messages})
         with self.db.transaction(repeatable_read=True) as cursor:
+            if mark is not None:
+                cursor.execute(mark.decode())
             if routed is not None:
                 check_routed(cursor, messages[0].topic_id, routed)
             cursor.execute(*lock_lows_query(messages[0].topic_id, partitions))

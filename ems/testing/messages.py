@@ -149,15 +149,22 @@ class MemoryMessages:
         token: int | None = None,
         *,
         partitions: int | None = None,
+        named: bool = False,
     ) -> None:
         """All rows or none, as the server's INSERT: BelowLowWatermark if an offset lies
         below its partition's low watermark or the rows were routed by `partitions` and
         the topic has more now (the fence of a partition change), DuplicateKey if one is
-        taken (or repeated); the first row carries the write token."""
+        taken (or repeated), or if the write is named by a token already stored; the first
+        row carries the write token."""
         with self.t.lock:
             if messages and partitions is not None:
                 self._fence(messages[0].topic_id, partitions)
+            name = (messages[0].topic_id, token or 0)
+            if named and name in self.t.named:
+                raise DuplicateKey(f"a write named {token} is stored")
             self._check(messages)
+            if named:
+                self.t.named.add(name)
             for i, m in enumerate(messages):
                 self.t.add(
                     m.topic_id,
@@ -187,6 +194,10 @@ class MemoryMessages:
             if place in places or m.offset in self.t.rows(m.topic_id, m.partition):
                 raise DuplicateKey(f"offset {m.offset} of partition {m.partition} is taken")
             places.add(place)
+
+    def written(self, topic_id: int, token: int) -> bool:
+        with self.t.lock:
+            return (topic_id, token) in self.t.named
 
     def write_token_at(self, topic_id: int, partition: int, offset: int) -> int | None:
         with self.t.lock:

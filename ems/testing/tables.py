@@ -118,6 +118,8 @@ class Tables:
     tokens: dict[int, int] = field(default_factory=dict)
     #: topic id -> its partition changes, oldest first.
     changes: dict[int, list[PartitionsAdded]] = field(default_factory=dict)
+    #: (topic id, token) of every write named by its token (message_write).
+    named: set[tuple[int, int]] = field(default_factory=set)
     _ids: dict[str, int] = field(default_factory=dict)
     #: (topic id, partition) -> its stored offsets in order; message id -> row: the
     #: indexes a fetch, a watermark and a dead letter's copy use, as on the server.

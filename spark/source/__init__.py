@@ -12,7 +12,7 @@ partition range; docs/spark.md has the whole story.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -27,4 +27,12 @@ def register(spark: SparkSession) -> None:
     spark.dataSource.register(EmsDataSource)
 
 
-__all__ = ["FORMAT", "register"]
+def offsets_behind(source: Any) -> dict[str, float]:
+    """Kafka's avgOffsetsBehindLatest, maxOffsetsBehindLatest and minOffsetsBehindLatest
+    of one entry of a query's progress (query.lastProgress.sources[i])."""
+    from spark.source.lag import offsets_behind as compute
+
+    return compute(source)
+
+
+__all__ = ["FORMAT", "offsets_behind", "register"]

@@ -15,6 +15,8 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
     InputPartition,
 )
 from pyspark.sql.streaming.datasource import (
@@ -36,7 +38,9 @@ from pyspark.sql.types import (
 
 from ems.config import Settings
 from ems.store import Store
-from spark.source.options import EARLIEST, SourceOptions
+from spark.sink.writers import EmsBatchWriter, EmsStreamWriter, sink_options
+from spark.source.lag import behind, report_lag
+from spark.source.options import SourceOptions
 from spark.source.planner import Planner
 from spark.source.ranges import OffsetRange, Positions, from_json, to_json
 from spark.source.read import Row, read_range
@@ -71,7 +75,8 @@ class RangePartition(InputPartition):
 
 
 class EmsDataSource(DataSource):
-    """spark.read / spark.readStream .format("ems"): ems topics as Kafka-shaped rows."""
+    """spark.read / spark.readStream .format("ems"): ems topics as Kafka-shaped rows;
+    df.write / df.writeStream .format("ems"): rows published to ems topics (spark.sink)."""
 
     @classmethod
     def name(cls) -> str:
@@ -85,6 +90,12 @@ class EmsDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return EmsStreamReader(self._options(streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return EmsBatchWriter(sink_options(dict(self.options), schema, overwrite))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return EmsStreamWriter(sink_options(dict(self.options), schema, overwrite))
 
     def _options(self, *, streaming: bool) -> SourceOptions:
         # schema() is asked for batch and streaming queries alike; includeHeaders is all
@@ -152,7 +163,7 @@ class EmsStreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailable
         self._target: Positions | None = None
 
     def initialOffset(self) -> dict[str, Any]:
-        return to_json(self.planner.resolve(self.options.starting, EARLIEST))
+        return to_json(self.planner.start())
 
     def getDefaultReadLimit(self) -> ReadLimit:
         rows = self.options.max_offsets_per_trigger
@@ -160,7 +171,15 @@ class EmsStreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailable
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        return to_json(self.planner.latest(from_json(start), rows, self._target))
+        end = self.planner.latest(from_json(start), rows, self._target)
+        report_lag(behind(end, self.planner.highs), self.planner.skipped)
+        return to_json(end)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        """The high watermarks the last batch was planned against: the query's progress
+        shows them as the source's latestOffset, beside its endOffset (see lag.py)."""
+        highs = self.planner.highs
+        return to_json(highs) if highs else None
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = {place: high for place, (_, high) in self.planner.spans().items()}

@@ -30,6 +30,9 @@ _KNOWN = {
     "subscribepattern": "a regular expression matched against whole topic names",
     "startingoffsets": "earliest, latest or a JSON map",
     "endingoffsets": "latest or a JSON map (batch queries only)",
+    "startingtimestamp": "milliseconds since the epoch (wins over startingOffsets)",
+    "endingtimestamp": "milliseconds since the epoch (batch queries only)",
+    "startingoffsetsbytimestampstrategy": "error or latest",
     "maxoffsetspertrigger": "a positive whole number",
     "failondataloss": "true or false",
     "includeheaders": "true or false",
@@ -45,6 +48,12 @@ class SourceOptions:
     pattern: str | None = None
     starting: Position
     ending: Position = "latest"
+    #: Milliseconds since the epoch: start (end) at each partition's first message stored
+    #: at or after it.
+    starting_timestamp: int | None = None
+    ending_timestamp: int | None = None
+    #: A partition with no message at or after startingTimestamp: fail, or start at its end.
+    timestamp_strategy: Literal["error", "latest"] = "error"
     max_offsets_per_trigger: int | None = None
     fail_on_data_loss: bool = True
     include_headers: bool = False
@@ -67,11 +76,16 @@ class SourceOptions:
             raise ConflictingOptions("endingOffsets applies to batch queries only (spark.read)")
         if not streaming and "maxoffsetspertrigger" in given:
             raise ConflictingOptions("maxOffsetsPerTrigger applies to streaming queries only")
+        if streaming and "endingtimestamp" in given:
+            raise ConflictingOptions("endingTimestamp applies to batch queries only (spark.read)")
         return cls(
             topics=topics,
             pattern=pattern,
             starting=_position(given, "startingOffsets", "latest" if streaming else "earliest"),
             ending=_position(given, "endingOffsets", "latest"),
+            starting_timestamp=_millis(given, "startingTimestamp"),
+            ending_timestamp=_millis(given, "endingTimestamp"),
+            timestamp_strategy=_strategy(given),
             max_offsets_per_trigger=_count(given, "maxOffsetsPerTrigger"),
             fail_on_data_loss=_flag(given, "failOnDataLoss", True),
             include_headers=_flag(given, "includeHeaders", False),
@@ -157,6 +171,24 @@ def _count(given: Mapping[str, str], name: str) -> int | None:
     if not raw.strip().isdigit() or int(raw) < 1:
         raise InvalidInput(f"{name} must be a positive whole number, not {raw[:40]!r}")
     return int(raw)
+
+
+def _millis(given: Mapping[str, str], name: str) -> int | None:
+    raw = given.get(name.lower())
+    if raw is None:
+        return None
+    if not raw.strip().isdigit():
+        raise InvalidOffset(f"{name} must be milliseconds since the epoch, not {raw[:40]!r}")
+    return int(raw)
+
+
+def _strategy(given: Mapping[str, str]) -> Literal["error", "latest"]:
+    raw = given.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if raw not in ("error", "latest"):
+        raise InvalidInput(
+            f"startingOffsetsByTimestampStrategy must be error or latest, not {raw[:40]!r}"
+        )
+    return "error" if raw == "error" else "latest"
 
 
 def _flag(given: Mapping[str, str], name: str, default: bool) -> bool:

@@ -9,11 +9,12 @@ unless retention purges it meanwhile.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Mapping
 
 from ems.config import Settings
-from ems.exceptions import ConflictingOptions, OffsetsPurged, UnknownPartition
+from ems.exceptions import ConflictingOptions, InvalidOffset, OffsetsPurged, UnknownPartition
 from ems.offsets.ends import RangePlanner
 from ems.store import Store
 from ems.types import TopicInfo
@@ -29,6 +30,10 @@ class Planner:
         self.store = Store(settings)
         self._ranges = RangePlanner(self.store.messages, settings.gap_timeout)
         self._ids: dict[str, int] = {}
+        #: The high watermarks the last micro-batch was planned against.
+        self.highs: Positions = {}
+        #: Offsets purged by retention that the query skipped (failOnDataLoss=false).
+        self.skipped = 0
 
     def close(self) -> None:
         self.store.close()
@@ -74,6 +79,32 @@ class Planner:
             out[place] = earliest if given == EARLIEST else high if given == LATEST else given
         return out
 
+    def start(self) -> Positions:
+        """Where the query starts: at startingTimestamp if given (Kafka's precedence),
+        else at startingOffsets."""
+        millis = self.options.starting_timestamp
+        if millis is None:
+            return self.resolve(self.options.starting, EARLIEST)
+        return self.at_time(millis, self.options.timestamp_strategy == "latest", "starting")
+
+    def at_time(self, millis: int, lenient: bool, which: str) -> Positions:
+        """Per partition, the first offset of a message stored at or after the time
+        (through the time index); a partition with none: its high watermark if lenient,
+        else InvalidOffset."""
+        at = dt.datetime.fromtimestamp(millis / 1000, dt.UTC).replace(tzinfo=None)
+        out: Positions = {}
+        for (topic, partition), (earliest, high) in self.spans().items():
+            found = self.store.resets.first_at(self.topic_id(topic), partition, at, earliest, high)
+            if found is None and not lenient:
+                raise InvalidOffset(
+                    f"topic {topic!r} partition {partition} holds no message stored at or "
+                    f"after {at.isoformat()}Z ({which}Timestamp {millis}); "
+                    "startingOffsetsByTimestampStrategy=latest starts such partitions at "
+                    "their end"
+                )
+            out[(topic, partition)] = high if found is None else found
+        return out
+
     def latest(
         self, start: Positions, max_rows: int | None, cap: Mapping[Place, int] | None = None
     ) -> Positions:
@@ -82,6 +113,7 @@ class Planner:
         A partition new to the query joins at its earliest offset (read from the next
         batch on, so that every batch's start is in the checkpoint)."""
         spans = self.spans()
+        self.highs = {place: high for place, (_, high) in spans.items()}
         end = dict(start)
         froms: Positions = {}
         highs: Positions = {}
@@ -114,8 +146,11 @@ class Planner:
     def batch(self) -> list[OffsetRange]:
         """A batch query's ranges: startingOffsets to endingOffsets, each end no further
         than the partition's gap-free end."""
-        start = self.resolve(self.options.starting, EARLIEST)
-        bounds = self.resolve(self.options.ending, LATEST)
+        start = self.start()
+        if self.options.ending_timestamp is None:
+            bounds = self.resolve(self.options.ending, LATEST)
+        else:
+            bounds = self.at_time(self.options.ending_timestamp, True, "ending")
         end = {}
         for place, first in start.items():
             origin = self._past_purge(place, first)
@@ -136,6 +171,7 @@ class Planner:
                 f"purged by retention before the query read them (the partition starts at "
                 f"{low} now); failOnDataLoss=false skips them"
             )
+        self.skipped += low - offset
         log.warning(
             "ems source: topic %r partition %d: skipping %d offsets purged by retention (%d..%d)",
             topic,

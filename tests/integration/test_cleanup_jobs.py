@@ -64,6 +64,7 @@ def test_purge_log_deletes_old_finished_rows_only(
         "alarms": 0,
         "login_failures": 0,
         "admin_plans": 0,
+        "write_names": 0,
         "audit": 0,
     }
     assert _log_states(store) == {(0, 3): "done", (0, 4): "start", (0, 5): "retry"}

@@ -72,7 +72,14 @@ def test_round_trip(scratch: Settings) -> None:
 #: The tables of transactional publishing (0015).
 OUTBOX_TABLES = {"message_outbox", "outbox_relay", "installation"}
 #: Tables of migrations after 0005 (the accounts migration adds the console's).
-LATER_TABLES = {*ACCOUNT_TABLES, "message_time_index", *OUTBOX_TABLES, "partition_change"}
+LATER_TABLES = {
+    *ACCOUNT_TABLES,
+    "message_time_index",
+    *OUTBOX_TABLES,
+    "partition_change",
+    "message_write",
+    "reading_window",
+}
 
 
 def test_the_views_migration_drops_only_its_views(scratch: Settings) -> None:
@@ -121,7 +128,13 @@ def test_the_time_index_migration_adds_and_drops_its_table(scratch: Settings) ->
     assert "message_time_index" in _tables(scratch)
     migrate.downgrade(scratch, "0008")
     assert "message_time_index" not in _tables(scratch)
-    later = {"message_time_index", *OUTBOX_TABLES, "partition_change"}
+    later = {
+        "message_time_index",
+        *OUTBOX_TABLES,
+        "partition_change",
+        "message_write",
+        "reading_window",
+    }
     assert {t.name for t in metadata.sorted_tables} - later <= _tables(scratch)
     migrate.upgrade(scratch)
     assert "message_time_index" in _tables(scratch)

@@ -6,6 +6,7 @@ apart by the write token stored with it, never by content) means the first attem
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -26,13 +27,13 @@ class _LosesAnswers(MessageStore):
         super().__init__(store.db)
         self.times, self.commit_first, self.calls = times, commit_first, 0
 
-    def insert(self, messages: Sequence[NewMessage], *token: int, **routed: int | None) -> None:
+    def insert(self, messages: Sequence[NewMessage], *token: int, **how: Any) -> None:
         self.calls += 1
         if self.calls <= self.times:
             if self.commit_first:
-                super().insert(messages, *token, **routed)
+                super().insert(messages, *token, **how)
             raise DatabaseUnavailable("connection lost")
-        super().insert(messages, *token, **routed)
+        super().insert(messages, *token, **how)
 
 
 def _stored(store: Store) -> list[tuple[int, bytes]]:
@@ -68,7 +69,7 @@ def test_lost_connection_before_commit_is_sent_again(store: Store) -> None:
 
 def test_someone_elses_rows_mean_fresh_offsets(store: Store) -> None:
     class _Raced(_LosesAnswers):
-        def insert(self, messages: Sequence[NewMessage], *token: int, **routed: int | None) -> None:
+        def insert(self, messages: Sequence[NewMessage], *token: int, **how: Any) -> None:
             self.calls += 1
             if self.calls == 1:  # another producer takes the same offsets meanwhile
                 other = [
@@ -84,7 +85,7 @@ def test_someone_elses_rows_mean_fresh_offsets(store: Store) -> None:
                 ]
                 MessageStore.insert(self, other)
                 raise DatabaseUnavailable("connection lost")
-            MessageStore.insert(self, messages, *token, **routed)
+            MessageStore.insert(self, messages, *token, **how)
 
     store.messages = _Raced(store, times=0, commit_first=False)
     with Producer(backend=mysql_backend(store.settings, store)) as producer:
@@ -98,12 +99,13 @@ class _TwinTakesTheOffsets(_LosesAnswers):
     write of identical messages (a heartbeat, a repeated reading) there; then this
     producer's first attempt loses its connection before anything of it was stored."""
 
-    def insert(self, messages: Sequence[NewMessage], *token: int, **routed: int | None) -> None:
+    def insert(self, messages: Sequence[NewMessage], *token: int, **how: Any) -> None:
         self.calls += 1
         if self.calls == 1:
-            MessageStore.insert(self, messages, **routed)  # the twin's own write, not this one
+            # The twin's own write, not this one.
+            MessageStore.insert(self, messages, partitions=how.get("partitions"))
             raise DatabaseUnavailable("connection lost")
-        MessageStore.insert(self, messages, *token, **routed)
+        MessageStore.insert(self, messages, *token, **how)
 
 
 @pytest.mark.parametrize(

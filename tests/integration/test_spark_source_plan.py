@@ -4,15 +4,20 @@ retention purged before the query read them."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
 from ems.config import Settings
 from ems.exceptions import ConflictingOptions, InvalidOffset, OffsetsPurged, UnknownTopic
 from ems.store import Store
+from spark.source import offsets_behind
+from spark.source.lag import behind
 from spark.source.options import SourceOptions
 from spark.source.planner import Planner
 from spark.source.ranges import OffsetRange
 from spark.source.read import read_range
+from tests.spark.conftest import execute
 from tests.spark.test_source import put, topic
 
 
@@ -88,3 +93,78 @@ def test_bad_options_are_refused_by_name(settings: Settings) -> None:
             p.resolve("earliest", -2)
     finally:
         p.close()
+
+
+def millis(settings: Settings, offset: int) -> int:
+    """The stored time of the message at `offset` of partition 0, as epoch milliseconds."""
+    created = execute(
+        settings,
+        "SELECT created_at FROM message WHERE partition_no = 0 AND offset_no = %s",
+        (offset,),
+    )[0][0]
+    return int(created.replace(tzinfo=dt.UTC).timestamp() * 1000)
+
+
+def test_starting_and_ending_timestamps_find_offsets_by_time(settings: Settings) -> None:
+    t = topic(settings, "plan", 2)
+    for offset, age in enumerate((300, 200, 100, 50)):
+        put(settings, t, 0, offset, age=age)
+    put(settings, t, 1, 0, age=400)  # nothing at or after the time in partition 1
+    at = millis(settings, 1)
+    found = planner(settings, startingTimestamp=str(at), startingOffsets="latest")
+    lenient = planner(
+        settings, startingTimestamp=str(at), startingOffsetsByTimestampStrategy="latest"
+    )
+    batch = Planner(
+        SourceOptions.parse(
+            {
+                "subscribe": "plan",
+                "startingTimestamp": str(at),
+                "endingTimestamp": str(at + 1),
+                "startingOffsetsByTimestampStrategy": "latest",
+            },
+            streaming=False,
+        ),
+        settings.with_(gap_timeout=3600),
+    )
+    try:
+        with pytest.raises(InvalidOffset, match="partition 1 holds no message"):
+            found.start()
+        assert lenient.start() == {("plan", 0): 1, ("plan", 1): 1}
+        assert [(r.partition, r.start, r.end) for r in batch.batch()] == [(0, 1, 2)]
+    finally:
+        for p in (found, lenient, batch):
+            p.close()
+    with pytest.raises(ConflictingOptions, match="endingTimestamp"):
+        SourceOptions.parse({"subscribe": "a", "endingTimestamp": "1"}, streaming=True)
+    with pytest.raises(InvalidOffset, match="startingTimestamp"):
+        SourceOptions.parse({"subscribe": "a", "startingTimestamp": "soon"}, streaming=True)
+
+
+def test_lag_behind_the_high_watermark_and_skipped_offsets_are_counted(
+    settings: Settings, store: Store
+) -> None:
+    t = topic(settings, "plan", 2)
+    for offset in range(10):
+        put(settings, t, 0, offset)
+    for offset in range(4):
+        put(settings, t, 1, offset)
+    purge(store, t, 1, 2)
+    p = planner(settings, failOnDataLoss="false")
+    try:
+        end = p.latest({("plan", 0): 0, ("plan", 1): 0}, 6)
+        lags = behind(end, p.highs)
+        assert sum(end.values()) - 2 <= 6 and sum(lags.values()) == 14 - sum(end.values())
+        assert p.skipped == 2
+    finally:
+        p.close()
+    progress = {
+        "endOffset": {"plan": {"0": 4, "1": 4}},
+        "latestOffset": {"plan": {"0": 10, "1": 4}},
+    }
+    assert offsets_behind(progress) == {
+        "avgOffsetsBehindLatest": 3.0,
+        "maxOffsetsBehindLatest": 6.0,
+        "minOffsetsBehindLatest": 0.0,
+    }
+    assert offsets_behind({"endOffset": None}) == {}

@@ -298,3 +298,13 @@ def test_the_spark_sources_example_is_the_one_the_tests_run() -> None:
     unindented = "\n".join(line.removeprefix("    ") for line in example.splitlines())
     assert "import spark.source\n" in example
     assert block.removeprefix("import spark.source\n\n") in unindented
+
+
+def test_the_spark_sinks_examples_are_the_ones_the_tests_run() -> None:
+    """The code under docs/spark.md's sink and progress headings is, line for line, in
+    examples/spark_sink.py, which tests/spark/test_sink.py runs and kills."""
+    page = (DOCS / "spark.md").read_text()
+    example = (ROOT / "examples" / "spark_sink.py").read_text()
+    unindented = "\n".join(line.removeprefix("    ") for line in example.splitlines())
+    for heading in ('## The ems sink: `df.writeStream.format("ems")`', "### Progress and lag"):
+        assert _code_block(page, heading) in unindented, heading
