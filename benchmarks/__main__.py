@@ -18,6 +18,7 @@ from benchmarks import (
     assignor,
     cli,
     consumer,
+    cost,
     docs_figures,
     faults,
     ha,
@@ -52,6 +53,7 @@ SUITES: dict[str, Callable[[BenchConfig, argparse.Namespace], int]] = {
     "memory": memory.run,
     "tx": tx.run,
     "cli": cli.run,
+    "cost": cost.run,
 }
 
 

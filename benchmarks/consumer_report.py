@@ -140,7 +140,8 @@ def render(env: list[str], r: Results) -> str:
         "share of 4 partitions, then all drain behind a barrier with poll() + a no-op "
         "handler + ack(); the window runs from the barrier to the last ack",
         f"- raw: 4 PyMySQL processes on 4 partitions each: SELECT of an offset range LIMIT "
-        f"{RAW_BATCH}, one multi-row INSERT into topic_group_log, one transaction with the "
+        f"{RAW_BATCH}, the log's start rows as one INSERT ... SELECT of that range (the "
+        "fastest known shape; ems writes them so too), one transaction with the "
         "log UPDATE and the cursor UPDATE; same group tables, same backlog",
         f"- kombu: 4 processes publish for the timed window ({r.kombu_fill:,.0f} msg/s), then "
         "4 processes basic_get + ack until the queue is empty",

@@ -39,9 +39,7 @@ BODY_BYTES = 256
 #: Sending threads of a paced producer process.
 SENDERS = 8
 FILL_BATCH = 1000
-#: Rows per read of the raw consumer, as ems's default batch_size. (Every value of the log
-#: INSERT is a placeholder: PyMySQL's executemany only folds rows into one multi-row
-#: statement when the VALUES tuple holds nothing but placeholders.)
+#: Rows per read of the raw consumer, as ems's default batch_size.
 RAW_BATCH = 500
 
 
@@ -98,9 +96,12 @@ _RAW_FETCH = (
     "WHERE topic_id = %s AND partition_no = %s AND offset_no >= %s AND offset_no < %s "
     "ORDER BY offset_no LIMIT %s"
 )
+# The fastest known shape of the log's start rows: one INSERT ... SELECT of the range just
+# read (the server makes the rows from the key it holds), not a VALUES tuple per message.
 _RAW_LOG = (
     "INSERT INTO topic_group_log (group_id, topic_id, partition_no, offset_no, client_id, "
-    "state, attempts) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+    "state, attempts) SELECT %s, topic_id, partition_no, offset_no, %s, 'start', 1 "
+    "FROM message WHERE topic_id = %s AND partition_no = %s AND offset_no BETWEEN %s AND %s"
 )
 _RAW_DONE = (
     "UPDATE topic_group_log SET state = 'done', finished_at = NOW(6), updated_at = NOW(6) "
@@ -114,8 +115,9 @@ _RAW_CURSOR = (
 
 
 def raw_drain_worker(index: int, workers: int, spec: RawSpec, barrier: Barrier) -> WorkerResult:
-    """Hand-written floor: per batch one SELECT of an offset range, one multi-row log
-    INSERT, then one transaction with the log UPDATE and the cursor UPDATE."""
+    """Hand-written floor: per batch one SELECT of an offset range, one INSERT ... SELECT
+    of the log's start rows for that range, then one transaction with the log UPDATE and
+    the cursor UPDATE."""
     conn = mysql_connect(spec.cfg.settings.database_url)
     cursor = conn.cursor()
     cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")  # as ems
@@ -137,10 +139,7 @@ def raw_drain_worker(index: int, workers: int, spec: RawSpec, barrier: Barrier) 
                 if not rows:
                     raise RuntimeError(f"partition {p} has no row at offset {at}")
                 last = rows[-1][1]
-                cursor.executemany(
-                    _RAW_LOG,
-                    [(spec.group_id, spec.topic_id, p, r[1], client, "start", 1) for r in rows],
-                )
+                cursor.execute(_RAW_LOG, (spec.group_id, client, spec.topic_id, p, at, last))
                 conn.begin()
                 cursor.execute(_RAW_DONE, (spec.group_id, client, p, at, last))
                 cursor.execute(_RAW_CURSOR, (last + 1, spec.group_id, p))

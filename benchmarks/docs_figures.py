@@ -47,6 +47,7 @@ class Source:
 SOURCES: Mapping[str, Source] = {
     "producer": Source("Producer", sections=(PREAMBLE, "What the write token costs")),
     "consumer": Source("Consumer"),
+    "cost": Source("Cost model per operation"),
     "assignor": Source("Assignor"),
     "spark": Source("Spark jobs"),
     "purge": Source("Purge while publishing"),

@@ -21,15 +21,23 @@ from ems.store.groups import commit_cursors
 from ems.types import Delivery, Failure, Settlement
 
 _US = 1_000_000
-# Every value is a placeholder (state too): PyMySQL folds an executemany into one
-# multi-row INSERT only then, and sends one autocommitted statement per row otherwise.
+# A fetched batch's start rows are one INSERT ... SELECT of its offset ranges: the server
+# makes the rows from the message key it already holds, and the client sends a few ranges
+# instead of a VALUES tuple per message (issue 43 measured 0.8 instead of 14.7 us of client
+# CPU per message, and less server CPU as well). A batch's runs (offset_ranges) hold every
+# delivered offset and only those, so the ranges select exactly the batch; a message
+# deleted since its read (a purge, a compaction) gets no row, as it is delivered no more.
+# The session reads READ COMMITTED: the SELECT part is a consistent read that locks none
+# of the message rows, so producers appending to the partitions never wait on it.
 _START = (
     "INSERT INTO topic_group_log (group_id, topic_id, partition_no, offset_no, client_id, "
-    "state, attempts) VALUES (%s, %s, %s, %s, %s, %s, %s) ON DUPLICATE KEY UPDATE "
+    "state, attempts) SELECT %s, topic_id, partition_no, offset_no, %s, 'start', {attempts} "
+    "FROM message WHERE topic_id = %s AND ({ranges}) ON DUPLICATE KEY UPDATE "
     "client_id = VALUES(client_id), state = 'start', "
-    "attempts = GREATEST(attempts + 1, VALUES(attempts)), started_at = NOW(6), "
-    "finished_at = NULL, updated_at = NOW(6)"
+    "attempts = GREATEST(topic_group_log.attempts + 1, VALUES(attempts)), "
+    "started_at = NOW(6), finished_at = NULL, updated_at = NOW(6)"
 )
+_WHEN = "WHEN {ranges} THEN %s"
 _DONE = (
     "UPDATE topic_group_log SET state = 'done', exactly_once = %s, finished_at = NOW(6), "
     "updated_at = NOW(6) "
@@ -92,6 +100,30 @@ def offset_ranges(pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int, int]
             else:
                 runs.append((partition, offset, offset))
     return runs
+
+
+def start_statement(
+    group_id: int, topic_id: int, client_id: str, deliveries: Sequence[Delivery]
+) -> tuple[str, tuple[object, ...]]:
+    """The start rows of a batch as one INSERT ... SELECT of its offset ranges, each row
+    with its delivery's attempt (a CASE over the ranges of each attempt when they differ)."""
+    by_attempt: dict[int, list[tuple[int, int]]] = {}
+    for d in deliveries:
+        by_attempt.setdefault(d.attempt, []).append((d.partition, d.offset))
+    runs = offset_ranges([pair for pairs in by_attempt.values() for pair in pairs])
+    ranges = " OR ".join([_RANGE] * len(runs))
+    where = [v for run in runs for v in run]
+    if len(by_attempt) == 1:
+        attempts, picks = "%s", list(by_attempt)
+    else:
+        whens, picks = [], []
+        for attempt, pairs in by_attempt.items():
+            own = offset_ranges(pairs)
+            whens.append(_WHEN.format(ranges=" OR ".join([_RANGE] * len(own))))
+            picks.extend([*(v for run in own for v in run), attempt])
+        attempts = "CASE " + " ".join(whens) + " END"
+    sql = _START.format(attempts=attempts, ranges=ranges)
+    return sql, (group_id, client_id, *picks, topic_id, *where)
 
 
 def due_query(
@@ -194,12 +226,10 @@ class ConsumptionStore:
         self, group_id: int, topic_id: int, client_id: str, deliveries: Sequence[Delivery]
     ) -> None:
         """Log a fetched batch as started: one statement."""
-        params = [
-            (group_id, topic_id, d.partition, d.offset, client_id, "start", d.attempt)
-            for d in deliveries
-        ]
+        if not deliveries:
+            return
         with self.db.single() as cursor:
-            cursor.executemany(_START, params)
+            cursor.execute(*start_statement(group_id, topic_id, client_id, deliveries))
 
     def settle(self, group_id: int, topic_id: int, client_id: str, settlement: Settlement) -> None:
         """Write one ack batch in one transaction. StaleGeneration (nothing written) when a

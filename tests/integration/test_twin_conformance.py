@@ -214,6 +214,40 @@ def test_settle_logs_retries_dead_letters_and_commits_in_one_step(
     )  # claimed
 
 
+def test_start_logs_exactly_the_delivered_offsets_with_their_attempts(
+    twin: Twin, topic: TopicInfo, group: GroupInfo
+) -> None:
+    s = twin.store
+    for partition in (0, 1):
+        for offset in range(6):
+            twin.put(topic, partition, offset, b"m%d" % offset)
+    # Runs with holes (offset 2 of partition 0 is not in the batch), two partitions, and
+    # attempts that differ within a run (a retry handed out among fresh messages).
+    batch = [_delivery(topic, 0, o) for o in (0, 1, 3, 4)] + [
+        _delivery(topic, 1, 1),
+        _delivery(topic, 1, 2, attempt=3),
+        _delivery(topic, 1, 3),
+    ]
+    s.consumption.start(group.id, topic.id, "a", batch)
+    assert [twin.log_state(group, 0, o) for o in range(6)] == [
+        ("start", 1),
+        ("start", 1),
+        None,
+        ("start", 1),
+        ("start", 1),
+        None,
+    ]
+    assert [twin.log_state(group, 1, o) for o in range(5)] == [
+        None,
+        ("start", 1),
+        ("start", 3),
+        ("start", 1),
+        None,
+    ]
+    s.consumption.start(group.id, topic.id, "b", [_delivery(topic, 1, 2, attempt=2)])
+    assert twin.log_state(group, 1, 2) == ("start", 4)  # one more than logged before
+
+
 def test_the_retry_row_and_the_dead_letter_keep_the_last_failures_traceback(
     twin: Twin, topic: TopicInfo, group: GroupInfo
 ) -> None:

@@ -1,0 +1,428 @@
+"""The cost model per operation: what one message costs ems, raw+redis and raw.
+
+`python -m benchmarks cost`
+
+For single send, batch send (100 per call) and consume (fetch, then ack), in one process
+and one run, in rounds whose order of systems alternates, per message:
+
+- MySQL statements: the driver's commands (every COM_QUERY, BEGIN and COMMIT included:
+  each is a round trip), counted in PyMySQL's one command function, split by what the
+  statement does (send; fetch = the read and the log's start rows; ack = the transaction
+  that marks the log and moves the cursor; other = leases, heartbeats, seeding);
+- requests sent: the process's socket sends (socket.sendall and send), MySQL and Redis
+  alike (a pipeline is one; a PUBLISH sent with replies off too);
+- client CPU: time.process_time() of the process (every thread of it: ems's ack writer
+  and heartbeat are its own cost);
+- server CPU: user + system CPU of the server threads of the run's connections (MariaDB
+  names a connection's OS thread in information_schema.PROCESSLIST.TID), when the server
+  runs on this machine: what the statements cost the server, InnoDB's background threads
+  aside.
+
+Counts are deterministic (they do not move with the machine's load); CPU times are
+medians of the rounds. The systems are those of the producer suite (benchmarks.writers);
+consume compares an ems Consumer (poll + ack, one member owning all partitions) with the
+raw consumer of the consumer suite (its statements, on one connection).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pymysql
+
+from benchmarks.consumer_workers import _RAW_CURSOR, _RAW_DONE, _RAW_FETCH, _RAW_LOG, RAW_BATCH
+from benchmarks.harness import (
+    BenchConfig,
+    clear_redis,
+    mysql_connect,
+    on_database,
+    query,
+    readings,
+)
+from benchmarks.report import environment
+from benchmarks.writers import EmsWriter, RawRedisWriter, RawWriter
+from ems import Consumer, TopicAdmin
+from ems.consumer.cluster import ClusterSession
+from ems.exceptions import TopicExists
+from ems.store import migrate
+
+DATABASE = "ems_bench_cost"
+RESULTS = Path(__file__).resolve().parent / "results" / "cost-latest.md"
+PARTITIONS = 16
+ROUNDS = 4
+SINGLE_SENDS = 1000
+BATCH = 100
+BATCH_CALLS = 40
+CONSUME = 20_000
+SYSTEMS = ("ems", "raw+redis", "raw")
+KINDS = ("send", "fetch", "ack", "other")
+
+
+# -- counting ------------------------------------------------------------------------------
+
+
+@dataclass
+class Counts:
+    statements: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
+
+
+COUNTS = Counts()
+_ORIGINAL = pymysql.connections.Connection._execute_command
+
+
+def _kind(sql: object) -> str:
+    head = (sql.encode() if isinstance(sql, str) else bytes(sql or b""))[:120].upper()  # type: ignore[call-overload]
+    if head.startswith(b"INSERT INTO MESSAGE"):
+        return "send"
+    if b"TOPIC_GROUP_LOG" in head and head.startswith(b"INSERT"):
+        return "fetch"
+    if head.startswith(b"SELECT ID, OFFSET_NO") or head.startswith(b"SELECT OFFSET_NO, BODY"):
+        return "fetch"
+    if head.startswith((b"BEGIN", b"COMMIT", b"UPDATE TOPIC_GROUP_LOG", b"UPDATE GROUP_OFFSET")):
+        return "ack"
+    return "other"
+
+
+def _counting(self: pymysql.connections.Connection, command: int, sql: object) -> object:
+    COUNTS.statements[_kind(sql)] += 1
+    return _ORIGINAL(self, command, sql)
+
+
+SENDS = [0]
+_SENDALL = socket.socket.sendall
+_SEND = socket.socket.send
+
+
+def _counted_sendall(self: socket.socket, data: Any, *args: Any) -> None:
+    SENDS[0] += 1
+    _SENDALL(self, data, *args)
+
+
+def _counted_send(self: socket.socket, data: Any, *args: Any) -> int:
+    SENDS[0] += 1
+    return _SEND(self, data, *args)
+
+
+def _syscalls() -> int:
+    return SENDS[0]
+
+
+class ServerThreads:
+    """CPU seconds of the server threads serving connections to the run's database."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.pid: int | None = None
+
+    def cpu(self) -> dict[int, float]:
+        rows = query(
+            self.url,
+            "SELECT TID FROM information_schema.PROCESSLIST "
+            "WHERE DB = %s AND ID <> CONNECTION_ID()",
+            (DATABASE,),
+        )
+        out = {}
+        for (tid,) in rows:
+            seconds = self._thread_cpu(int(tid))
+            if seconds is not None:
+                out[int(tid)] = seconds
+        return out
+
+    def _thread_cpu(self, tid: int) -> float | None:
+        if self.pid is None:
+            self.pid = _pid_of_thread(tid)
+        if self.pid is None:
+            return None
+        try:
+            fields = Path(f"/proc/{self.pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1]
+        except OSError:
+            return None
+        values = fields.split()
+        return (int(values[11]) + int(values[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _pid_of_thread(tid: int) -> int | None:
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (entry / "task" / str(tid)).exists():
+            return int(entry.name)
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sample:
+    messages: int
+    statements: dict[str, int]
+    writes: int
+    cpu: float
+    server: float | None
+    wall: float
+
+
+@contextmanager
+def measured(threads: ServerThreads, messages: int, out: list[Sample]) -> Iterator[None]:
+    before_server = threads.cpu()
+    before = dict(COUNTS.statements)
+    writes, cpu, wall = _syscalls(), time.process_time(), time.perf_counter()
+    yield
+    wall, cpu, writes = time.perf_counter() - wall, time.process_time() - cpu, _syscalls() - writes
+    statements = {k: COUNTS.statements[k] - before[k] for k in KINDS}
+    after_server = threads.cpu()
+    server = (
+        sum(v - before_server.get(t, 0.0) for t, v in after_server.items())
+        if after_server
+        else None
+    )
+    out.append(Sample(messages=messages, statements=statements, writes=writes, cpu=cpu,
+                      server=server, wall=wall))  # fmt: skip
+
+
+# -- the operations ------------------------------------------------------------------------
+
+
+def prepare(cfg: BenchConfig) -> int:
+    conn = mysql_connect(cfg.settings.database_url, database=False)
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS `{DATABASE}`")
+    finally:
+        conn.close()
+    clear_redis(cfg.settings)
+    migrate.create_database(cfg.settings)
+    migrate.upgrade(cfg.settings)
+    admin = TopicAdmin(cfg.settings)
+    try:
+        admin.create(cfg.topic, PARTITIONS)
+    except TopicExists:
+        pass
+    finally:
+        admin.close()
+    ((topic_id,),) = query(
+        cfg.settings.database_url, "SELECT id FROM topic WHERE name = %s", (cfg.topic,)
+    )
+    return int(topic_id)
+
+
+WRITERS: dict[str, type[EmsWriter] | type[RawWriter]] = {
+    "ems": EmsWriter,
+    "raw+redis": RawRedisWriter,
+    "raw": RawWriter,
+}
+
+
+def sends(cfg: BenchConfig, threads: ServerThreads, system: str, batch: bool,
+          out: list[Sample]) -> None:  # fmt: skip
+    query(cfg.settings.database_url, "TRUNCATE TABLE message")
+    clear_redis(cfg.settings)
+    rows = readings()
+    writer = WRITERS[system](cfg, 0, 1)
+    try:
+        for row in rows[:50]:
+            writer.send(row)
+        if batch:
+            calls = [rows[i * BATCH : (i + 1) * BATCH] for i in range(BATCH_CALLS)]
+            with measured(threads, BATCH * BATCH_CALLS, out):
+                for call in calls:
+                    writer.send_batch(call)
+        else:
+            with measured(threads, SINGLE_SENDS, out):
+                for row in rows[:SINGLE_SENDS]:
+                    writer.send(row)
+    finally:
+        writer.close()
+    query(cfg.settings.database_url, "TRUNCATE TABLE message")
+    clear_redis(cfg.settings)
+
+
+def fill(cfg: BenchConfig, count: int) -> None:
+    writer = RawRedisWriter(cfg, 0, 1)
+    rows = readings()
+    try:
+        for first in range(0, count, 1000):
+            writer.send_batch([rows[(first + i) % len(rows)] for i in range(1000)])
+    finally:
+        writer.close()
+
+
+def consume_ems(cfg: BenchConfig, threads: ServerThreads, round_no: int, out: list[Sample]) -> None:
+    consumer = Consumer(f"cost-ems-{round_no}", cfg.topic, settings=cfg.settings, start="earliest")
+    try:
+        consumer.start()
+        wait_owning(consumer)
+        handled = 0
+        with measured(threads, CONSUME, out):
+            while handled < CONSUME:
+                batch = consumer.poll(timeout=1.0)
+                consumer.ack(batch)
+                handled += len(batch)
+            session = consumer.session
+            assert isinstance(session, ClusterSession)
+            session.writer.flush()
+    finally:
+        consumer.close()
+
+
+def wait_owning(consumer: Consumer) -> None:
+    session = consumer.session
+    assert isinstance(session, ClusterSession)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        session.sync()
+        if len(session.states) == PARTITIONS:
+            return
+        time.sleep(0.02)
+    raise TimeoutError("the member did not own every partition within 60 s")
+
+
+def consume_raw(cfg: BenchConfig, threads: ServerThreads, round_no: int, topic_id: int,
+                out: list[Sample]) -> None:  # fmt: skip
+    group = f"cost-raw-{round_no}"
+    Consumer(group, cfg.topic, settings=cfg.settings, start="earliest").close()
+    ((group_id,),) = query(
+        cfg.settings.database_url, "SELECT id FROM consumer_group WHERE name = %s", (group,)
+    )
+    conn = mysql_connect(cfg.settings.database_url)
+    cursor = conn.cursor()
+    cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+    position = dict.fromkeys(range(PARTITIONS), 0)
+    handled = 0
+    try:
+        with measured(threads, CONSUME, out):
+            while handled < CONSUME:
+                for p in range(PARTITIONS):
+                    at = position[p]
+                    cursor.execute(_RAW_FETCH, (topic_id, p, at, at + RAW_BATCH, RAW_BATCH))
+                    rows = cursor.fetchall()
+                    if not rows:
+                        continue
+                    last = rows[-1][1]
+                    cursor.execute(_RAW_LOG, (group_id, "raw-0", topic_id, p, at, last))
+                    conn.begin()
+                    cursor.execute(_RAW_DONE, (group_id, "raw-0", p, at, last))
+                    cursor.execute(_RAW_CURSOR, (last + 1, group_id, p))
+                    conn.commit()
+                    position[p] = last + 1
+                    handled += len(rows)
+    finally:
+        conn.close()
+    out[-1] = Sample(**{**out[-1].__dict__, "messages": handled})
+
+
+# -- the run -------------------------------------------------------------------------------
+
+Results = dict[str, dict[str, list[Sample]]]
+
+
+def collect(cfg: BenchConfig, topic_id: int) -> Results:
+    threads = ServerThreads(cfg.settings.database_url)
+    results: Results = {op: {s: [] for s in SYSTEMS} for op in ("single", "batch", "consume")}
+    setattr(pymysql.connections.Connection, "_execute_command", _counting)  # noqa: B010
+    setattr(socket.socket, "sendall", _counted_sendall)  # noqa: B010
+    setattr(socket.socket, "send", _counted_send)  # noqa: B010
+    try:
+        for r in range(ROUNDS):
+            order = SYSTEMS if r % 2 == 0 else SYSTEMS[::-1]
+            for system in order:
+                sends(cfg, threads, system, False, results["single"][system])
+                sends(cfg, threads, system, True, results["batch"][system])
+            query(cfg.settings.database_url, "TRUNCATE TABLE message")
+            clear_redis(cfg.settings)
+            fill(cfg, CONSUME * 2)
+            for system in ("ems", "raw") if r % 2 == 0 else ("raw", "ems"):
+                if system == "ems":
+                    consume_ems(cfg, threads, r, results["consume"]["ems"])
+                else:
+                    consume_raw(cfg, threads, r, topic_id, results["consume"]["raw"])
+            query(cfg.settings.database_url, "TRUNCATE TABLE topic_group_log")
+    finally:
+        setattr(pymysql.connections.Connection, "_execute_command", _ORIGINAL)  # noqa: B010
+        setattr(socket.socket, "sendall", _SENDALL)  # noqa: B010
+        setattr(socket.socket, "send", _SEND)  # noqa: B010
+    return results
+
+
+def per_message(samples: list[Sample], value: Callable[[Sample], float | None]) -> float | None:
+    values = [value(s) for s in samples]
+    if not samples or any(v is None for v in values):
+        return None
+    return statistics.median(v / s.messages for v, s in zip(values, samples, strict=True))  # type: ignore[operator]
+
+
+def _statements(kind: str) -> Callable[[Sample], float]:
+    return lambda s: float(s.statements[kind])
+
+
+OPS = {
+    "single": "single send",
+    "batch": f"batch send ({BATCH} per call)",
+    "consume": "consume (fetch + ack)",
+}
+
+
+def render(env: list[str], results: Results) -> str:
+    lines = [
+        "## ems cost model per operation",
+        "",
+        *env,
+        f"- rounds: {ROUNDS}, the systems' order alternating; {SINGLE_SENDS:,} single sends, "
+        f"{BATCH_CALLS} batch calls of {BATCH} and {CONSUME:,} consumed messages per round and "
+        "system, the producer suite's readings on a 16-partition topic; one process",
+        "- statements: MySQL commands per message (BEGIN and COMMIT included), by kind; "
+        "requests: socket sends per message (MySQL and Redis); client CPU: the "
+        "process's; server CPU: the threads of the run's connections on the MariaDB server",
+        "- consume: ems = one Consumer owning every partition, poll() + ack() of each batch; "
+        f"raw = the consumer suite's raw statements (read of {RAW_BATCH}, the start rows as "
+        "one INSERT ... SELECT, the log UPDATE and cursor UPDATE in one transaction)",
+        "",
+        "### Cost per message",
+        "",
+        "| operation | system | statements (send / fetch / ack / other) | requests | "
+        "client CPU us | server CPU us | msg/s | msg/s vs raw |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for op, title in OPS.items():
+        raw_rate = per_message(results[op]["raw"], lambda s: s.wall)
+        for system in SYSTEMS:
+            samples = results[op][system]
+            if not samples:
+                continue
+            kinds = " / ".join(f"{per_message(samples, _statements(k)):.3g}" for k in KINDS)
+            writes = per_message(samples, lambda s: float(s.writes))
+            cpu = per_message(samples, lambda s: s.cpu)
+            server = per_message(samples, lambda s: s.server)
+            wall = per_message(samples, lambda s: s.wall)
+            assert writes is not None and cpu is not None and wall is not None
+            ratio = f"{raw_rate / wall:.2f}x" if raw_rate else "-"
+            server_text = "-" if server is None else f"{server * 1e6:.1f}"
+            lines.append(
+                f"| {title} | {system} | {kinds} | {writes:.3g} | {cpu * 1e6:.1f} | "
+                f"{server_text} | {1 / wall:,.0f} | {ratio} |"
+            )
+    lines += [
+        "",
+        "Statements and requests are counts (the same on any machine); CPU times and rates "
+        "are medians of the rounds, on a machine shared with other work: compare the rows "
+        "of one operation, not runs. Server CPU has a 10 ms clock tick per thread.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
+    ccfg = on_database(cfg, DATABASE)
+    topic_id = prepare(ccfg)
+    env = environment(ccfg)
+    results = collect(ccfg, topic_id)
+    text = render(env, results)
+    print(text)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(text)
+    return 0
