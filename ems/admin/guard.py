@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from flask import Flask, current_app, g, redirect, request, url_for
 from flask_wtf.csrf import CSRFProtect
+from werkzeug.exceptions import Forbidden
 from werkzeug.wrappers import Response
 
 from ems.admin import audit
@@ -53,6 +54,26 @@ def requires(capability: str) -> Callable[[F], F]:
 
 #: Mark a view anyone may reach, signed in or not.
 public = requires(PUBLIC)
+
+
+def may(capability: str) -> bool:
+    """Whether the signed-in principal holds `capability` (False when nobody is signed
+    in): for the parts of a page a route's own capability does not cover."""
+    principal = audit.current_principal()
+    return principal is not None and principal.may(capability)
+
+
+def refuse(capability: str, reason: str) -> NoReturn:
+    """403 for a part of a request that needs `capability` (a search by key or by error
+    text, which would tell of hidden data), recorded in the audit trail."""
+    audit.record(
+        "access",
+        request.path,
+        "denied",
+        params={"method": request.method, "endpoint": request.endpoint, "needs": capability},
+        detail=reason,
+    )
+    raise Forbidden(reason)
 
 
 def required(view: object) -> str | None:

@@ -17,12 +17,11 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, render_template, request
 from werkzeug.datastructures import MultiDict
-from werkzeug.exceptions import Forbidden
 
 from ems.admin import audit, forms, plans
 from ems.admin.bodies import error_text, message_json, message_view
 from ems.admin.capabilities import PURGE, READ, READ_BODIES, REPLAY, RESEND
-from ems.admin.guard import requires
+from ems.admin.guard import may, refuse, requires
 from ems.admin.serialize import to_json
 from ems.admin.services import services
 from ems.admin.views.messages import message_url
@@ -70,7 +69,7 @@ def page() -> str:
     return render_template(
         "dead_letters.html",
         page=found,
-        reveal=_may_read_bodies(),
+        reveal=may(READ_BODIES),
         error_text=error_text,
         args=_kept(args),
         changes=CHANGES,
@@ -83,7 +82,7 @@ def page() -> str:
 @requires(READ)
 def api() -> Response:
     found = _page(request.args)
-    bodies = _may_read_bodies()
+    bodies = may(READ_BODIES)
     return jsonify(
         {
             "dead_letters": [_letter_json(d, bodies, listed=True) for d in found.letters],
@@ -97,7 +96,7 @@ def api() -> Response:
 @requires(READ)
 def detail(dead_id: int) -> str:
     letter = services().dead_letters.show(check_id(dead_id, "dead letter"))
-    reveal = _may_read_bodies()
+    reveal = may(READ_BODIES)
     return render_template(
         "dead_letter.html",
         letter=letter,
@@ -114,7 +113,7 @@ def detail(dead_id: int) -> str:
 @requires(READ)
 def api_detail(dead_id: int) -> Response:
     letter = services().dead_letters.show(check_id(dead_id, "dead letter"))
-    return jsonify(_letter_json(letter, _may_read_bodies()))
+    return jsonify(_letter_json(letter, may(READ_BODIES)))
 
 
 # -- changes ---------------------------------------------------------------------------
@@ -243,8 +242,8 @@ def _shown(action: PlanAction, found: DeadLetterPreview) -> dict[str, Any]:
 
 
 def _page(args: Mapping[str, object]) -> DeadLetterPage:
-    if args.get("error") and not _may_read_bodies():
-        _refuse(HIDDEN_ERRORS)  # the answer would tell of the error texts
+    if args.get("error") and not may(READ_BODIES):
+        refuse(READ_BODIES, HIDDEN_ERRORS)  # the answer would tell of the error texts
     after = forms.text(args, "after", required=False)
     limit = forms.text(args, "limit", required=False)
     size = forms.whole(limit, "limit") if limit else PAGE
@@ -341,22 +340,6 @@ HIDDEN_ERRORS = (
     "(EMS_ADMIN_HIDE_BODIES): a search by error text is not open to your role"
 )
 HIDDEN = "bodies, keys, headers and error texts are hidden from viewers (EMS_ADMIN_HIDE_BODIES)"
-
-
-def _may_read_bodies() -> bool:
-    principal = audit.current_principal()
-    return principal is not None and principal.may(READ_BODIES)
-
-
-def _refuse(reason: str) -> None:
-    audit.record(
-        "access",
-        request.path,
-        "denied",
-        params={"method": request.method, "endpoint": request.endpoint, "needs": READ_BODIES},
-        detail=reason,
-    )
-    raise Forbidden(reason)
 
 
 def _shown_letter(d: DeadLetter) -> Any:

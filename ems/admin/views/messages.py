@@ -14,7 +14,6 @@ import re
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, render_template, request, url_for
-from werkzeug.exceptions import Forbidden
 
 from ems.admin import audit
 from ems.admin.bodies import (
@@ -28,7 +27,7 @@ from ems.admin.bodies import (
 )
 from ems.admin.capabilities import DOWNLOAD_BODIES, READ, READ_BODIES
 from ems.admin.forms import whole
-from ems.admin.guard import requires
+from ems.admin.guard import may, refuse, requires
 from ems.admin.search import Search, check_topic, parse_search
 from ems.admin.serialize import to_json
 from ems.admin.services import services
@@ -60,7 +59,7 @@ def page() -> str:
         search=search,
         found=found,
         next_link=_next_link(search, found),
-        reveal=_reveal(),
+        reveal=may(READ_BODIES),
         message_url=message_url,
         key_text=key_text,
         key_cell=KEY_CELL,
@@ -73,7 +72,7 @@ def page() -> str:
 @requires(READ)
 def api() -> Response:
     search, found = _search()
-    reveal = _reveal()
+    reveal = may(READ_BODIES)
     body: dict[str, Any] = {"kind": search.kind, "bodies_hidden": not reveal}
     if found is not None:
         body.update(
@@ -88,8 +87,8 @@ def api() -> Response:
 
 
 def _search() -> tuple[Search, MessagePage | None]:
-    if request.args.get("key") and not _reveal():
-        _refuse(HIDDEN_KEYS)  # before anything else: the answer would tell of the key
+    if request.args.get("key") and not may(READ_BODIES):
+        refuse(READ_BODIES, HIDDEN_KEYS)  # before anything else: the answer would tell of the key
     search = parse_search(request.args)
     return search, _run(search)
 
@@ -225,7 +224,7 @@ def _by_query() -> Located:
 def _detail_page(located: Located) -> str:
     found, trace = located
     m = found.message
-    reveal = _reveal()
+    reveal = may(READ_BODIES)
     shown = message_view(m.key, m.headers, m.body) if reveal else None
     return render_template(
         "message.html",
@@ -247,7 +246,7 @@ def _detail_page(located: Located) -> str:
 def _detail_json(located: Located) -> Response:
     found, trace = located
     m = found.message
-    reveal = _reveal()
+    reveal = may(READ_BODIES)
     out: dict[str, Any] = {
         "id": m.id,
         "topic": found.topic,
@@ -340,19 +339,3 @@ def _events(trace: MessageTrace, reveal: bool) -> tuple[Event, ...]:
     quote the message)."""
     events = timeline(trace)
     return events if reveal else without_errors(events, HIDDEN_ERROR)
-
-
-def _reveal() -> bool:
-    principal = audit.current_principal()
-    return principal is not None and principal.may(READ_BODIES)
-
-
-def _refuse(reason: str) -> None:
-    audit.record(
-        "access",
-        request.path,
-        "denied",
-        params={"method": request.method, "endpoint": request.endpoint, "needs": READ_BODIES},
-        detail=reason,
-    )
-    raise Forbidden(reason)
