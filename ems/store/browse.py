@@ -211,6 +211,15 @@ _SAMPLED = (
     "WHERE c.at IS NOT NULL GROUP BY c.n, c.at ORDER BY c.n"
 )
 _LAG = "GREATEST(s.high_watermark - s.committed_offset, 0)"
+_VOLUME = "s.high_watermark"
+_AFTER_CAPTURE = "captured_at > %s AND "
+_KEY = "uq_{table}_{owner}_partition_no_captured_at"
+_WAITING = "SELECT w.g, w.k, COUNT(*) FROM ({union}) w GROUP BY w.g, w.k"
+_ANY = "1 = 1"
+_NAME_LIKE = "{column} LIKE %s ESCAPE '!'"
+_NAME_AFTER = "{column} > %s"
+_AFTER_GROUP = " AND g.name >= %s AND (g.name > %s OR g.topic_id > %s)"
+_OF_TOPIC = "g.topic_id = %s"
 
 #: A series bucket: (start, end]; no start: everything up to the end.
 Bucket = tuple[dt.datetime | None, dt.datetime]
@@ -227,6 +236,60 @@ def like_prefix(prefix: str) -> str:
 
 def _marks(ids: Sequence[int]) -> str:
     return ", ".join(str(int(i)) for i in ids)
+
+
+def topics_query(prefix: str, after: str | None, limit: int) -> tuple[str, tuple[object, ...]]:
+    """A page of topics by name (one row more than `limit`: whether more follow)."""
+    where, params = _name_filter("name", prefix, after)
+    return _TOPICS.format(where=where), (*params, limit + 1)
+
+
+def groups_query(
+    prefix: str, after: tuple[str, int | None] | None, limit: int
+) -> tuple[str, tuple[object, ...]]:
+    """A page of groups by name then topic id (see BrowseStore.groups; one row more than
+    `limit`)."""
+    name, topic_id = after if after is not None else (None, None)
+    where, params = _name_filter("g.name", prefix, name if topic_id is None else None)
+    if name is not None and topic_id is not None:
+        where += _AFTER_GROUP
+        params += [name, name, topic_id]
+    return _GROUPS.format(index=_BY_NAME, where=where), (*params, limit + 1)
+
+
+def groups_of_topic_query(topic_id: int, limit: int) -> tuple[str, tuple[object, ...]]:
+    return _GROUPS.format(index="", where=_OF_TOPIC), (topic_id, limit + 1)
+
+
+def lags_query(group_ids: Sequence[int]) -> tuple[str, tuple[object, ...]]:
+    """The live lags of these groups (their ids written in, as integers)."""
+    return _LAGS.format(ids=_marks(group_ids)), ()
+
+
+def series_query(
+    table: str, owner: str, value: str, owner_id: int, topic_id: int, buckets: Sequence[Bucket]
+) -> tuple[str, tuple[object, ...]]:
+    """A series sampled from `table` (rows of `owner` = owner_id): one SELECT per bucket."""
+    captures, params = [], []
+    for n, (start, end) in enumerate(buckets):
+        lower = "" if start is None else _AFTER_CAPTURE
+        captures.append(_CAPTURE_IN.format(n=n, table=table, lower=lower))
+        params += [end] if start is None else [start, end]
+    sql = _SAMPLED.format(
+        value=value,
+        table=table,
+        key=_KEY.format(table=table, owner=owner),
+        owner=owner,
+        captures=" UNION ALL ".join(captures),
+    )
+    return sql, (*params, topic_id, owner_id)
+
+
+def waiting_query(group_ids: Sequence[int]) -> tuple[str, tuple[object, ...]]:
+    """What waits beside the stream for these groups (see waiting)."""
+    union = " UNION ALL ".join([_WAITING_ONE, _DEAD_ONE] * len(group_ids))
+    params = [v for g in group_ids for v in (g, WAITING_CAP + 1) * 2]
+    return _WAITING.format(union=union), tuple(params)
 
 
 def _seconds(us: Any) -> float | None:
@@ -251,9 +314,8 @@ class BrowseStore:
         """Up to `limit` topics by name whose name starts with `prefix` and comes after
         `after`, their watermark totals, and whether more follow: two statements, one
         connection, whatever the limit."""
-        where, params = _name_filter("name", prefix, after)
         with self.db.connect() as conn:
-            rows = conn.exec_driver_sql(_TOPICS.format(where=where), (*params, limit + 1)).all()
+            rows = conn.exec_driver_sql(*topics_query(prefix, after, limit)).all()
             topics = [
                 TopicRow(
                     id=int(r[0]),
@@ -281,21 +343,14 @@ class BrowseStore:
         starts with `prefix` and which come after `after`: a name and a topic id, or a
         name alone (None) to skip every topic of that name. Also whether more follow.
         Five statements on one connection, whatever the limit."""
-        name, topic_id = after if after is not None else (None, None)
-        where, params = _name_filter("g.name", prefix, name if topic_id is None else None)
-        if name is not None and topic_id is not None:
-            where += " AND g.name >= %s AND (g.name > %s OR g.topic_id > %s)"
-            params += [name, name, topic_id]
         with self.db.connect() as conn:
-            sql = _GROUPS.format(index=_BY_NAME, where=where)
-            rows = conn.exec_driver_sql(sql, (*params, limit + 1)).all()
+            rows = conn.exec_driver_sql(*groups_query(prefix, after, limit)).all()
             return _group_facts(conn, rows[:limit]), len(rows) > limit
 
     def groups_of_topic(self, topic_id: int, limit: int) -> tuple[list[GroupFacts], bool]:
         """Up to `limit` groups consuming the topic, by name, and whether more do."""
         with self.db.connect() as conn:
-            sql = _GROUPS.format(index="", where="g.topic_id = %s")
-            rows = conn.exec_driver_sql(sql, (topic_id, limit + 1)).all()
+            rows = conn.exec_driver_sql(*groups_of_topic_query(topic_id, limit)).all()
             return _group_facts(conn, rows[:limit]), len(rows) > limit
 
     def partition_page(
@@ -381,7 +436,7 @@ class BrowseStore:
         if not group_ids:
             return {}
         with self.db.connect() as conn:
-            rows = conn.exec_driver_sql(_LAGS.format(ids=_marks(group_ids))).all()
+            rows = conn.exec_driver_sql(*lags_query(group_ids)).all()
         return {int(r[0]): (int(r[1]), _age(r[4])) for r in rows}
 
     def urgent_groups(
@@ -418,8 +473,7 @@ class BrowseStore:
 
     def volume_series(self, topic_id: int, buckets: Sequence[Bucket]) -> list[SeriesRow]:
         """The topic's summed high watermark at the last watermark capture of each bucket."""
-        value = "s.high_watermark"
-        return self._series("topic_watermark", "topic_id", value, topic_id, topic_id, buckets)
+        return self._series("topic_watermark", "topic_id", _VOLUME, topic_id, topic_id, buckets)
 
     def _series(
         self,
@@ -432,31 +486,20 @@ class BrowseStore:
     ) -> list[SeriesRow]:
         if not buckets:
             return []
-        captures, params = [], []
-        for n, (start, end) in enumerate(buckets):
-            lower = "" if start is None else "captured_at > %s AND "
-            captures.append(_CAPTURE_IN.format(n=n, table=table, lower=lower))
-            params += [end] if start is None else [start, end]
-        sql = _SAMPLED.format(
-            value=value,
-            table=table,
-            key=f"uq_{table}_{owner}_partition_no_captured_at",
-            owner=owner,
-            captures=" UNION ALL ".join(captures),
-        )
+        query = series_query(table, owner, value, owner_id, topic_id, buckets)
         with self.db.connect() as conn:
-            rows = conn.exec_driver_sql(sql, (*params, topic_id, owner_id)).all()
+            rows = conn.exec_driver_sql(*query).all()
         return [(int(r[0]), r[1], int(r[2]), int(r[3])) for r in rows if r[3]]
 
 
 def _name_filter(column: str, prefix: str, after: str | None) -> tuple[str, list[object]]:
-    where: list[str] = ["1 = 1"]
+    where: list[str] = [_ANY]
     params: list[object] = []
     if prefix:
-        where.append(f"{column} LIKE %s ESCAPE '!'")
+        where.append(_NAME_LIKE.format(column=column))
         params.append(like_prefix(prefix))
     if after is not None:
-        where.append(f"{column} > %s")
+        where.append(_NAME_AFTER.format(column=column))
         params.append(after)
     return " AND ".join(where), params
 
@@ -476,11 +519,8 @@ def waiting(conn: Connection, group_ids: Sequence[int]) -> dict[int, tuple[int, 
     reads, never over a table)."""
     if not group_ids:
         return {}
-    union = " UNION ALL ".join([_WAITING_ONE, _DEAD_ONE] * len(group_ids))
-    params = [v for g in group_ids for v in (g, WAITING_CAP + 1) * 2]
-    sql = f"SELECT w.g, w.k, COUNT(*) FROM ({union}) w GROUP BY w.g, w.k"
     found: dict[int, list[int]] = {}
-    for g, k, n in conn.exec_driver_sql(sql, tuple(params)):
+    for g, k, n in conn.exec_driver_sql(*waiting_query(group_ids)):
         found.setdefault(int(g), [0, 0])[int(k)] = int(n)
     return {g: (counts[0], counts[1]) for g, counts in found.items()}
 
