@@ -11,13 +11,11 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection
-
 from ems.store import in_flight
 from ems.store.browse import like_prefix
 from ems.store.database import Database
 from ems.store.errors import DuplicateKey
-from ems.store.messages import all_high_watermarks
+from ems.store.messages import ALL_HIGH_WATERMARKS
 from ems.values.alarms import (
     DEAD_LETTER_COUNT_CAP,
     AlarmRecord,
@@ -194,22 +192,21 @@ class AlarmStore:
 
     def observe(self) -> Observations:
         """Everything the alarm conditions are evaluated over, read now."""
-        with self.db.connect() as conn:
-            return Observations(
-                partitions=self._partitions(conn),
-                in_flight=self._in_flight(conn),
-                dead_letters=self._dead_letters(conn),
-            )
+        return Observations(
+            partitions=self._partitions(),
+            in_flight=self._in_flight(),
+            dead_letters=self._dead_letters(),
+        )
 
-    def _partitions(self, conn: Connection) -> list[PartitionObservation]:
-        marks = all_high_watermarks(conn)
+    def _partitions(self) -> list[PartitionObservation]:
+        marks = {(int(t), int(p)): int(h) for t, p, h in self.db.select(ALL_HIGH_WATERMARKS, ())}
         out = []
-        for r in conn.exec_driver_sql(_CURSORS):
+        for r in self.db.select(_CURSORS, ()):
             high = max(marks.get((r[2], r[4]), 0), int(r[5]))
             age = _seconds(r[7])
             if age is None and high > r[5]:
-                found = conn.exec_driver_sql(_NEXT_STORED_AGE, (r[2], r[4], r[5])).first()
-                age = None if found is None else _seconds(found[0])
+                found = self.db.select(_NEXT_STORED_AGE, (r[2], r[4], r[5]))
+                age = _seconds(found[0][0]) if found else None
             out.append(
                 PartitionObservation(
                     group_id=int(r[0]),
@@ -228,7 +225,7 @@ class AlarmStore:
             )
         return out
 
-    def _in_flight(self, conn: Connection) -> list[InFlightObservation]:
+    def _in_flight(self) -> list[InFlightObservation]:
         return [
             InFlightObservation(
                 group_id=int(r[0]),
@@ -241,17 +238,15 @@ class AlarmStore:
                 oldest_age=_seconds(r[7]) or 0.0,
                 ack_timeout_seconds=int(r[8]),
             )
-            for r in conn.exec_driver_sql(_IN_FLIGHT)
+            for r in self.db.select(_IN_FLIGHT, ())
         ]
 
-    def _dead_letters(self, conn: Connection) -> list[DeadLetterObservation]:
-        marks = {k: at for k, at in conn.exec_driver_sql(_DEAD_LETTER_MARKS)}
+    def _dead_letters(self) -> list[DeadLetterObservation]:
+        marks = {k: at for k, at in self.db.select(_DEAD_LETTER_MARKS, ())}
         out = []
-        for gid, group, topic_id, topic in conn.exec_driver_sql(_CLUSTER_GROUPS).all():
+        for gid, group, topic_id, topic in self.db.select(_CLUSTER_GROUPS, ()):
             since = marks.get(f"dead_letter:{gid}") or dt.datetime(1970, 1, 2)
-            count, age = conn.exec_driver_sql(
-                _DEAD_LETTERS, (gid, since, DEAD_LETTER_COUNT_CAP)
-            ).one()
+            ((count, age),) = self.db.select(_DEAD_LETTERS, (gid, since, DEAD_LETTER_COUNT_CAP))
             if count:
                 out.append(
                     DeadLetterObservation(

@@ -15,8 +15,6 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection
-
 from ems.store.database import Database
 from ems.store.groups import group_info
 from ems.store.lag_reports import GROUP_STATUS_ORDER, WORST_GROUP_STATUS
@@ -312,27 +310,26 @@ class BrowseStore:
         self, prefix: str, after: str | None, limit: int
     ) -> tuple[list[TopicRow], dict[int, WatermarkTotals], bool]:
         """Up to `limit` topics by name whose name starts with `prefix` and comes after
-        `after`, their watermark totals, and whether more follow: two statements, one
-        connection, whatever the limit."""
-        with self.db.connect() as conn:
-            rows = conn.exec_driver_sql(*topics_query(prefix, after, limit)).all()
-            topics = [
-                TopicRow(
-                    id=int(r[0]),
-                    name=r[1],
-                    partitions=int(r[2]),
-                    retention_hours=int(r[3]),
-                    delete_consumed=bool(r[4]),
-                    max_body_bytes=int(r[5]),
-                    created_at=r[6],
-                )
-                for r in rows[:limit]
-            ]
-            return topics, _totals(conn, [t.id for t in topics]), len(rows) > limit
+        `after`, their watermark totals, and whether more follow: two statements whatever
+        the limit."""
+        rows = self.db.select(*topics_query(prefix, after, limit))
+        topics = [
+            TopicRow(
+                id=int(r[0]),
+                name=r[1],
+                partitions=int(r[2]),
+                retention_hours=int(r[3]),
+                delete_consumed=bool(r[4]),
+                max_body_bytes=int(r[5]),
+                created_at=r[6],
+            )
+            for r in rows[:limit]
+        ]
+        return topics, _totals(self.db, [t.id for t in topics]), len(rows) > limit
 
     def delete_consumed(self, topic_id: int) -> bool:
-        with self.db.connect() as conn:
-            return bool(conn.exec_driver_sql(_DELETE_CONSUMED, (topic_id,)).scalar())
+        rows = self.db.select(_DELETE_CONSUMED, (topic_id,))
+        return bool(rows[0][0]) if rows else False
 
     # -- groups --------------------------------------------------------------------------
 
@@ -342,16 +339,14 @@ class BrowseStore:
         """Up to `limit` groups (one per name and topic) by name then topic id, whose name
         starts with `prefix` and which come after `after`: a name and a topic id, or a
         name alone (None) to skip every topic of that name. Also whether more follow.
-        Five statements on one connection, whatever the limit."""
-        with self.db.connect() as conn:
-            rows = conn.exec_driver_sql(*groups_query(prefix, after, limit)).all()
-            return _group_facts(conn, rows[:limit]), len(rows) > limit
+        Five statements, whatever the limit."""
+        rows = self.db.select(*groups_query(prefix, after, limit))
+        return _group_facts(self.db, rows[:limit]), len(rows) > limit
 
     def groups_of_topic(self, topic_id: int, limit: int) -> tuple[list[GroupFacts], bool]:
         """Up to `limit` groups consuming the topic, by name, and whether more do."""
-        with self.db.connect() as conn:
-            rows = conn.exec_driver_sql(*groups_of_topic_query(topic_id, limit)).all()
-            return _group_facts(conn, rows[:limit]), len(rows) > limit
+        rows = self.db.select(*groups_of_topic_query(topic_id, limit))
+        return _group_facts(self.db, rows[:limit]), len(rows) > limit
 
     def partition_page(
         self, group_id: int, topic: TopicInfo, after: int | None, limit: int
@@ -361,8 +356,7 @@ class BrowseStore:
         few index dives per partition of the page, none for the others)."""
         start = -1 if after is None else after
         params = (group_id, group_id, group_id, topic.id, start, topic.partitions, limit)
-        with self.db.connect() as conn:
-            rows = conn.exec_driver_sql(_PARTITION_PAGE, params).all()
+        rows = self.db.select(_PARTITION_PAGE, params)
         return [
             PartitionRow(
                 partition=int(r[0]),
@@ -382,20 +376,17 @@ class BrowseStore:
         members, lag, partitions without a cursor, rewinds and newest report (three
         aggregate statements, no row per partition leaves the server)."""
         row = (group.id, group.name, group.topic_id, topic, group.mode, group.start_position)
-        with self.db.connect() as conn:
-            (facts,) = _group_facts(conn, [row])
+        (facts,) = _group_facts(self.db, [row])
         return facts
 
     def waiting(self, group_id: int) -> tuple[int, int]:
         """The group's messages in the retry table, and its dead letters not resent
         (each at most WAITING_CAP + 1: more than WAITING_CAP)."""
-        with self.db.connect() as conn:
-            return waiting(conn, [group_id]).get(group_id, (0, 0))
+        return waiting(self.db, [group_id]).get(group_id, (0, 0))
 
     def member_loads(self, group_id: int) -> dict[str, MemberLoad]:
         """Per client of the group: when it joined and its last load report."""
-        with self.db.connect() as conn:
-            rows = conn.exec_driver_sql(_MEMBER_LOADS, (group_id,)).all()
+        rows = self.db.select(_MEMBER_LOADS, (group_id,))
         return {
             str(r[0]): MemberLoad(
                 joined_at=r[1],
@@ -411,22 +402,19 @@ class BrowseStore:
     ) -> dict[int, str]:
         """Partition -> its status in the report, for the group's partitions numbered
         `first` to `last`."""
-        with self.db.connect() as conn:
-            rows = conn.exec_driver_sql(_REPORT_STATUSES, (report_id, group_id, first, last)).all()
+        rows = self.db.select(_REPORT_STATUSES, (report_id, group_id, first, last))
         return {int(p): str(status) for p, status in rows}
 
     # -- overview ------------------------------------------------------------------------
 
     def overview_counts(self) -> tuple[int, int, int]:
         """The topics, the consumer groups (one per name and topic) and the open alarms."""
-        with self.db.connect() as conn:
-            row = conn.exec_driver_sql(_OVERVIEW_COUNTS).one()
+        (row,) = self.db.select(_OVERVIEW_COUNTS, ())
         return int(row[0]), int(row[1]), int(row[2])
 
     def report_total(self, report_id: int) -> int | None:
         """A lag report's lag summed over all its rows; None when it holds none."""
-        with self.db.connect() as conn:
-            total, rows = conn.exec_driver_sql(_REPORT_TOTAL, (report_id,)).one()
+        ((total, rows),) = self.db.select(_REPORT_TOTAL, (report_id,))
         return int(total) if rows else None
 
     def live_lags(self, group_ids: Sequence[int]) -> dict[int, tuple[int, float | None]]:
@@ -435,8 +423,7 @@ class BrowseStore:
         statement over the ids, as a page of groups reads it)."""
         if not group_ids:
             return {}
-        with self.db.connect() as conn:
-            rows = conn.exec_driver_sql(*lags_query(group_ids)).all()
+        rows = self.db.select(*lags_query(group_ids))
         return {int(r[0]): (int(r[1]), _age(r[4])) for r in rows}
 
     def urgent_groups(
@@ -445,8 +432,7 @@ class BrowseStore:
         """Up to `limit` groups, worst status in the report first, then by name: each with
         its topic's name and its rows of the report summed (None: the report does not
         cover it, or there is no report)."""
-        with self.db.connect() as conn:
-            rows = conn.exec_driver_sql(_URGENT_GROUPS, (report_id, limit)).all()
+        rows = self.db.select(_URGENT_GROUPS, (report_id, limit))
         out = []
         for r in rows:
             info = group_info(r[:10])
@@ -486,9 +472,7 @@ class BrowseStore:
     ) -> list[SeriesRow]:
         if not buckets:
             return []
-        query = series_query(table, owner, value, owner_id, topic_id, buckets)
-        with self.db.connect() as conn:
-            rows = conn.exec_driver_sql(*query).all()
+        rows = self.db.select(*series_query(table, owner, value, owner_id, topic_id, buckets))
         return [(int(r[0]), r[1], int(r[2]), int(r[3])) for r in rows if r[3]]
 
 
@@ -504,45 +488,45 @@ def _name_filter(column: str, prefix: str, after: str | None) -> tuple[str, list
     return " AND ".join(where), params
 
 
-def _totals(conn: Connection, topic_ids: Sequence[int]) -> dict[int, WatermarkTotals]:
+def _totals(db: Database, topic_ids: Sequence[int]) -> dict[int, WatermarkTotals]:
     if not topic_ids:
         return {}
-    rows = conn.exec_driver_sql(_TOPIC_TOTALS.format(ids=_marks(topic_ids))).all()
+    rows = db.select(_TOPIC_TOTALS.format(ids=_marks(topic_ids)), ())
     return {
         int(r[0]): WatermarkTotals(low=int(r[1]), high=int(r[2]), stored=int(r[3])) for r in rows
     }
 
 
-def waiting(conn: Connection, group_ids: Sequence[int]) -> dict[int, tuple[int, int]]:
+def waiting(db: Database, group_ids: Sequence[int]) -> dict[int, tuple[int, int]]:
     """{group id: (retries waiting, dead letters not resent)}, each group's rows of
     each table read up to WAITING_CAP + 1 (one statement; the counts are over the capped
     reads, never over a table)."""
     if not group_ids:
         return {}
     found: dict[int, list[int]] = {}
-    for g, k, n in conn.exec_driver_sql(*waiting_query(group_ids)):
+    for g, k, n in db.select(*waiting_query(group_ids)):
         found.setdefault(int(g), [0, 0])[int(k)] = int(n)
     return {g: (counts[0], counts[1]) for g, counts in found.items()}
 
 
-def _group_facts(conn: Connection, rows: Sequence[Any]) -> list[GroupFacts]:
+def _group_facts(db: Database, rows: Sequence[Any]) -> list[GroupFacts]:
     """The page's groups with their members, lag and newest report: three statements
     over the page's ids."""
     if not rows:
         return []
     ids = _marks([int(r[0]) for r in rows])
     members = {
-        int(g): (int(n), int(live)) for g, n, live in conn.exec_driver_sql(_MEMBERS.format(ids=ids))
+        int(g): (int(n), int(live)) for g, n, live in db.select(_MEMBERS.format(ids=ids), ())
     }
     lags = {
         int(g): (int(lag), int(cursorless), int(rewound), _age(age))
-        for g, lag, cursorless, rewound, age in conn.exec_driver_sql(_LAGS.format(ids=ids))
+        for g, lag, cursorless, rewound, age in db.select(_LAGS.format(ids=ids), ())
     }
-    beside = waiting(conn, [int(r[0]) for r in rows])
+    beside = waiting(db, [int(r[0]) for r in rows])
     latest = _LATEST_REPORT.format(group="g.id")
     reports = {
         int(g): (int(report), at, status)
-        for g, report, at, status in conn.exec_driver_sql(_REPORTS.format(latest=latest, ids=ids))
+        for g, report, at, status in db.select(_REPORTS.format(latest=latest, ids=ids), ())
     }
     out = []
     for r in rows:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ems.store import in_flight
 from ems.store.database import Database
-from ems.store.messages import HighWatermarks, all_high_watermarks
+from ems.store.messages import ALL_HIGH_WATERMARKS, HighWatermarks
 
 # The log purge walks the log's primary key (group_id, partition_no, offset_no), one
 # partition of one group at a time, from its lowest offset up: every statement reads or
@@ -318,8 +318,8 @@ class MaintenanceStore:
         just now (store.messages.all_high_watermarks); read here when None."""
         now = self.db.select(_NOW, ())[0][0]
         if marks is None:
-            with self.db.connect() as conn:
-                marks = all_high_watermarks(conn)
+            rows = self.db.select(ALL_HIGH_WATERMARKS, ())
+            marks = {(int(t), int(p)): int(h) for t, p, h in rows}
         if not marks:
             return 0
         with self.db.single() as cursor:
