@@ -15,7 +15,7 @@ from ems.store import in_flight
 from ems.store.browse import like_prefix
 from ems.store.database import Database
 from ems.store.errors import DuplicateKey
-from ems.store.messages import ALL_HIGH_WATERMARKS
+from ems.store.watermarks import all_high_watermarks
 from ems.values.alarms import (
     DEAD_LETTER_COUNT_CAP,
     AlarmRecord,
@@ -199,7 +199,7 @@ class AlarmStore:
         )
 
     def _partitions(self) -> list[PartitionObservation]:
-        marks = {(int(t), int(p)): int(h) for t, p, h in self.db.select(ALL_HIGH_WATERMARKS, ())}
+        marks = all_high_watermarks(self.db)
         out = []
         for r in self.db.select(_CURSORS, ()):
             high = max(marks.get((r[2], r[4]), 0), int(r[5]))

@@ -265,11 +265,13 @@ class AutoscaleStore:
         same transaction: a deposed leader changes nothing (NotLeader before the change),
         and none can be deposed while its change is on the wire (takeovers wait for the
         row; the change is bounded by its own timeout). Returns the row id."""
-        with self.db.connect() as conn:
-            hold(conn, group_id, *leader)
+        with self.db.transaction() as cursor:
+            hold(cursor, group_id, *leader)
             applied, error = change()
-            params = _record_params(group_id, leader, decision, applied, backend, error)
-            return int(conn.exec_driver_sql(_RECORD, params).lastrowid)
+            cursor.execute(
+                _RECORD, _record_params(group_id, leader, decision, applied, backend, error)
+            )
+            return int(cursor.lastrowid)
 
     def record(
         self,
@@ -284,6 +286,7 @@ class AutoscaleStore:
         """As leader (client id, epoch): record a decision, fenced by the epoch (a deposed
         leader records nothing and gets NotLeader). Returns the row id."""
         params = _record_params(group_id, leader, decision, applied, backend, error)
-        with self.db.connect() as conn:
-            fence(conn, group_id, *leader)
-            return int(conn.exec_driver_sql(_RECORD, params).lastrowid)
+        with self.db.transaction() as cursor:
+            fence(cursor, group_id, *leader)
+            cursor.execute(_RECORD, params)
+            return int(cursor.lastrowid)

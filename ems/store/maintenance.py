@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from ems.store import in_flight
 from ems.store.database import Database
-from ems.store.messages import ALL_HIGH_WATERMARKS, HighWatermarks
+from ems.store.messages import HighWatermarks
+from ems.store.watermarks import all_high_watermarks
 
 # The log purge walks the log's primary key (group_id, partition_no, offset_no), one
 # partition of one group at a time, from its lowest offset up: every statement reads or
@@ -318,8 +319,7 @@ class MaintenanceStore:
         just now (store.messages.all_high_watermarks); read here when None."""
         now = self.db.select(_NOW, ())[0][0]
         if marks is None:
-            rows = self.db.select(ALL_HIGH_WATERMARKS, ())
-            marks = {(int(t), int(p)): int(h) for t, p, h in rows}
+            marks = all_high_watermarks(self.db)
         if not marks:
             return 0
         with self.db.single() as cursor:
