@@ -14,9 +14,9 @@ connections:
 - ``own_connection()``: a connection one caller keeps, for a statement on a schedule
   that must never wait for the pool (a member's lease renewal).
 
-``connect()`` (a SQLAlchemy connection in a transaction) remains for the callers that
-pass a connection to shared helpers (the leader's fence and hold, the high watermarks'
-read); new code uses the entry points above."""
+``connect()`` (a SQLAlchemy connection in a transaction, on the second engine) is left
+only for MessageStore's reads of every high watermark (ems.store.messages); nothing
+else uses it, and it goes with them (ems.store.watermarks reads them through select)."""
 
 from __future__ import annotations
 
@@ -449,7 +449,9 @@ class Database:
 
     @contextmanager
     def connect(self) -> Iterator[Connection]:
-        """A connection in an open transaction that commits on success and rolls back on error."""
+        """A SQLAlchemy connection in an open transaction that commits on success and rolls
+        back on error. Kept for MessageStore's high-watermark reads only: the store runs its
+        statements through select, single and transaction."""
         conn = self._checkout(self.engine)
         try:
             with wrap_errors():
