@@ -13,7 +13,7 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from sqlalchemy import Connection
+from pymysql.cursors import Cursor
 
 from ems.exceptions import PlanChanged
 from ems.store.database import Database
@@ -134,9 +134,9 @@ class AccountStore:
 
     def add_user(self, name: str, role: Role, password_hash: str) -> User:
         try:
-            with self.db.connect() as conn:
-                conn.exec_driver_sql(_ADD_USER, (name, role, password_hash))
-                return self._user_named(conn, name)
+            with self.db.transaction() as cursor:
+                cursor.execute(_ADD_USER, (name, role, password_hash))
+                return self._user_named(cursor, name)
         except DuplicateKey:
             raise UserExists(f"user {name!r} already exists") from None
 
@@ -168,44 +168,43 @@ class AccountStore:
         """Give the user another role and a new session epoch (nothing changes when the
         role is the same); LastAdmin when that would leave no admin, PlanChanged when
         `expect` is given and the user is not (or no longer) in that state."""
-        with self.db.connect() as conn:
-            found = self._lock_for_change(conn, name, leaves_admin=role != "admin", expect=expect)
+        with self.db.transaction() as cursor:
+            found = self._lock_for_change(cursor, name, leaves_admin=role != "admin", expect=expect)
             if found.role != role:
-                conn.exec_driver_sql(_SET_ROLE, (role, found.id))
-            return self._user_named(conn, name)
+                cursor.execute(_SET_ROLE, (role, found.id))
+            return self._user_named(cursor, name)
 
     def set_password(self, name: str, password_hash: str) -> User:
         """A new password hash and a new session epoch; UnknownUser when there is none."""
-        with self.db.connect() as conn:
-            changed = conn.exec_driver_sql(_SET_PASSWORD, (password_hash, name)).rowcount
-            if not changed:
+        with self.db.transaction() as cursor:
+            if not cursor.execute(_SET_PASSWORD, (password_hash, name)):
                 raise UnknownUser(f"no user {name!r}")
-            return self._user_named(conn, name)
+            return self._user_named(cursor, name)
 
     def rehash(self, user_id: int, old_hash: str, new_hash: str) -> bool:
         """Replace the hash with one of stronger parameters, unless the password changed
         meanwhile. Sessions stay: the password is the same."""
-        with self.db.connect() as conn:
-            result = conn.exec_driver_sql(_REHASH, (new_hash, user_id, old_hash))
-            return bool(result.rowcount)
+        with self.db.single() as cursor:
+            return bool(cursor.execute(_REHASH, (new_hash, user_id, old_hash)))
 
     def remove_user(self, name: str, expect: UserState | None = None) -> User:
         """Delete the user and return it as it was; UnknownUser, LastAdmin when it is the
         last admin, PlanChanged when `expect` is given and does not hold."""
-        with self.db.connect() as conn:
-            found = self._lock_for_change(conn, name, leaves_admin=True, expect=expect)
-            conn.exec_driver_sql(_REMOVE_USER, (found.id,))
+        with self.db.transaction() as cursor:
+            found = self._lock_for_change(cursor, name, leaves_admin=True, expect=expect)
+            cursor.execute(_REMOVE_USER, (found.id,))
             return found
 
     def _lock_for_change(
-        self, conn: Connection, name: str, *, leaves_admin: bool, expect: UserState | None = None
+        self, cursor: Cursor, name: str, *, leaves_admin: bool, expect: UserState | None = None
     ) -> User:
         """Lock the admins' rows, then the user's; LastAdmin when the user is the only
         admin and the change would leave it without the role, PlanChanged when `expect`
         is given and the user is gone or not in that state (checked under the lock, so
         nothing slips in between the check and the change)."""
-        admins = conn.exec_driver_sql(_LOCK_ADMINS).all()
-        row = conn.exec_driver_sql(_LOCK_USER, (name,)).first()
+        admins = int(cursor.execute(_LOCK_ADMINS))  # the rows locked
+        cursor.execute(_LOCK_USER, (name,))
+        row = cursor.fetchone()
         if row is None and expect is not None:
             raise PlanChanged(f"user {name!r} was removed since the preview")
         if row is None:
@@ -216,7 +215,7 @@ class AccountStore:
                 f"user {name!r} changed since the preview (role {user.role} now, session "
                 f"epoch {user.session_epoch})"
             )
-        if leaves_admin and user.role == "admin" and len(admins) <= 1:
+        if leaves_admin and user.role == "admin" and admins <= 1:
             raise LastAdmin(
                 f"{name!r} is the last admin: make another user admin first, so someone can "
                 "still manage the accounts"
@@ -224,8 +223,9 @@ class AccountStore:
         return user
 
     @staticmethod
-    def _user_named(conn: Connection, name: str) -> User:
-        row = conn.exec_driver_sql(_USER_NAMED, (name,)).first()
+    def _user_named(cursor: Cursor, name: str) -> User:
+        cursor.execute(_USER_NAMED, (name,))
+        row = cursor.fetchone()
         if row is None:
             raise UnknownUser(f"no user {name!r}")
         return _user(row)
@@ -234,9 +234,11 @@ class AccountStore:
 
     def add_token(self, name: str, role: Role, token_hash: str, created_by: str) -> Token:
         try:
-            with self.db.connect() as conn:
-                conn.exec_driver_sql(_ADD_TOKEN, (name, role, token_hash, created_by))
-                return _token(conn.exec_driver_sql(_TOKEN_NAMED, (name,)).one())
+            with self.db.transaction() as cursor:
+                cursor.execute(_ADD_TOKEN, (name, role, token_hash, created_by))
+                cursor.execute(_TOKEN_NAMED, (name,))
+                (row,) = cursor.fetchall()
+                return _token(row)
         except DuplicateKey:
             raise TokenExists(
                 f"a token named {name!r} exists already (revoked tokens keep their names)"
@@ -254,25 +256,28 @@ class AccountStore:
     def revoke_token_id(self, token_id: int) -> bool:
         """Revoke the token of this id if it is live; False when there is no such live
         token (gone, or revoked already)."""
-        with self.db.connect() as conn:
-            return int(conn.exec_driver_sql(_REVOKE_ID, (token_id,)).rowcount) == 1
+        with self.db.single() as cursor:
+            return int(cursor.execute(_REVOKE_ID, (token_id,))) == 1
 
     def revoke_token(self, name: str) -> Token | None:
         """Revoke the token (a revoked one stays as it was); None when there is none."""
-        with self.db.connect() as conn:
-            conn.exec_driver_sql(_REVOKE, (name,))
-            row = conn.exec_driver_sql(_TOKEN_NAMED, (name,)).first()
+        with self.db.transaction() as cursor:
+            cursor.execute(_REVOKE, (name,))
+            cursor.execute(_TOKEN_NAMED, (name,))
+            row = cursor.fetchone()
         return None if row is None else _token(row)
 
     def use_token(self, token_hash: str) -> Token | None:
         """The live (unrevoked) token with this hash, its last use moved to now when the
         one written is a minute old or more; None when there is none."""
-        with self.db.connect() as conn:
-            row = conn.exec_driver_sql(_LIVE_TOKEN, (token_hash,)).first()
+        with self.db.transaction() as cursor:
+            cursor.execute(_LIVE_TOKEN, (token_hash,))
+            row = cursor.fetchone()
             if row is None:
                 return None
-            if conn.exec_driver_sql(_TOUCH_TOKEN, (row[0],)).rowcount:
-                row = conn.exec_driver_sql(_LIVE_TOKEN, (token_hash,)).first()
+            if cursor.execute(_TOUCH_TOKEN, (row[0],)):
+                cursor.execute(_LIVE_TOKEN, (token_hash,))
+                row = cursor.fetchone()
         return None if row is None else _token(row)
 
     # -- failed sign-ins ---------------------------------------------------------------

@@ -25,13 +25,13 @@ from ems.store.database import RECYCLE, _errno, in_transaction, translate_code
 from ems.store.errors import BelowLowWatermark
 from ems.store.messages import (
     _INSERT,
-    _LOCK_LOWS,
     _LOCK_TOPIC,
     _LOWS,
     _TOKEN_AT,
     NEXT_OFFSETS,
     below_low,
     insert_statements,
+    lock_lows_query,
 )
 from ems.store.nodes import NodeSet, Vetting, unusable
 from ems.types import NewMessage, TopicInfo
@@ -52,6 +52,9 @@ _RAISE_HEAD = (
     "UPDATE partition_head SET next_offset = GREATEST(next_offset, %s) "
     "WHERE topic_id = %s AND partition_no = %s"
 )
+#: The guarded INSERT's read of partition_low is a locking read only under REPEATABLE READ
+#: (see ems.store.messages).
+_REPEATABLE_READ = "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"
 #: "Subquery returns more than 1 row": the INSERT's low-watermark guard refused.
 _GUARD_REFUSED = 1242
 _DRIVER_ERRORS = (asyncmy.errors.Error, OSError, asyncio.IncompleteReadError, EOFError)
@@ -195,7 +198,7 @@ class AsyncMessageStore:
         ]
         params[0] = (*params[0][:-1], token)
         partitions = sorted({m.partition for m in messages})
-        lock = _LOCK_LOWS.format(",".join(["%s"] * len(partitions)))
+        lock, lock_params = lock_lows_query(messages[0].topic_id, partitions)
         await conn.begin()
         async with conn.cursor() as cursor:
             if routed is not None:
@@ -204,7 +207,7 @@ class AsyncMessageStore:
                 if row is None or int(row[0]) != routed:
                     await conn.rollback()
                     raise BelowLowWatermark("the topic's partitions changed since routing")
-            await cursor.execute(lock, (messages[0].topic_id, *partitions))
+            await cursor.execute(lock, lock_params)
             lows = {int(p): int(low) for p, low in await cursor.fetchall()}
             if below_low(lows, messages):
                 await conn.rollback()
@@ -253,7 +256,7 @@ class AsyncMessageStore:
         for attempt in range(1, attempts + 1):
             try:
                 conn: Any = await self._connect_node()
-                await conn.query("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                await conn.query(_REPEATABLE_READ)
                 return conn
             except _DRIVER_ERRORS as exc:
                 error = _translate(exc)

@@ -11,13 +11,11 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection
-
 from ems.store import in_flight
 from ems.store.browse import like_prefix
 from ems.store.database import Database
 from ems.store.errors import DuplicateKey
-from ems.store.messages import all_high_watermarks
+from ems.store.watermarks import all_high_watermarks
 from ems.values.alarms import (
     DEAD_LETTER_COUNT_CAP,
     AlarmRecord,
@@ -117,6 +115,70 @@ _GET_THRESHOLDS = (
     "WHERE id = %s"
 )
 
+_GET = f"{_SELECT_ALARMS} WHERE a.id = %s"
+_OPEN = f"{_SELECT_ALARMS} WHERE a.status = 'open' ORDER BY a.id"
+# A search: {where} is its conditions, ANDed.
+_SEARCH = f"{_SELECT_ALARMS} WHERE {{where}} ORDER BY a.id DESC LIMIT %s"
+_ANY = "1 = 1"
+_IS_OPEN = "a.status = 'open'"
+_OF_KIND = "a.kind = %s"
+_OF_GROUPS = "a.group_id IN ({ids})"
+_GROUP_IS = "g.name = %s"
+_GROUP_LIKE = "g.name LIKE %s ESCAPE '!'"
+_BEFORE = "a.id < %s"
+
+
+def clear_query(
+    alarm_id: int, *, acknowledged: bool, by: str | None
+) -> tuple[str, tuple[object, ...]]:
+    """The clearing of an open alarm, an acknowledgement's (made `by`, cut to 64
+    characters) or not."""
+    if acknowledged:
+        return _CLEAR.format(extra=_ACKNOWLEDGED), (None if by is None else by[:64], alarm_id)
+    return _CLEAR.format(extra=""), (alarm_id,)
+
+
+def _search(
+    where: Sequence[str], params: Sequence[object], limit: int
+) -> tuple[str, tuple[object, ...]]:
+    return _SEARCH.format(where=" AND ".join(where)), (*params, limit)
+
+
+def listing_query(
+    *, include_cleared: bool, kind: str | None, group_ids: Sequence[int] | None, limit: int
+) -> tuple[str, tuple[object, ...]]:
+    """Alarms newest first: the open ones, or all with include_cleared; of a kind, of
+    groups (none: nothing)."""
+    where: list[str] = [_ANY]
+    params: list[object] = []
+    if not include_cleared:
+        where.append(_IS_OPEN)
+    if kind is not None:
+        where.append(_OF_KIND)
+        params.append(kind)
+    if group_ids is not None:
+        where.append(_OF_GROUPS.format(ids=", ".join(["%s"] * len(group_ids)) or "NULL"))
+        params.extend(group_ids)
+    return _search(where, params, limit)
+
+
+def page_query(
+    *, state: str, group: str | None, group_prefix: str, before_id: int | None, limit: int
+) -> tuple[str, tuple[object, ...]]:
+    """A keyset page of alarms (see AlarmStore.page)."""
+    where = [_STATES[state]]
+    params: list[object] = []
+    if group is not None:
+        where.append(_GROUP_IS)
+        params.append(group)
+    if group_prefix:
+        where.append(_GROUP_LIKE)
+        params.append(like_prefix(group_prefix))
+    if before_id is not None:
+        where.append(_BEFORE)
+        params.append(before_id)
+    return _search(where, params, limit)
+
 
 def _seconds(us: Any) -> float | None:
     return None if us is None else int(us) / _US
@@ -130,22 +192,21 @@ class AlarmStore:
 
     def observe(self) -> Observations:
         """Everything the alarm conditions are evaluated over, read now."""
-        with self.db.connect() as conn:
-            return Observations(
-                partitions=self._partitions(conn),
-                in_flight=self._in_flight(conn),
-                dead_letters=self._dead_letters(conn),
-            )
+        return Observations(
+            partitions=self._partitions(),
+            in_flight=self._in_flight(),
+            dead_letters=self._dead_letters(),
+        )
 
-    def _partitions(self, conn: Connection) -> list[PartitionObservation]:
-        marks = all_high_watermarks(conn)
+    def _partitions(self) -> list[PartitionObservation]:
+        marks = all_high_watermarks(self.db)
         out = []
-        for r in conn.exec_driver_sql(_CURSORS):
+        for r in self.db.select(_CURSORS, ()):
             high = max(marks.get((r[2], r[4]), 0), int(r[5]))
             age = _seconds(r[7])
             if age is None and high > r[5]:
-                found = conn.exec_driver_sql(_NEXT_STORED_AGE, (r[2], r[4], r[5])).first()
-                age = None if found is None else _seconds(found[0])
+                found = self.db.select(_NEXT_STORED_AGE, (r[2], r[4], r[5]))
+                age = _seconds(found[0][0]) if found else None
             out.append(
                 PartitionObservation(
                     group_id=int(r[0]),
@@ -164,7 +225,7 @@ class AlarmStore:
             )
         return out
 
-    def _in_flight(self, conn: Connection) -> list[InFlightObservation]:
+    def _in_flight(self) -> list[InFlightObservation]:
         return [
             InFlightObservation(
                 group_id=int(r[0]),
@@ -177,17 +238,15 @@ class AlarmStore:
                 oldest_age=_seconds(r[7]) or 0.0,
                 ack_timeout_seconds=int(r[8]),
             )
-            for r in conn.exec_driver_sql(_IN_FLIGHT)
+            for r in self.db.select(_IN_FLIGHT, ())
         ]
 
-    def _dead_letters(self, conn: Connection) -> list[DeadLetterObservation]:
-        marks = {k: at for k, at in conn.exec_driver_sql(_DEAD_LETTER_MARKS)}
+    def _dead_letters(self) -> list[DeadLetterObservation]:
+        marks = {k: at for k, at in self.db.select(_DEAD_LETTER_MARKS, ())}
         out = []
-        for gid, group, topic_id, topic in conn.exec_driver_sql(_CLUSTER_GROUPS).all():
+        for gid, group, topic_id, topic in self.db.select(_CLUSTER_GROUPS, ()):
             since = marks.get(f"dead_letter:{gid}") or dt.datetime(1970, 1, 2)
-            count, age = conn.exec_driver_sql(
-                _DEAD_LETTERS, (gid, since, DEAD_LETTER_COUNT_CAP)
-            ).one()
+            ((count, age),) = self.db.select(_DEAD_LETTERS, (gid, since, DEAD_LETTER_COUNT_CAP))
             if count:
                 out.append(
                     DeadLetterObservation(
@@ -229,17 +288,15 @@ class AlarmStore:
         """Clear an open alarm; False when it was not open. An acknowledgement also moves
         last_seen_at to now, the point dead letters count as new from, and records who
         made it (`by`, cut to 64 characters) and when."""
-        sql = _CLEAR.format(extra=_ACKNOWLEDGED if acknowledged else "")
-        params = (None if by is None else by[:64], alarm_id) if acknowledged else (alarm_id,)
         with self.db.single() as cursor:
-            return bool(cursor.execute(sql, params))
+            return bool(cursor.execute(*clear_query(alarm_id, acknowledged=acknowledged, by=by)))
 
     def get(self, alarm_id: int) -> AlarmRecord | None:
-        rows = self.db.select(f"{_SELECT_ALARMS} WHERE a.id = %s", (alarm_id,))
+        rows = self.db.select(_GET, (alarm_id,))
         return _record(rows[0]) if rows else None
 
     def open_alarms(self) -> list[AlarmRecord]:
-        rows = self.db.select(f"{_SELECT_ALARMS} WHERE a.status = 'open' ORDER BY a.id", ())
+        rows = self.db.select(_OPEN, ())
         return [_record(r) for r in rows]
 
     def listing(
@@ -251,18 +308,10 @@ class AlarmStore:
         limit: int = 1000,
     ) -> list[AlarmRecord]:
         """Alarms newest first: the open ones, or all with include_cleared."""
-        where: list[str] = ["1 = 1"]
-        params: list[object] = []
-        if not include_cleared:
-            where.append("a.status = 'open'")
-        if kind is not None:
-            where.append("a.kind = %s")
-            params.append(kind)
-        if group_ids is not None:
-            where.append(f"a.group_id IN ({', '.join(['%s'] * len(group_ids)) or 'NULL'})")
-            params.extend(group_ids)
-        sql = f"{_SELECT_ALARMS} WHERE {' AND '.join(where)} ORDER BY a.id DESC LIMIT %s"
-        return [_record(r) for r in self.db.select(sql, (*params, limit))]
+        query = listing_query(
+            include_cleared=include_cleared, kind=kind, group_ids=group_ids, limit=limit
+        )
+        return [_record(r) for r in self.db.select(*query)]
 
     def page(
         self,
@@ -277,19 +326,10 @@ class AlarmStore:
         closed, all), of the group named `group` or of the groups whose name starts with
         `group_prefix` (literally), with an id below `before_id`. A keyset page: the
         primary key orders and bounds it."""
-        where = [_STATES[state]]
-        params: list[object] = []
-        if group is not None:
-            where.append("g.name = %s")
-            params.append(group)
-        if group_prefix:
-            where.append("g.name LIKE %s ESCAPE '!'")
-            params.append(like_prefix(group_prefix))
-        if before_id is not None:
-            where.append("a.id < %s")
-            params.append(before_id)
-        sql = f"{_SELECT_ALARMS} WHERE {' AND '.join(where)} ORDER BY a.id DESC LIMIT %s"
-        return [_record(r) for r in self.db.select(sql, (*params, limit))]
+        query = page_query(
+            state=state, group=group, group_prefix=group_prefix, before_id=before_id, limit=limit
+        )
+        return [_record(r) for r in self.db.select(*query)]
 
     def pending_notices(self, limit: int) -> list[AlarmRecord]:
         """Alarms whose current notice (opened, or cleared) the webhook has not had."""

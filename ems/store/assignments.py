@@ -70,18 +70,19 @@ class AssignmentStore:
         owners to revoke others, in one transaction fenced by the epoch. Returns the new
         group generation, which every granted partition carries."""
         client_id, epoch = leader
-        with self.db.connect() as conn:
-            fence(conn, group_id, client_id, epoch)
-            reap(conn, group_id)
-            conn.exec_driver_sql(_BUMP, (group_id,))
-            generation = int(conn.exec_driver_sql(_GENERATION, (group_id,)).scalar_one())
+        with self.db.transaction() as cursor:
+            fence(cursor, group_id, client_id, epoch)
+            reap(cursor, group_id)
+            cursor.execute(_BUMP, (group_id,))
+            cursor.execute(_GENERATION, (group_id,))
+            ((generation,),) = cursor.fetchall()
             if grants:
                 params = [(c, generation, group_id, p) for p, c in sorted(grants.items())]
-                conn.exec_driver_sql(_GRANT, params)
+                cursor.executemany(_GRANT, params)
             revoke_params = [(group_id, p) for p in sorted(revokes)]
             if revoke_params:
-                conn.exec_driver_sql(_REVOKE, revoke_params)
-            return generation
+                cursor.executemany(_REVOKE, revoke_params)
+            return int(generation)
 
     def release(self, group_id: int, client_id: str, partitions: Mapping[int, int]) -> None:
         """As owner: hand back revoking partitions {partition: generation} after the

@@ -162,8 +162,9 @@ class AuditStore:
         )
         if entry.at is not None:
             values["at"] = entry.at
-        with self.db.connect() as conn:
-            return int(conn.exec_driver_sql(*insert_statement(values)).lastrowid)
+        with self.db.single() as cursor:
+            cursor.execute(*insert_statement(values))
+            return int(cursor.lastrowid)
 
     def search(self, f: AuditFilter, limit: int) -> list[AuditEntry]:
         """Matching entries, newest (highest id) first, at most `limit`."""

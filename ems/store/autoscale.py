@@ -93,6 +93,35 @@ _RECORD = (
     "desired_replicas, applied, backend, reason, error) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
 )
 
+_ANY = "1 = 1"
+_GROUP_LIKE = "g.name LIKE %s ESCAPE '!'"
+_AFTER = "(g.name > %s OR (g.name = %s AND t.name > %s))"
+
+
+def policy_page_query(
+    prefix: str, after: tuple[str, str] | None, limit: int
+) -> tuple[str, tuple[object, ...]]:
+    """A keyset page of the groups with a policy (see AutoscaleStore.policy_page)."""
+    where, params = [_ANY], []
+    if prefix:
+        where.append(_GROUP_LIKE)
+        params.append(like_prefix(prefix))
+    if after is not None:
+        where.append(_AFTER)
+        params += [after[0], after[0], after[1]]
+    return _POLICY_PAGE.format(where=" AND ".join(where)), (*params, limit)
+
+
+def reports_of_query(group_ids: Sequence[int]) -> tuple[str, tuple[object, ...]]:
+    """The client rows of these groups (their ids written in, as integers)."""
+    return _REPORTS_OF.format(ids=", ".join(str(int(g)) for g in group_ids)), ()
+
+
+def latest_decisions_query(group_ids: Sequence[int], limit: int) -> tuple[str, tuple[object, ...]]:
+    """The `limit` latest decisions of each of these groups, in one statement."""
+    parts = (_LATEST_OF.format(id=int(g), limit=int(limit)) for g in group_ids)
+    return " UNION ALL ".join(parts), ()
+
 
 def _record_params(
     group_id: int,
@@ -169,14 +198,6 @@ class AutoscaleStore:
     ) -> list[PolicyRow]:
         """The groups with a policy whose name starts with `prefix` (literally), after
         the (group, topic) pair `after`, in name order, at most `limit`."""
-        where, params = ["1 = 1"], []
-        if prefix:
-            where.append("g.name LIKE %s ESCAPE '!'")
-            params.append(like_prefix(prefix))
-        if after is not None:
-            where.append("(g.name > %s OR (g.name = %s AND t.name > %s))")
-            params += [after[0], after[0], after[1]]
-        sql = _POLICY_PAGE.format(where=" AND ".join(where))
         return [
             PolicyRow(
                 group_id=int(r[0]),
@@ -185,15 +206,14 @@ class AutoscaleStore:
                 partitions=int(r[3]),
                 policy=_policy(r[4:]),
             )
-            for r in self.db.select(sql, (*params, limit))
+            for r in self.db.select(*policy_page_query(prefix, after, limit))
         ]
 
     def reports_of(self, group_ids: Sequence[int]) -> dict[int, list[MemberReport]]:
         """Per group, every client row, live or expired, with its last report."""
         out: dict[int, list[MemberReport]] = {g: [] for g in group_ids}
         if group_ids:
-            sql = _REPORTS_OF.format(ids=", ".join(str(int(g)) for g in group_ids))
-            for r in self.db.select(sql, ()):
+            for r in self.db.select(*reports_of_query(group_ids)):
                 out[int(r[0])].append(_report(r[1:]))
         return out
 
@@ -203,10 +223,7 @@ class AutoscaleStore:
         """Per group, its `limit` latest decisions, newest first (one statement)."""
         out: dict[int, list[DecisionRecord]] = {g: [] for g in group_ids}
         if group_ids:
-            sql = " UNION ALL ".join(
-                _LATEST_OF.format(id=int(g), limit=int(limit)) for g in group_ids
-            )
-            for r in self.db.select(sql, ()):
+            for r in self.db.select(*latest_decisions_query(group_ids, limit)):
                 out[int(r[1])].append(_decision(r))
         return out
 
@@ -248,11 +265,13 @@ class AutoscaleStore:
         same transaction: a deposed leader changes nothing (NotLeader before the change),
         and none can be deposed while its change is on the wire (takeovers wait for the
         row; the change is bounded by its own timeout). Returns the row id."""
-        with self.db.connect() as conn:
-            hold(conn, group_id, *leader)
+        with self.db.transaction() as cursor:
+            hold(cursor, group_id, *leader)
             applied, error = change()
-            params = _record_params(group_id, leader, decision, applied, backend, error)
-            return int(conn.exec_driver_sql(_RECORD, params).lastrowid)
+            cursor.execute(
+                _RECORD, _record_params(group_id, leader, decision, applied, backend, error)
+            )
+            return int(cursor.lastrowid)
 
     def record(
         self,
@@ -267,6 +286,7 @@ class AutoscaleStore:
         """As leader (client id, epoch): record a decision, fenced by the epoch (a deposed
         leader records nothing and gets NotLeader). Returns the row id."""
         params = _record_params(group_id, leader, decision, applied, backend, error)
-        with self.db.connect() as conn:
-            fence(conn, group_id, *leader)
-            return int(conn.exec_driver_sql(_RECORD, params).lastrowid)
+        with self.db.transaction() as cursor:
+            fence(cursor, group_id, *leader)
+            cursor.execute(_RECORD, params)
+            return int(cursor.lastrowid)

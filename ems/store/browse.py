@@ -15,8 +15,6 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection
-
 from ems.store.database import Database
 from ems.store.groups import group_info
 from ems.store.lag_reports import GROUP_STATUS_ORDER, WORST_GROUP_STATUS
@@ -211,6 +209,15 @@ _SAMPLED = (
     "WHERE c.at IS NOT NULL GROUP BY c.n, c.at ORDER BY c.n"
 )
 _LAG = "GREATEST(s.high_watermark - s.committed_offset, 0)"
+_VOLUME = "s.high_watermark"
+_AFTER_CAPTURE = "captured_at > %s AND "
+_KEY = "uq_{table}_{owner}_partition_no_captured_at"
+_WAITING = "SELECT w.g, w.k, COUNT(*) FROM ({union}) w GROUP BY w.g, w.k"
+_ANY = "1 = 1"
+_NAME_LIKE = "{column} LIKE %s ESCAPE '!'"
+_NAME_AFTER = "{column} > %s"
+_AFTER_GROUP = " AND g.name >= %s AND (g.name > %s OR g.topic_id > %s)"
+_OF_TOPIC = "g.topic_id = %s"
 
 #: A series bucket: (start, end]; no start: everything up to the end.
 Bucket = tuple[dt.datetime | None, dt.datetime]
@@ -227,6 +234,60 @@ def like_prefix(prefix: str) -> str:
 
 def _marks(ids: Sequence[int]) -> str:
     return ", ".join(str(int(i)) for i in ids)
+
+
+def topics_query(prefix: str, after: str | None, limit: int) -> tuple[str, tuple[object, ...]]:
+    """A page of topics by name (one row more than `limit`: whether more follow)."""
+    where, params = _name_filter("name", prefix, after)
+    return _TOPICS.format(where=where), (*params, limit + 1)
+
+
+def groups_query(
+    prefix: str, after: tuple[str, int | None] | None, limit: int
+) -> tuple[str, tuple[object, ...]]:
+    """A page of groups by name then topic id (see BrowseStore.groups; one row more than
+    `limit`)."""
+    name, topic_id = after if after is not None else (None, None)
+    where, params = _name_filter("g.name", prefix, name if topic_id is None else None)
+    if name is not None and topic_id is not None:
+        where += _AFTER_GROUP
+        params += [name, name, topic_id]
+    return _GROUPS.format(index=_BY_NAME, where=where), (*params, limit + 1)
+
+
+def groups_of_topic_query(topic_id: int, limit: int) -> tuple[str, tuple[object, ...]]:
+    return _GROUPS.format(index="", where=_OF_TOPIC), (topic_id, limit + 1)
+
+
+def lags_query(group_ids: Sequence[int]) -> tuple[str, tuple[object, ...]]:
+    """The live lags of these groups (their ids written in, as integers)."""
+    return _LAGS.format(ids=_marks(group_ids)), ()
+
+
+def series_query(
+    table: str, owner: str, value: str, owner_id: int, topic_id: int, buckets: Sequence[Bucket]
+) -> tuple[str, tuple[object, ...]]:
+    """A series sampled from `table` (rows of `owner` = owner_id): one SELECT per bucket."""
+    captures, params = [], []
+    for n, (start, end) in enumerate(buckets):
+        lower = "" if start is None else _AFTER_CAPTURE
+        captures.append(_CAPTURE_IN.format(n=n, table=table, lower=lower))
+        params += [end] if start is None else [start, end]
+    sql = _SAMPLED.format(
+        value=value,
+        table=table,
+        key=_KEY.format(table=table, owner=owner),
+        owner=owner,
+        captures=" UNION ALL ".join(captures),
+    )
+    return sql, (*params, topic_id, owner_id)
+
+
+def waiting_query(group_ids: Sequence[int]) -> tuple[str, tuple[object, ...]]:
+    """What waits beside the stream for these groups (see waiting)."""
+    union = " UNION ALL ".join([_WAITING_ONE, _DEAD_ONE] * len(group_ids))
+    params = [v for g in group_ids for v in (g, WAITING_CAP + 1) * 2]
+    return _WAITING.format(union=union), tuple(params)
 
 
 def _seconds(us: Any) -> float | None:
@@ -249,28 +310,26 @@ class BrowseStore:
         self, prefix: str, after: str | None, limit: int
     ) -> tuple[list[TopicRow], dict[int, WatermarkTotals], bool]:
         """Up to `limit` topics by name whose name starts with `prefix` and comes after
-        `after`, their watermark totals, and whether more follow: two statements, one
-        connection, whatever the limit."""
-        where, params = _name_filter("name", prefix, after)
-        with self.db.connect() as conn:
-            rows = conn.exec_driver_sql(_TOPICS.format(where=where), (*params, limit + 1)).all()
-            topics = [
-                TopicRow(
-                    id=int(r[0]),
-                    name=r[1],
-                    partitions=int(r[2]),
-                    retention_hours=int(r[3]),
-                    delete_consumed=bool(r[4]),
-                    max_body_bytes=int(r[5]),
-                    created_at=r[6],
-                )
-                for r in rows[:limit]
-            ]
-            return topics, _totals(conn, [t.id for t in topics]), len(rows) > limit
+        `after`, their watermark totals, and whether more follow: two statements whatever
+        the limit."""
+        rows = self.db.select(*topics_query(prefix, after, limit))
+        topics = [
+            TopicRow(
+                id=int(r[0]),
+                name=r[1],
+                partitions=int(r[2]),
+                retention_hours=int(r[3]),
+                delete_consumed=bool(r[4]),
+                max_body_bytes=int(r[5]),
+                created_at=r[6],
+            )
+            for r in rows[:limit]
+        ]
+        return topics, _totals(self.db, [t.id for t in topics]), len(rows) > limit
 
     def delete_consumed(self, topic_id: int) -> bool:
-        with self.db.connect() as conn:
-            return bool(conn.exec_driver_sql(_DELETE_CONSUMED, (topic_id,)).scalar())
+        rows = self.db.select(_DELETE_CONSUMED, (topic_id,))
+        return bool(rows[0][0]) if rows else False
 
     # -- groups --------------------------------------------------------------------------
 
@@ -280,23 +339,14 @@ class BrowseStore:
         """Up to `limit` groups (one per name and topic) by name then topic id, whose name
         starts with `prefix` and which come after `after`: a name and a topic id, or a
         name alone (None) to skip every topic of that name. Also whether more follow.
-        Five statements on one connection, whatever the limit."""
-        name, topic_id = after if after is not None else (None, None)
-        where, params = _name_filter("g.name", prefix, name if topic_id is None else None)
-        if name is not None and topic_id is not None:
-            where += " AND g.name >= %s AND (g.name > %s OR g.topic_id > %s)"
-            params += [name, name, topic_id]
-        with self.db.connect() as conn:
-            sql = _GROUPS.format(index=_BY_NAME, where=where)
-            rows = conn.exec_driver_sql(sql, (*params, limit + 1)).all()
-            return _group_facts(conn, rows[:limit]), len(rows) > limit
+        Five statements, whatever the limit."""
+        rows = self.db.select(*groups_query(prefix, after, limit))
+        return _group_facts(self.db, rows[:limit]), len(rows) > limit
 
     def groups_of_topic(self, topic_id: int, limit: int) -> tuple[list[GroupFacts], bool]:
         """Up to `limit` groups consuming the topic, by name, and whether more do."""
-        with self.db.connect() as conn:
-            sql = _GROUPS.format(index="", where="g.topic_id = %s")
-            rows = conn.exec_driver_sql(sql, (topic_id, limit + 1)).all()
-            return _group_facts(conn, rows[:limit]), len(rows) > limit
+        rows = self.db.select(*groups_of_topic_query(topic_id, limit))
+        return _group_facts(self.db, rows[:limit]), len(rows) > limit
 
     def partition_page(
         self, group_id: int, topic: TopicInfo, after: int | None, limit: int
@@ -306,8 +356,7 @@ class BrowseStore:
         few index dives per partition of the page, none for the others)."""
         start = -1 if after is None else after
         params = (group_id, group_id, group_id, topic.id, start, topic.partitions, limit)
-        with self.db.connect() as conn:
-            rows = conn.exec_driver_sql(_PARTITION_PAGE, params).all()
+        rows = self.db.select(_PARTITION_PAGE, params)
         return [
             PartitionRow(
                 partition=int(r[0]),
@@ -327,20 +376,17 @@ class BrowseStore:
         members, lag, partitions without a cursor, rewinds and newest report (three
         aggregate statements, no row per partition leaves the server)."""
         row = (group.id, group.name, group.topic_id, topic, group.mode, group.start_position)
-        with self.db.connect() as conn:
-            (facts,) = _group_facts(conn, [row])
+        (facts,) = _group_facts(self.db, [row])
         return facts
 
     def waiting(self, group_id: int) -> tuple[int, int]:
         """The group's messages in the retry table, and its dead letters not resent
         (each at most WAITING_CAP + 1: more than WAITING_CAP)."""
-        with self.db.connect() as conn:
-            return waiting(conn, [group_id]).get(group_id, (0, 0))
+        return waiting(self.db, [group_id]).get(group_id, (0, 0))
 
     def member_loads(self, group_id: int) -> dict[str, MemberLoad]:
         """Per client of the group: when it joined and its last load report."""
-        with self.db.connect() as conn:
-            rows = conn.exec_driver_sql(_MEMBER_LOADS, (group_id,)).all()
+        rows = self.db.select(_MEMBER_LOADS, (group_id,))
         return {
             str(r[0]): MemberLoad(
                 joined_at=r[1],
@@ -356,22 +402,19 @@ class BrowseStore:
     ) -> dict[int, str]:
         """Partition -> its status in the report, for the group's partitions numbered
         `first` to `last`."""
-        with self.db.connect() as conn:
-            rows = conn.exec_driver_sql(_REPORT_STATUSES, (report_id, group_id, first, last)).all()
+        rows = self.db.select(_REPORT_STATUSES, (report_id, group_id, first, last))
         return {int(p): str(status) for p, status in rows}
 
     # -- overview ------------------------------------------------------------------------
 
     def overview_counts(self) -> tuple[int, int, int]:
         """The topics, the consumer groups (one per name and topic) and the open alarms."""
-        with self.db.connect() as conn:
-            row = conn.exec_driver_sql(_OVERVIEW_COUNTS).one()
+        (row,) = self.db.select(_OVERVIEW_COUNTS, ())
         return int(row[0]), int(row[1]), int(row[2])
 
     def report_total(self, report_id: int) -> int | None:
         """A lag report's lag summed over all its rows; None when it holds none."""
-        with self.db.connect() as conn:
-            total, rows = conn.exec_driver_sql(_REPORT_TOTAL, (report_id,)).one()
+        ((total, rows),) = self.db.select(_REPORT_TOTAL, (report_id,))
         return int(total) if rows else None
 
     def live_lags(self, group_ids: Sequence[int]) -> dict[int, tuple[int, float | None]]:
@@ -380,8 +423,7 @@ class BrowseStore:
         statement over the ids, as a page of groups reads it)."""
         if not group_ids:
             return {}
-        with self.db.connect() as conn:
-            rows = conn.exec_driver_sql(_LAGS.format(ids=_marks(group_ids))).all()
+        rows = self.db.select(*lags_query(group_ids))
         return {int(r[0]): (int(r[1]), _age(r[4])) for r in rows}
 
     def urgent_groups(
@@ -390,8 +432,7 @@ class BrowseStore:
         """Up to `limit` groups, worst status in the report first, then by name: each with
         its topic's name and its rows of the report summed (None: the report does not
         cover it, or there is no report)."""
-        with self.db.connect() as conn:
-            rows = conn.exec_driver_sql(_URGENT_GROUPS, (report_id, limit)).all()
+        rows = self.db.select(_URGENT_GROUPS, (report_id, limit))
         out = []
         for r in rows:
             info = group_info(r[:10])
@@ -418,8 +459,7 @@ class BrowseStore:
 
     def volume_series(self, topic_id: int, buckets: Sequence[Bucket]) -> list[SeriesRow]:
         """The topic's summed high watermark at the last watermark capture of each bucket."""
-        value = "s.high_watermark"
-        return self._series("topic_watermark", "topic_id", value, topic_id, topic_id, buckets)
+        return self._series("topic_watermark", "topic_id", _VOLUME, topic_id, topic_id, buckets)
 
     def _series(
         self,
@@ -432,77 +472,61 @@ class BrowseStore:
     ) -> list[SeriesRow]:
         if not buckets:
             return []
-        captures, params = [], []
-        for n, (start, end) in enumerate(buckets):
-            lower = "" if start is None else "captured_at > %s AND "
-            captures.append(_CAPTURE_IN.format(n=n, table=table, lower=lower))
-            params += [end] if start is None else [start, end]
-        sql = _SAMPLED.format(
-            value=value,
-            table=table,
-            key=f"uq_{table}_{owner}_partition_no_captured_at",
-            owner=owner,
-            captures=" UNION ALL ".join(captures),
-        )
-        with self.db.connect() as conn:
-            rows = conn.exec_driver_sql(sql, (*params, topic_id, owner_id)).all()
+        rows = self.db.select(*series_query(table, owner, value, owner_id, topic_id, buckets))
         return [(int(r[0]), r[1], int(r[2]), int(r[3])) for r in rows if r[3]]
 
 
 def _name_filter(column: str, prefix: str, after: str | None) -> tuple[str, list[object]]:
-    where: list[str] = ["1 = 1"]
+    where: list[str] = [_ANY]
     params: list[object] = []
     if prefix:
-        where.append(f"{column} LIKE %s ESCAPE '!'")
+        where.append(_NAME_LIKE.format(column=column))
         params.append(like_prefix(prefix))
     if after is not None:
-        where.append(f"{column} > %s")
+        where.append(_NAME_AFTER.format(column=column))
         params.append(after)
     return " AND ".join(where), params
 
 
-def _totals(conn: Connection, topic_ids: Sequence[int]) -> dict[int, WatermarkTotals]:
+def _totals(db: Database, topic_ids: Sequence[int]) -> dict[int, WatermarkTotals]:
     if not topic_ids:
         return {}
-    rows = conn.exec_driver_sql(_TOPIC_TOTALS.format(ids=_marks(topic_ids))).all()
+    rows = db.select(_TOPIC_TOTALS.format(ids=_marks(topic_ids)), ())
     return {
         int(r[0]): WatermarkTotals(low=int(r[1]), high=int(r[2]), stored=int(r[3])) for r in rows
     }
 
 
-def waiting(conn: Connection, group_ids: Sequence[int]) -> dict[int, tuple[int, int]]:
+def waiting(db: Database, group_ids: Sequence[int]) -> dict[int, tuple[int, int]]:
     """{group id: (retries waiting, dead letters not resent)}, each group's rows of
     each table read up to WAITING_CAP + 1 (one statement; the counts are over the capped
     reads, never over a table)."""
     if not group_ids:
         return {}
-    union = " UNION ALL ".join([_WAITING_ONE, _DEAD_ONE] * len(group_ids))
-    params = [v for g in group_ids for v in (g, WAITING_CAP + 1) * 2]
-    sql = f"SELECT w.g, w.k, COUNT(*) FROM ({union}) w GROUP BY w.g, w.k"
     found: dict[int, list[int]] = {}
-    for g, k, n in conn.exec_driver_sql(sql, tuple(params)):
+    for g, k, n in db.select(*waiting_query(group_ids)):
         found.setdefault(int(g), [0, 0])[int(k)] = int(n)
     return {g: (counts[0], counts[1]) for g, counts in found.items()}
 
 
-def _group_facts(conn: Connection, rows: Sequence[Any]) -> list[GroupFacts]:
+def _group_facts(db: Database, rows: Sequence[Any]) -> list[GroupFacts]:
     """The page's groups with their members, lag and newest report: three statements
     over the page's ids."""
     if not rows:
         return []
     ids = _marks([int(r[0]) for r in rows])
     members = {
-        int(g): (int(n), int(live)) for g, n, live in conn.exec_driver_sql(_MEMBERS.format(ids=ids))
+        int(g): (int(n), int(live)) for g, n, live in db.select(_MEMBERS.format(ids=ids), ())
     }
     lags = {
         int(g): (int(lag), int(cursorless), int(rewound), _age(age))
-        for g, lag, cursorless, rewound, age in conn.exec_driver_sql(_LAGS.format(ids=ids))
+        for g, lag, cursorless, rewound, age in db.select(_LAGS.format(ids=ids), ())
     }
-    beside = waiting(conn, [int(r[0]) for r in rows])
+    beside = waiting(db, [int(r[0]) for r in rows])
     latest = _LATEST_REPORT.format(group="g.id")
     reports = {
         int(g): (int(report), at, status)
-        for g, report, at, status in conn.exec_driver_sql(_REPORTS.format(latest=latest, ids=ids))
+        for g, report, at, status in db.select(_REPORTS.format(latest=latest, ids=ids), ())
     }
     out = []
     for r in rows:

@@ -81,6 +81,12 @@ def quoted_schema(name: str) -> str:
     return "`" + name.replace("`", "``").replace("%", "%%") + "`"
 
 
+def identity_query(schema: str) -> str:
+    """The read of the installation row of the ems database `schema` (quoted_schema's
+    form), through a caller's connection."""
+    return _INSTALLATION.format(schema=schema)
+
+
 #: Where a statement of ems names a table: after FROM, JOIN, INTO or UPDATE (not the
 #: UPDATE of ON DUPLICATE KEY UPDATE, nor FOR UPDATE). Tables are lowercase, keywords not.
 _TABLE_REF = re.compile(r"\b(FROM|JOIN|INTO|(?<!KEY )UPDATE)\s+(?=[a-z_]+\b)")
@@ -165,7 +171,7 @@ class Installation:
     @property
     def identity_sql(self) -> str:
         """Reads, through the caller's connection, the installation it reaches."""
-        return _INSTALLATION.format(schema=self.schema)
+        return identity_query(self.schema)
 
     def checked(self, identity: Identity | None) -> bool:
         """Whether this connection was found to reach this database (and has not

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
-from sqlalchemy.engine import Connection
+from pymysql.cursors import Cursor
 
 from ems.exceptions import EmsError, JobAlreadyRunning, StoreError
 from ems.store.database import Database
@@ -170,33 +170,35 @@ class CompactionStore:
     ) -> CompactionRunInfo:
         """Record a new run with the id range it will read: rows inserted after this
         moment are left for the next run."""
-        with self.db.connect() as conn:
-            low, high = conn.exec_driver_sql(_LOG_SPAN).one()
+        with self.db.transaction() as cursor:
+            cursor.execute(_LOG_SPAN)
+            ((low, high),) = cursor.fetchall()
             groups = ",".join(str(g) for g in group_ids) or None
-            params = (cutoff, groups, low, high, archive_root)
-            run_id = int(conn.exec_driver_sql(_START, params).lastrowid)
+            cursor.execute(_START, (cutoff, groups, low, high, archive_root))
+            run_id = int(cursor.lastrowid)
         return self.get(run_id)
 
-    def _status(self, conn: Connection, run_id: int, status: str, **counts: int) -> None:
-        conn.exec_driver_sql(*status_statement(run_id, status, counts))
+    def _status(self, cursor: Cursor, run_id: int, status: str, **counts: int) -> None:
+        cursor.execute(*status_statement(run_id, status, counts))
 
     def mark_archived(self, run_id: int, rows: int) -> None:
-        with self.db.connect() as conn:
-            self._status(conn, run_id, "archived", archived_rows=rows)
+        with self.db.single() as cursor:
+            self._status(cursor, run_id, "archived", archived_rows=rows)
 
     def clear_stage(self, run_id: int) -> None:
         """Drop what an interrupted attempt left in the staging table."""
-        with self.db.connect() as conn:
-            conn.exec_driver_sql(_CLEAR_STAGE, (run_id,))
+        with self.db.single() as cursor:
+            cursor.execute(_CLEAR_STAGE, (run_id,))
 
     def merge_summaries(self, run_id: int) -> int:
         """Upsert the run's staged summaries and mark the run summarized, in one
         transaction. A rerun of the same run replaces its rows, so nothing counts twice."""
-        with self.db.connect() as conn:
-            conn.exec_driver_sql(_MERGE, (run_id,))
-            conn.exec_driver_sql(_CLEAR_STAGE, (run_id,))
-            count = conn.exec_driver_sql(_SUMMARY_COUNT, (run_id,)).scalar_one()
-            self._status(conn, run_id, "summarized", summary_rows=int(count))
+        with self.db.transaction() as cursor:
+            cursor.execute(_MERGE, (run_id,))
+            cursor.execute(_CLEAR_STAGE, (run_id,))
+            cursor.execute(_SUMMARY_COUNT, (run_id,))
+            ((count,),) = cursor.fetchall()
+            self._status(cursor, run_id, "summarized", summary_rows=int(count))
         return int(count)
 
     def delete_chunk(
@@ -211,14 +213,14 @@ class CompactionStore:
         which cannot tell a chunk it deleted before from one a late row moved into."""
         if chunk.rows > MAX_DELETE_ROWS:
             raise ValueError(f"a delete chunk holds at most {MAX_DELETE_ROWS} rows")
-        with self.db.connect() as conn:
-            deleted = conn.exec_driver_sql(*delete_statement(run, chunk, exact_ids)).rowcount
+        with self.db.transaction() as cursor:
+            deleted = int(cursor.execute(*delete_statement(run, chunk, exact_ids)))
             if exact_ids is None and deleted > chunk.rows:
-                conn.rollback()
+                cursor.connection.rollback()  # the block then commits nothing
                 return None
-            conn.exec_driver_sql(_COUNT_DELETED, (chunk.high, deleted, run.id))
+            cursor.execute(_COUNT_DELETED, (chunk.high, deleted, run.id))
         return int(deleted)
 
     def finish(self, run_id: int) -> None:
-        with self.db.connect() as conn:
-            self._status(conn, run_id, "done")
+        with self.db.single() as cursor:
+            self._status(cursor, run_id, "done")

@@ -1,5 +1,22 @@
 """The engine, bounded connection retries, the one place driver errors are translated,
-and the plain driver connections of the insert path."""
+and the plain driver connections of the insert path.
+
+How the store runs its (named, module-level) statements, on the autocommit pool's driver
+connections:
+
+- ``select(sql, params)``: one read, its rows; retried once on a dropped connection.
+- ``single()``: a cursor for one write (or a few independent ones): each statement is its
+  own transaction, with its rowcount and lastrowid.
+- ``transaction()``: a cursor in BEGIN ... COMMIT, for several statements that must hold
+  together, or a lock (SELECT ... FOR UPDATE) that must span statements;
+  ``repeatable_read=True`` for locking reads that must lock gaps.
+- ``direct``: the producer's INSERTs, on connections kept outside the pool.
+- ``own_connection()``: a connection one caller keeps, for a statement on a schedule
+  that must never wait for the pool (a member's lease renewal).
+
+``connect()`` (a SQLAlchemy connection in a transaction, on the second engine) is left
+only for MessageStore's reads of every high watermark (ems.store.messages); nothing
+else uses it, and it goes with them (ems.store.watermarks reads them through select)."""
 
 from __future__ import annotations
 
@@ -432,7 +449,9 @@ class Database:
 
     @contextmanager
     def connect(self) -> Iterator[Connection]:
-        """A connection in an open transaction that commits on success and rolls back on error."""
+        """A SQLAlchemy connection in an open transaction that commits on success and rolls
+        back on error. Kept for MessageStore's high-watermark reads only: the store runs its
+        statements through select, single and transaction."""
         conn = self._checkout(self.engine)
         try:
             with wrap_errors():

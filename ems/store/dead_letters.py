@@ -148,6 +148,52 @@ def _body(prefix: int | None) -> str:
     return "d.body" if prefix is None else f"SUBSTRING(d.body, 1, {int(prefix)})"
 
 
+def list_query(f: DeadLetterFilter, limit: int, *, whole: bool) -> tuple[str, tuple[object, ...]]:
+    """Matching dead letters in id order: whole (body and traceback), or as a listing
+    shows them (a prefix of the body, no traceback)."""
+    condition, params = where(f)
+    body, traceback = (_body(None), _TRACEBACK) if whole else (_body(LIST_BODY_BYTES), "NULL")
+    return _LIST.format(where=condition, body=body, traceback=traceback), (*params, limit)
+
+
+def count_query(f: DeadLetterFilter) -> tuple[str, tuple[object, ...]]:
+    condition, params = where(f)
+    return _COUNT.format(where=condition), params
+
+
+def ids_query(f: DeadLetterFilter, limit: int) -> tuple[str, tuple[object, ...]]:
+    condition, params = where(f)
+    return _IDS.format(where=condition), (*params, limit)
+
+
+def purge_query(ids: Sequence[int], f: DeadLetterFilter) -> tuple[str, tuple[object, ...]]:
+    """The DELETE of these dead letters, as long as they still match the filter."""
+    condition, params = where(f)
+    return _DELETE.format(ids=_marks(ids), where=condition), (*ids, *params)
+
+
+def orphaned_query(ids: Sequence[int]) -> tuple[str, tuple[object, ...]]:
+    return _ORPHANED.format(ids=_marks(ids)), tuple(ids)
+
+
+def lock_query(ids: Sequence[int]) -> tuple[str, tuple[object, ...]]:
+    """The locking read of the dead letters' rows alone (see _LOCK)."""
+    return _LOCK.format(ids=_marks(ids)), tuple(ids)
+
+
+def locked_query(ids: Sequence[int]) -> tuple[str, tuple[object, ...]]:
+    """The (locked) dead letters with their group and topic, whole bodies."""
+    return _LOCKED.format(ids=_marks(ids), body=_body(None), traceback="NULL"), tuple(ids)
+
+
+def mark_query(ids: Sequence[int]) -> tuple[str, tuple[object, ...]]:
+    return _MARK.format(ids=_marks(ids)), tuple(ids)
+
+
+def delete_ids_query(ids: Sequence[int]) -> tuple[str, tuple[object, ...]]:
+    return _DELETE_IDS.format(ids=_marks(ids)), tuple(ids)
+
+
 class LockedDeadLetters:
     """Dead letters locked by a resend's transaction, and what it may do with them."""
 
@@ -170,7 +216,7 @@ class LockedDeadLetters:
         """Delete these (locked) dead letters when the transaction commits; the rows."""
         if not ids:
             return 0
-        return int(self.cursor.execute(_DELETE_IDS.format(ids=_marks(ids)), tuple(ids)))
+        return int(self.cursor.execute(*delete_ids_query(ids)))
 
 
 class DeadLetterStore:
@@ -179,9 +225,7 @@ class DeadLetterStore:
 
     def matching(self, f: DeadLetterFilter, limit: int) -> list[DeadLetter]:
         """Matching dead letters in id order, each with only a prefix of its body."""
-        condition, params = where(f)
-        sql = _LIST.format(where=condition, body=_body(LIST_BODY_BYTES), traceback="NULL")
-        return [dead_letter(r) for r in self.db.select(sql, (*params, limit))]
+        return [dead_letter(r) for r in self.db.select(*list_query(f, limit, whole=False))]
 
     def floor(self, ceiling: int | None, rows: int) -> tuple[int, dt.datetime] | None:
         """The id (and time) of the dead letter just below the `rows` newest at or under
@@ -196,24 +240,20 @@ class DeadLetterStore:
         return found[0] if found else None
 
     def list_full(self, f: DeadLetterFilter, limit: int) -> list[DeadLetter]:
-        condition, params = where(f)
-        sql = _LIST.format(where=condition, body=_body(None), traceback=_TRACEBACK)
-        return [dead_letter(r) for r in self.db.select(sql, (*params, limit))]
+        return [dead_letter(r) for r in self.db.select(*list_query(f, limit, whole=True))]
 
     def count(self, f: DeadLetterFilter) -> int:
-        condition, params = where(f)
-        return int(self.db.select(_COUNT.format(where=condition), params)[0][0])
+        return int(self.db.select(*count_query(f))[0][0])
 
     def ids(self, f: DeadLetterFilter, limit: int) -> list[int]:
         """Ids of matching dead letters in id order (page on with after_id)."""
-        condition, params = where(f)
-        return [int(r[0]) for r in self.db.select(_IDS.format(where=condition), (*params, limit))]
+        return [int(r[0]) for r in self.db.select(*ids_query(f, limit))]
 
     def orphaned(self, ids: Sequence[int]) -> list[Orphaned]:
         """Those of these dead letters whose original message, topic or group is gone."""
         if not ids:
             return []
-        rows = self.db.select(_ORPHANED.format(ids=_marks(ids)), tuple(ids))
+        rows = self.db.select(*orphaned_query(ids))
         return [
             Orphaned(
                 id=int(r[0]), message_gone=bool(r[1]), topic_gone=bool(r[2]), group_gone=bool(r[3])
@@ -230,10 +270,8 @@ class DeadLetterStore:
             ids = self.ids(page, chunk)
             if not ids:
                 return deleted
-            condition, params = where(page)
-            sql = _DELETE.format(ids=_marks(ids), where=condition)
             with self.db.single() as cursor:
-                deleted += cursor.execute(sql, (*ids, *params))
+                deleted += cursor.execute(*purge_query(ids, page))
             after = ids[-1]
 
     @contextmanager
@@ -244,11 +282,10 @@ class DeadLetterStore:
         with self.db.transaction() as cursor:
             rows: list[DeadLetter] = []
             if ids:
-                cursor.execute(_LOCK.format(ids=_marks(ids)), tuple(ids))
-                sql = _LOCKED.format(ids=_marks(ids), body=_body(None), traceback="NULL")
-                cursor.execute(sql, tuple(ids))
+                cursor.execute(*lock_query(ids))
+                cursor.execute(*locked_query(ids))
                 rows = [dead_letter(r) for r in cursor.fetchall()]
             batch = LockedDeadLetters(cursor, rows)
             yield batch
             if batch.marked:
-                cursor.execute(_MARK.format(ids=_marks(batch.marked)), tuple(batch.marked))
+                cursor.execute(*mark_query(batch.marked))

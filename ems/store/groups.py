@@ -8,7 +8,6 @@ from contextlib import suppress
 from typing import Any
 
 from pymysql.cursors import Cursor
-from sqlalchemy import Connection
 
 from ems.exceptions import GroupDeleting
 from ems.store.database import Database
@@ -120,13 +119,13 @@ class GroupStore:
         """Create the group with its leader row, and for a cluster group its cursors at the
         start position (as of now) and unowned assignment rows. When another client
         created it first, that group is returned."""
-        with suppress(DuplicateKey), self.db.connect() as conn:
-            self._insert(conn, spec, topic)
+        with suppress(DuplicateKey), self.db.transaction() as cursor:
+            self._insert(cursor, spec, topic)
         found = self.get(spec.name, topic.id)
         assert found is not None, "the group was just created"
         return found
 
-    def _insert(self, conn: Connection, spec: GroupInfo, topic: TopicInfo) -> None:
+    def _insert(self, cursor: Cursor, spec: GroupInfo, topic: TopicInfo) -> None:
         values = (
             spec.name,
             topic.id,
@@ -137,13 +136,14 @@ class GroupStore:
             spec.max_attempts,
             spec.ack_timeout_seconds,
         )
-        group_id = int(conn.exec_driver_sql(_INSERT_GROUP, values).lastrowid)
-        conn.exec_driver_sql(_INSERT_LEADER, (group_id,))
+        cursor.execute(_INSERT_GROUP, values)
+        group_id = int(cursor.lastrowid)
+        cursor.execute(_INSERT_LEADER, (group_id,))
         if spec.mode == "cluster":
-            starts = start_offsets(conn, topic, spec.start_position)
-            conn.exec_driver_sql(_INSERT_OFFSET, [(group_id, p, o) for p, o in starts.items()])
+            starts = start_offsets(cursor, topic, spec.start_position)
+            cursor.executemany(_INSERT_OFFSET, [(group_id, p, o) for p, o in starts.items()])
             parts = [(group_id, p) for p in range(topic.partitions)]
-            conn.exec_driver_sql(_INSERT_ASSIGNMENT, parts)
+            cursor.executemany(_INSERT_ASSIGNMENT, parts)
 
     def offsets(self, group_id: int) -> dict[int, int]:
         """Committed cursor (next offset to consume) per partition."""
@@ -219,12 +219,12 @@ def commit_cursors(
         )
 
 
-def start_offsets(conn: Connection, topic: TopicInfo, position: str) -> dict[int, int]:
+def start_offsets(cursor: Cursor, topic: TopicInfo, position: str) -> dict[int, int]:
     """Per partition: the first stored offset (earliest) or the next one (latest)."""
     earliest = position == "earliest"
-    ends = conn.exec_driver_sql(_FIRST_OFFSETS if earliest else _LAST_OFFSETS, (topic.id,))
-    found = {int(p): int(o) + (0 if earliest else 1) for p, o in ends}
+    cursor.execute(_FIRST_OFFSETS if earliest else _LAST_OFFSETS, (topic.id,))
+    found = {int(p): int(o) + (0 if earliest else 1) for p, o in cursor.fetchall()}
     # A partition a purge emptied starts at its low watermark, not at 0.
-    lows = conn.exec_driver_sql(_LOWS, (topic.id,))
-    low = {int(p): int(o) for p, o in lows}
+    cursor.execute(_LOWS, (topic.id,))
+    low = {int(p): int(o) for p, o in cursor.fetchall()}
     return {p: found.get(p, low.get(p, 0)) for p in range(topic.partitions)}

@@ -44,14 +44,17 @@ AT_RETRY = (
 )
 
 
+#: The rows in flight: {columns} and {more} (further conditions) completed by rows().
+_ROWS = (
+    "SELECT {columns} FROM consumer_group g JOIN group_offset o ON o.group_id = g.id "
+    f"{LOW} STRAIGHT_JOIN topic_group_log l ON {WINDOW} WHERE l.state = 'start'{{more}} "
+    "UNION SELECT {columns} FROM consumer_group g JOIN retry_message r ON r.group_id = g.id "
+    f"STRAIGHT_JOIN topic_group_log l ON {AT_RETRY} WHERE l.state = 'start'{{more}}"
+)
+
+
 def rows(columns: str, where: str = "") -> str:
     """Every log row in flight, once each, as a derived table of `columns` (of the log l
     and the group g); `where` adds conditions on l and g (its parameters appear twice,
     once per half, in that order)."""
-    more = f" AND {where}" if where else ""
-    return (
-        f"SELECT {columns} FROM consumer_group g JOIN group_offset o ON o.group_id = g.id "
-        f"{LOW} STRAIGHT_JOIN topic_group_log l ON {WINDOW} WHERE l.state = 'start'{more} "
-        f"UNION SELECT {columns} FROM consumer_group g JOIN retry_message r ON r.group_id = g.id "
-        f"STRAIGHT_JOIN topic_group_log l ON {AT_RETRY} WHERE l.state = 'start'{more}"
-    )
+    return _ROWS.format(columns=columns, more=f" AND {where}" if where else "")

@@ -37,22 +37,24 @@ class LagReportStore:
         self.db = db
 
     def start(self, as_of: dt.datetime, window_seconds: int) -> int:
-        with self.db.connect() as conn:
-            return int(conn.exec_driver_sql(_START, (as_of, window_seconds)).lastrowid)
+        with self.db.single() as cursor:
+            cursor.execute(_START, (as_of, window_seconds))
+            return int(cursor.lastrowid)
 
     def finish(self, report_id: int, partitions: int) -> None:
         """Publish the report: the console reads only runs marked done."""
-        with self.db.connect() as conn:
-            conn.exec_driver_sql(_FINISH, (partitions, report_id))
+        with self.db.single() as cursor:
+            cursor.execute(_FINISH, (partitions, report_id))
 
     def prune(self, keep: int) -> int:
         """Keep the newest `keep` reports (and drop rows of runs that never finished)."""
-        with self.db.connect() as conn:
-            floor = conn.exec_driver_sql(_KEEP_FLOOR, (max(keep - 1, 0),)).scalar()
-            if floor is None:
+        with self.db.transaction() as cursor:
+            cursor.execute(_KEEP_FLOOR, (max(keep - 1, 0),))
+            found = cursor.fetchone()
+            if found is None or found[0] is None:
                 return 0
-            conn.exec_driver_sql(_PRUNE_ROWS, (floor,))
-            return int(conn.exec_driver_sql(_PRUNE_RUNS, (floor,)).rowcount)
+            cursor.execute(_PRUNE_ROWS, (found[0],))
+            return int(cursor.execute(_PRUNE_RUNS, (found[0],)))
 
     def newest_run(self) -> LagReportRun | None:
         """The newest published report (None: no report was published yet)."""

@@ -4,7 +4,6 @@ every comparison is with NOW(6): the database clock is the only clock."""
 from __future__ import annotations
 
 from pymysql.cursors import Cursor
-from sqlalchemy import Connection
 
 from ems.store.database import Database, OwnConnection
 from ems.store.errors import NotLeader
@@ -119,12 +118,13 @@ class LeaseStore:
 
     def lead(self, group_id: int, client_id: str, ttl: float) -> int | None:
         """Take or renew the group's leader row: the epoch held, or None if another leads."""
-        with self.db.connect() as conn:
+        with self.db.transaction() as cursor:
             params = (client_id, client_id, int(ttl * _US), group_id, client_id)
-            if conn.exec_driver_sql(_LEAD, params).rowcount != 1:
+            if cursor.execute(_LEAD, params) != 1:
                 return None
-            row = conn.exec_driver_sql(_EPOCH, (group_id,)).one()
-            return int(row[0])
+            cursor.execute(_EPOCH, (group_id,))
+            ((epoch,),) = cursor.fetchall()
+            return int(epoch)
 
     def leader(self, group_id: int) -> LeaderInfo | None:
         rows = self.db.select(_LEADER, (group_id,))
@@ -181,21 +181,21 @@ def _renew(
     return bool(cursor.execute(_RENEW, (int(ttl * _US), cpu, load, load, client_id)) == 1)
 
 
-def fence(conn: Connection, group_id: int, client_id: str, epoch: int) -> None:
+def fence(cursor: Cursor, group_id: int, client_id: str, epoch: int) -> None:
     """Start a leader transaction: NotLeader unless this client leads at this epoch."""
-    if conn.exec_driver_sql(_FENCE, (group_id, client_id, epoch)).rowcount != 1:
+    if cursor.execute(_FENCE, (group_id, client_id, epoch)) != 1:
         raise NotLeader(f"{client_id} no longer leads group {group_id} at epoch {epoch}")
 
 
-def hold(conn: Connection, group_id: int, client_id: str, epoch: int) -> None:
+def hold(cursor: Cursor, group_id: int, client_id: str, epoch: int) -> None:
     """Within the caller's transaction: lock the leader row if this client leads at this
     epoch, else NotLeader. Until the transaction ends no takeover happens, so what the
     leader does meanwhile outside the database is done by the leader."""
-    if conn.exec_driver_sql(_HOLD, (group_id, client_id, epoch)).first() is None:
+    if not cursor.execute(_HOLD, (group_id, client_id, epoch)):
         raise NotLeader(f"{client_id} no longer leads group {group_id} at epoch {epoch}")
 
 
-def reap(conn: Connection, group_id: int) -> int:
+def reap(cursor: Cursor, group_id: int) -> int:
     """Delete the group's expired client rows (within the leader's transaction), locking
     no live member's row: they are found by a plain read and deleted by key. A DELETE by
     group and expiry locked live rows too, until the leader's transaction ended (through
@@ -203,8 +203,9 @@ def reap(conn: Connection, group_id: int) -> int:
     next; through an index of the group, all of them): their renewals waited for the
     leader's commit, which over a 200 ms link (a dozen round trips to grant 8 partitions)
     came after a 2 s lease had run out."""
-    expired = [row[0] for row in conn.exec_driver_sql(_EXPIRED, (group_id,))]
+    cursor.execute(_EXPIRED, (group_id,))
+    expired = [row[0] for row in cursor.fetchall()]
     if not expired:
         return 0
     sql = _REAP.format(ids=", ".join(["%s"] * len(expired)))
-    return int(conn.exec_driver_sql(sql, tuple(expired)).rowcount)
+    return int(cursor.execute(sql, tuple(expired)))

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from ems.store import in_flight
 from ems.store.database import Database
-from ems.store.messages import HighWatermarks, all_high_watermarks
+from ems.store.messages import HighWatermarks
+from ems.store.watermarks import all_high_watermarks
 
 # The log purge walks the log's primary key (group_id, partition_no, offset_no), one
 # partition of one group at a time, from its lowest offset up: every statement reads or
@@ -91,6 +92,7 @@ _ORPHAN_LOG = (
     "WHERE r.id IN ({ids}) AND l.state = 'retry'"
 )
 _DELETE_RETRIES = "DELETE FROM retry_message WHERE id IN ({ids})"
+_DELETE_DECISIONS = "DELETE FROM autoscale_decision WHERE id IN ({ids})"
 # In-flight log rows whose client has no live lease, older than the group's ack timeout
 # (found by primary-key ranges: ems.store.in_flight).
 _NO_LIVE_CLIENT = (
@@ -181,6 +183,11 @@ _TOTALS = (
 )
 
 
+def by_ids(template: str, ids: Sequence[int]) -> tuple[str, tuple[object, ...]]:
+    """A statement on rows by id: the template's {ids} completed with a placeholder each."""
+    return template.format(ids=", ".join(["%s"] * len(ids))), tuple(ids)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LogWindow:
     """The next log rows of one partition of a group, in offset order."""
@@ -265,9 +272,8 @@ class MaintenanceStore:
         ids = [int(i) for (i,) in self.db.select(_OLD_DECISIONS, (int(older_than), chunk))]
         if not ids:
             return 0
-        marks = ", ".join(["%s"] * len(ids))
         with self.db.single() as cursor:
-            return int(cursor.execute(f"DELETE FROM autoscale_decision WHERE id IN ({marks})", ids))
+            return int(cursor.execute(*by_ids(_DELETE_DECISIONS, ids)))
 
     def prune_alarms(self, older_than: float, chunk: int) -> int:
         """Delete up to `chunk` alarms cleared more than older_than seconds ago."""
@@ -288,10 +294,9 @@ class MaintenanceStore:
         ids = [int(r[0]) for r in self.db.select(_ORPHANS, (chunk,))]
         if not ids:
             return 0
-        marks = ", ".join(["%s"] * len(ids))
         with self.db.transaction() as cursor:
-            cursor.execute(_ORPHAN_LOG.format(ids=marks), ids)
-            return int(cursor.execute(_DELETE_RETRIES.format(ids=marks), ids))
+            cursor.execute(*by_ids(_ORPHAN_LOG, ids))
+            return int(cursor.execute(*by_ids(_DELETE_RETRIES, ids)))
 
     def stale_in_flight(self, chunk: int) -> list[int]:
         """Ids of up to `chunk` in-flight log rows of dead clients past their ack timeout."""
@@ -301,12 +306,11 @@ class MaintenanceStore:
         """Requeue or hand back these in-flight rows, if they are still stale."""
         if not ids:
             return Reclaimed(requeued=0, handed_back=0)
-        marks = ", ".join(["%s"] * len(ids))
         with self.db.transaction() as cursor:
-            cursor.execute(_REQUEUE.format(ids=marks), ids)
-            requeued = int(cursor.execute(_REQUEUED_LOG.format(ids=marks), ids))
-            lost = int(cursor.execute(_GONE_LOG.format(ids=marks), ids))
-            handed_back = int(cursor.execute(_HAND_BACK.format(ids=marks), ids))
+            cursor.execute(*by_ids(_REQUEUE, ids))
+            requeued = int(cursor.execute(*by_ids(_REQUEUED_LOG, ids)))
+            lost = int(cursor.execute(*by_ids(_GONE_LOG, ids)))
+            handed_back = int(cursor.execute(*by_ids(_HAND_BACK, ids)))
         return Reclaimed(requeued=requeued, handed_back=handed_back, lost=lost)
 
     def capture_watermarks(self, marks: HighWatermarks | None = None) -> int:
@@ -315,8 +319,7 @@ class MaintenanceStore:
         just now (store.messages.all_high_watermarks); read here when None."""
         now = self.db.select(_NOW, ())[0][0]
         if marks is None:
-            with self.db.connect() as conn:
-                marks = all_high_watermarks(conn)
+            marks = all_high_watermarks(self.db)
         if not marks:
             return 0
         with self.db.single() as cursor:

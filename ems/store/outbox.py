@@ -25,12 +25,12 @@ from ems.store.errors import BelowLowWatermark
 from ems.store.messages import (
     _HEX_ROW_BYTES,
     _INSERT_TRANSACTIONAL,
-    _LOCK_LOWS,
     _STATEMENT_BYTES,
     below_low,
     check_routed,
     insert_statements,
     key_headers,
+    lock_lows_query,
 )
 from ems.types import NewMessage, OutboxRow, OutboxWaiting, Schedule, Scheduled, TopicInfo
 
@@ -83,7 +83,13 @@ _SCHEDULED = (
 #: A LIMIT that reads every row.
 _ALL = 2**63 - 1
 _DELETE = "DELETE FROM message_outbox WHERE id IN ({ids})"
+_COUNT = "SELECT COUNT(*) FROM message_outbox WHERE topic_id = %s"
 _MOVED = "UPDATE outbox_relay SET moved = moved + %s, moved_at = NOW(6) WHERE topic_id = %s"
+
+
+def delete_query(ids: Sequence[int]) -> tuple[str, tuple[object, ...]]:
+    """The DELETE of the moved rows, by id."""
+    return _DELETE.format(ids=",".join(["%s"] * len(ids))), tuple(ids)
 
 
 def due_sql(schedule: Schedule | None) -> str | None:
@@ -195,16 +201,14 @@ class RelayBatch:
             if _errno(exc) in _GUARD_REFUSED:
                 raise BelowLowWatermark("an offset lies below its low watermark") from exc
             raise
-        ids = [r.id for r in self.rows]
-        self._cursor.execute(_DELETE.format(ids=",".join(["%s"] * len(ids))), ids)
-        self._cursor.execute(_MOVED, (len(ids), self.topic_id))
+        self._cursor.execute(*delete_query([r.id for r in self.rows]))
+        self._cursor.execute(_MOVED, (len(self.rows), self.topic_id))
 
     def _insert_escaped(self, messages: Sequence[NewMessage]) -> None:
         """Rows too large for hex literals: the lows read with a locking read first, as
         MessageStore does."""
         partitions = sorted({m.partition for m in messages})
-        lock = _LOCK_LOWS.format(",".join(["%s"] * len(partitions)))
-        self._cursor.execute(lock, (self.topic_id, *partitions))
+        self._cursor.execute(*lock_lows_query(self.topic_id, partitions))
         lows = {int(p): int(low) for p, low in self._cursor.fetchall()}
         if below_low(lows, messages):
             raise BelowLowWatermark("an offset lies below its partition's low watermark")
@@ -276,9 +280,7 @@ class OutboxStore:
     def pending(self, topic_id: int) -> int:
         """How many committed rows of the topic wait to be moved, scheduled ones included
         (tests, operators)."""
-        rows = self.db.select(
-            "SELECT COUNT(*) FROM message_outbox WHERE topic_id = %s", (topic_id,)
-        )
+        rows = self.db.select(_COUNT, (topic_id,))
         return int(rows[0][0])
 
     def scheduled(self, topic_id: int, cap: int | None = None) -> Scheduled:

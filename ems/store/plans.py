@@ -54,9 +54,10 @@ class PlanStore:
         """A new plan that expires `lifetime` seconds from now."""
         micros = int(lifetime * 1_000_000)
         values = (token_hash, actor, action, target, json.dumps(body), micros)
-        with self.db.connect() as conn:
-            conn.exec_driver_sql(_ADD, values)
-            row = conn.exec_driver_sql(_BY_HASH, (token_hash,)).one()
+        with self.db.transaction() as cursor:
+            cursor.execute(_ADD, values)
+            cursor.execute(_BY_HASH, (token_hash,))
+            (row,) = cursor.fetchall()
         return _plan(row)
 
     def get(self, token_hash: str) -> tuple[Plan, bool] | None:
@@ -70,8 +71,8 @@ class PlanStore:
     def claim(self, plan_id: int, actor: str, action: PlanAction) -> bool:
         """Mark the plan used, if it is open and was issued to `actor` for `action`; False
         when it was not (another apply took it first, or it expired in between)."""
-        with self.db.connect() as conn:
-            return int(conn.exec_driver_sql(_CLAIM, (plan_id, actor, action)).rowcount) == 1
+        with self.db.single() as cursor:
+            return int(cursor.execute(_CLAIM, (plan_id, actor, action))) == 1
 
     def prune(self, older_than: float, chunk: int) -> int:
         """Delete up to `chunk` plans that expired more than older_than seconds ago."""

@@ -119,6 +119,42 @@ def _bounds(
     return max(lower, after[0]), until or LATEST, after[0], after[1]
 
 
+def by_key_query(
+    template: str,
+    topic_id: int,
+    key: bytes,
+    since: dt.datetime | None,
+    until: dt.datetime | None,
+    after: After,
+    limit: int,
+    partition: int | None,
+) -> tuple[str, tuple[object, ...]]:
+    """A keyset page of the messages with this key (template: _BY_KEY, _KEY_PAGE), of
+    one partition or all."""
+    sql = template.format(partition="" if partition is None else _IN_PARTITION)
+    lower, upper, at, last_id = _bounds(since, until, after)
+    where = (topic_id, key, lower, upper, *(() if partition is None else (partition,)))
+    return sql, (*where, at, last_id, limit)
+
+
+def range_keys_query(
+    template: str,
+    topic_id: int,
+    partitions: Sequence[int],
+    bounds: tuple[dt.datetime, dt.datetime, dt.datetime, int],
+    limit: int,
+) -> tuple[str, tuple[object, ...]]:
+    """The (created_at, id) of a keyset page of each partition (template:
+    _KEYS_IN_RANGE, _RANGE_PAGE_KEYS), in one UNION ALL; bounds as _bounds gives them."""
+    sql = " UNION ALL ".join([template] * len(partitions))
+    return sql, tuple(v for p in partitions for v in (topic_id, p, *bounds, limit))
+
+
+def by_ids_query(template: str, ids: Sequence[int]) -> tuple[str, tuple[object, ...]]:
+    """Rows by id (template: _BY_IDS, _SUMMARIES_BY_IDS)."""
+    return template.format(ids=", ".join(["%s"] * len(ids))), tuple(ids)
+
+
 class QueryStore:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -144,11 +180,8 @@ class QueryStore:
     ) -> list[StoredMessage]:
         """Messages with this key created in [since, until), after the cursor, oldest
         first, at most limit."""
-        sql = _BY_KEY.format(partition="" if partition is None else _IN_PARTITION)
-        lower, upper, at, last_id = _bounds(since, until, after)
-        where: tuple[object, ...] = (topic_id, key, lower, upper)
-        params = (*where, *(() if partition is None else (partition,)), at, last_id, limit)
-        return [stored_message(r) for r in self.db.select(sql, params)]
+        query = by_key_query(_BY_KEY, topic_id, key, since, until, after, limit, partition)
+        return [stored_message(r) for r in self.db.select(*query)]
 
     def in_range(
         self,
@@ -163,22 +196,35 @@ class QueryStore:
         the cursor, merged in (created_at, id) order, at most limit. Each partition
         contributes at most `limit` index entries, so the cost does not grow with the
         range's size."""
-        lower, upper, at, last_id = _bounds(since, until, after)
+        keys = self._range_keys(_KEYS_IN_RANGE, topic_id, partitions, since, until, after, limit)
+        chosen = [message_id for _, message_id in sorted(keys)[:limit]]
+        return self.by_ids(chosen)
+
+    def _range_keys(
+        self,
+        template: str,
+        topic_id: int,
+        partitions: Sequence[int],
+        since: dt.datetime | None,
+        until: dt.datetime | None,
+        after: After,
+        limit: int,
+    ) -> list[tuple[dt.datetime, int]]:
+        """The keys of up to `limit` rows of each partition, PARTITIONS_PER_STATEMENT
+        partitions per statement."""
+        bounds = _bounds(since, until, after)
         keys: list[tuple[dt.datetime, int]] = []
         for i in range(0, len(partitions), PARTITIONS_PER_STATEMENT):
             chunk = partitions[i : i + PARTITIONS_PER_STATEMENT]
-            sql = " UNION ALL ".join([_KEYS_IN_RANGE] * len(chunk))
-            params = [v for p in chunk for v in (topic_id, p, lower, upper, at, last_id, limit)]
-            keys += [(r[0], int(r[1])) for r in self.db.select(sql, tuple(params))]
-        chosen = [message_id for _, message_id in sorted(keys)[:limit]]
-        return self.by_ids(chosen)
+            query = range_keys_query(template, topic_id, chunk, bounds, limit)
+            keys += [(r[0], int(r[1])) for r in self.db.select(*query)]
+        return keys
 
     def by_ids(self, ids: Sequence[int]) -> list[StoredMessage]:
         """The rows with these ids, in the order given (ids not found are left out)."""
         if not ids:
             return []
-        sql = _BY_IDS.format(ids=", ".join(["%s"] * len(ids)))
-        found = {m.id: m for m in map(stored_message, self.db.select(sql, tuple(ids)))}
+        found = {m.id: m for m in map(stored_message, self.db.select(*by_ids_query(_BY_IDS, ids)))}
         return [found[i] for i in ids if i in found]
 
     def span(self, topic_id: int, partition: int) -> PartitionSpan:
@@ -203,10 +249,8 @@ class QueryStore:
     ) -> list[MessageSummary]:
         """Summaries of the messages with this key created in [since, until), after the
         cursor, in (created_at, id) order, at most limit: one range read of the key index."""
-        sql = _KEY_PAGE.format(partition="" if partition is None else _IN_PARTITION)
-        lower, upper, at, last_id = _bounds(since, until, after)
-        where = (topic_id, key, lower, upper, *(() if partition is None else (partition,)))
-        rows = self.db.select(sql, (*where, at, last_id, limit))
+        query = by_key_query(_KEY_PAGE, topic_id, key, since, until, after, limit, partition)
+        rows = self.db.select(*query)
         return [message_summary(r) for r in rows]
 
     def range_page(
@@ -221,13 +265,7 @@ class QueryStore:
         """Summaries of the messages (no tombstones) of these partitions created in
         [since, until), after the cursor, merged in (created_at, id) order, at most limit.
         Each partition contributes at most `limit` index entries."""
-        lower, upper, at, last_id = _bounds(since, until, after)
-        keys: list[tuple[dt.datetime, int]] = []
-        for i in range(0, len(partitions), PARTITIONS_PER_STATEMENT):
-            chunk = partitions[i : i + PARTITIONS_PER_STATEMENT]
-            sql = " UNION ALL ".join([_RANGE_PAGE_KEYS] * len(chunk))
-            params = [v for p in chunk for v in (topic_id, p, lower, upper, at, last_id, limit)]
-            keys += [(r[0], int(r[1])) for r in self.db.select(sql, tuple(params))]
+        keys = self._range_keys(_RANGE_PAGE_KEYS, topic_id, partitions, since, until, after, limit)
         return self.summaries([message_id for _, message_id in sorted(keys)[:limit]])
 
     def offset_page(
@@ -242,7 +280,6 @@ class QueryStore:
         """The summaries of these ids, in the order given (ids not found are left out)."""
         if not ids:
             return []
-        sql = _SUMMARIES_BY_IDS.format(ids=", ".join(["%s"] * len(ids)))
-        rows = self.db.select(sql, tuple(ids))
+        rows = self.db.select(*by_ids_query(_SUMMARIES_BY_IDS, ids))
         found = {m.id: m for m in map(message_summary, rows)}
         return [found[i] for i in ids if i in found]

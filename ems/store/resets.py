@@ -7,7 +7,7 @@ import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Connection
+from pymysql.cursors import Cursor
 
 from ems.exceptions import GroupBusy, PlanChanged
 from ems.store.database import Database
@@ -173,29 +173,29 @@ class ResetStore:
         drop), bump the generation and end the pause. GroupBusy
         when that pause no longer holds. `check` sees the committed cursors as locked: when
         it names problems, PlanChanged is raised and nothing is written."""
-        with self.db.connect() as conn:
-            if not conn.exec_driver_sql(_LOCK_GROUP, (group_id, until)).first():
+        with self.db.transaction() as cursor:
+            if not cursor.execute(_LOCK_GROUP, (group_id, until)):
                 raise GroupBusy(f"the pause of group {group_id} ended before the reset landed")
-            if _held_by_live(conn, group_id):
+            if _held_by_live(cursor, group_id):
                 return None  # nothing written; the commit only ends the locks
-            released = int(conn.exec_driver_sql(_RELEASE_DEAD, (group_id,)).rowcount)
-            current = {int(p): int(o) for p, o in conn.exec_driver_sql(_LOCK_CURSORS, (group_id,))}
+            released = int(cursor.execute(_RELEASE_DEAD, (group_id,)))
+            cursor.execute(_LOCK_CURSORS, (group_id,))
+            current = {int(p): int(o) for p, o in cursor.fetchall()}
             problems = check(current) if check is not None else ()
             if problems:
                 raise PlanChanged("; ".join(problems))  # rolls the release back
-            conn.exec_driver_sql(_BUMP_AND_RESUME, (group_id,))
-            generation = int(conn.exec_driver_sql(_GENERATION, (group_id,)).scalar_one())
+            cursor.execute(_BUMP_AND_RESUME, (group_id,))
+            cursor.execute(_GENERATION, (group_id,))
+            ((generation,),) = cursor.fetchall()
             items = sorted(cursors.items())
-            conn.exec_driver_sql(_SET_CURSOR, [(o, generation, group_id, p) for p, o in items])
+            cursor.executemany(_SET_CURSOR, [(o, generation, group_id, p) for p, o in items])
             for p, o in items:
-                low = conn.exec_driver_sql(_LOW_OF_GROUP, (p, group_id)).scalar()
-                start = max(current.get(p, o), int(low or 0))
-                conn.exec_driver_sql(_HAND_BACK_WINDOW, (group_id, p, start, start))
-                conn.exec_driver_sql(_HAND_BACK_RETRIED, (group_id, p, o))
-            dropped = sum(
-                int(conn.exec_driver_sql(_DROP_RETRIES, (group_id, p, o)).rowcount)
-                for p, o in items
-            )
+                cursor.execute(_LOW_OF_GROUP, (p, group_id))
+                low = cursor.fetchone()
+                start = max(current.get(p, o), int(low[0] or 0) if low else 0)
+                cursor.execute(_HAND_BACK_WINDOW, (group_id, p, start, start))
+                cursor.execute(_HAND_BACK_RETRIED, (group_id, p, o))
+            dropped = sum(int(cursor.execute(_DROP_RETRIES, (group_id, p, o))) for p, o in items)
         return Landed(
             generation=generation,
             before={p: current[p] for p, _ in items if p in current},
@@ -204,7 +204,9 @@ class ResetStore:
         )
 
 
-def _held_by_live(conn: Connection, group_id: int) -> bool:
-    rows = conn.exec_driver_sql(_LOCK_ASSIGNMENTS, (group_id,)).all()
-    live = {r[0] for r in conn.exec_driver_sql(_LIVE, (group_id,))}
+def _held_by_live(cursor: Cursor, group_id: int) -> bool:
+    cursor.execute(_LOCK_ASSIGNMENTS, (group_id,))
+    rows = cursor.fetchall()
+    cursor.execute(_LIVE, (group_id,))
+    live = {r[0] for r in cursor.fetchall()}
     return any(state != "released" and client in live for _, client, state in rows)

@@ -12,7 +12,8 @@ import datetime as dt
 from collections.abc import Sequence
 
 from ems.store.database import Database
-from ems.store.messages import HighWatermarks, all_high_watermarks
+from ems.store.messages import HighWatermarks
+from ems.store.watermarks import all_high_watermarks
 
 _INSERT = (
     "INSERT INTO offset_snapshot (captured_at, group_id, topic_id, partition_no, "
@@ -60,11 +61,10 @@ class SnapshotStore:
         """Record one snapshot row per committed (group, partition); returns the row count.
         Every row of a capture carries the same captured_at (the database clock). `marks`:
         high watermarks the caller already read just now; read here when None."""
-        with self.db.connect() as conn:
-            ((now,),) = conn.exec_driver_sql(_NOW).all()
-            if marks is None:
-                marks = all_high_watermarks(conn)
-            committed = conn.exec_driver_sql(_COMMITTED).all()
+        ((now,),) = self.db.select(_NOW, ())
+        if marks is None:
+            marks = all_high_watermarks(self.db)
+        committed = self.db.select(_COMMITTED, ())
         # A committed offset past the last stored message (retention purged the tail, or
         # the group committed at a watermark) is no lag; never report a negative one.
         rows = [

@@ -57,11 +57,10 @@ class TopicStore:
         self, name: str, partitions: int, retention_hours: int, max_body_bytes: int
     ) -> TopicInfo:
         try:
-            with self.db.connect() as conn:
-                values = (name, partitions, retention_hours, max_body_bytes)
-                topic_id = conn.exec_driver_sql(_INSERT, values).lastrowid
-                heads = [(topic_id, p) for p in range(partitions)]
-                conn.exec_driver_sql(_INSERT_HEAD, heads)
+            with self.db.transaction() as cursor:
+                cursor.execute(_INSERT, (name, partitions, retention_hours, max_body_bytes))
+                topic_id = cursor.lastrowid
+                cursor.executemany(_INSERT_HEAD, [(topic_id, p) for p in range(partitions)])
         except DuplicateKey:
             raise TopicExists(f"topic {name!r} already exists") from None
         return self.get(name)
@@ -92,14 +91,13 @@ class TopicStore:
     def partition_stats(self, topic: TopicInfo, *, exact: bool = False) -> list[PartitionStats]:
         """Watermarks from index dives. Exact counts scan the partition's index and are
         opt-in."""
-        with self.db.connect() as conn:
-            bounds = conn.exec_driver_sql(_BOUNDS, (topic.id,))
-            found = {int(r[0]): (int(r[1]), int(r[2])) for r in bounds}
-            counts = conn.exec_driver_sql(_COUNTS, (topic.id,)) if exact else ()
-            exact_counts = {int(r[0]): (int(r[1]), int(r[2])) for r in counts}
-            # A partition a purge emptied has both watermarks at its low watermark.
-            for p, low in conn.exec_driver_sql(_LOWS, (topic.id,)):
-                found.setdefault(int(p), (int(low), int(low) - 1))
+        bounds = self.db.select(_BOUNDS, (topic.id,))
+        found = {int(r[0]): (int(r[1]), int(r[2])) for r in bounds}
+        counts = self.db.select(_COUNTS, (topic.id,)) if exact else ()
+        exact_counts = {int(r[0]): (int(r[1]), int(r[2])) for r in counts}
+        # A partition a purge emptied has both watermarks at its low watermark.
+        for p, low in self.db.select(_LOWS, (topic.id,)):
+            found.setdefault(int(p), (int(low), int(low) - 1))
         return [
             _stats(p, found.get(p), exact_counts.get(p, (0, 0)) if exact else None)
             for p in range(topic.partitions)
@@ -138,14 +136,13 @@ class HeadStore:
     def allocate(self, topic_id: int, partition: int, count: int) -> int:
         """Reserve `count` offsets and return the first. Commits at once, so the row lock is
         held for one statement only; the reader's gap rules cover abandoned ranges."""
-        with self.db.connect() as conn:
-            result = conn.exec_driver_sql(_ALLOCATE, (count, topic_id, partition))
-            if result.rowcount != 1:
+        with self.db.single() as cursor:
+            if cursor.execute(_ALLOCATE, (count, topic_id, partition)) != 1:
                 raise UnknownPartition(f"topic {topic_id} has no partition {partition}")
-            end = int(result.lastrowid)
+            end = int(cursor.lastrowid)
         return end - count
 
     def raise_to(self, topic_id: int, next_offsets: dict[int, int]) -> None:
-        with self.db.connect() as conn:
+        with self.db.transaction() as cursor:
             for partition, floor in next_offsets.items():
-                conn.exec_driver_sql(_RAISE_HEAD, (floor, topic_id, partition))
+                cursor.execute(_RAISE_HEAD, (floor, topic_id, partition))

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pymysql
-from sqlalchemy import event
+import pymysql.cursors
 
 from ems.store import Store
 from ems.types import GroupInfo, TopicInfo
@@ -113,7 +113,7 @@ def report(
 
 
 class Statements:
-    """The statements sent through the store's SQLAlchemy engines while counting."""
+    """The statements PyMySQL sent while counting, with their parameters."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, Any]] = []
@@ -126,23 +126,35 @@ class Statements:
 
 
 @contextmanager
-def counting(store: Store) -> Iterator[Statements]:
-    """Count what the store executes (a before_cursor_execute listener on both engines)."""
+def counting() -> Iterator[Statements]:
+    """Count the statements this process sends, where PyMySQL sends them (the store runs
+    them on driver cursors): an executemany counts once."""
     seen = Statements()
+    execute = pymysql.cursors.Cursor.execute
+    executemany = pymysql.cursors.Cursor.executemany
+    inside_many = False
 
-    def record(
-        conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool
-    ) -> None:
-        seen.sent.append((statement, parameters))
+    def recording(cursor: pymysql.cursors.Cursor, query: str, args: Any = None) -> int:
+        if not inside_many:
+            seen.sent.append((query, args))
+        return execute(cursor, query, args)
 
-    engines = (store.db.engine, store.db.autocommit_engine)
-    for engine in engines:
-        event.listen(engine, "before_cursor_execute", record)
+    def recording_many(cursor: pymysql.cursors.Cursor, query: str, args: Any) -> int | None:
+        nonlocal inside_many
+        seen.sent.append((query, args))
+        inside_many = True
+        try:
+            return executemany(cursor, query, args)
+        finally:
+            inside_many = False
+
+    pymysql.cursors.Cursor.execute = recording  # type: ignore[method-assign]
+    pymysql.cursors.Cursor.executemany = recording_many  # type: ignore[method-assign]
     try:
         yield seen
     finally:
-        for engine in engines:
-            event.remove(engine, "before_cursor_execute", record)
+        pymysql.cursors.Cursor.execute = execute  # type: ignore[method-assign]
+        pymysql.cursors.Cursor.executemany = executemany  # type: ignore[method-assign]
 
 
 def handler_reads(conn: pymysql.Connection, statement: str, parameters: Any) -> int:

@@ -198,7 +198,7 @@ def test_bad_input_raises_its_typed_error_before_any_statement(
     seed.messages(store, topic, 0, range(3), age_hours=0.1)
     group_on(store, "g", topic)
     before = seeding.snapshot(store.settings)
-    with counting(store) as sent, pytest.raises(error):
+    with counting() as sent, pytest.raises(error):
         call(browser)
     assert len(sent) == 0, sent.sent
     assert seeding.snapshot(store.settings) == before
@@ -234,7 +234,7 @@ def test_a_topics_page_runs_the_same_statements_for_5_and_50_topics(
     store: Store, browser: Browser
 ) -> None:
     seed_browse.topics(store, [f"t{i:02d}" for i in range(5)], partitions=3)
-    with counting(store) as sent:
+    with counting() as sent:
         assert len(browser.topics_page(limit=100).items) == 5
     five = len(sent)
     seed_browse.topics(store, [f"t{i:02d}" for i in range(5, 50)], partitions=3)
@@ -242,7 +242,7 @@ def test_a_topics_page_runs_the_same_statements_for_5_and_50_topics(
         store,
         "INSERT INTO partition_low (topic_id, partition_no, low_offset) SELECT id, 1, 7 FROM topic",
     )
-    with counting(store) as sent:
+    with counting() as sent:
         page = browser.topics_page(limit=100)
     assert len(page.items) == 50
     assert {(t.low_watermark_total, t.high_watermark_total) for t in page.items} == {(7, 10)}
@@ -262,11 +262,11 @@ def test_a_groups_page_runs_the_same_statements_for_5_and_50_groups(
             seed_browse.report(store, group, {0: "OK", 1: "WARN", 2: "OK"}, "WARN")
 
     groups(range(5))
-    with counting(store) as sent:
+    with counting() as sent:
         assert len(browser.groups_page(limit=100).items) == 5
     five = len(sent)
     groups(range(5, 50))
-    with counting(store) as sent:
+    with counting() as sent:
         page = browser.groups_page(limit=100)
     assert len(page.items) == 50
     assert {(g.members, g.live_members, g.total_lag, g.status) for g in page.items} == {
@@ -302,7 +302,7 @@ def test_pages_read_the_index_entries_of_their_rows_not_the_table(
         lambda: browser.groups_page(after="g0700/1", limit=10),
         lambda: browser.groups_page("g07", limit=10),
     ):
-        with counting(store) as sent:
+        with counting() as sent:
             page = fetch()
         assert len(page.items) == 10
         for statement, parameters in sent.sent:
@@ -519,7 +519,7 @@ def test_a_lag_series_keeps_at_most_max_points_each_the_last_snapshot_of_its_buc
             expected.append((captured[inside[-1]].replace(tzinfo=dt.UTC), 3 * inside[-1], 3))
     assert [(p.at, p.lag, p.partitions) for p in points] == expected
     # Sampled, not scanned: a few reads per point and partition, not the 1,800 rows.
-    with counting(store) as sent:
+    with counting() as sent:
         assert len(browser.lag_series("g", since, until, max_points=10)) == 10
     (statement, parameters) = sent.sent[-1]
     assert handler_reads(conn, statement, parameters) < 10 * 3 * 6

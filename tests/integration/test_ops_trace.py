@@ -154,3 +154,19 @@ def test_bad_input_raises_typed_errors_and_changes_nothing(
     with pytest.raises(UnknownMessage):
         tracer.trace_id(10**9)
     assert snapshot(settings) == before
+
+
+def test_a_compaction_chunk_holding_more_rows_than_archived_deletes_nothing(
+    settings: Settings, store: Store, seeded: Consumer
+) -> None:
+    ok_id = int(scalar(settings, "SELECT id FROM consumer_group WHERE name = 'ok'"))
+    run = store.compaction.start(store.messages.now(), [ok_id], "unused")
+    assert run.min_id is not None and run.max_id is not None
+    logged = "SELECT COUNT(*) FROM topic_group_log WHERE group_id = :g"
+    assert scalar(settings, logged, g=ok_id) == 6
+    # Five archived, six in the range: a row committed after the archive was read.
+    assert (
+        store.compaction.delete_chunk(run, IdRange(low=run.min_id, high=run.max_id, rows=5)) is None
+    )
+    assert scalar(settings, logged, g=ok_id) == 6
+    assert store.compaction.get(run.id).deleted_rows == 0

@@ -68,9 +68,9 @@ def test_the_entry_point_leaves_its_objects_out_of_the_exit_collection() -> None
     assert int(out.stdout.split()[-1]) > 1000
 
 
-def test_a_store_and_the_models_load_the_statement_groups_a_command_uses() -> None:
-    # What `ems topic list` runs, up to the query: the topic statements (plain SQL: no
-    # table models), not the other statement groups, the tables, or the operations.
+def test_a_store_loads_the_statement_group_a_command_uses() -> None:
+    # What `ems topic list` runs, up to the query: the topic statements, not the other
+    # statement groups, the models (the store's statements are plain SQL) or the operations.
     loaded = _loaded_after(
         "from ems.config import Settings; from ems.store import Store; Store(Settings()).topics"
     )

@@ -120,27 +120,9 @@ def violations(path: Path) -> list[str]:
     return sorted(set(found), key=lambda f: int(f.split(":")[0]))
 
 
-#: Modules still to move to the rule (this list only shrinks).
-PENDING: set[str] = {
-    "aio",
-    "alarms",
-    "autoscale",
-    "browse",
-    "caller",
-    "dead_letters",
-    "in_flight",
-    "maintenance",
-    "outbox",
-    "queries",
-}
-
-
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
 def test_statements_are_named_at_module_level(path: Path) -> None:
-    if path.stem in PENDING:
-        assert violations(path), f"{path.name} follows the rule now: take it off PENDING"
-    else:
-        assert violations(path) == []
+    assert violations(path) == []
 
 
 def test_the_rule_catches_what_it_forbids(tmp_path: Path) -> None:
