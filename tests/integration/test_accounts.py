@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from argon2 import PasswordHasher
-from sqlalchemy import text
 
 from ems.config import Settings
 from ems.exceptions import InvalidInput, InvalidName, InvalidPassword
@@ -40,6 +39,7 @@ from ems.values.login_limits import (
     LoginLimits,
     backoff_delay,
 )
+from tests import sql as db
 from tests.hashing import cheap_password_hashing
 
 PASSWORD = "correct horse battery"
@@ -64,13 +64,11 @@ def accounts(settings: Settings, store: Store) -> Iterator[Accounts]:
 
 
 def rows(store: Store, sql: str, **params: Any) -> list[Any]:
-    with store.db.connect() as conn:
-        return list(conn.execute(text(sql), params).all())
+    return db.rows(store, sql, params or None)
 
 
 def execute(store: Store, sql: str, **params: Any) -> None:
-    with store.db.connect() as conn:
-        conn.execute(text(sql), params)
+    db.run(store, sql, params or None)
 
 
 def count(store: Store, table: str) -> int:

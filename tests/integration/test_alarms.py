@@ -8,7 +8,6 @@ import logging
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 
 from ems import TopicAdmin
 from ems.alarms.scan import acknowledge, list_alarms, scan_alarms, set_thresholds
@@ -17,6 +16,7 @@ from ems.consumer.groups import ensure_group
 from ems.exceptions import InvalidInput, InvalidPolicy, UnknownAlarm, UnknownGroup
 from ems.store import Store
 from ems.types import GroupInfo, NewMessage, TopicInfo
+from tests import sql as db
 from tests.integration import seed
 
 OPTIONS = seed.options(60)
@@ -33,9 +33,7 @@ def group(store: Store, topic: TopicInfo) -> GroupInfo:
 
 
 def sql(store: Store, statement: str, **params: Any) -> list[Any]:
-    with store.db.connect() as conn:
-        result = conn.execute(text(statement), params)
-        return list(result.all()) if result.returns_rows else []
+    return db.rows(store, statement, params or None)
 
 
 def publish(store: Store, topic: TopicInfo, partition: int, count: int, age: int = 0) -> None:
