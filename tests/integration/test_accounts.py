@@ -462,11 +462,11 @@ def test_a_token_is_stored_as_the_hash_of_its_secret(accounts: Accounts, store: 
     assert secret.startswith("ems_") and len(secret) == 47
     assert (token.name, token.role, token.created_by) == ("ci", "operator", "alice")
     assert token.last_used_at is None and token.revoked_at is None
-    stored = rows(store, "SELECT * FROM admin_token")
+    stored = db.dicts(store, "SELECT * FROM admin_token")
     assert len(stored) == 1
-    assert stored[0].token_hash == hashlib.sha256(secret.encode()).hexdigest()
-    assert not any(secret in str(value) for value in stored[0])
-    assert not any(secret[4:20] in str(value) for value in stored[0])
+    assert stored[0]["token_hash"] == hashlib.sha256(secret.encode()).hexdigest()
+    assert not any(secret in str(value) for value in stored[0].values())
+    assert not any(secret[4:20] in str(value) for value in stored[0].values())
     _, other_secret = accounts.create_token("backup", "viewer", "alice")
     assert other_secret != secret
     assert [t.name for t in accounts.tokens()] == ["backup", "ci"]

@@ -305,7 +305,7 @@ def test_thresholds_are_checked_before_anything_changes(
 def test_the_scan_reads_watermarks_by_index_dives_not_counts(
     store: Store, settings: Settings, topic: TopicInfo, group: GroupInfo
 ) -> None:
-    from ems.store.messages import ALL_HIGH_WATERMARKS
+    from ems.store.watermarks import ALL_HIGH_WATERMARKS
 
     sql(
         store,
@@ -314,7 +314,7 @@ def test_the_scan_reads_watermarks_by_index_dives_not_counts(
         t=topic.id,
     )
     sql(store, "ANALYZE TABLE message")
-    extra = " ".join(str(r._mapping["Extra"]) for r in sql(store, "EXPLAIN " + ALL_HIGH_WATERMARKS))
+    extra = " ".join(str(r["Extra"]) for r in db.dicts(store, "EXPLAIN " + ALL_HIGH_WATERMARKS))
     assert "Using index for group-by" in extra
     set_thresholds(store, "g", lag_messages=9_999)
     assert scan(store, settings)["opened"] == 2

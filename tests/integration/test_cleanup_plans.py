@@ -18,8 +18,8 @@ from ems.store.maintenance import (
     _NEXT_LOG_PARTITION,
     _PURGE_LOG,
 )
-from ems.store.messages import ALL_HIGH_WATERMARKS
 from ems.store.purge import _FLIGHT_FLOORS, _TOPS, _WINDOW
+from ems.store.watermarks import ALL_HIGH_WATERMARKS
 from tests import sql as db
 from tests.integration import seed
 
