@@ -155,7 +155,7 @@ class Settings:
     audit_retention_days: int = 90
     #: Attempts against an unreachable server before a typed error is raised.
     connect_attempts: int = 3
-    #: Connection pool size per engine.
+    #: Connections the store's pool keeps (it opens up to twice as many more under load).
     pool_size: int = 5
     #: JDBC driver jar the Spark jobs read MySQL with.
     jdbc_jar: str = DEFAULT_JDBC_JAR

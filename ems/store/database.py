@@ -14,13 +14,20 @@ connections:
 - ``own_connection()``: a connection one caller keeps, for a statement on a schedule
   that must never wait for the pool (a member's lease renewal).
 
-``connect()`` (a SQLAlchemy connection in a transaction, on the second engine) is left
-only for MessageStore's reads of every high watermark (ems.store.messages); nothing
-else uses it, and it goes with them (ems.store.watermarks reads them through select)."""
+These are the only ways in: the SQLAlchemy engine under the pool is the Database's own.
+
+Nothing pings a pooled connection before use (a round trip per statement). Instead, at
+checkout, a connection the server already closed or wrote to unasked (a KILL, a restart,
+an idle timeout: MariaDB then sends an error and closes) is seen on its socket without a
+round trip, and replaced by a new one: so a write after a server restart or a killed
+session runs on a live connection, not on the dead one. A connection lost after its
+statement was sent is not retried by a write (the statement may have run), only by a
+read (select)."""
 
 from __future__ import annotations
 
 import re
+import select
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -30,7 +37,7 @@ import pymysql
 from pymysql.constants.SERVER_STATUS import SERVER_STATUS_IN_TRANS
 from pymysql.cursors import Cursor
 from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Connection, Engine, ExceptionContext
+from sqlalchemy.engine import Engine, ExceptionContext
 from sqlalchemy.exc import DBAPIError, DisconnectionError, PendingRollbackError, SQLAlchemyError
 from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
@@ -163,21 +170,20 @@ def wrap_errors() -> Iterator[None]:
         raise translate(exc) from exc
 
 
-def make_engine(settings: Settings, nodes: NodeSet, *, autocommit: bool = False) -> Engine:
-    """Transactional engines run READ COMMITTED, so every statement sees the newest
-    committed rows (the gap-free reader relies on it). Autocommit engines serve the
-    single-statement hot path: one round trip per statement, no BEGIN/COMMIT/reset.
+def make_engine(settings: Settings, nodes: NodeSet) -> Engine:
+    """The autocommit engine of the store's pool: one round trip per statement, no
+    BEGIN/COMMIT/reset; explicit transactions (Database.transaction) run READ COMMITTED,
+    so every statement sees the newest committed rows (the gap-free reader relies on it).
     Connections go to the node `nodes` picks (one, or a cluster's current node)."""
     engine = create_engine(
         settings.database_nodes[0],
         pool_size=settings.pool_size,
         max_overflow=settings.pool_size * 2,
         pool_recycle=3600,
-        pool_reset_on_return=None if autocommit else "rollback",
-        # Control statements check their connection first; the hot path does not pay for a
-        # ping and instead renews the pool when a statement finds the server gone.
-        pool_pre_ping=not autocommit,
-        isolation_level="AUTOCOMMIT" if autocommit else "READ COMMITTED",
+        pool_reset_on_return=None,
+        # No ping: a connection the server dropped is refused at checkout instead (_refuse_dead).
+        pool_pre_ping=False,
+        isolation_level="AUTOCOMMIT",
         connect_args={
             "connect_timeout": max(1, int(settings.connect_timeout)),
             "read_timeout": settings.read_timeout,
@@ -194,11 +200,11 @@ def make_engine(settings: Settings, nodes: NodeSet, *, autocommit: bool = False)
         event.listen(engine, "handle_error", _node_gone)
         event.listen(engine, "connect", _note_birth)
         event.listen(engine, "checkout", _refuse_stale(nodes))
-    if autocommit:
-        # Explicit transactions on this pool (Database.transaction) run READ COMMITTED as
-        # well: under REPEATABLE READ their range UPDATEs would take gap locks, and
-        # consumers of neighbouring partitions would deadlock on the log's index.
-        event.listen(engine, "connect", _read_committed)
+    event.listen(engine, "checkout", _refuse_dead)
+    # Explicit transactions on this pool (Database.transaction) run READ COMMITTED: under
+    # REPEATABLE READ their range UPDATEs would take gap locks, and consumers of
+    # neighbouring partitions would deadlock on the log's index.
+    event.listen(engine, "connect", _read_committed)
     return engine
 
 
@@ -226,6 +232,31 @@ def _refuse_stale(nodes: NodeSet) -> Callable[..., None]:
             raise DisconnectionError("made for another cluster node")
 
     return checkout
+
+
+def _refuse_dead(dbapi_connection: Any, record: ConnectionPoolEntry, proxy: object) -> None:
+    """A pooled connection that is already dead is discarded at checkout, before a
+    statement is sent on it; the pool then opens a new one in its place (once: a second
+    failure is the caller's, as a lost server is)."""
+    if not idle_connection_alive(dbapi_connection):
+        raise DisconnectionError("the server closed the connection while it was idle")
+
+
+def idle_connection_alive(conn: Any) -> bool:
+    """Whether an idle driver connection (no statement running, no reply due) may still
+    be used: its socket has nothing to read. The server writes to an idle session only to
+    end it (MariaDB's error packet on a KILL, a shutdown or an idle timeout; then EOF),
+    so anything readable, EOF or a reset means a dead connection. A poll, no round trip:
+    unlike a ping it costs the hot path nothing measurable."""
+    sock = getattr(conn, "_sock", None)
+    if sock is None:
+        return False  # closed on the client side
+    poller = select.poll()
+    try:
+        poller.register(sock, select.POLLIN | select.POLLPRI)
+        return not poller.poll(0)
+    except (OSError, ValueError):
+        return False
 
 
 def _node_gone(context: ExceptionContext) -> None:
@@ -320,7 +351,7 @@ class DirectConnections:
             except IndexError:
                 conn = self._new()
                 return conn, time.monotonic()
-            if now - born < RECYCLE and not self._stale(born):
+            if now - born < RECYCLE and not self._stale(born) and idle_connection_alive(conn):
                 return conn, born
             _close(conn)
 
@@ -385,8 +416,10 @@ class OwnConnection:
 
     @contextmanager
     def cursor(self) -> Iterator[Cursor]:
-        if self._conn is not None and self._stale(self._born):
-            self.close()  # made for a cluster node that is no longer the current one
+        if self._conn is not None and (
+            self._stale(self._born) or not idle_connection_alive(self._conn)
+        ):
+            self.close()  # dropped by the server, or made for a node no longer current
         if self._conn is None:
             self._conn = _detached(self._connect)
             self._born = time.monotonic()
@@ -431,35 +464,21 @@ def _close(conn: Any) -> None:
 
 
 class Database:
-    """An engine plus connection checkout with bounded retries on unreachable servers."""
+    """The store's connections (select, single, transaction, direct, own_connection), with
+    bounded retries on unreachable servers. The engine and its pool stay inside."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         #: The node connections go to: the only one, or a cluster's current node.
         self.nodes = NodeSet(settings.database_nodes, settings.node_failback)
-        self.engine = make_engine(settings, self.nodes)
-        self.autocommit_engine = make_engine(settings, self.nodes, autocommit=True)
+        self._engine = make_engine(settings, self.nodes)
         #: Plain driver connections for the producer's INSERTs (see DirectConnections).
         self.direct = DirectConnections(
             self._checkout_raw,
             settings.pool_size,
-            lambda: self.autocommit_engine.dispose(close=False),
+            lambda: self._engine.dispose(close=False),
             self.nodes.stale,
         )
-
-    @contextmanager
-    def connect(self) -> Iterator[Connection]:
-        """A SQLAlchemy connection in an open transaction that commits on success and rolls
-        back on error. Kept for MessageStore's high-watermark reads only: the store runs its
-        statements through select, single and transaction."""
-        conn = self._checkout(self.engine)
-        try:
-            with wrap_errors():
-                yield conn
-                conn.commit()
-        finally:
-            with wrap_errors():
-                conn.close()
 
     @contextmanager
     def single(self) -> Iterator[Cursor]:
@@ -478,7 +497,7 @@ class Database:
                 # The server dropped this connection, so it likely dropped its pool-mates
                 # too (a restart, a failover): start a fresh pool rather than try each.
                 raw.invalidate()
-                self.autocommit_engine.dispose(close=False)
+                self._engine.dispose(close=False)
             raise error from exc
         finally:
             raw.close()
@@ -526,10 +545,7 @@ class Database:
             return self._checkout_raw()
 
     def _checkout_raw(self) -> PoolProxiedConnection:
-        return self._retrying(self.autocommit_engine.raw_connection)
-
-    def _checkout(self, engine: Engine) -> Connection:
-        return self._retrying(engine.connect)
+        return self._retrying(self._engine.raw_connection)
 
     def _retrying(self, connect: Callable[[], T]) -> T:
         attempts = self.settings.connect_attempts
@@ -548,5 +564,4 @@ class Database:
 
     def dispose(self) -> None:
         self.direct.close()
-        self.engine.dispose()
-        self.autocommit_engine.dispose()
+        self._engine.dispose()

@@ -9,8 +9,7 @@ from dataclasses import dataclass
 
 from ems.store import in_flight
 from ems.store.database import Database
-from ems.store.messages import HighWatermarks
-from ems.store.watermarks import all_high_watermarks
+from ems.store.watermarks import HighWatermarks, all_high_watermarks
 
 # The log purge walks the log's primary key (group_id, partition_no, offset_no), one
 # partition of one group at a time, from its lowest offset up: every statement reads or

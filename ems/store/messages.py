@@ -12,10 +12,9 @@ from binascii import hexlify
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection
-
 from ems.store.database import Database
 from ems.store.errors import BelowLowWatermark
+from ems.store.watermarks import HighWatermarks, all_high_watermarks
 from ems.types import Fetched, NewMessage, StoredMessage, TopicInfo
 from ems.values.fetch import within_budget
 from ems.values.lifecycle import check_not_fenced
@@ -83,19 +82,6 @@ _NOW = "SELECT NOW(6)"
 _LOW = "SELECT low_offset FROM partition_low WHERE topic_id = %s AND partition_no = %s"
 _LOWS = "SELECT partition_no, low_offset FROM partition_low WHERE topic_id = %s"
 _ALL_LOWS = "SELECT topic_id, partition_no, low_offset FROM partition_low"
-#: The next offset of every non-empty partition of every topic: a loose index scan of the
-#: unique key, one index dive per partition (never COUNT(*)).
-ALL_HIGH_WATERMARKS = (
-    "SELECT topic_id, partition_no, MAX(offset_no) + 1 FROM message GROUP BY topic_id, partition_no"
-)
-#: (topic id, partition) -> high watermark, for the partitions that hold messages.
-HighWatermarks = dict[tuple[int, int], int]
-
-
-def all_high_watermarks(conn: Connection) -> HighWatermarks:
-    """Every non-empty partition's high watermark, read on the caller's connection."""
-    return {(int(t), int(p)): int(h) for t, p, h in conn.exec_driver_sql(ALL_HIGH_WATERMARKS)}
-
 
 #: The head of a plain multi-row INSERT of values() tuples (no write token): what a writer
 #: that never needs to recognise its own writes sends (the producer benchmark's baseline).
@@ -450,8 +436,7 @@ class MessageStore:
 
     def all_high_watermarks(self) -> HighWatermarks:
         """Every non-empty partition's high watermark, of every topic."""
-        with self.db.connect() as conn:
-            return all_high_watermarks(conn)
+        return all_high_watermarks(self.db)
 
     def high_watermarks(self, topic: TopicInfo) -> dict[int, int]:
         """The next offset of every partition of the topic: past its highest stored offset
@@ -462,9 +447,8 @@ class MessageStore:
     def every_high_watermark(self, topics: Iterable[TopicInfo]) -> dict[int, dict[int, int]]:
         """high_watermarks() of each topic, by topic id, in two statements however many
         topics (one loose index scan of the message key, one read of partition_low)."""
-        with self.db.connect() as conn:
-            nexts = all_high_watermarks(conn)
-            lows = conn.exec_driver_sql(_ALL_LOWS).all()
+        nexts = all_high_watermarks(self.db)
+        lows = self.db.select(_ALL_LOWS, ())
         by_topic: dict[int, tuple[dict[int, int], dict[int, int]]] = {}
         for (t, p), high in nexts.items():
             by_topic.setdefault(t, ({}, {}))[0][p] = high

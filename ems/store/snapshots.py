@@ -12,8 +12,7 @@ import datetime as dt
 from collections.abc import Sequence
 
 from ems.store.database import Database
-from ems.store.messages import HighWatermarks
-from ems.store.watermarks import all_high_watermarks
+from ems.store.watermarks import HighWatermarks, all_high_watermarks
 
 _INSERT = (
     "INSERT INTO offset_snapshot (captured_at, group_id, topic_id, partition_no, "

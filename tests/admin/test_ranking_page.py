@@ -10,6 +10,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from ems.store import Store
+from tests import sql as db
 from tests.admin.conftest import bearer
 from tests.integration import seed, seed_browse
 
@@ -40,12 +41,12 @@ def test_topics_ranked_by_the_chosen_window(
         for topic, values in marks.items()
         for age, mark in zip(ages, values, strict=True)
     ]
-    with store.db.connect() as conn:
-        conn.exec_driver_sql(
-            "INSERT INTO topic_watermark (captured_at, topic_id, partition_no, high_watermark) "
-            "VALUES (%s, %s, %s, %s)",
-            rows,
-        )
+    db.run_many(
+        store,
+        "INSERT INTO topic_watermark (captured_at, topic_id, partition_no, high_watermark) "
+        "VALUES (%s, %s, %s, %s)",
+        rows,
+    )
     hour = client.get("/ranking?window=hour", headers=viewer).get_data(as_text=True)
     assert _ROW.findall(hour) == ["busy-hour", "busy-day", "quiet"]
     day = client.get("/ranking?window=day", headers=viewer).get_data(as_text=True)

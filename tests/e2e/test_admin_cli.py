@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from argon2 import PasswordHasher
 from click.testing import CliRunner
-from sqlalchemy import text
 
 from ems.cli.app import cli as ems_cli
 from ems.config import Settings
 from ems.ops.accounts import Accounts
 from ems.store import Store
+from tests import sql as db
 from tests.e2e.test_cli import UNREACHABLE_DB, Cli, assert_clean_error
 
 PASSWORD = "correct horse battery"
@@ -35,8 +35,7 @@ def accounts(settings: Settings, store: Store) -> Iterator[Accounts]:
 
 
 def rows(store: Store, sql: str) -> list[Any]:
-    with store.db.connect() as conn:
-        return list(conn.execute(text(sql)).all())
+    return db.rows(store, sql)
 
 
 def audit(cli: Cli, *args: str) -> list[dict[str, Any]]:

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from sqlalchemy import text
 
 from ems import TopicAdmin
 from ems.cli.app import cli
@@ -16,6 +15,7 @@ from ems.config import Settings
 from ems.consumer.groups import ensure_group
 from ems.store import Store
 from ems.types import GroupInfo, NewMessage
+from tests import sql as db
 from tests.integration import seed
 
 
@@ -24,8 +24,7 @@ def run(settings: Settings, *args: str) -> Result:
 
 
 def rows(store: Store, statement: str) -> list[Any]:
-    with store.db.connect() as conn:
-        return list(conn.execute(text(statement)).all())
+    return db.rows(store, statement)
 
 
 @pytest.fixture

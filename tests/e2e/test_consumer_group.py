@@ -17,12 +17,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 
 from ems import TopicAdmin
 from ems.config import Settings
 from ems.store import Store
 from tests import forked
+from tests import sql as db
 from tests.procs.producer import label
 
 pytestmark = pytest.mark.slow
@@ -81,8 +81,7 @@ def owners(settings: Settings) -> dict[int, tuple[str | None, str]]:
 
 
 def _gid(store: Store) -> int:
-    with store.db.connect() as conn:
-        return int(conn.execute(text("SELECT id FROM consumer_group")).scalar_one())
+    return int(db.row(store, "SELECT id FROM consumer_group")[0])
 
 
 def leader_of(settings: Settings) -> str | None:
@@ -269,8 +268,7 @@ def _acked(acks: list[Path]) -> dict[tuple[int, int], str]:
 def generation(settings: Settings) -> int:
     store = Store(settings)
     try:
-        with store.db.connect() as conn:
-            return int(conn.execute(text("SELECT generation FROM consumer_group")).scalar_one())
+        return int(db.row(store, "SELECT generation FROM consumer_group")[0])
     finally:
         store.close()
 

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from sqlalchemy import text
 
 from ems import TopicAdmin
 from ems.cli.app import cli
 from ems.config import Settings
 from ems.store import Store
+from tests import sql as db
 from tests.integration.seeding import dead_letters_of, execute, publish, scalar, snapshot
 
 BAD = (b"bad-0", b"bad-1")
@@ -114,9 +114,8 @@ def test_msg_find_pages_on_past_messages_that_share_one_timestamp(
     placed = publish(settings, "t", [(None, f"m{i}") for i in range(8)])
     store = Store(settings)
     try:
-        with store.db.connect() as conn:
-            same = conn.execute(text("SELECT MIN(created_at) FROM message")).scalar()
-            conn.execute(text("UPDATE message SET created_at = :at"), {"at": same})
+        same = db.value(store, "SELECT MIN(created_at) FROM message")
+        db.run(store, "UPDATE message SET created_at = :at", {"at": same})
     finally:
         store.close()
     seen: list[tuple[int, int]] = []

@@ -14,12 +14,12 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 
 from ems import Producer, Record, TopicAdmin
 from ems.config import Settings
 from ems.store import Store
 from tests import forked
+from tests import sql as db
 from tests.e2e.test_consumer_group import _acked, stop_streaming, streamer
 
 pytestmark = pytest.mark.slow
@@ -91,8 +91,8 @@ def wait_until(check: Callable[[], bool], timeout: float, why: Callable[[], str]
 
 
 def _query(settings: Settings, sql: str, **params: object) -> list[tuple[object, ...]]:
-    with closing(Store(settings)) as store, store.db.connect() as conn:
-        return [tuple(r) for r in conn.execute(text(sql), params)]
+    with closing(Store(settings)) as store:
+        return db.rows(store, sql, params or None)
 
 
 def owners(settings: Settings, group: str, topic: str) -> dict[int, tuple[str | None, str]]:

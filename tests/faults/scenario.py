@@ -19,13 +19,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sqlalchemy import text
-from sqlalchemy.engine import Connection
-
 from ems import TopicAdmin
 from ems.config import Settings
 from ems.store.database import Database
 from tests import forked
+from tests import sql as db
 from tests.conftest import reset_state
 from tests.faults.checks import Place, Recorded, Verdict, judge, label, read_records
 from tests.faults.servers import PrivateMariaDB, PrivateRedis
@@ -133,19 +131,18 @@ class Scenario:
         return {str(r[0]) for r in rows}
 
     def _query(self, sql: str, params: dict[str, object]) -> list[tuple[object, ...]]:
-        with self.truth() as conn:
-            return [tuple(r) for r in conn.execute(text(sql), params)]
+        with self.truth() as database:
+            return db.rows(database, sql, params)
 
     @contextmanager
-    def truth(self) -> Iterator[Connection]:
-        """A connection straight to the servers (for a cluster, through the node ems
+    def truth(self) -> Iterator[Database]:
+        """Connections straight to the servers (for a cluster, through the node ems
         would write through now), for what the database holds."""
-        db = Database(self.settings)
+        database = Database(self.settings)
         try:
-            with db.engine.connect() as conn:
-                yield conn
+            yield database
         finally:
-            db.dispose()
+            database.dispose()
 
     def of(self, kind: str) -> list[Proc]:
         return [p for p in self.procs if p.name.startswith(kind)]
@@ -234,34 +231,30 @@ class Scenario:
     # -- the truth -------------------------------------------------------------------
 
     def verdict(self) -> Verdict:
-        with self.truth() as conn:
-            topic_id = conn.execute(
-                text("SELECT id FROM topic WHERE name = :n"), {"n": TOPIC}
-            ).scalar_one()
-            rows = conn.execute(
-                text(
-                    "SELECT partition_no, offset_no, body, tombstone FROM message "
-                    "WHERE topic_id = :t"
-                ),
+        with self.truth() as database:
+            topic_id = db.row(database, "SELECT id FROM topic WHERE name = :n", {"n": TOPIC})[0]
+            rows = db.rows(
+                database,
+                "SELECT partition_no, offset_no, body, tombstone FROM message WHERE topic_id = :t",
                 {"t": topic_id},
             )
             stored: dict[Place, tuple[str, bool]] = {
                 (int(p), int(o)): (label(bytes(b)), bool(t)) for p, o, b, t in rows
             }
             lows = dict(
-                conn.execute(
-                    text("SELECT partition_no, low_offset FROM partition_low WHERE topic_id = :t"),
+                db.rows(
+                    database,
+                    "SELECT partition_no, low_offset FROM partition_low WHERE topic_id = :t",
                     {"t": topic_id},
-                ).all()
+                )
             )
             cursors = dict(
-                conn.execute(
-                    text(
-                        "SELECT o.partition_no, o.committed_offset FROM group_offset o "
-                        "JOIN consumer_group g ON g.id = o.group_id WHERE g.name = :g"
-                    ),
+                db.rows(
+                    database,
+                    "SELECT o.partition_no, o.committed_offset FROM group_offset o "
+                    "JOIN consumer_group g ON g.id = o.group_id WHERE g.name = :g",
                     {"g": GROUP},
-                ).all()
+                )
             )
         return judge(self.recorded(), stored, lows, cursors if self.members else None)
 

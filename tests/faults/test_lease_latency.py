@@ -33,8 +33,7 @@ def _traced(consumer: Consumer, monkeypatch: pytest.MonkeyPatch) -> Timeline:
         (AssignmentStore, "apply"),
     ):
         timeline.trace(monkeypatch, owner, name)
-    timeline.watch(consumer.store.db.engine, "pool")
-    timeline.watch(consumer.store.db.autocommit_engine, "autocommit pool")
+    timeline.watch(monkeypatch)
     return timeline
 
 

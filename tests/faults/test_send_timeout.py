@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 
 from ems import Producer, Record, RecordMetadata, TopicAdmin
 from ems import aio as ems_aio
@@ -28,6 +27,7 @@ from ems.exceptions import (
     UnknownTopic,
 )
 from ems.store.database import Database
+from tests import sql as db
 from tests.faults.proxy import FaultProxy
 from tests.faults.servers import PrivateMariaDB, PrivateRedis
 
@@ -88,17 +88,17 @@ async def async_until(done: Callable[[], bool], what: str, timeout: float = 30) 
 
 def stored(settings: Settings) -> list[bytes]:
     """Every body stored, tombstones left out, in offset order."""
-    db = Database(settings)
+    database = Database(settings)
     try:
-        with db.engine.connect() as conn:
-            rows = conn.execute(
-                text(
-                    "SELECT body FROM message WHERE tombstone = 0 ORDER BY partition_no, offset_no"
-                )
+        return [
+            bytes(b)
+            for b in db.values(
+                database,
+                "SELECT body FROM message WHERE tombstone = 0 ORDER BY partition_no, offset_no",
             )
-            return [bytes(r[0]) for r in rows]
+        ]
     finally:
-        db.dispose()
+        database.dispose()
 
 
 @pytest.fixture

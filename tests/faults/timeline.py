@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from sqlalchemy import event
-from sqlalchemy.engine import Engine
+
+from ems.store import driver
 
 
 class Timeline:
@@ -45,18 +45,20 @@ class Timeline:
 
         monkeypatch.setattr(owner, name, traced)
 
-    def watch(self, engine: Engine, name: str) -> None:
-        """Note each connection `engine`'s pool opens, from the start of the connect."""
-        opening: dict[int, float] = {}
+    def watch(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Note each MySQL connection the process opens (its pool's, the producer's, a
+        lease renewal's own: all open through ems.store.driver.connect), from the start
+        of the connect."""
+        opened = driver.connect
 
-        @event.listens_for(engine, "do_connect")
-        def _opening(*_: object) -> None:
-            opening[threading.get_ident()] = time.monotonic()
+        def connect(*args: Any, **kwargs: Any) -> Any:
+            start = time.monotonic()
+            try:
+                return opened(*args, **kwargs)
+            finally:
+                self.note(start, f"new connection {_took(start)}")
 
-        @event.listens_for(engine, "connect")
-        def _opened(*_: object) -> None:
-            start = opening.pop(threading.get_ident(), time.monotonic())
-            self.note(start, f"{name}: new connection {_took(start)}")
+        monkeypatch.setattr(driver, "connect", connect)
 
     def __str__(self) -> str:
         with self._lock:

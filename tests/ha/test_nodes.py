@@ -10,7 +10,6 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import text
 
 from ems import TopicAdmin
 from ems.aio import Producer as AsyncProducer
@@ -33,8 +32,7 @@ def db(ha_settings: Settings) -> Iterator[Database]:
 
 
 def _port(db: Database) -> int:
-    with db.connect() as conn:
-        return int(conn.execute(text("SELECT @@port")).scalar_one())
+    return int(db.select("SELECT @@port", ())[0][0])
 
 
 def test_connections_go_to_the_first_node_then_the_next_usable_one(

@@ -6,13 +6,12 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 
-from sqlalchemy import text
-
 from ems import TopicAdmin
 from ems.config import Settings
 from ems.consumer.groups import GroupOptions, ensure_group
 from ems.store import Store
 from ems.types import GroupInfo, TopicInfo
+from tests import sql as db
 from tests.integration import seed
 
 T0 = dt.datetime(2026, 11, 20, 8, 0, 0)
@@ -46,31 +45,28 @@ def insert(
         }
         for o, at in rows
     ]
-    with store.db.connect() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO message (topic_id, partition_no, offset_no, body, tombstone, "
-                "created_at) VALUES (:t, :p, :o, :b, :ts, :c)"
-            ),
-            values,
-        )
+    db.run_many(
+        store,
+        "INSERT INTO message (topic_id, partition_no, offset_no, body, tombstone, "
+        "created_at) VALUES (:t, :p, :o, :b, :ts, :c)",
+        values,
+    )
 
 
 def snapshot(store: Store, group_id: int) -> tuple[object, ...]:
     """Everything a reset may write."""
-    with store.db.connect() as conn:
-        return tuple(
-            tuple(conn.execute(text(sql), {"g": group_id}).all())
-            for sql in (
-                "SELECT partition_no, committed_offset, generation FROM group_offset "
-                "WHERE group_id = :g ORDER BY partition_no",
-                "SELECT generation, paused_until FROM consumer_group WHERE id = :g",
-                "SELECT partition_no, client_id, generation, state FROM partition_assignment "
-                "WHERE group_id = :g ORDER BY partition_no",
-                "SELECT partition_no, offset_no, due_at FROM retry_message WHERE group_id = :g "
-                "ORDER BY partition_no, offset_no",
-            )
+    return tuple(
+        tuple(db.rows(store, sql, {"g": group_id}))
+        for sql in (
+            "SELECT partition_no, committed_offset, generation FROM group_offset "
+            "WHERE group_id = :g ORDER BY partition_no",
+            "SELECT generation, paused_until FROM consumer_group WHERE id = :g",
+            "SELECT partition_no, client_id, generation, state FROM partition_assignment "
+            "WHERE group_id = :g ORDER BY partition_no",
+            "SELECT partition_no, offset_no, due_at FROM retry_message WHERE group_id = :g "
+            "ORDER BY partition_no, offset_no",
         )
+    )
 
 
 def small_topic(settings: Settings, store: Store) -> TopicInfo:
@@ -84,9 +80,7 @@ def small_topic(settings: Settings, store: Store) -> TopicInfo:
 def consumed_group(store: Store, topic: TopicInfo) -> GroupInfo:
     """Cluster group g on the topic, its cursors at 3 as if it had consumed some."""
     info = ensure_group(store, "g", topic, options())
-    with store.db.connect() as conn:
-        conn.execute(
-            text("UPDATE group_offset SET committed_offset = 3 WHERE group_id = :g"),
-            {"g": info.id},
-        )
+    db.run(
+        store, "UPDATE group_offset SET committed_offset = 3 WHERE group_id = :g", {"g": info.id}
+    )
     return info

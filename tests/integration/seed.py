@@ -14,6 +14,7 @@ from ems.config import Settings
 from ems.consumer.groups import GroupOptions, ensure_group
 from ems.store import Store
 from ems.types import Delivery, GroupInfo, StartPosition, TopicInfo
+from tests import sql as db
 
 
 def options(
@@ -38,30 +39,24 @@ def options(
 
 
 def sql(store: Store, statement: str, params: Iterable[object] = ()) -> list[tuple[Any, ...]]:
-    with store.db.connect() as conn:
-        result = conn.exec_driver_sql(statement, tuple(params))
-        return [tuple(r) for r in result] if result.returns_rows else []
+    return db.rows(store, statement, tuple(params) or None)
 
 
 def explain(store: Store, statement: str, params: Iterable[object] = ()) -> list[dict[str, Any]]:
     """EXPLAIN of a driver-level statement (%s placeholders): one dict per plan row."""
-    args = tuple(params)
-    with store.db.connect() as conn:
-        sql = "EXPLAIN " + statement
-        result = conn.exec_driver_sql(sql, args) if args else conn.exec_driver_sql(sql)
-        return [dict(r._mapping) for r in result]
+    return db.dicts(store, "EXPLAIN " + statement, tuple(params) or None)
 
 
 def spread(store: Store, topic: TopicInfo, rows: int) -> None:
     """`rows` messages (body "x") dealt round robin over the topic's partitions, generated
     in the server, with the table's statistics refreshed for the optimizer."""
-    with store.db.connect() as conn:
-        conn.exec_driver_sql(
-            "INSERT INTO message (topic_id, partition_no, offset_no, body) "
-            f"SELECT %s, seq MOD %s, seq DIV %s, 'x' FROM seq_0_to_{rows - 1}",
-            (topic.id, topic.partitions, topic.partitions),
-        )
-        conn.exec_driver_sql("ANALYZE TABLE message")
+    db.run(
+        store,
+        "INSERT INTO message (topic_id, partition_no, offset_no, body) "
+        f"SELECT %s, seq MOD %s, seq DIV %s, 'x' FROM seq_0_to_{rows - 1}",
+        (topic.id, topic.partitions, topic.partitions),
+    )
+    db.rows(store, "ANALYZE TABLE message")
 
 
 def messages(
@@ -69,12 +64,12 @@ def messages(
 ) -> None:
     """Messages at these offsets, created age_hours ago (body "p:o")."""
     rows = [(topic.id, partition, o, f"{partition}:{o}".encode(), age_hours) for o in offsets]
-    with store.db.connect() as conn:
-        conn.exec_driver_sql(
-            "INSERT INTO message (topic_id, partition_no, offset_no, body, created_at) "
-            "VALUES (%s, %s, %s, %s, NOW(6) - INTERVAL %s * 3600000000 MICROSECOND)",
-            rows,
-        )
+    db.run_many(
+        store,
+        "INSERT INTO message (topic_id, partition_no, offset_no, body, created_at) "
+        "VALUES (%s, %s, %s, %s, NOW(6) - INTERVAL %s * 3600000000 MICROSECOND)",
+        rows,
+    )
 
 
 def offsets(store: Store, topic: TopicInfo, partition: int) -> list[int]:

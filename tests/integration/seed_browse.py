@@ -14,6 +14,7 @@ import pymysql.cursors
 
 from ems.store import Store
 from ems.types import GroupInfo, TopicInfo
+from tests import sql as db
 from tests.integration import seed
 
 
@@ -26,13 +27,13 @@ def snapshots(
         for age, parts in captures
         for p, (committed, high) in parts.items()
     ]
-    with store.db.connect() as conn:
-        conn.exec_driver_sql(
-            "INSERT INTO offset_snapshot (captured_at, group_id, topic_id, partition_no, "
-            "committed_offset, high_watermark, committed_at) "
-            "VALUES (NOW(6) - INTERVAL %s MICROSECOND, %s, %s, %s, %s, %s, NOW(6))",
-            [(int(age * 1e6), *rest) for age, *rest in rows],
-        )
+    db.run_many(
+        store,
+        "INSERT INTO offset_snapshot (captured_at, group_id, topic_id, partition_no, "
+        "committed_offset, high_watermark, committed_at) "
+        "VALUES (NOW(6) - INTERVAL %s MICROSECOND, %s, %s, %s, %s, %s, NOW(6))",
+        [(int(age * 1e6), *rest) for age, *rest in rows],
+    )
 
 
 def series_snapshots(
@@ -57,13 +58,13 @@ def series_snapshots(
         for i in range(captures)
         for p in range(partitions)
     ]
-    with store.db.connect() as conn:
-        conn.exec_driver_sql(
-            "INSERT INTO offset_snapshot (captured_at, group_id, topic_id, partition_no, "
-            "committed_offset, high_watermark, committed_at) "
-            "VALUES (%s, %s, %s, %s, %s, %s, NOW(6))",
-            rows,
-        )
+    db.run_many(
+        store,
+        "INSERT INTO offset_snapshot (captured_at, group_id, topic_id, partition_no, "
+        "committed_offset, high_watermark, committed_at) "
+        "VALUES (%s, %s, %s, %s, %s, %s, NOW(6))",
+        rows,
+    )
 
 
 def series_watermarks(
@@ -76,12 +77,12 @@ def series_watermarks(
         for i in range(captures)
         for p in range(partitions)
     ]
-    with store.db.connect() as conn:
-        conn.exec_driver_sql(
-            "INSERT INTO topic_watermark (captured_at, topic_id, partition_no, high_watermark) "
-            "VALUES (%s, %s, %s, %s)",
-            rows,
-        )
+    db.run_many(
+        store,
+        "INSERT INTO topic_watermark (captured_at, topic_id, partition_no, high_watermark) "
+        "VALUES (%s, %s, %s, %s)",
+        rows,
+    )
 
 
 def report(
@@ -94,22 +95,23 @@ def report(
     age_seconds: float = 60,
 ) -> int:
     """A lag report run covering the group, with one row per partition; its id."""
-    with store.db.connect() as conn:
-        run = conn.exec_driver_sql(
-            "INSERT INTO lag_report_run (status, as_of, window_seconds, partitions) "
-            "VALUES (%s, NOW(6) - INTERVAL %s MICROSECOND, 600, %s)",
-            (run_status, int(age_seconds * 1e6), len(statuses)),
-        ).lastrowid
-        conn.exec_driver_sql(
-            "INSERT INTO lag_report (report_id, group_id, partition_no, topic_id, "
-            "high_watermark, committed_offset, lag, snapshots, status, group_status, "
-            "last_captured_at) VALUES (%s, %s, %s, %s, 0, 0, 0, 2, %s, %s, NOW(6))",
-            [
-                (run, group.id, p, group.topic_id, status, group_status)
-                for p, status in statuses.items()
-            ],
-        )
-    return int(run)
+    run = db.insert(
+        store,
+        "INSERT INTO lag_report_run (status, as_of, window_seconds, partitions) "
+        "VALUES (%s, NOW(6) - INTERVAL %s MICROSECOND, 600, %s)",
+        (run_status, int(age_seconds * 1e6), len(statuses)),
+    )
+    db.run_many(
+        store,
+        "INSERT INTO lag_report (report_id, group_id, partition_no, topic_id, "
+        "high_watermark, committed_offset, lag, snapshots, status, group_status, "
+        "last_captured_at) VALUES (%s, %s, %s, %s, 0, 0, 0, 2, %s, %s, NOW(6))",
+        [
+            (run, group.id, p, group.topic_id, status, group_status)
+            for p, status in statuses.items()
+        ],
+    )
+    return run
 
 
 class Statements:

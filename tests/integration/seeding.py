@@ -8,11 +8,10 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from sqlalchemy import text
-
 from ems import Consumer, Delivery, Producer, RecordMetadata
 from ems.config import Settings
 from ems.store import Store
+from tests import sql as db
 
 FAST: dict[str, Any] = {"lease_ttl": 2.0, "renew_every": 0.5}
 #: Two attempts 0.1 s apart: a failing message is dead within about two retry scans.
@@ -69,8 +68,7 @@ def wait_for(check: Callable[[], bool], timeout: float = 20.0) -> None:
 def scalar(settings: Settings, sql: str, **params: object) -> Any:
     store = Store(settings)
     try:
-        with store.db.connect() as conn:
-            return conn.execute(text(sql), params).scalar()
+        return db.value(store, sql, params or None)
     finally:
         store.close()
 
@@ -78,8 +76,7 @@ def scalar(settings: Settings, sql: str, **params: object) -> Any:
 def execute(settings: Settings, sql: str, **params: object) -> None:
     store = Store(settings)
     try:
-        with store.db.connect() as conn:
-            conn.execute(text(sql), params)
+        db.run(store, sql, params or None)
     finally:
         store.close()
 
@@ -94,8 +91,7 @@ def snapshot(settings: Settings) -> dict[str, Any]:
     queries["offsets"] = "SELECT COALESCE(SUM(committed_offset), 0) FROM group_offset"
     store = Store(settings)
     try:
-        with store.db.connect() as conn:
-            return {name: conn.execute(text(sql)).scalar() for name, sql in queries.items()}
+        return {name: db.value(store, sql) for name, sql in queries.items()}
     finally:
         store.close()
 

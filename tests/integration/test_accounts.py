@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from argon2 import PasswordHasher
-from sqlalchemy import text
 
 from ems.config import Settings
 from ems.exceptions import InvalidInput, InvalidName, InvalidPassword
@@ -40,6 +39,7 @@ from ems.values.login_limits import (
     LoginLimits,
     backoff_delay,
 )
+from tests import sql as db
 from tests.hashing import cheap_password_hashing
 
 PASSWORD = "correct horse battery"
@@ -64,13 +64,11 @@ def accounts(settings: Settings, store: Store) -> Iterator[Accounts]:
 
 
 def rows(store: Store, sql: str, **params: Any) -> list[Any]:
-    with store.db.connect() as conn:
-        return list(conn.execute(text(sql), params).all())
+    return db.rows(store, sql, params or None)
 
 
 def execute(store: Store, sql: str, **params: Any) -> None:
-    with store.db.connect() as conn:
-        conn.execute(text(sql), params)
+    db.run(store, sql, params or None)
 
 
 def count(store: Store, table: str) -> int:
@@ -464,11 +462,11 @@ def test_a_token_is_stored_as_the_hash_of_its_secret(accounts: Accounts, store: 
     assert secret.startswith("ems_") and len(secret) == 47
     assert (token.name, token.role, token.created_by) == ("ci", "operator", "alice")
     assert token.last_used_at is None and token.revoked_at is None
-    stored = rows(store, "SELECT * FROM admin_token")
+    stored = db.dicts(store, "SELECT * FROM admin_token")
     assert len(stored) == 1
-    assert stored[0].token_hash == hashlib.sha256(secret.encode()).hexdigest()
-    assert not any(secret in str(value) for value in stored[0])
-    assert not any(secret[4:20] in str(value) for value in stored[0])
+    assert stored[0]["token_hash"] == hashlib.sha256(secret.encode()).hexdigest()
+    assert not any(secret in str(value) for value in stored[0].values())
+    assert not any(secret[4:20] in str(value) for value in stored[0].values())
     _, other_secret = accounts.create_token("backup", "viewer", "alice")
     assert other_secret != secret
     assert [t.name for t in accounts.tokens()] == ["backup", "ci"]

@@ -13,7 +13,6 @@ from typing import Any
 
 import pymysql
 import pytest
-from sqlalchemy import text
 
 from ems import Consumer, Producer, TopicAdmin
 from ems.config import Settings
@@ -25,6 +24,7 @@ from ems.exceptions import (
 )
 from ems.producer.partitioner import partition_for_key
 from ems.store import Store
+from tests import sql as db
 from tests.conftest import connect
 
 
@@ -43,20 +43,17 @@ def wait_for(check: Callable[[], bool], timeout: float = 20.0) -> None:
 
 def stored(store: Store, topic_id: int) -> list[tuple[int, int, bytes]]:
     """(partition, offset, key) of every keyed message of the topic."""
-    with store.db.connect() as conn:
-        rows = conn.execute(
-            text(
-                "SELECT partition_no, offset_no, msg_key FROM message WHERE topic_id = :t "
-                "AND tombstone = 0 AND msg_key IS NOT NULL ORDER BY partition_no, offset_no"
-            ),
-            {"t": topic_id},
-        )
-        return [(int(p), int(o), bytes(k)) for p, o, k in rows]
+    rows = db.rows(
+        store,
+        "SELECT partition_no, offset_no, msg_key FROM message WHERE topic_id = :t "
+        "AND tombstone = 0 AND msg_key IS NOT NULL ORDER BY partition_no, offset_no",
+        {"t": topic_id},
+    )
+    return [(int(p), int(o), bytes(k)) for p, o, k in rows]
 
 
 def table(store: Store, sql: str, **params: Any) -> list[tuple[Any, ...]]:
-    with store.db.connect() as conn:
-        return [tuple(r) for r in conn.execute(text(sql), params)]
+    return db.rows(store, sql, params or None)
 
 
 def test_adding_partitions_records_the_change_and_gives_groups_the_new_ones(

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from sqlalchemy import text
 
 from ems import Consumer as SyncConsumer
 from ems import Delivery, TopicAdmin
@@ -24,6 +23,7 @@ from ems.aio import Consumer
 from ems.config import Settings
 from ems.exceptions import InvalidHandler, InvalidName, InvalidSetting, UnknownTopic
 from ems.store import Store
+from tests import sql as db
 from tests.integration.test_consumer import FAST, bodies, produce, scalar
 
 pytestmark = pytest.mark.asyncio
@@ -465,8 +465,7 @@ async def test_close_from_another_task_while_run_handles_a_batch(
 def acked(settings: Settings) -> list[int]:
     store = Store(settings)
     try:
-        with store.db.connect() as conn:
-            rows = conn.execute(text("SELECT offset_no FROM topic_group_log WHERE state = 'done'"))
-            return [int(r[0]) for r in rows]
+        done = "SELECT offset_no FROM topic_group_log WHERE state = 'done'"
+        return [int(o) for o in db.values(store, done)]
     finally:
         store.close()

@@ -9,7 +9,6 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import text
 
 from ems import Producer as SyncProducer
 from ems import Record, TopicAdmin
@@ -29,6 +28,7 @@ from ems.exceptions import (
 )
 from ems.store import Store
 from ems.types import RecordMetadata
+from tests import sql as db
 from tests.integration import seed
 
 pytestmark = pytest.mark.asyncio
@@ -43,16 +43,14 @@ def topics(settings: Settings) -> Iterator[TopicAdmin]:
 
 def stored(store: Store) -> list[tuple[int, int, bytes]]:
     """(partition, offset, body) of every message row, tombstones left out."""
-    with store.db.connect() as conn:
-        return [
-            (int(p), int(o), bytes(b))
-            for p, o, b in conn.execute(
-                text(
-                    "SELECT partition_no, offset_no, body FROM message WHERE tombstone = 0 "
-                    "ORDER BY partition_no, offset_no"
-                )
-            )
-        ]
+    return [
+        (int(p), int(o), bytes(b))
+        for p, o, b in db.rows(
+            store,
+            "SELECT partition_no, offset_no, body FROM message WHERE tombstone = 0 "
+            "ORDER BY partition_no, offset_no",
+        )
+    ]
 
 
 def assert_gap_free(rows: list[tuple[int, int, bytes]]) -> None:
@@ -65,8 +63,7 @@ def assert_gap_free(rows: list[tuple[int, int, bytes]]) -> None:
 
 
 def _com_insert(store: Store) -> int:
-    with store.db.connect() as conn:
-        return int(conn.execute(text("SHOW GLOBAL STATUS LIKE 'Com_insert'")).one()[1])
+    return int(db.row(store, "SHOW GLOBAL STATUS LIKE 'Com_insert'")[1])
 
 
 @pytest.mark.parametrize("allocator", ["redis", "mysql"])

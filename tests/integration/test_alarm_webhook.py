@@ -11,7 +11,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 
 from ems import TopicAdmin
 from ems.alarms.scan import scan_alarms, set_thresholds
@@ -20,6 +19,7 @@ from ems.config import Settings
 from ems.consumer.groups import ensure_group
 from ems.store import Store
 from ems.types import GroupInfo, NewMessage, TopicInfo
+from tests import sql as db
 from tests.integration import seed
 from tests.json_times import is_json_time
 
@@ -77,12 +77,7 @@ def lagging(settings: Settings, store: Store) -> GroupInfo:
 
 
 def row(store: Store) -> tuple[Any, ...]:
-    with store.db.connect() as conn:
-        return tuple(
-            conn.execute(
-                text("SELECT status, notified_at, notify_attempts, notify_error FROM alarm")
-            ).one()
-        )
+    return db.row(store, "SELECT status, notified_at, notify_attempts, notify_error FROM alarm")
 
 
 def fast(url: str) -> WebhookNotifier:
@@ -103,8 +98,7 @@ def test_the_webhook_gets_the_opening_and_the_clearing_as_json(
     assert notified_at is not None and (attempts, error) == (1, None)
 
     assert scan_alarms(store, settings, notifier=fast(hook.url))["notified"] == 0  # once only
-    with store.db.connect() as conn:
-        conn.execute(text("UPDATE group_offset SET committed_offset = 10"))
+    db.run(store, "UPDATE group_offset SET committed_offset = 10")
     counts = scan_alarms(store, settings, notifier=fast(hook.url))
     assert (counts["cleared"], counts["notified"]) == (1, 1)
     cleared = hook.received[1]

@@ -8,7 +8,6 @@ import logging
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 
 from ems import TopicAdmin
 from ems.alarms.scan import acknowledge, list_alarms, scan_alarms, set_thresholds
@@ -17,6 +16,7 @@ from ems.consumer.groups import ensure_group
 from ems.exceptions import InvalidInput, InvalidPolicy, UnknownAlarm, UnknownGroup
 from ems.store import Store
 from ems.types import GroupInfo, NewMessage, TopicInfo
+from tests import sql as db
 from tests.integration import seed
 
 OPTIONS = seed.options(60)
@@ -33,9 +33,7 @@ def group(store: Store, topic: TopicInfo) -> GroupInfo:
 
 
 def sql(store: Store, statement: str, **params: Any) -> list[Any]:
-    with store.db.connect() as conn:
-        result = conn.execute(text(statement), params)
-        return list(result.all()) if result.returns_rows else []
+    return db.rows(store, statement, params or None)
 
 
 def publish(store: Store, topic: TopicInfo, partition: int, count: int, age: int = 0) -> None:
@@ -307,7 +305,7 @@ def test_thresholds_are_checked_before_anything_changes(
 def test_the_scan_reads_watermarks_by_index_dives_not_counts(
     store: Store, settings: Settings, topic: TopicInfo, group: GroupInfo
 ) -> None:
-    from ems.store.messages import ALL_HIGH_WATERMARKS
+    from ems.store.watermarks import ALL_HIGH_WATERMARKS
 
     sql(
         store,
@@ -316,7 +314,7 @@ def test_the_scan_reads_watermarks_by_index_dives_not_counts(
         t=topic.id,
     )
     sql(store, "ANALYZE TABLE message")
-    extra = " ".join(str(r._mapping["Extra"]) for r in sql(store, "EXPLAIN " + ALL_HIGH_WATERMARKS))
+    extra = " ".join(str(r["Extra"]) for r in db.dicts(store, "EXPLAIN " + ALL_HIGH_WATERMARKS))
     assert "Using index for group-by" in extra
     set_thresholds(store, "g", lag_messages=9_999)
     assert scan(store, settings)["opened"] == 2

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 
 from ems.config import Settings
 from ems.exceptions import InvalidInput
@@ -17,6 +16,7 @@ from ems.ops.accounts import MAX_AUDIT_LIMIT, AuditLog
 from ems.store import Store
 from ems.store.audit import AuditStore
 from ems.values.accounts import AuditEntry, AuditFilter
+from tests import sql as db
 
 
 @pytest.fixture
@@ -39,8 +39,7 @@ def entry(**changes: Any) -> AuditEntry:
 
 
 def row(store: Store, column: str) -> Any:
-    with store.db.connect() as conn:
-        return conn.execute(text(f"SELECT {column} FROM admin_audit")).scalar_one()
+    return db.row(store, f"SELECT {column} FROM admin_audit")[0]
 
 
 def test_an_entry_reads_back_as_recorded(log: AuditLog) -> None:
@@ -89,14 +88,12 @@ def test_filters(log: AuditLog) -> None:
 
 
 def test_the_limit_is_bounded(log: AuditLog, store: Store) -> None:
-    with store.db.connect() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO admin_audit (actor, address, user_agent, action, target, params, "
-                "outcome) VALUES ('a', '-', '-', 'x', 't', '{}', 'ok')"
-            ),
-            [{}] * (MAX_AUDIT_LIMIT + 5),
-        )
+    db.run_many(
+        store,
+        "INSERT INTO admin_audit (actor, address, user_agent, action, target, params, "
+        "outcome) VALUES ('a', '-', '-', 'x', 't', '{}', 'ok')",
+        [()] * (MAX_AUDIT_LIMIT + 5),
+    )
     assert len(log.search(AuditFilter(limit=10_000))) == MAX_AUDIT_LIMIT
     assert len(log.search(AuditFilter(limit=2))) == 2
     for bad in (0, -1, True, 2.5):

@@ -32,6 +32,7 @@ from ems.ops.browse import Browser, buckets
 from ems.store import Store
 from ems.topics import TopicAdmin
 from ems.types import GroupInfo, TopicInfo
+from tests import sql as db
 from tests.conftest import connect
 from tests.integration import seed, seed_browse, seeding
 from tests.integration.seed_browse import counting, handler_reads
@@ -280,22 +281,24 @@ def test_pages_read_the_index_entries_of_their_rows_not_the_table(
     store: Store, browser: Browser, conn: pymysql.Connection
 ) -> None:
     topics = [(f"t{i:04d}", 2) for i in range(1500)]
-    with store.db.connect() as c:
-        c.exec_driver_sql("INSERT INTO topic (name, partitions) VALUES (%s, %s)", topics)
-        c.exec_driver_sql(
-            "INSERT INTO partition_head (topic_id, partition_no) "
-            "SELECT id, 0 FROM topic UNION ALL SELECT id, 1 FROM topic"
-        )
-        c.exec_driver_sql(
-            "INSERT INTO consumer_group (name, topic_id, mode) "
-            "SELECT CONCAT('g', SUBSTRING(name, 2)), id, 'cluster' FROM topic"
-        )
-        c.exec_driver_sql(
-            "INSERT INTO group_offset (group_id, partition_no, committed_offset, generation) "
-            "SELECT id, 0, 0, 0 FROM consumer_group UNION ALL "
-            "SELECT id, 1, 0, 0 FROM consumer_group"
-        )
-        c.exec_driver_sql("ANALYZE TABLE topic, consumer_group, group_offset, partition_head")
+    db.run_many(store, "INSERT INTO topic (name, partitions) VALUES (%s, %s)", topics)
+    db.run(
+        store,
+        "INSERT INTO partition_head (topic_id, partition_no) "
+        "SELECT id, 0 FROM topic UNION ALL SELECT id, 1 FROM topic",
+    )
+    db.run(
+        store,
+        "INSERT INTO consumer_group (name, topic_id, mode) "
+        "SELECT CONCAT('g', SUBSTRING(name, 2)), id, 'cluster' FROM topic",
+    )
+    db.run(
+        store,
+        "INSERT INTO group_offset (group_id, partition_no, committed_offset, generation) "
+        "SELECT id, 0, 0, 0 FROM consumer_group UNION ALL "
+        "SELECT id, 1, 0, 0 FROM consumer_group",
+    )
+    db.rows(store, "ANALYZE TABLE topic, consumer_group, group_offset, partition_head")
     for fetch in (
         lambda: browser.topics_page(after="t0700", limit=10),
         lambda: browser.topics_page("t07", limit=10),

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import text
-
 from ems import TopicAdmin
 from ems.config import Settings
 from ems.store import Store
@@ -20,15 +18,15 @@ from ems.store.maintenance import (
     _NEXT_LOG_PARTITION,
     _PURGE_LOG,
 )
-from ems.store.messages import ALL_HIGH_WATERMARKS
 from ems.store.purge import _FLIGHT_FLOORS, _TOPS, _WINDOW
+from ems.store.watermarks import ALL_HIGH_WATERMARKS
+from tests import sql as db
 from tests.integration import seed
 
 
 def _analyze(store: Store, sql: str) -> dict[str, Any]:
     """The statement run under ANALYZE FORMAT=JSON: the plan with the rows each step read."""
-    with store.db.connect() as conn:
-        (plan,) = conn.execute(text("ANALYZE FORMAT=JSON " + sql)).one()
+    (plan,) = db.row(store, "ANALYZE FORMAT=JSON " + sql)
     return json.loads(plan)  # type: ignore[no-any-return]
 
 

@@ -19,7 +19,6 @@ from contextlib import suppress
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 
 from ems import Reader, TopicAdmin
 from ems.config import Settings
@@ -27,6 +26,7 @@ from ems.maintenance.purge import purge_retention
 from ems.store import Store
 from ems.store.errors import BelowLowWatermark, DuplicateKey
 from tests import forked
+from tests import sql as db
 from tests.integration import seed
 from tests.procs.producer import label
 
@@ -214,16 +214,12 @@ def test_crashes_and_redis_loss_lose_and_duplicate_nothing(
     assert len(acks) >= 6 * 400 + 1  # six full producers and the slow one
 
     store = Store(settings)
-    with store.db.connect() as conn:
-        stored = conn.execute(
-            text("SELECT partition_no, offset_no, body FROM message WHERE tombstone = 0")
-        ).all()
-        below = conn.execute(
-            text(
-                "SELECT COUNT(*) FROM message m JOIN partition_low l ON l.topic_id = m.topic_id "
-                "AND l.partition_no = m.partition_no WHERE m.offset_no < l.low_offset"
-            )
-        ).scalar()
+    stored = db.rows(store, "SELECT partition_no, offset_no, body FROM message WHERE tombstone = 0")
+    below = db.value(
+        store,
+        "SELECT COUNT(*) FROM message m JOIN partition_low l ON l.topic_id = m.topic_id "
+        "AND l.partition_no = m.partition_no WHERE m.offset_no < l.low_offset",
+    )
     assert below == 0, f"{below} rows stored below their low watermark"
     store.close()
     readable = [r for r in stored if r[1] >= lows[r[0]]]  # what a reader can reach

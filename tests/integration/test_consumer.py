@@ -6,16 +6,16 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 
 from ems import Consumer, Delivery, Producer, TopicAdmin
 from ems.config import Settings
 from ems.exceptions import GroupConflict, InvalidHandler, InvalidName, UnknownTopic
 from ems.store import Store
+from tests import sql as db
 from tests.integration.seed import poll_until
 
 FAST: dict[str, Any] = {"lease_ttl": 2.0, "renew_every": 0.5}
@@ -87,8 +87,7 @@ def wait_for(check: Callable[[], bool], timeout: float = 15.0) -> None:
 def scalar(settings: Settings, sql: str) -> Any:
     store = Store(settings)
     try:
-        with store.db.connect() as conn:
-            return conn.execute(text(sql)).scalar()
+        return db.value(store, sql)
     finally:
         store.close()
 
@@ -96,8 +95,7 @@ def scalar(settings: Settings, sql: str) -> Any:
 def execute(settings: Settings, sql: str) -> None:
     store = Store(settings)
     try:
-        with store.db.connect() as conn:
-            conn.execute(text(sql))
+        db.run(store, sql)
     finally:
         store.close()
 
@@ -105,8 +103,9 @@ def execute(settings: Settings, sql: str) -> None:
 @contextmanager
 def holding(store: Store, sql: str, params: Sequence[object]) -> Iterator[None]:
     """Row locks taken by a locking read, held by another connection until the block ends."""
-    with store.db.connect() as conn:
-        conn.exec_driver_sql(sql, tuple(params)).fetchall()
+    with db.transaction(store) as cursor:
+        cursor.execute(sql, tuple(params))
+        cursor.fetchall()
         yield
 
 
@@ -331,16 +330,13 @@ def test_renewals_wait_for_no_connection_of_the_pool(settings: Settings, topic: 
     (over a 200 ms link, 1.5 s and more of a 2 s lease) or, at the pool's limit, given back."""
     with Consumer("g", "t", settings=settings.with_(pool_size=1), **FAST) as c:
         c.poll(timeout=0.5)
-        pool = c.store.db.autocommit_engine
-        held = [pool.raw_connection() for _ in range(3)]  # pool_size 1 + overflow 2
-        try:
+        with ExitStack() as held:
+            for _ in range(3):  # pool_size 1 + overflow 2: the whole pool
+                held.enter_context(c.store.db.single())
             until = time.monotonic() + 2 * c.membership.ttl
             while time.monotonic() < until:
                 assert c.membership.lease_valid()
                 time.sleep(0.05)
-        finally:
-            for conn in held:
-                conn.close()
 
 
 def test_a_member_whose_lease_expired_rejoins_under_a_new_id(

@@ -16,6 +16,7 @@ from ems.store import Store
 from ems.store.errors import NotLeader, StaleGeneration
 from ems.store.groups import commit_cursors
 from ems.types import GroupInfo
+from tests import sql as db
 from tests.integration import seed
 
 OPTIONS = seed.options(None)
@@ -90,8 +91,9 @@ def test_renewals_land_while_the_leaders_transaction_is_open(
     )
     lock = "SELECT * FROM partition_assignment WHERE group_id = %s AND partition_no = 0 FOR UPDATE"
     with ThreadPoolExecutor(3) as threads:
-        with store.db.connect() as blocker:
-            blocker.exec_driver_sql(lock, (group.id,)).fetchall()
+        with db.transaction(store) as blocker:
+            blocker.execute(lock, (group.id,))
+            blocker.fetchall()
             # The leader's transaction stays open at its grant, which waits for the row.
             applied = threads.submit(store.assignments.apply, group.id, ("a", epoch), {0: "b"}, [])
             seed.wait_until(lambda: seed.sql(store, waiting, (settings.database_name,))[0][0])

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 
 from ems import Consumer, Producer, TopicAdmin
 from ems.config import Settings
@@ -21,6 +20,7 @@ from ems.store.alarms import _IN_FLIGHT
 from ems.store.maintenance import _STALE
 from ems.store.purge import _FLIGHT_FLOORS
 from ems.types import IN_FLIGHT_SPAN, GroupInfo, TopicInfo
+from tests import sql as db
 from tests.integration import seed
 from tests.integration.test_consumer import FAST
 
@@ -137,8 +137,7 @@ def test_every_row_in_flight_is_found_by_the_windows_and_the_retries(
 
 def _log_rows_read(store: Store, sql: str) -> int:
     """Rows of topic_group_log the statement read, by ANALYZE FORMAT=JSON."""
-    with store.db.connect() as conn:
-        (plan,) = conn.execute(text("ANALYZE FORMAT=JSON " + sql)).one()
+    (plan,) = db.row(store, "ANALYZE FORMAT=JSON " + sql)
     found: list[float] = []
 
     def walk(node: object) -> None:

@@ -10,7 +10,6 @@ import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
-from sqlalchemy import text
 
 from ems import TopicAdmin
 from ems.config import Settings
@@ -19,6 +18,7 @@ from ems.store import messages as message_sql
 from ems.store.errors import DuplicateKey
 from ems.types import NewMessage, TopicInfo
 from ems.validation import MAX_BATCH_BYTES
+from tests import sql as db
 
 
 @pytest.fixture
@@ -28,8 +28,7 @@ def topic(store: Store) -> Iterator[TopicInfo]:
 
 
 def _count(store: Store) -> int:
-    with store.db.connect() as conn:
-        return int(conn.execute(text("SELECT COUNT(*) FROM message")).scalar_one())
+    return int(db.value(store, "SELECT COUNT(*) FROM message"))
 
 
 _headers = st.dictionaries(st.text(max_size=8), st.text(max_size=12), max_size=3)
@@ -118,6 +117,5 @@ def test_the_insert_connections_never_wait_inside_a_transaction(
             b"VALUES (%d, 0, 8, 'single')" % topic.id
         ]
     )
-    with store.db.connect() as other:
-        bodies = other.execute(text("SELECT body FROM message ORDER BY offset_no")).scalars()
-        assert [bytes(b) for b in bodies] == [b"single"]
+    bodies = db.values(store, "SELECT body FROM message ORDER BY offset_no")
+    assert [bytes(b) for b in bodies] == [b"single"]

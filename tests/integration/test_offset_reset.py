@@ -8,7 +8,6 @@ import datetime as dt
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import text
 
 from ems import TopicAdmin
 from ems.config import Settings
@@ -29,6 +28,7 @@ from ems.ops.reset import OffsetReset, ResetTarget
 from ems.store import Store
 from ems.store.errors import StaleGeneration
 from ems.types import GroupInfo, TopicInfo
+from tests import sql as db
 from tests.integration.offsets_data import (
     T0,
     T1,
@@ -157,13 +157,11 @@ def test_a_datetime_reset_is_exact_when_many_messages_share_a_time(
 def test_earliest_respects_the_low_watermark(
     store: Store, topic: TopicInfo, group: GroupInfo, resets: OffsetReset
 ) -> None:
-    with store.db.connect() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO partition_low (topic_id, partition_no, low_offset) VALUES (:t, 0, 8)"
-            ),
-            {"t": topic.id},
-        )
+    db.run(
+        store,
+        "INSERT INTO partition_low (topic_id, partition_no, low_offset) VALUES (:t, 0, 8)",
+        {"t": topic.id},
+    )
     resets.reset("g", resets.target(earliest=True))
     assert store.groups.offsets(group.id) == {0: 8, 1: 0, 2: 0}
     with pytest.raises(OffsetOutOfRange):
@@ -231,14 +229,14 @@ def test_partitions_of_a_dead_client_are_released_and_it_can_never_commit(
     store.leases.register(group.id, "leader", "h", 1, ttl=10)
     store.leases.register(group.id, "dying", "h", 1, ttl=0.2)
     granted = lead_and_grant(store, group, {0: "dying", 1: "dying"})
-    with store.db.connect() as conn:  # the lease ran out without the row being reaped
-        conn.execute(text(f"{LEASE} NOW(6) - INTERVAL 1 SECOND WHERE client_id = 'dying'"))
+    # The lease ran out without the row being reaped.
+    db.run(store, f"{LEASE} NOW(6) - INTERVAL 1 SECOND WHERE client_id = 'dying'")
     done = resets.reset("g", resets.target(offset=1), partition=0)
     assert done.released_dead == 2  # partition 1 too: the whole group was paused
     rows = {r.partition: r for r in store.assignments.rows(group.id)}
     assert rows[0].client_id is None and rows[0].state == "released"
-    with store.db.connect() as conn:  # even if its lease came back, the rows are gone
-        conn.execute(text(f"{LEASE} NOW(6) + INTERVAL 10 SECOND WHERE client_id = 'dying'"))
+    # Even if its lease came back, the rows are gone.
+    db.run(store, f"{LEASE} NOW(6) + INTERVAL 10 SECOND WHERE client_id = 'dying'")
     with pytest.raises(StaleGeneration):
         store.groups.commit(group.id, "dying", {0: (19, granted)})
     assert store.groups.offsets(group.id) == {0: 1, 1: 3, 2: 3}
@@ -283,18 +281,14 @@ def test_an_expired_pause_of_a_crashed_reset_does_not_block_the_next(
 def test_retries_the_stream_delivers_again_are_dropped(
     store: Store, topic: TopicInfo, group: GroupInfo, resets: OffsetReset
 ) -> None:
-    with store.db.connect() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO retry_message (group_id, topic_id, partition_no, offset_no, "
-                "message_id, attempts, due_at) SELECT :g, topic_id, partition_no, offset_no, "
-                "id, 1, NOW(6) FROM message WHERE topic_id = :t AND partition_no = 0 "
-                "AND offset_no IN (1, 2, 10)"
-            ),
-            {"g": group.id, "t": topic.id},
-        )
+    db.run(
+        store,
+        "INSERT INTO retry_message (group_id, topic_id, partition_no, offset_no, "
+        "message_id, attempts, due_at) SELECT :g, topic_id, partition_no, offset_no, "
+        "id, 1, NOW(6) FROM message WHERE topic_id = :t AND partition_no = 0 "
+        "AND offset_no IN (1, 2, 10)",
+        {"g": group.id, "t": topic.id},
+    )
     done = resets.reset("g", resets.target(offset=2), partition=0)
     assert done.retries_dropped == 2
-    with store.db.connect() as conn:
-        left = conn.execute(text("SELECT offset_no FROM retry_message")).scalars().all()
-    assert left == [1]
+    assert db.values(store, "SELECT offset_no FROM retry_message") == [1]

@@ -7,12 +7,12 @@ import json
 
 import pytest
 from click.testing import CliRunner, Result
-from sqlalchemy import text
 
 from ems.cli import cli
 from ems.config import Settings
 from ems.store import Store
 from ems.types import GroupInfo, TopicInfo
+from tests import sql as db
 from tests.integration.offsets_data import consumed_group, small_topic, snapshot
 
 
@@ -115,13 +115,10 @@ def test_replay_counts_asks_and_queues(
     assert dry.stdout.splitlines()[0].startswith("would queue 2 messages of topic t")
     declined = run(settings, *args, input="n\n")
     assert declined.exit_code == 1 and "Redeliver" in declined.stderr
-    with store.db.connect() as conn:
-        assert conn.execute(text("SELECT COUNT(*) FROM retry_message")).scalar_one() == 0
+    assert db.value(store, "SELECT COUNT(*) FROM retry_message") == 0
     done = run(settings, *args, "--yes", "--json")
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout)["messages"] == 2  # offsets 1 and 2: the cursor is at 3
-    with store.db.connect() as conn:
-        queued = conn.execute(text("SELECT offset_no FROM retry_message ORDER BY 1")).scalars()
-        assert list(queued) == [1, 2]
+    assert db.values(store, "SELECT offset_no FROM retry_message ORDER BY 1") == [1, 2]
     bad = run(settings, "replay", "g", "--from-offset", "1", "--since", "1h")
     assert bad.exit_code == 2 and "not both" in bad.stderr

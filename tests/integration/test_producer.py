@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 
 from ems import Producer, Record, TopicAdmin
 from ems.config import Settings
@@ -26,6 +25,7 @@ from ems.exceptions import (
 )
 from ems.producer.partitioner import partition_for_key
 from ems.store import Store
+from tests import sql as db
 from tests.integration import seed
 
 
@@ -44,16 +44,11 @@ def producer(request: pytest.FixtureRequest, settings: Settings) -> Iterator[Pro
 
 
 def rows(store: Store, sql: str = "") -> list[tuple[int, int, bytes | None, bytes]]:
-    with store.db.connect() as conn:
-        return [
-            tuple(r)  # type: ignore[misc]
-            for r in conn.execute(
-                text(
-                    "SELECT partition_no, offset_no, msg_key, body FROM message "
-                    f"WHERE tombstone = 0 {sql} ORDER BY partition_no, offset_no"
-                )
-            )
-        ]
+    return db.rows(  # type: ignore[return-value]
+        store,
+        "SELECT partition_no, offset_no, msg_key, body FROM message "
+        f"WHERE tombstone = 0 {sql} ORDER BY partition_no, offset_no",
+    )
 
 
 def test_send_returns_partition_and_offset(
@@ -227,8 +222,7 @@ def test_unreachable_redis_is_a_typed_error_and_writes_nothing(
 
 
 def _com_insert(store: Store) -> int:
-    with store.db.connect() as conn:
-        return int(conn.execute(text("SHOW GLOBAL STATUS LIKE 'Com_insert'")).one()[1])
+    return int(db.row(store, "SHOW GLOBAL STATUS LIKE 'Com_insert'")[1])
 
 
 def test_threads_sharing_a_producer_are_committed_together(

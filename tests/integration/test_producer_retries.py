@@ -9,7 +9,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 
 from ems import Producer, Record, TopicAdmin
 from ems.backend import mysql_backend
@@ -18,6 +17,7 @@ from ems.exceptions import DatabaseUnavailable, SendTimeout
 from ems.store import Store
 from ems.store.messages import MessageStore
 from ems.types import NewMessage
+from tests import sql as db
 
 
 class _LosesAnswers(MessageStore):
@@ -37,11 +37,10 @@ class _LosesAnswers(MessageStore):
 
 
 def _stored(store: Store) -> list[tuple[int, bytes]]:
-    with store.db.connect() as conn:
-        return [
-            (int(r[0]), bytes(r[1]))
-            for r in conn.execute(text("SELECT offset_no, body FROM message ORDER BY offset_no"))
-        ]
+    return [
+        (int(r[0]), bytes(r[1]))
+        for r in db.rows(store, "SELECT offset_no, body FROM message ORDER BY offset_no")
+    ]
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import text
 
 from ems import Consumer, Producer, TopicAdmin
 from ems.config import Settings
@@ -24,6 +23,7 @@ from ems.exceptions import (
 from ems.ops.replay import Replayer, ReplayRange
 from ems.store import Store
 from ems.types import TopicInfo
+from tests import sql as db
 from tests.integration import seed
 from tests.integration.offsets_data import T0, T1, T2, insert, options
 
@@ -57,8 +57,7 @@ def consume(
 
 
 def rows_of(store: Store, sql: str, **params: object) -> list[tuple[object, ...]]:
-    with store.db.connect() as conn:
-        return [tuple(r) for r in conn.execute(text(sql), params)]
+    return db.rows(store, sql, params or None)
 
 
 def group_state(store: Store, group_id: int) -> tuple[object, ...]:
@@ -121,10 +120,7 @@ def topic(settings: Settings, store: Store) -> TopicInfo:
     insert(store, info, 0, rows, tombstones=[31])
     insert(store, info, 1, [(o, T2) for o in range(10)])
     group = ensure_group(store, "a", info, options())
-    with store.db.connect() as conn:
-        conn.execute(
-            text("UPDATE group_offset SET committed_offset = IF(partition_no = 0, 90, 10)")
-        )
+    db.run(store, "UPDATE group_offset SET committed_offset = IF(partition_no = 0, 90, 10)")
     assert store.groups.offsets(group.id) == {0: 90, 1: 10}
     return info
 
@@ -169,8 +165,7 @@ def test_a_large_range_is_queued_in_chunks(
     info = TopicAdmin(settings, store=store).create("big", 1)
     insert(store, info, 0, [(o, T0) for o in range(250)])
     ensure_group(store, "a", info, options())
-    with store.db.connect() as conn:
-        conn.execute(text("UPDATE group_offset SET committed_offset = 250"))
+    db.run(store, "UPDATE group_offset SET committed_offset = 250")
     monkeypatch.setattr("ems.ops.replay.CHUNK", 40)
     assert replayer.replay("a", replayer.range(from_offset=0)).messages == 250
     assert replayer.replay("a", ReplayRange(since=T0, until=T1)).messages == 250

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 import redis
-from sqlalchemy import text
 
 from ems import Producer, TopicAdmin
 from ems.config import Settings
@@ -26,6 +25,7 @@ from ems.offsets.allocators import RedisAllocator, RespAllocator, offset_key
 from ems.offsets.resp import RespConnection
 from ems.store import Store
 from ems.wakeups import Listener, topic_channel
+from tests import sql as db
 
 
 class PrivateRedis:
@@ -165,9 +165,8 @@ def test_unreachable_redis_is_a_typed_error_after_bounded_retries(settings: Sett
 
 def _stored(settings: Settings) -> list[tuple[int, bytes]]:
     store = Store(settings)
-    with store.db.connect() as conn:
-        found = conn.execute(text("SELECT offset_no, body FROM message ORDER BY offset_no"))
-        result = [(int(o), bytes(b)) for o, b in found]
+    found = db.rows(store, "SELECT offset_no, body FROM message ORDER BY offset_no")
+    result = [(int(o), bytes(b)) for o, b in found]
     store.close()
     return result
 
@@ -328,6 +327,5 @@ def test_a_producer_whose_allocation_reply_is_lost_reseeds_and_sends_once(
         dropper.armed.set()
         second = producer.send("t", "b")
     assert dropper.cuts == 1
-    with store.db.connect() as conn:
-        stored = conn.execute(text("SELECT offset_no, body FROM message ORDER BY offset_no"))
-        assert [(int(o), bytes(b)) for o, b in stored] == [(0, b"a"), (second.offset, b"b")]
+    stored = db.rows(store, "SELECT offset_no, body FROM message ORDER BY offset_no")
+    assert [(int(o), bytes(b)) for o, b in stored] == [(0, b"a"), (second.offset, b"b")]

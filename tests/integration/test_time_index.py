@@ -16,6 +16,7 @@ from ems.store import Store
 from ems.store.resets import FIRST_BY_OFFSET
 from ems.store.time_index import SEGMENT_AT, SEGMENT_ROWS
 from ems.types import TopicInfo
+from tests import sql as db
 from tests.integration import seed
 
 T0 = dt.datetime(2026, 11, 1, 12, 0)
@@ -28,12 +29,12 @@ def topic(settings: Settings, store: Store) -> TopicInfo:
 
 def insert(store: Store, topic: TopicInfo, rows: list[tuple[int, dt.datetime, bool]]) -> None:
     """Rows (offset, created_at, tombstone) of partition 0."""
-    with store.db.connect() as conn:
-        conn.exec_driver_sql(
-            "INSERT INTO message (topic_id, partition_no, offset_no, body, tombstone, created_at) "
-            "VALUES (%s, 0, %s, 'x', %s, %s)",
-            [(topic.id, o, t, c) for o, c, t in rows],
-        )
+    db.run_many(
+        store,
+        "INSERT INTO message (topic_id, partition_no, offset_no, body, tombstone, created_at) "
+        "VALUES (%s, 0, %s, 'x', %s, %s)",
+        [(topic.id, o, t, c) for o, c, t in rows],
+    )
 
 
 def late_commits(offsets: range, seed_: int) -> list[tuple[int, dt.datetime, bool]]:

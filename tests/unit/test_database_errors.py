@@ -27,7 +27,7 @@ def test_single_statement_path_raises_database_unavailable() -> None:
 def test_transaction_path_raises_database_unavailable() -> None:
     db = Database(UNREACHABLE)
     try:
-        with pytest.raises(DatabaseUnavailable, match="MySQL is unreachable"), db.connect():
+        with pytest.raises(DatabaseUnavailable, match="MySQL is unreachable"), db.transaction():
             pass
     finally:
         db.dispose()
