@@ -27,6 +27,7 @@ from benchmarks import (
     purge,
     purge_drop,
     scale,
+    spark_stream,
     tx,
 )
 from benchmarks import spark as spark_suite
@@ -41,7 +42,8 @@ SUITES: dict[str, Callable[[BenchConfig, argparse.Namespace], int]] = {
     "producer": lambda cfg, args: producer.run(cfg, args.profile_sends),
     "assignor": assignor.run,
     "consumer": consumer.run,
-    "spark": spark_suite.run,
+    "spark": lambda cfg, args: spark_suite.run(cfg, args) or spark_stream.run(cfg, args),
+    "spark-stream": spark_stream.run,
     "purge": purge.run,
     "purge-drop": purge_drop.run,
     "faults": faults.run,
@@ -117,6 +119,20 @@ def main(argv: list[str] | None = None) -> int:
         type=positive_int,
         default=3,
         help="spark suite: end-to-end compactions by each side (default 3; medians reported)",
+    )
+    parser.add_argument(
+        "--spark-stream-messages",
+        type=positive_int,
+        default=1_000_000,
+        help="spark and spark-stream suites: backlog over 16 partitions the ems source "
+        "and the SDK consumer each drain, and rows the sink writes (default 1,000,000)",
+    )
+    parser.add_argument(
+        "--spark-stream-rate",
+        type=positive_int,
+        default=1_000,
+        help="spark and spark-stream suites: paced messages per second of the latency "
+        "run (default 1,000)",
     )
     parser.add_argument(
         "--purge-rows",

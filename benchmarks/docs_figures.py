@@ -50,6 +50,7 @@ SOURCES: Mapping[str, Source] = {
     "cost": Source("Cost model per operation"),
     "assignor": Source("Assignor"),
     "spark": Source("Spark jobs"),
+    "spark-stream": Source("Spark Structured Streaming"),
     "purge": Source("Purge while publishing"),
     "purge-drop": Source("Dropping partitions instead of purging"),
     "faults": Source("Fault scenarios"),

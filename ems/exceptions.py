@@ -185,6 +185,11 @@ class GroupDeleting(UnknownGroup):
     again finishes it."""
 
 
+class UnknownStreamQuery(NotFound):
+    """No streaming query of that name has recorded a position (the ems source records
+    one only for queries given the ems.query.name option)."""
+
+
 class UnknownMessage(NotFound):
     """No such message (it may have been purged by retention)."""
 

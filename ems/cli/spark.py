@@ -6,10 +6,15 @@ a command runs, so the rest of the CLI works without pyspark installed.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from ems.cli.common import settings
+from ems.cli.common import echo_json, json_option, settings, table
 from ems.cli.params import MAX_OFFSET
+
+if TYPE_CHECKING:
+    from ems.stream_queries import StreamQueryDescription
 
 master_option = click.option(
     "--master",
@@ -175,6 +180,12 @@ def lag_report(
 )
 @click.option("--trigger", default="5s", show_default=True, help="Micro-batch interval.")
 @click.option("--available-now", is_flag=True, help="Read what the topic holds now, then stop.")
+@click.option(
+    "--query-name",
+    default="reading-windows",
+    show_default=True,
+    help="The name `ems spark queries` shows the query's position under.",
+)
 @master_option
 @conf_option
 def stream(
@@ -186,6 +197,7 @@ def stream(
     max_offsets: int,
     trigger: str,
     available_now: bool,
+    query_name: str,
     master: str | None,
     confs: tuple[str, ...],
 ) -> None:
@@ -206,6 +218,40 @@ def stream(
         max_offsets=max_offsets,
         trigger=parse_duration(trigger),
         available_now=available_now,
+        query_name=query_name,
     )
     outcome = job.run(settings(), request, master=master, conf=parse_conf(confs))
     click.echo("\n".join(job.describe(outcome)))
+
+
+@spark.command()
+@click.argument("name", required=False)
+@json_option
+def queries(name: str | None, as_json: bool) -> None:
+    """Streaming queries over ems topics and, per partition, the offset each committed,
+    the high watermark and the lag, as `ems group describe` shows a group's. Only queries
+    whose ems source was given the ems.query.name option record a position."""
+    from contextlib import closing
+    from dataclasses import asdict
+
+    from ems.stream_queries import StreamQueries
+
+    with closing(StreamQueries(settings())) as admin:
+        described = admin.describe(name)
+    if as_json:
+        echo_json([asdict(d) for d in described])
+        return
+    if not described:
+        click.echo("no streaming query has recorded a position (see ems.query.name)")
+        return
+    click.echo("\n\n".join(_query_report(d) for d in described))
+
+
+def _query_report(d: StreamQueryDescription) -> str:
+    at = d.committed_at.isoformat(sep=" ", timespec="seconds")
+    rows = [
+        [p.topic, p.partition, p.committed_offset, p.high_watermark, p.lag] for p in d.partitions
+    ]
+    rows.append(["total", "", "", "", d.lag])
+    head = f"streaming query {d.query}: last committed {at}"
+    return head + "\n" + table(["topic", "partition", "committed", "high", "lag"], rows)

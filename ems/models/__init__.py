@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         LogSummaryStage,
         OffsetSnapshot,
         ReadingWindow,
+        StreamQueryPosition,
     )
     from ems.models.base import Base
     from ems.models.coordination import ConsumerClient, GroupLeader
@@ -85,6 +86,7 @@ _HOMES = {
     "PartitionLow": "ems.models.topics",
     "RetryMessage": "ems.models.messages",
     "SchedulerLease": "ems.models.operations",
+    "StreamQueryPosition": "ems.models.analytics",
     "Topic": "ems.models.topics",
     "TopicWatermark": "ems.models.operations",
 }
@@ -125,6 +127,7 @@ __all__ = [
     "ReadingWindow",
     "RetryMessage",
     "SchedulerLease",
+    "StreamQueryPosition",
     "Topic",
     "TopicWatermark",
     "metadata",

@@ -18,6 +18,7 @@ from ems.models.base import (
     Timestamp,
     bigint_pk,
     created_ts,
+    name_str,
     optional_ts,
     timestamp,
 )
@@ -185,3 +186,20 @@ class ReadingWindow(Base):
     #: The micro-batch that wrote the row last.
     batch_id: Mapped[int] = mapped_column(BigInteger, nullable=False)
     updated_at: Mapped[created_ts]
+
+
+class StreamQueryPosition(Base):
+    """Where a Structured Streaming query over ems topics stands, per partition: the next
+    offset it reads, written by the ems source when Spark commits a micro-batch, for the
+    queries named by the source's ems.query.name option. Spark's checkpoint, not this
+    table, is where a query restarts from; the row is what operators see (`ems spark
+    queries`), as a consumer group's committed cursor."""
+
+    __tablename__ = "stream_query_position"
+    __table_args__ = (TABLE_ARGS,)
+
+    query_name: Mapped[name_str] = mapped_column(primary_key=True)
+    topic_id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=False)
+    partition_no: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    committed_offset: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    committed_at: Mapped[created_ts]

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from ems.store.resets import ResetStore
     from ems.store.scheduler import SchedulerStore
     from ems.store.snapshots import SnapshotStore
+    from ems.store.stream_queries import StreamQueryStore
     from ems.store.time_index import TimeIndexStore
     from ems.store.topics import HeadStore, TopicStore
     from ems.store.traces import TraceStore
@@ -116,6 +117,7 @@ class Store:
     reading_windows: _Group[ReadingWindowStore] = _Group(
         "ems.store.reading_windows:ReadingWindowStore"
     )
+    stream_queries: _Group[StreamQueryStore] = _Group("ems.store.stream_queries:StreamQueryStore")
 
     def __init__(self, settings: Settings, database: Database | None = None) -> None:
         self.settings = settings

@@ -103,6 +103,7 @@ class EmsDataSource(DataSource):
         given = dict(self.options)
         if not streaming:
             given.pop("maxoffsetspertrigger", None)
+            given.pop("ems.query.name", None)
         return SourceOptions.parse(given, streaming=streaming)
 
 
@@ -192,7 +193,10 @@ class EmsStreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailable
         return self.read_partition(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Nothing to release: Spark's checkpoint holds the query's position."""
+        """Spark's checkpoint holds the query's position; a query named by ems.query.name
+        also records it, for `ems spark queries` (as a consumer group's cursor)."""
+        if self.options.query_name is not None:
+            self.planner.record(self.options.query_name, from_json(end))
 
     def stop(self) -> None:
         self.close_planner()

@@ -39,6 +39,7 @@ _KNOWN = {
     "minpartitions": "a positive whole number",
     "ems.database.url": "the MySQL URL (as EMS_DATABASE_URL)",
     "ems.gap.timeout": "seconds (as EMS_GAP_TIMEOUT)",
+    "ems.query.name": "a name under which the query's committed offsets are recorded",
 }
 
 
@@ -60,6 +61,8 @@ class SourceOptions:
     min_partitions: int | None = None
     database_url: str | None = None
     gap_timeout: float | None = None
+    #: Streaming queries: record each committed micro-batch's end under this name.
+    query_name: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
@@ -78,6 +81,9 @@ class SourceOptions:
             raise ConflictingOptions("maxOffsetsPerTrigger applies to streaming queries only")
         if streaming and "endingtimestamp" in given:
             raise ConflictingOptions("endingTimestamp applies to batch queries only (spark.read)")
+        if not streaming and "ems.query.name" in given:
+            raise ConflictingOptions("ems.query.name applies to streaming queries only")
+        query_name = given.get("ems.query.name")
         return cls(
             topics=topics,
             pattern=pattern,
@@ -92,6 +98,7 @@ class SourceOptions:
             min_partitions=_count(given, "minPartitions"),
             database_url=given.get("ems.database.url"),
             gap_timeout=_seconds(given, "ems.gap.timeout"),
+            query_name=None if query_name is None else check_name(query_name, "ems.query.name"),
         )
 
     def settings(self, base: Settings) -> Settings:

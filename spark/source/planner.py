@@ -129,6 +129,11 @@ class Planner:
             end[place] = self._ranges.gap_free_end(self.topic_id(topic), partition, first, bound)
         return end
 
+    def record(self, query: str, end: Positions) -> None:
+        """A committed micro-batch's end, as the query's position (store.stream_queries)."""
+        rows = [(self.topic_id(t), p, offset) for (t, p), offset in sorted(end.items())]
+        self.store.stream_queries.record(query, rows)
+
     def ranges(self, start: Positions, end: Positions) -> list[OffsetRange]:
         """The ranges between two positions, split for minPartitions."""
         ranges = [

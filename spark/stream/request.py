@@ -22,9 +22,12 @@ class StreamRequest:
     trigger: dt.timedelta = dt.timedelta(seconds=5)
     #: Read what the topic holds now, write its windows and stop (Trigger.AvailableNow).
     available_now: bool = False
+    #: The source's ems.query.name: its position is shown by `ems spark queries`.
+    query_name: str = "reading-windows"
 
     def check(self) -> None:
         check_name(self.topic, "topic")
+        check_name(self.query_name, "query name")
         if self.window < dt.timedelta(seconds=1):
             raise InvalidWindow("the window must be at least 1 s")
         if self.watermark < dt.timedelta(0):

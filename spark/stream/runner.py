@@ -51,6 +51,7 @@ def _stream(spark: Any, settings: Settings, store: Store, request: StreamRequest
         .option("subscribe", request.topic)
         .option("startingOffsets", "earliest")
         .option("ems.database.url", settings.database_url)
+        .option("ems.query.name", request.query_name)
     )
     if request.max_offsets is not None:
         reader = reader.option("maxOffsetsPerTrigger", str(request.max_offsets))

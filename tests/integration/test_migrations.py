@@ -79,6 +79,7 @@ LATER_TABLES = {
     "partition_change",
     "message_write",
     "reading_window",
+    "stream_query_position",
 }
 
 
@@ -134,6 +135,7 @@ def test_the_time_index_migration_adds_and_drops_its_table(scratch: Settings) ->
         "partition_change",
         "message_write",
         "reading_window",
+        "stream_query_position",
     }
     assert {t.name for t in metadata.sorted_tables} - later <= _tables(scratch)
     migrate.upgrade(scratch)

@@ -9,8 +9,16 @@ import datetime as dt
 import pytest
 
 from ems.config import Settings
-from ems.exceptions import ConflictingOptions, InvalidOffset, OffsetsPurged, UnknownTopic
+from ems.exceptions import (
+    ConflictingOptions,
+    InvalidName,
+    InvalidOffset,
+    OffsetsPurged,
+    UnknownStreamQuery,
+    UnknownTopic,
+)
 from ems.store import Store
+from ems.stream_queries import StreamQueries
 from spark.source import offsets_behind
 from spark.source.lag import behind
 from spark.source.options import SourceOptions
@@ -168,3 +176,37 @@ def test_lag_behind_the_high_watermark_and_skipped_offsets_are_counted(
         "minOffsetsBehindLatest": 0.0,
     }
     assert offsets_behind({"endOffset": None}) == {}
+
+
+def test_a_named_query_records_its_committed_position_shown_with_its_lag(
+    settings: Settings,
+) -> None:
+    topic_id = topic(settings, "plan", 2)
+    for partition, count in ((0, 6), (1, 3)):
+        for offset in range(count):
+            put(settings, topic_id, partition, offset)
+    source = planner(settings, **{"ems.query.name": "watcher"})
+    try:
+        source.record("watcher", {("plan", 0): 4, ("plan", 1): 3})
+        source.record("watcher", {("plan", 0): 5, ("plan", 1): 3})  # the next commit
+    finally:
+        source.close()
+
+    with StreamQueries(settings) as queries:
+        (described,) = queries.describe("watcher")
+        assert queries.describe() == [described]
+        with pytest.raises(UnknownStreamQuery, match=r"ems\.query\.name"):
+            queries.describe("nobody")
+        with pytest.raises(InvalidName):
+            queries.describe("no such/name")
+    assert [
+        (p.partition, p.committed_offset, p.high_watermark, p.lag) for p in described.partitions
+    ] == [
+        (0, 5, 6, 1),
+        (1, 3, 3, 0),
+    ]
+    assert described.lag == 1
+    with pytest.raises(InvalidName):
+        SourceOptions.parse({"subscribe": "plan", "ems.query.name": "a b"}, streaming=True)
+    with pytest.raises(ConflictingOptions, match="streaming queries only"):
+        SourceOptions.parse({"subscribe": "plan", "ems.query.name": "a"}, streaming=False)

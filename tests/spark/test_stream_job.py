@@ -87,6 +87,17 @@ def test_the_stream_job_writes_final_windows_once(
 
     assert "windows written" in output
     assert windows(store) == EXPECTED
+    shown = CliRunner().invoke(cli, ["spark", "queries", "reading-windows", "--json"], obj=settings)
+    assert shown.exit_code == 0, shown.output
+    (query,) = json.loads(shown.output)
+    assert query["lag"] == 0  # the source recorded every committed batch's end
+    assert sum(p["committed_offset"] for p in query["partitions"]) == len(READINGS) + 1
+    text = CliRunner().invoke(cli, ["spark", "queries"], obj=settings).output
+    assert text.startswith("streaming query reading-windows: last committed ")
+    assert "iot.readings  1" in text
+    unknown = CliRunner().invoke(cli, ["spark", "queries", "nobody"], obj=settings)
+    assert unknown.exit_code == 2
+    assert "ems.query.name" in unknown.output
     parquet = pq.read_table(tmp_path / "pq").to_pylist()
     assert sorted((r["project_id"], r["readings"]) for r in parquet) == sorted(
         (p, n) for p, _, n, _ in EXPECTED
