@@ -31,8 +31,14 @@ def db(ha_settings: Settings) -> Iterator[Database]:
     database.dispose()
 
 
+#: The port of the node a statement ran on. It reads a table (installation's one row):
+#: a node outside the Primary component refuses that (1047), as it refuses every ems
+#: statement, while it still answers a bare SELECT @@port.
+_PORT = "SELECT @@port FROM installation"
+
+
 def _port(db: Database) -> int:
-    return int(db.select("SELECT @@port", ())[0][0])
+    return int(db.select(_PORT, ())[0][0])
 
 
 def test_connections_go_to_the_first_node_then_the_next_usable_one(
@@ -40,7 +46,7 @@ def test_connections_go_to_the_first_node_then_the_next_usable_one(
 ) -> None:
     assert _port(db) == galera.node(0).port
     galera.isolate(0)
-    assert db.select("SELECT @@port", ())[0][0] == galera.node(1).port
+    assert _port(db) == galera.node(1).port
     assert _port(db) == galera.node(1).port
 
 
@@ -56,7 +62,7 @@ def test_connections_made_for_the_old_node_are_not_used_once_it_is_back(
     assert _port(db) == galera.node(0).port  # one in the transactional pool
 
     galera.isolate(0)
-    assert db.select("SELECT @@port", ())[0][0] == galera.node(1).port
+    assert _port(db) == galera.node(1).port
     galera.heal(0)
 
     with own.cursor() as cursor:
@@ -139,9 +145,14 @@ def test_a_lease_renewed_while_the_cluster_evicts_its_killed_writer_holds(
             assert heartbeat.renew("member", ttl=2.0)  # on node 0: left 2 s, less than the stall
             renewed = time.monotonic()  # the lease ends 2 s after this at the latest
             galera.node(0).kill9()
-            with pytest.raises(DatabaseUnavailable):
-                heartbeat.renew("member", ttl=4.0)  # its connection went with the node
-            assert heartbeat.renew("member", ttl=4.0), "the lease was found expired"
+            try:
+                # Its connection went with the node: seen closed before the renewal is
+                # sent, it is replaced at once; seen only after, the renewal fails and
+                # the next one goes through the next node.
+                kept = heartbeat.renew("member", ttl=4.0)
+            except DatabaseUnavailable:
+                kept = heartbeat.renew("member", ttl=4.0)
+            assert kept, "the lease was found expired"
             committed = time.monotonic() - renewed
         finally:
             heartbeat.close()
