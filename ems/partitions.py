@@ -4,11 +4,13 @@ A key goes to partition murmur2(key) % count (ems.producer.partitioner): when th
 grows, many keys go to another partition from then on. Kafka leaves their order to chance
 across the change; ems keeps it for ordered groups:
 
-- The change (ems.store.partitions) takes the topic row FOR UPDATE, records every old
-  partition's high watermark, and raises the count, in one transaction. Every producer's
-  insert reads the count it routed by under a shared lock in the same statement (the
-  fence, ems.store.messages): an insert routed by the old count that comes after the
-  change is refused, and the producer routes its rows again. So in an old partition,
+- The change (ems.store.partitions) takes the topic row FOR UPDATE, writes the new count
+  on every old partition's low watermark row, records every old partition's high
+  watermark, and raises the count, in one transaction. Every producer's insert reads its
+  partitions' rows under a shared lock in the same statement and compares their count
+  with the one it routed by (the fence, ems.store.messages): an insert routed by the old
+  count that comes after the change is refused, and the producer routes its rows again.
+  So in an old partition,
   rows below the watermark were routed by the old count and rows at or past it by the new
   one; a new partition holds only rows routed by the new count.
 - A reader learns of the change from its reads: each fetch returns the topic's count in

@@ -51,6 +51,10 @@ class PartitionLow(Base):
     partition_no: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     low_offset: Mapped[int] = mapped_column(BigInteger, nullable=False)
     updated_at: Mapped[optional_ts]
+    #: The topic's count of partitions the producers' rows must be routed by: written by
+    #: every partition change on each old partition's row (ems.store.partitions) and read
+    #: by the INSERT's guard; NULL (a row a purge created) stands for the topic's count.
+    partitions: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class PartitionChange(Base):

@@ -25,11 +25,10 @@ from ems.store.database import RECYCLE, _errno, in_transaction, translate_code
 from ems.store.errors import BelowLowWatermark
 from ems.store.messages import (
     _INSERT,
-    _LOCK_TOPIC,
     _LOWS,
     _TOKEN_AT,
     NEXT_OFFSETS,
-    below_low,
+    check_locked_lows,
     insert_statements,
     lock_lows_query,
 )
@@ -191,8 +190,8 @@ class AsyncMessageStore:
     async def _insert_escaped(
         conn: Any, messages: Sequence[NewMessage], token: int | None, routed: int | None
     ) -> None:
-        """See MessageStore._insert_escaped: the lows (and the topic's partition count,
-        given the count the rows were routed by) taken with a locking read first."""
+        """See MessageStore._insert_escaped: the lows (and the partitions' counts, given
+        the count the rows were routed by) taken with a locking read first."""
         params: list[tuple[object, ...]] = [
             (m.topic_id, m.partition, m.offset, m.key, m.headers, m.body, None) for m in messages
         ]
@@ -201,17 +200,12 @@ class AsyncMessageStore:
         lock, lock_params = lock_lows_query(messages[0].topic_id, partitions)
         await conn.begin()
         async with conn.cursor() as cursor:
-            if routed is not None:
-                await cursor.execute(_LOCK_TOPIC, (messages[0].topic_id,))
-                row = await cursor.fetchone()
-                if row is None or int(row[0]) != routed:
-                    await conn.rollback()
-                    raise BelowLowWatermark("the topic's partitions changed since routing")
             await cursor.execute(lock, lock_params)
-            lows = {int(p): int(low) for p, low in await cursor.fetchall()}
-            if below_low(lows, messages):
+            try:
+                check_locked_lows(await cursor.fetchall(), messages, routed)
+            except BelowLowWatermark:
                 await conn.rollback()
-                raise BelowLowWatermark("an offset lies below its partition's low watermark")
+                raise
             await cursor.executemany(_INSERT, params)
         await conn.commit()
 

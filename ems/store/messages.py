@@ -123,21 +123,23 @@ _INSERT_TRANSACTIONAL = (
 # the INSERT for large batches, and MariaDB's table value constructor truncates binary
 # values longer than 64 KiB.
 _GUARDED = (
-    b"(SELECT %d UNION ALL SELECT %d FROM partition_low WHERE topic_id = %d AND (%b)%b LIMIT 2)"
+    b"(SELECT %d UNION ALL SELECT %d FROM partition_low WHERE topic_id = %d AND (%b) LIMIT 2)"
 )
 # The fence of a partition change (ems.store.partitions): the rows were routed by a count
-# of partitions, and the topic's row must still say that count. Read in the same locking
-# read, it makes a change and the inserts take turns: an insert routed by the old count
+# of partitions, and each of their partitions' partition_low row must still say that count
+# (or NULL: no change since a purge created the row). The same locking read on the same
+# rows makes a change (which writes that count on every old partition's row, creating the
+# missing ones, under X locks) and the inserts take turns: an insert routed by the old count
 # that comes after the change is refused (as the low-watermark guard refuses), and the
-# producer routes its rows again by the new count.
-_ROUTED = b" UNION ALL SELECT %d FROM topic WHERE id = %d AND partitions <> %d"
-_LOCK_TOPIC = "SELECT partitions FROM topic WHERE id = %s LOCK IN SHARE MODE"
+# producer routes its rows again by the new count. No insert reads the topic's row, which
+# every producer of the topic would share.
 _BELOW = b"partition_no = %d AND low_offset > %d"
+_BELOW_ROUTED = b"partition_no = %d AND (low_offset > %d OR partitions <> %d)"
 #: Upper bound on the bytes the guard adds to a statement per partition in it (and once
-#: more for the fence on the topic's partition count).
+#: more for the statement's own part).
 _GUARD_BYTES = 200
 _LOCK_LOWS = (
-    "SELECT partition_no, low_offset FROM partition_low WHERE topic_id = %s "
+    "SELECT partition_no, low_offset, partitions FROM partition_low WHERE topic_id = %s "
     "AND partition_no IN ({}) LOCK IN SHARE MODE"
 )
 
@@ -214,10 +216,12 @@ def _statement(
     for m in chunk:
         if m.offset < lowest.get(m.partition, m.offset + 1):
             lowest[m.partition] = m.offset
-    below = b" OR ".join([_BELOW % (p, o) for p, o in sorted(lowest.items())])
+    if routed is None:
+        below = b" OR ".join([_BELOW % (p, o) for p, o in sorted(lowest.items())])
+    else:
+        below = b" OR ".join([_BELOW_ROUTED % (p, o, routed) for p, o in sorted(lowest.items())])
     first = chunk[0]
-    fence = b"" if routed is None else _ROUTED % (first.offset, first.topic_id, routed)
-    guarded = _GUARDED % (first.offset, first.offset, first.topic_id, below, fence)
+    guarded = _GUARDED % (first.offset, first.offset, first.topic_id, below)
     rows[0] = _row(first, guarded, token, transactional)
     return (_HEAD_TRANSACTIONAL if transactional else _HEAD) + b",".join(rows)
 
@@ -235,14 +239,20 @@ def below_low(lows: Mapping[int, int], messages: Sequence[NewMessage]) -> bool:
     return any(m.offset < lows.get(m.partition, 0) for m in messages)
 
 
-def check_routed(cursor: Any, topic_id: int, routed: int) -> None:
-    """The fence of the driver-escaped path, in the insert's transaction: the topic's row
-    read with a locking read, BelowLowWatermark (as the guard refuses) when its count of
-    partitions is no longer the one the rows were routed by."""
-    cursor.execute(_LOCK_TOPIC, (topic_id,))
-    row = cursor.fetchone()
-    if row is None or int(row[0]) != routed:
-        raise BelowLowWatermark("the topic's partitions changed since the rows were routed")
+def check_locked_lows(
+    rows: Iterable[Sequence[Any]], messages: Sequence[NewMessage], routed: int | None
+) -> None:
+    """The guard of the driver-escaped path, over the rows of lock_lows_query read in the
+    insert's transaction: BelowLowWatermark when an offset lies below its partition's low
+    watermark, or (given the count the rows were routed by) when a partition's row says
+    another count of partitions."""
+    lows: dict[int, int] = {}
+    for p, low, count in rows:
+        if routed is not None and count is not None and int(count) != routed:
+            raise BelowLowWatermark("the topic's partitions changed since the rows were routed")
+        lows[int(p)] = int(low)
+    if below_low(lows, messages):
+        raise BelowLowWatermark("an offset lies below its partition's low watermark")
 
 
 def key_headers(key: bytes | None, text: str | None) -> tuple[bytes, bytes]:
@@ -313,8 +323,8 @@ class MessageStore:
         mark: bytes | None,
     ) -> None:
         """The driver's own escaping and batching, for rows too large for hex literals,
-        in a transaction that first takes the partitions' low watermarks with a locking
-        read (REPEATABLE READ: a partition without one is gap-locked, so no purge can
+        in a transaction that first takes the partitions' low watermarks (and counts) with a
+        locking read (REPEATABLE READ: a partition without one is gap-locked, so no purge can
         create it meanwhile)."""
         params: list[tuple[object, ...]] = [
             (m.topic_id, m.partition, m.offset, m.key, m.headers, m.body, None) for m in messages
@@ -324,12 +334,8 @@ class MessageStore:
         with self.db.transaction(repeatable_read=True) as cursor:
             if mark is not None:
                 cursor.execute(mark.decode())
-            if routed is not None:
-                check_routed(cursor, messages[0].topic_id, routed)
             cursor.execute(*lock_lows_query(messages[0].topic_id, partitions))
-            lows = {int(p): int(low) for p, low in cursor.fetchall()}
-            if below_low(lows, messages):
-                raise BelowLowWatermark("an offset lies below its partition's low watermark")
+            check_locked_lows(cursor.fetchall(), messages, routed)
             cursor.executemany(_INSERT, params)
 
     def insert_tombstones(self, topic_id: int, partition: int, offsets: Iterable[int]) -> None:

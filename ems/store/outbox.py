@@ -26,8 +26,7 @@ from ems.store.messages import (
     _HEX_ROW_BYTES,
     _INSERT_TRANSACTIONAL,
     _STATEMENT_BYTES,
-    below_low,
-    check_routed,
+    check_locked_lows,
     insert_statements,
     key_headers,
     lock_lows_query,
@@ -191,9 +190,7 @@ class RelayBatch:
         statements = insert_statements(messages, transactional=True, partitions=partitions)
         try:
             if statements is None:
-                if partitions is not None:
-                    check_routed(self._cursor, self.topic_id, partitions)
-                self._insert_escaped(messages)
+                self._insert_escaped(messages, partitions)
             else:
                 for statement in statements:
                     self._cursor.execute(statement)
@@ -204,14 +201,12 @@ class RelayBatch:
         self._cursor.execute(*delete_query([r.id for r in self.rows]))
         self._cursor.execute(_MOVED, (len(self.rows), self.topic_id))
 
-    def _insert_escaped(self, messages: Sequence[NewMessage]) -> None:
-        """Rows too large for hex literals: the lows read with a locking read first, as
-        MessageStore does."""
+    def _insert_escaped(self, messages: Sequence[NewMessage], routed: int | None) -> None:
+        """Rows too large for hex literals: the lows (and counts) read with a locking read
+        first, as MessageStore does."""
         partitions = sorted({m.partition for m in messages})
         self._cursor.execute(*lock_lows_query(self.topic_id, partitions))
-        lows = {int(p): int(low) for p, low in self._cursor.fetchall()}
-        if below_low(lows, messages):
-            raise BelowLowWatermark("an offset lies below its partition's low watermark")
+        check_locked_lows(self._cursor.fetchall(), messages, routed)
         params = [(m.topic_id, m.partition, m.offset, m.key, m.headers, m.body) for m in messages]
         self._cursor.executemany(_INSERT_TRANSACTIONAL, params)
 

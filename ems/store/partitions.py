@@ -1,11 +1,14 @@
 """Statements of adding partitions to a topic, and the changes ordered groups read.
 
-The change runs in one transaction that first takes the topic row FOR UPDATE. Every
-producer's INSERT reads that row with a locking read in its guard (ems.store.messages), so
-the change waits for inserts in progress, and inserts that come after it see the new count:
-one routed by the old count is refused (and routed again by the producer). The high
-watermarks read under the lock therefore split each old partition exactly: rows below were
-routed by the old count, rows at or past it by the new one.
+The change runs in one transaction that takes the topic row FOR UPDATE (changes take
+turns), then writes the new count on the partition_low row of every old partition,
+creating the missing ones (low watermark 0), under X locks. Every producer's INSERT reads
+its partitions' rows with a locking read in its guard (ems.store.messages; a missing row
+is gap-locked, which the change's insert of it waits for), so the change waits for inserts
+in progress, and inserts that come after it see the new count: one routed by the old count
+is refused (and routed again by the producer). The high watermarks read after that
+therefore split each old partition exactly: rows below were routed by the old count, rows
+at or past it by the new one.
 """
 
 from __future__ import annotations
@@ -27,6 +30,11 @@ _HIGHS = (
 )
 _LOWS = "SELECT partition_no, low_offset FROM partition_low WHERE topic_id = %s"
 _RAISE = "UPDATE topic SET partitions = %s WHERE id = %s"
+# A new partition needs no row: only the new count routes rows to it.
+_FENCE = (
+    "INSERT INTO partition_low (topic_id, partition_no, low_offset, partitions) "
+    "VALUES (%s, %s, 0, %s) ON DUPLICATE KEY UPDATE partitions = VALUES(partitions)"
+)
 _HEADS = "INSERT INTO partition_head (topic_id, partition_no, next_offset) VALUES (%s, %s, 0)"
 _CHANGE = (
     "INSERT INTO partition_change (topic_id, partitions, partition_no, high_watermark) "
@@ -87,6 +95,8 @@ class PartitionStore:
                     f"topic {name!r} has {topic.partitions} partitions; partitions can only "
                     f"be added (asked for {partitions})"
                 )
+            old = range(topic.partitions)
+            cursor.executemany(_FENCE, [(topic.id, p, partitions) for p in old])
             watermarks = _watermarks(cursor, topic)
             cursor.execute(_RAISE, (partitions, topic.id))
             new = range(topic.partitions, partitions)
@@ -112,7 +122,7 @@ class PartitionStore:
 
 def _watermarks(cursor: Any, topic: TopicInfo) -> tuple[int, ...]:
     """Each partition's next offset: past its highest stored row (tombstones too), never
-    below its low watermark; read after the topic row's lock, so no insert is in flight."""
+    below its low watermark; read after the fence is written, so no insert is in flight."""
     cursor.execute(_LOWS, (topic.id,))
     found = {int(p): int(low) for p, low in cursor.fetchall()}
     cursor.execute(_HIGHS, (topic.id,))

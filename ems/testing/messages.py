@@ -70,6 +70,11 @@ class MemoryTopics:
                     f"be added (asked for {partitions})"
                 )
             watermarks = tuple(self.t.next_offset(topic.id, p) for p in range(topic.partitions))
+            for p in range(topic.partitions):
+                # The server writes the count on every old partition's low watermark row,
+                # creating the missing ones at 0.
+                self.t.fences[(topic.id, p)] = partitions
+                self.t.lows.setdefault((topic.id, p), 0)
             self.t.topics[name] = replace(topic, partitions=partitions)
             change = PartitionsAdded(
                 topic_id=topic.id,
@@ -158,7 +163,7 @@ class MemoryMessages:
         row carries the write token."""
         with self.t.lock:
             if messages and partitions is not None:
-                self._fence(messages[0].topic_id, partitions)
+                self._fence(messages, partitions)
             name = (messages[0].topic_id, token or 0)
             if named and name in self.t.named:
                 raise DuplicateKey(f"a write named {token} is stored")
@@ -176,9 +181,14 @@ class MemoryMessages:
                     token=token if i == 0 else None,
                 )
 
-    def _fence(self, topic_id: int, routed: int) -> None:
-        topic = self.t.topic(topic_id)
-        if topic is None or topic.partitions != routed:
+    def _fence(self, messages: Sequence[NewMessage], routed: int) -> None:
+        """As the server's guard: refused when a partition's row says another count than
+        the one the rows were routed by (a partition never changed says nothing)."""
+        fences = self.t.fences
+        topic = self.t.topic(messages[0].topic_id)
+        if topic is None or any(
+            fences.get((m.topic_id, m.partition), routed) != routed for m in messages
+        ):
             raise BelowLowWatermark("the topic's partitions changed since the rows were routed")
 
     def _check(self, messages: Sequence[NewMessage]) -> None:

@@ -104,6 +104,9 @@ class Tables:
     partitions: dict[tuple[int, int], dict[int, StoredMessage]] = field(default_factory=dict)
     #: (topic id, partition) -> low watermark, for partitions a purge emptied below it.
     lows: dict[tuple[int, int], int] = field(default_factory=dict)
+    #: (topic id, partition) -> the count of partitions its rows must be routed by, written
+    #: by a partition change on each old partition (partition_low.partitions).
+    fences: dict[tuple[int, int], int] = field(default_factory=dict)
     groups: dict[int, GroupInfo] = field(default_factory=dict)
     paused_until: dict[int, dt.datetime] = field(default_factory=dict)
     leaders: dict[int, LeaderRow] = field(default_factory=dict)

@@ -145,8 +145,9 @@ def test_a_producer_that_cached_the_old_count_routes_by_the_new_one(
 def test_an_insert_waits_for_a_change_in_progress(
     admin: TopicAdmin, settings: Settings, store: Store
 ) -> None:
-    """The fence: the insert reads the topic row under a shared lock, so it waits for a
-    change holding the row, and then refuses what it routed by the old count."""
+    """The fence: the insert reads its partition's low watermark row under a shared lock
+    (or the gap where it would be), so it waits for a change writing the new count there,
+    and then refuses what it routed by the old count."""
     info = admin.create("t", 2)
     with Producer(settings) as producer:
         producer.send("t", "warm", key="k0")
@@ -155,6 +156,19 @@ def test_an_insert_waits_for_a_change_in_progress(
         cursor = change.cursor()
         cursor.execute("BEGIN")
         cursor.execute("SELECT id FROM topic WHERE id = %s FOR UPDATE", (info.id,))
+        # The change's write of the new count, partition 0's row existing and 1's created.
+        cursor.execute(
+            "INSERT INTO partition_low (topic_id, partition_no, low_offset) VALUES (%s, 0, 0)",
+            (info.id,),
+        )
+        cursor.execute("COMMIT")
+        cursor.execute("BEGIN")
+        cursor.execute("SELECT id FROM topic WHERE id = %s FOR UPDATE", (info.id,))
+        cursor.executemany(
+            "INSERT INTO partition_low (topic_id, partition_no, low_offset, partitions) "
+            "VALUES (%s, %s, 0, 4) ON DUPLICATE KEY UPDATE partitions = VALUES(partitions)",
+            [(info.id, 0), (info.id, 1)],
+        )
         done: list[object] = []
 
         def send() -> None:
@@ -169,7 +183,7 @@ def test_an_insert_waits_for_a_change_in_progress(
             # The send's INSERT reaches the server and stays there (this database's
             # sessions only: other lanes share the server), or the send ended meanwhile.
             # Its wait shows as a running statement, not always as a LOCK WAIT: the
-            # topic row may be read while the statement is optimized ("Statistics").
+            # rows may be read while the statement is optimized ("Statistics").
             wait_for(lambda: _inserting(watch) > 0 or not sender.is_alive())
             assert not done  # held behind the change
             cursor.execute("UPDATE topic SET partitions = 4 WHERE id = %s", (info.id,))
@@ -180,6 +194,46 @@ def test_an_insert_waits_for_a_change_in_progress(
         sender.join(timeout=20)
     (meta,) = done
     assert meta.partition == partition_for_key(b"k5", 4)  # type: ignore[attr-defined]
+
+
+def test_an_insert_never_reads_the_topic_row(
+    admin: TopicAdmin, settings: Settings, store: Store
+) -> None:
+    """Producers of a topic share no row: a send completes while another session holds
+    the topic's row FOR UPDATE (the fence lives on the partitions' own rows)."""
+    info = admin.create("t", 2)
+    admin.add_partitions("t", 3)
+    holder = connect(settings)
+    try:
+        cursor = holder.cursor()
+        cursor.execute("BEGIN")
+        cursor.execute("SELECT id FROM topic WHERE id = %s FOR UPDATE", (info.id,))
+        with Producer(settings) as producer:
+            metas = [producer.send("t", "x", key=f"k{i}") for i in range(12)]
+            producer.send_batch("t", [{"body": "y", "key": f"k{i}"} for i in range(12)])
+        assert {m.partition for m in metas} == {0, 1, 2}
+        cursor.execute("ROLLBACK")
+    finally:
+        holder.close()
+
+
+def test_the_change_writes_its_count_on_every_old_partition(
+    admin: TopicAdmin, store: Store
+) -> None:
+    """Missing low watermark rows are created at 0; existing ones keep their watermark."""
+    info = admin.create("t", 3)
+    db.run(
+        store,
+        "INSERT INTO partition_low (topic_id, partition_no, low_offset) VALUES (:t, 1, 7)",
+        {"t": info.id},
+    )
+    admin.add_partitions("t", 5)
+    sql = "SELECT partition_no, low_offset, partitions FROM partition_low WHERE topic_id = :t"
+    assert sorted(table(store, sql, t=info.id)) == [(0, 0, 5), (1, 7, 5), (2, 0, 5)]
+    admin.add_partitions("t", 6)
+    assert sorted(table(store, sql + " AND partitions = 6", t=info.id)) == [
+        (p, 7 if p == 1 else 0, 6) for p in range(5)
+    ]
 
 
 def _inserting(conn: pymysql.Connection) -> int:
