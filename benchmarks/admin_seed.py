@@ -43,6 +43,8 @@ PAGES: tuple[tuple[str, str, str | None], ...] = (
         "/groups/{big_group}?after=499",
         "/api/v1/groups/{big_group}?after=499",
     ),
+    ("streaming queries", "/streaming-queries", "/api/v1/streaming-queries"),
+    ("streaming query detail", "/streaming-queries/{query}", "/api/v1/streaming-queries/{query}"),
     ("users", "/users", "/api/v1/users"),
     (
         "messages of a partition",
@@ -121,6 +123,8 @@ class Scale:
     #: Offset snapshots (group 0 and the big group) and watermark captures (topic 0 and
     #: the big topic) every 15 minutes over the last `chart_hours` hours.
     chart_hours: int = 24
+    #: Named streaming queries, query i reading every partition of topic i % topics.
+    stream_queries: int = 200
 
     def topic(self, i: int) -> str:
         return f"bench.t{i:04d}"
@@ -138,6 +142,7 @@ class Scale:
             "prefix": "bench.t00",
             "after": self.group(self.groups // 2),
             "big_topic": BIG_TOPIC,
+            "query": "bench.q0000",
             "partition_search": f"topic={self.topic(0)}&partition=0",
             "time_search": f"topic={self.topic(0)}&since=12h&until=6h",
             "offset": str(self.deep_per_partition // 2),
@@ -406,6 +411,17 @@ def _seed_pages(
         _audit(scale, now),
     )
     _seed_charts(cursor, scale, now, [by_name[scale.group(0)], by_name[BIG_GROUP]], topic_ids)
+    _insert(
+        cursor,
+        "stream_query_position",
+        "query_name, topic_id, partition_no, committed_offset, committed_at",
+        (
+            (f"bench.q{i:04d}", t, p, p % scale.messages, now)
+            for i in range(scale.stream_queries)
+            for t, n in [topic_ids[scale.topic(i % scale.topics)]]
+            for p in range(n)
+        ),
+    )
 
 
 def _dead_letters(

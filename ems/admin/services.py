@@ -23,6 +23,7 @@ from ems.ops.plans import Plans
 from ems.ops.query import MessageQuery
 from ems.ops.ranking import Ranker
 from ems.ops.reset import OffsetReset
+from ems.ops.stream_queries import StreamQueryReader
 from ems.ops.trace import MessageTracer
 from ems.topics import TopicAdmin
 from ems.values.accounts import AuditEntry
@@ -46,6 +47,7 @@ class Services:
         self.messages = MessageQuery(settings, store=self.overview.store)
         self.tracer = MessageTracer(settings, store=self.overview.store)
         self.ranker = Ranker(settings, store=self.overview.store)
+        self.stream_queries = StreamQueryReader(settings, store=self.overview.store)
         self.alarms = AlarmDesk(settings, store=self.overview.store)
         self.autoscale = AutoscaleReader(settings, store=self.overview.store)
         self.audit_search = AuditSearch(settings, store=self.overview.store)

@@ -36,6 +36,12 @@ ROUTES = {
     "/api/v1/topic": ("read", EVERYONE),
     "/group": ("read", EVERYONE),
     "/api/v1/group": ("read", EVERYONE),
+    "/streaming-queries": ("read", EVERYONE),
+    "/api/v1/streaming-queries": ("read", EVERYONE),
+    "/streaming-queries/<name>": ("read", EVERYONE),
+    "/api/v1/streaming-queries/<name>": ("read", EVERYONE),
+    "/streaming-query": ("read", EVERYONE),
+    "/api/v1/streaming-query": ("read", EVERYONE),
     "/reset": ("read", EVERYONE),
     "/dead-letters": ("read", EVERYONE),
     "/api/v1/dead-letters": ("read", EVERYONE),
@@ -128,6 +134,7 @@ MODES = {
 }
 #: The chart rules that take the name from ?name=.
 BY_QUERY = {"/group/lag", "/api/v1/group/lag", "/topic/volume", "/api/v1/topic/volume"}
+BY_QUERY |= {"/streaming-query", "/api/v1/streaming-query"}
 NAMES = {"viewer": "vera", "operator": "otto", "admin": "ada"}
 
 
@@ -150,10 +157,11 @@ def test_the_table_covers_every_private_route(app: Flask) -> None:
 
 @pytest.fixture(autouse=True)
 def _matrix_objects(store: Store) -> None:
-    """A topic and a group named "matrix", for the rules that name one, a message at
-    offset 0 of its partition 0 (id 4242) and a dead letter (id 4343)."""
+    """A topic, a group and a streaming query named "matrix", for the rules that name
+    one, a message at offset 0 of its partition 0 (id 4242) and a dead letter (id 4343)."""
     topic = store.topics.create("matrix", 1, 24, 1024)
     group = ensure_group(store, "matrix", topic, seed.options())
+    store.stream_queries.record("matrix", [(topic.id, 0, 0)])
     seed.sql(
         store,
         "INSERT INTO dead_message (id, group_id, topic_id, partition_no, offset_no, message_id, "

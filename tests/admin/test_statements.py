@@ -40,6 +40,7 @@ SMALL = Scale(
     decisions=2,
     audit_rows=10,
     chart_hours=2,
+    stream_queries=3,
 )
 LARGE = Scale(
     topics=30,
@@ -58,6 +59,7 @@ LARGE = Scale(
     decisions=10,
     audit_rows=500,
     chart_hours=24,
+    stream_queries=30,
 )
 #: The pages that show as many rows on either seed: one user, one message (its trace: the
 #: one group of its topic), one dead letter.

@@ -308,3 +308,34 @@ def test_the_spark_sinks_examples_are_the_ones_the_tests_run() -> None:
     unindented = "\n".join(line.removeprefix("    ") for line in example.splitlines())
     for heading in ('## The ems sink: `df.writeStream.format("ems")`', "### Progress and lag"):
         assert _code_block(page, heading) in unindented, heading
+
+
+def test_the_spark_queries_example_is_what_the_command_prints() -> None:
+    """docs/spark.md's `ems spark queries` output is the command's rendering of the
+    figures it shows (the command's own report function, on the positions it names)."""
+    import datetime as dt
+
+    from ems.cli.spark import _query_report
+    from ems.store.stream_queries import QueryPosition
+    from ems.stream_queries import describe_queries
+
+    section = _section((DOCS / "spark.md").read_text(), _QUERIES_HEADING)
+    command, output = re.findall(r"^```\w*\n(.*?)^```", section, re.M | re.S)
+    assert command == "ems spark queries reading-windows\n"
+    at = dt.datetime(2026, 11, 30, 10, 4, 12)
+    positions = [
+        QueryPosition(
+            query="reading-windows",
+            topic="iot.readings",
+            partition=p,
+            committed_offset=committed,
+            committed_at=at,
+            high_watermark=high,
+        )
+        for p, committed, high in ((0, 4418, 4431), (1, 4402, 4402))
+    ]
+    (described,) = describe_queries(positions)
+    assert output == _query_report(described) + "\n"
+
+
+_QUERIES_HEADING = "### A streaming query's position: `ems spark queries`"

@@ -22,6 +22,7 @@ from ems.admin.views import (
     partitions,
     ranking,
     resets,
+    stream_queries,
     topics,
     users,
 )
@@ -37,6 +38,7 @@ BLUEPRINTS: tuple[Blueprint, ...] = (
     partitions.bp,
     ranking.bp,
     groups.bp,
+    stream_queries.bp,
     resets.bp,
     lifecycle.bp,
     dead_letters.bp,
