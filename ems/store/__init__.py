@@ -7,7 +7,8 @@ import threading
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from ems.config import Settings
-from ems.store.database import Database, translate, wrap_errors
+from ems.store.database import Database
+from ems.store.translation import translate, wrap_errors
 
 if TYPE_CHECKING:
     from ems.store.accounts import AccountStore
