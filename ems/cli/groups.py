@@ -29,7 +29,7 @@ def _browser() -> Browser:
 
 
 def _max_page() -> int:
-    from ems.ops.browse import MAX_PAGE
+    from ems.ops.browse_input import MAX_PAGE
 
     return MAX_PAGE
 

@@ -35,7 +35,7 @@ from ems.consumer.cluster import ClusterSession
 from ems.consumer.state import Outcome, Policy, holds_back
 from ems.exceptions import InvalidHandler, InvalidTransaction
 from ems.ports import SettlementsThrough
-from ems.store.database import translate
+from ems.store.translation import translate
 from ems.types import Delivery, Settlement
 
 #: What opens a batch's transaction: an Engine (a Connection each batch), or a callable

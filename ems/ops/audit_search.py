@@ -11,7 +11,7 @@ import datetime as dt
 from ems.config import Settings
 from ems.exceptions import InvalidCursor, InvalidDatetime, InvalidInput
 from ems.ops.accounts import AuditLog
-from ems.ops.browse import DEFAULT_PAGE, check_page_limit
+from ems.ops.browse_input import DEFAULT_PAGE, check_page_limit
 from ems.ops.query import window
 from ems.store import Store
 from ems.store.client import StoreClient

@@ -10,7 +10,7 @@ from ems.autoscale.admin import AutoscaleStatus
 from ems.autoscale.policy import bounds
 from ems.config import Settings
 from ems.exceptions import InvalidCursor, InvalidSetting
-from ems.ops.browse import check_prefix
+from ems.ops.browse_input import check_prefix
 from ems.store import Store
 from ems.store.client import StoreClient
 from ems.validation import NAME_RE

@@ -143,17 +143,17 @@ class OverviewReader(StoreClient):
         counts, the newest report, its total, its most urgent groups and their lag now."""
         s = self.store
         read_at = s.maintenance.now()
-        topics, groups, open_alarms = s.browse.overview_counts()
+        topics, groups, open_alarms = s.overview.counts()
         run = s.lag_reports.newest_run()
-        urgent = s.browse.urgent_groups(run.id if run else None, MAX_GROUPS)
+        urgent = s.overview.urgent_groups(run.id if run else None, MAX_GROUPS)
         cluster = [g.id for g, _, _ in urgent if g.mode == "cluster"]
         return summarize(
             read_at=read_at,
             topics=topics,
             group_count=groups,
-            live=s.browse.live_lags(cluster),
+            live=s.overview.live_lags(cluster),
             groups=urgent,
             report=run,
-            total_lag=s.browse.report_total(run.id) if run else None,
+            total_lag=s.overview.report_total(run.id) if run else None,
             open_alarms=open_alarms,
         )

@@ -7,7 +7,8 @@ import threading
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from ems.config import Settings
-from ems.store.database import Database, translate, wrap_errors
+from ems.store.database import Database
+from ems.store.translation import translate, wrap_errors
 
 if TYPE_CHECKING:
     from ems.store.accounts import AccountStore
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from ems.store.maintenance import MaintenanceStore
     from ems.store.messages import MessageStore
     from ems.store.outbox import OutboxStore
+    from ems.store.overview import OverviewStore
     from ems.store.partitions import PartitionStore
     from ems.store.plans import PlanStore
     from ems.store.purge import PurgeStore
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from ems.store.replays import ReplayStore
     from ems.store.resets import ResetStore
     from ems.store.scheduler import SchedulerStore
+    from ems.store.series import SeriesStore
     from ems.store.snapshots import SnapshotStore
     from ems.store.stream_queries import StreamQueryStore
     from ems.store.time_index import TimeIndexStore
@@ -111,6 +114,8 @@ class Store:
     accounts: _Group[AccountStore] = _Group("ems.store.accounts:AccountStore")
     audit: _Group[AuditStore] = _Group("ems.store.audit:AuditStore")
     browse: _Group[BrowseStore] = _Group("ems.store.browse:BrowseStore")
+    series: _Group[SeriesStore] = _Group("ems.store.series:SeriesStore")
+    overview: _Group[OverviewStore] = _Group("ems.store.overview:OverviewStore")
     lag_metrics: _Group[LagMetricsStore] = _Group("ems.store.lag_metrics:LagMetricsStore")
     plans: _Group[PlanStore] = _Group("ems.store.plans:PlanStore")
     lifecycle: _Group[LifecycleStore] = _Group("ems.store.lifecycle:LifecycleStore")

@@ -21,7 +21,7 @@ from sqlalchemy.engine import make_url
 
 from ems.config import Settings
 from ems.exceptions import DatabaseUnavailable, EmsError, TopicDeleting, UnknownTopic
-from ems.store.database import RECYCLE, _errno, in_transaction, translate_code
+from ems.store.connections import RECYCLE, in_transaction
 from ems.store.errors import BelowLowWatermark
 from ems.store.messages import (
     _INSERT,
@@ -33,6 +33,7 @@ from ems.store.messages import (
     lock_lows_query,
 )
 from ems.store.nodes import NodeSet, Vetting, unusable
+from ems.store.translation import error_number, translate_code
 from ems.types import NewMessage, TopicInfo
 from ems.values.lifecycle import check_not_fenced
 
@@ -63,11 +64,11 @@ def _translate(exc: BaseException) -> EmsError:
     lost = not isinstance(exc, asyncmy.errors.Error) or isinstance(
         exc, asyncmy.errors.InterfaceError
     )
-    if _errno(exc) == _GUARD_REFUSED:
+    if error_number(exc) == _GUARD_REFUSED:
         return BelowLowWatermark(
             "an offset lies below its partition's low watermark; nothing was inserted"
         )
-    return translate_code(_errno(exc), str(exc), lost=lost)
+    return translate_code(error_number(exc), str(exc), lost=lost)
 
 
 class AsyncMessageStore:

@@ -13,8 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_scoped_s
 
 from ems.exceptions import InvalidTransaction, StoreError
 from ems.store.caller import ON_COMMIT, identity_of, refuse_autocommit
-from ems.store.database import translate
 from ems.store.outbox import OutboxItem, OutboxWriter, outbox_statements
+from ems.store.translation import translate
 from ems.types import Schedule
 
 

@@ -23,7 +23,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, scoped_session
 
 from ems.exceptions import ForeignTransaction, InvalidTransaction, StoreError
-from ems.store.database import Database, translate
+from ems.store.database import Database
+from ems.store.translation import translate
 
 #: What a transactional send or settlement writes through: the caller's transaction.
 CallerTransaction = Session | scoped_session[Session] | Connection | pymysql.connections.Connection

@@ -15,9 +15,10 @@ import pymysql
 from pymysql.cursors import Cursor
 
 from ems.store.caller import CallerConnection, Installation, qualified
-from ems.store.database import Database, translate
+from ems.store.database import Database
 from ems.store.errors import StaleGeneration
 from ems.store.groups import commit_cursors
+from ems.store.translation import translate
 from ems.types import Delivery, Failure, Settlement
 
 _US = 1_000_000

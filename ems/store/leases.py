@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pymysql.cursors import Cursor
 
-from ems.store.database import Database, OwnConnection
+from ems.store.connections import OwnConnection
+from ems.store.database import Database
 from ems.store.errors import NotLeader
 from ems.types import LeaderInfo, MemberInfo
 

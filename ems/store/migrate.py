@@ -12,9 +12,9 @@ from alembic.script import ScriptDirectory
 
 from ems.config import Settings
 from ems.exceptions import InvalidSetting
-from ems.store.database import wrap_errors
 from ems.store.driver import create_engine
 from ems.store.nodes import usable_node_url
+from ems.store.translation import wrap_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 _EXISTS = "SELECT 1 FROM information_schema.schemata WHERE schema_name = %s"

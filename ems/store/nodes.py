@@ -10,7 +10,7 @@ client that sees the same cluster picks the same node.
 Each new connection goes to the current node; when that node is unreachable or unusable
 (not in the primary component, not synced) the next ones are tried, in order, and the
 first usable one becomes current. The pools are renewed when a statement finds its node
-gone (ems.store.database), so every later connection follows.
+gone (ems.store.database, ems.store.engine), so every later connection follows.
 
 A node that just became current may not yet have applied every write the cluster
 committed through the old one (Galera applies asynchronously after certification). Each

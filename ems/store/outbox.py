@@ -20,7 +20,7 @@ from typing import Any
 import pymysql
 
 from ems.store.caller import CallerConnection, Installation
-from ems.store.database import _GUARD_REFUSED, Database, _errno
+from ems.store.database import Database
 from ems.store.errors import BelowLowWatermark
 from ems.store.messages import (
     _HEX_ROW_BYTES,
@@ -31,6 +31,7 @@ from ems.store.messages import (
     key_headers,
     lock_lows_query,
 )
+from ems.store.translation import GUARD_REFUSED, error_number
 from ems.types import NewMessage, OutboxRow, OutboxWaiting, Schedule, Scheduled, TopicInfo
 
 #: (partition, key, headers JSON, body) of a validated message (ems.producer.planning).
@@ -195,7 +196,7 @@ class RelayBatch:
                 for statement in statements:
                     self._cursor.execute(statement)
         except pymysql.err.Error as exc:
-            if _errno(exc) in _GUARD_REFUSED:
+            if error_number(exc) in GUARD_REFUSED:
                 raise BelowLowWatermark("an offset lies below its low watermark") from exc
             raise
         self._cursor.execute(*delete_query([r.id for r in self.rows]))

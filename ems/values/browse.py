@@ -1,6 +1,7 @@
 """The admin console's read models: pages of topics and of consumer groups, a topic's and a
 group's detail, lag and volume series. Frozen values and the pure rules that shape them;
-ems.store.browse reads the rows, ems.ops.browse puts them together.
+ems.store.browse, group_facts and series read the rows, ems.ops.browse puts them together
+(its input checked by ems.ops.browse_input, shaped by ems.ops.browse_shapes).
 
 Times are aware datetimes in UTC. A status is a lag report's (a group: OK, WARN, ERR; a
 partition: OK, WARN, STALL, STOP; either "unknown" when the report's window held fewer

@@ -28,7 +28,8 @@ from ems.exceptions import (
     UnknownTopic,
 )
 from ems.groups import GroupAdmin
-from ems.ops.browse import Browser, buckets
+from ems.ops.browse import Browser
+from ems.ops.browse_input import buckets
 from ems.store import Store
 from ems.topics import TopicAdmin
 from ems.types import GroupInfo, TopicInfo

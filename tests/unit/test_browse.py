@@ -8,15 +8,14 @@ import itertools
 
 import pytest
 
-from ems.ops.browse import (
+from ems.ops.browse_input import (
     MAX_SERIES_CELLS,
     buckets,
     group_cursor,
-    group_detail,
     series_points,
     topic_cursor,
-    volume_points,
 )
+from ems.ops.browse_shapes import group_detail, volume_points
 from ems.store.browse import like_prefix
 from ems.types import AssignmentRow, GroupInfo, LeaderInfo, MemberInfo, TopicInfo
 from ems.values.browse import GroupFacts, MemberLoad, PartitionFacts, PartitionRow, status

@@ -10,7 +10,7 @@ from ems.config import Settings
 from ems.exceptions import DatabaseReadOnly, DatabaseUnavailable, InvalidInput, UnknownDatabase
 from ems.exit_codes import exit_code_for
 from ems.store import Database
-from ems.store.database import translate
+from ems.store.translation import translate
 
 UNREACHABLE = Settings(database_url="mysql+pymysql://root@127.0.0.1:1/ems", connect_attempts=2)
 

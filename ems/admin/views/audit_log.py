@@ -17,7 +17,7 @@ from ems.admin.serialize import to_json
 from ems.admin.services import services
 from ems.exceptions import InvalidCursor
 from ems.ops.audit_search import audit_filter
-from ems.ops.browse import DEFAULT_PAGE, MAX_PAGE
+from ems.ops.browse_input import DEFAULT_PAGE, MAX_PAGE
 from ems.values.accounts import AuditPage
 
 bp = Blueprint("audit_log", __name__)

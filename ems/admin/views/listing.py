@@ -12,7 +12,7 @@ from flask import request, url_for
 
 from ems.admin.forms import page_limit
 from ems.exceptions import InvalidName
-from ems.ops.browse import DEFAULT_PAGE, GROUP_PARTITIONS, MAX_PAGE
+from ems.ops.browse_input import DEFAULT_PAGE, GROUP_PARTITIONS, MAX_PAGE
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
