@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ems.display import shown
 from ems.exceptions import InvalidCursor, InvalidName, UnknownStreamQuery
-from ems.ops.browse import DEFAULT_PAGE, MAX_PREFIX, check_page_limit, check_prefix
+from ems.ops.browse_input import DEFAULT_PAGE, MAX_PREFIX, check_page_limit, check_prefix
 from ems.store.client import StoreClient
 from ems.stream_queries import StreamQueryDescription, describe_queries
 from ems.values.browse import Page
