@@ -165,7 +165,8 @@ def test_sigterm_stops_the_cli_cleanly(
     so either way the run in flight finishes, and the job exits 0 without a traceback."""
     seed(settings)
     first = final_ids(settings)
-    env = {**os.environ, "EMS_DATABASE_URL": settings.database_url}
+    # With faulthandler on, a job that does not stop dumps its threads' stacks on SIGABRT.
+    env = {**os.environ, "EMS_DATABASE_URL": settings.database_url, "PYTHONFAULTHANDLER": "1"}
     command = [sys.executable, "-m", "ems.cli", "spark", "compact", "--master", "local[1]"]
     command += ["--older-than", "1d", "--every", "1s", "--archive-root", str(tmp_path)]
     proc = subprocess.Popen(
@@ -184,7 +185,13 @@ def test_sigterm_stops_the_cli_cleanly(
             os.killpg(proc.pid, signal.SIGTERM)
         else:
             proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=120)
+        try:
+            out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGABRT)
+            err = proc.communicate(timeout=30)[1]
+            stacks = err[-6000:]
+            raise AssertionError(f"did not stop within 120 s; its threads:\n{stacks}") from None
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
