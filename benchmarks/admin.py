@@ -37,11 +37,10 @@ from pathlib import Path
 from benchmarks import admin_idle
 from benchmarks.admin_dead import DEAD_LETTERS, grow, time_dead_pages
 from benchmarks.admin_seed import BIG_GROUP, Scale, paths, rows_of, seed
-from benchmarks.harness import BenchConfig, BenchError, mysql_connect, on_database
+from benchmarks.harness import BenchConfig, BenchError, fresh_database, mysql_connect, on_database
 from benchmarks.purge import percentile
 from benchmarks.report import environment
 from ems.ops.accounts import Accounts
-from ems.store import migrate
 
 RESULTS = Path(__file__).resolve().parent / "results" / "admin-latest.md"
 DATABASE = "ems_bench_admin"
@@ -85,14 +84,7 @@ class Throughput:
 
 def recreate(cfg: BenchConfig, scale: Scale) -> float:
     """A fresh database at Alembic head, seeded; the seconds the seeding took."""
-    conn = mysql_connect(cfg.settings.database_url, database=False)
-    try:
-        with conn.cursor() as cursor:
-            cursor.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
-    finally:
-        conn.close()
-    migrate.create_database(cfg.settings)
-    migrate.upgrade(cfg.settings)
+    fresh_database(cfg.settings)
     started = time.perf_counter()
     conn = mysql_connect(cfg.settings.database_url)
     try:

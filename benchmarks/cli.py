@@ -30,11 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.cli_probe import MARKER
-from benchmarks.harness import BenchConfig, BenchError, mysql_connect, on_database
+from benchmarks.harness import BenchConfig, BenchError, fresh_database, on_database
 from benchmarks.purge import percentile
 from benchmarks.report import environment
 from ems import TopicAdmin
-from ems.store import migrate
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "cli-latest.md"
@@ -165,14 +164,7 @@ def probe_argv(case: Case) -> tuple[str, ...]:
 
 
 def prepare(cfg: BenchConfig) -> None:
-    conn = mysql_connect(cfg.settings.database_url, database=False)
-    try:
-        with conn.cursor() as cursor:
-            cursor.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
-    finally:
-        conn.close()
-    migrate.create_database(cfg.settings)
-    migrate.upgrade(cfg.settings)
+    fresh_database(cfg.settings)
     with TopicAdmin(cfg.settings) as admin:
         for n, name in enumerate(TOPICS):
             admin.create(name, 4 * (n + 1))

@@ -43,6 +43,7 @@ from benchmarks.consumer_workers import _RAW_CURSOR, _RAW_DONE, _RAW_FETCH, _RAW
 from benchmarks.harness import (
     BenchConfig,
     clear_redis,
+    fresh_database,
     mysql_connect,
     on_database,
     query,
@@ -53,7 +54,6 @@ from benchmarks.writers import EmsWriter, RawRedisWriter, RawWriter
 from ems import Consumer, TopicAdmin
 from ems.consumer.cluster import ClusterSession
 from ems.exceptions import TopicExists
-from ems.store import migrate
 
 DATABASE = "ems_bench_cost"
 RESULTS = Path(__file__).resolve().parent / "results" / "cost-latest.md"
@@ -189,15 +189,7 @@ def measured(threads: ServerThreads, messages: int, out: list[Sample]) -> Iterat
 
 
 def prepare(cfg: BenchConfig) -> int:
-    conn = mysql_connect(cfg.settings.database_url, database=False)
-    try:
-        with conn.cursor() as cursor:
-            cursor.execute(f"DROP DATABASE IF EXISTS `{DATABASE}`")
-    finally:
-        conn.close()
-    clear_redis(cfg.settings)
-    migrate.create_database(cfg.settings)
-    migrate.upgrade(cfg.settings)
+    fresh_database(cfg.settings)
     admin = TopicAdmin(cfg.settings)
     try:
         admin.create(cfg.topic, PARTITIONS)

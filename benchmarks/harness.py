@@ -103,6 +103,20 @@ def query(url: str, sql: str, args: Sequence[object] = ()) -> list[tuple[Any, ..
 # -- databases -----------------------------------------------------------------------
 
 
+def fresh_database(settings: Settings) -> None:
+    """Drop the database of `settings` and its Redis keys (a fresh database must not meet
+    the offset counters of the last run), then create it again at Alembic head."""
+    conn = mysql_connect(settings.database_url, database=False)
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS `{settings.database_name}`")
+    finally:
+        conn.close()
+    clear_redis(settings)
+    migrate.create_database(settings)
+    migrate.upgrade(settings)
+
+
 def prepare_databases(cfg: BenchConfig) -> None:
     """Create ems_bench at Alembic head with the bench topic, and the kombu database."""
     migrate.create_database(cfg.settings)

@@ -35,7 +35,7 @@ from typing import Any
 from benchmarks.harness import (
     BenchConfig,
     BenchError,
-    clear_redis,
+    fresh_database,
     mysql_connect,
     on_database,
     query,
@@ -45,7 +45,7 @@ from benchmarks.report import environment
 from ems import Producer, TopicAdmin
 from ems.maintenance.jobs import run_job
 from ems.maintenance.purge import round_quota
-from ems.store import Store, migrate
+from ems.store import Store
 
 RESULTS = Path(__file__).resolve().parent / "results" / "purge-latest.md"
 DATABASE = "ems_bench_purge"
@@ -70,15 +70,7 @@ def purge_config(cfg: BenchConfig) -> BenchConfig:
 
 
 def recreate(cfg: BenchConfig) -> None:
-    conn = mysql_connect(cfg.settings.database_url, database=False)
-    try:
-        with conn.cursor() as cursor:
-            cursor.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
-    finally:
-        conn.close()
-    clear_redis(cfg.settings)
-    migrate.create_database(cfg.settings)
-    migrate.upgrade(cfg.settings)
+    fresh_database(cfg.settings)
     admin = TopicAdmin(cfg.settings)
     try:
         admin.create(TOPIC, PARTITIONS, retention_hours=1)
