@@ -245,9 +245,6 @@ class Producer:
     def reseed_for(self, info: TopicInfo) -> None:
         self._reseed(info)
 
-    def refreshed_for(self, info: TopicInfo) -> TopicInfo:
-        return self.refreshed(info)
-
     def moved(self, info: TopicInfo, rows: Sequence[NewMessage]) -> None:
         self._wakeups.messages(info.id, {r.partition: r.offset for r in rows})
         published(info.name).inc(len(rows))
@@ -284,7 +281,7 @@ class Producer:
                     self._committers[place_key] = committer
         return committer
 
-    def refreshed(self, info: TopicInfo) -> TopicInfo:
+    def refreshed_for(self, info: TopicInfo) -> TopicInfo:
         """The topic as stored now, kept for later sends when partitions were added: a
         send routed by the count before is refused by the insert's fence, and this is how
         the producer learns the new count (at the first send after the change)."""
@@ -345,7 +342,7 @@ class Producer:
                 if done:
                     break
                 if rows is not None:
-                    fresh = self.refreshed(info)
+                    fresh = self.refreshed_for(info)
                     if fresh.partitions != info.partitions:
                         # Partitions were added: the fence refused rows routed by the
                         # old count. Route them again; no offset of theirs was stored.
