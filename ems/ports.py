@@ -403,6 +403,11 @@ class Outbox(Protocol):
 class SettlementsThrough(Protocol):
     """Exactly-once settlement: an ack batch written through the caller's transaction."""
 
+    def ready(self) -> None:
+        """Read through ems's own connections, once, what write checks the caller's
+        connection against: so that write itself makes round trips only through tx
+        (which may be an asyncio connection, driven from its event loop)."""
+
     def write(
         self,
         tx: object,

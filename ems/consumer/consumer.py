@@ -24,7 +24,13 @@ from ems.config import Settings
 from ems.consumer.builder import build
 from ems.consumer.cluster import ClusterSession
 from ems.consumer.errors import LeaseLost
-from ems.consumer.exactly_once import ExactlyOnce, TransactionFactory
+from ems.consumer.exactly_once import (
+    PULL_REFUSED,
+    ExactlyOnce,
+    Settler,
+    TransactionFactory,
+    check_use,
+)
 from ems.consumer.groups import ConsumerOptions, GroupOptions, with_options
 from ems.consumer.state import Outcome, holds_back
 from ems.exceptions import (
@@ -118,9 +124,15 @@ class Consumer:
         self.membership, self.session = parts.membership, parts.session
         self.listener, self.inbox = parts.subscription, parts.inbox
         self.metrics, self.meter = parts.metrics, parts.meter
-        self._exactly_once = (
-            None if transactional is None else self._exactly_once_on(backend, transactional)
-        )
+        self._exactly_once: ExactlyOnce | None = None
+        if transactional is not None:
+            try:
+                settler = self.settler()
+            except BaseException:
+                self._release_backend()
+                raise
+            assert handler is not None
+            self._exactly_once = ExactlyOnce(transactional, handler, settler)
         self._stopping = threading.Event()
         self._started = False
         self._closed = False
@@ -136,16 +148,16 @@ class Consumer:
     #: What inspect.signature and help() show: every option of GroupOptions by name.
     __signature__ = with_options(__init__)
 
-    def _exactly_once_on(self, backend: Backend, factory: TransactionFactory) -> ExactlyOnce:
-        if backend.settlements is None or not isinstance(self.session, ClusterSession):
-            self._release_backend()
+    def settler(self) -> Settler:
+        """What settles this member's exactly-once batches through their own
+        transactions (ems.aio's Consumer drives it too); InvalidSetting off the MySQL
+        backend or in a broadcast group."""
+        settlements = self._backend.settlements
+        if settlements is None or not isinstance(self.session, ClusterSession):
             raise InvalidSetting("exactly-once consumption needs the MySQL backend")
-        assert self.handler is not None
-        return ExactlyOnce(
-            factory,
-            self.handler,
+        return Settler(
             self.session,
-            backend.settlements,
+            settlements,
             policy=self.policy,
             failed=failed,
             observe=self.metrics.handler_seconds.observe,
@@ -263,10 +275,7 @@ class Consumer:
         """Apply outcomes (an error of None acks): written before returning (wait), or
         by the ack writer while the next batch is fetched."""
         if self._exactly_once is not None:
-            raise InvalidSetting(
-                "an exactly-once consumer settles each batch with its handler's writes, in "
-                "run(): ack() and nack() would settle outside that transaction"
-            )
+            raise InvalidSetting(PULL_REFUSED)
         outcomes = list(outcomes)
         self.meter.add(len(outcomes))
         self.session.settle(outcomes, wait=wait)
@@ -387,12 +396,7 @@ def failed(d: Delivery, exc: Exception) -> Outcome:
 
 
 def _check_transactional(factory: object, handler: object, broadcast: bool) -> None:
-    """An exactly-once consumer runs a handler of (delivery, transaction) in run(), in a
-    cluster group (a broadcast group keeps no cursor to commit with the handler's writes)."""
-    if handler is None:
-        raise InvalidHandler("an exactly-once consumer needs a handler of (delivery, transaction)")
-    if broadcast:
-        raise InvalidSetting("a broadcast group keeps no cursor: it cannot consume exactly once")
+    check_use(handler, broadcast)
     if not (isinstance(factory, Engine) or callable(factory)):
         raise InvalidTransaction(
             "transactional takes a SQLAlchemy Engine or sessionmaker, or a callable that "

@@ -20,7 +20,7 @@ delivery; only one call's writes ever commit.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -33,7 +33,7 @@ from sqlalchemy.orm import Session, SessionTransaction
 
 from ems.consumer.cluster import ClusterSession
 from ems.consumer.state import Outcome, Policy, holds_back
-from ems.exceptions import InvalidHandler, InvalidTransaction
+from ems.exceptions import InvalidHandler, InvalidSetting, InvalidTransaction
 from ems.ports import SettlementsThrough
 from ems.store.translation import translate
 from ems.types import Delivery, Settlement
@@ -45,13 +45,25 @@ TransactionFactory = Engine | Callable[[], Any]
 #: gave: Session, Connection or PyMySQL connection).
 TransactionalHandler = Callable[[Delivery, Any], object]
 _SAVEPOINT = "ems_message"
+#: Why a handler that committed or rolled back the batch's transaction is stopped.
+ENDED = (
+    "an exactly-once handler ended the batch's transaction (commit or rollback): it "
+    "writes in it, and ems commits it with the settlement"
+)
+#: Why ack() and nack() are refused on an exactly-once consumer.
+PULL_REFUSED = (
+    "an exactly-once consumer settles each batch with its handler's writes, in run(): "
+    "ack() and nack() would settle outside that transaction"
+)
 # On MariaDB, the bound on the batch's transaction sitting idle (EMS_IDLE_TRANSACTION_TIMEOUT,
 # as ems's own sessions have): a member paused inside a batch (past its lease, so its commit
 # would be refused anyway) loses its session and so its row locks, and the partition's next
 # owner does not wait on them. Set for the batch and put back after it: the connection is
 # the service's. MySQL, which has no such setting, runs the plain SET.
-_BOUND = "SET @ems_batch = 1 /*M!100300 , SESSION idle_write_transaction_timeout = {} */"
-_UNBOUND = "SET @ems_batch = NULL /*M!100300 , SESSION idle_write_transaction_timeout = DEFAULT */"
+IDLE_BOUND = "SET @ems_batch = 1 /*M!100300 , SESSION idle_write_transaction_timeout = {} */"
+IDLE_UNBOUND = (
+    "SET @ems_batch = NULL /*M!100300 , SESSION idle_write_transaction_timeout = DEFAULT */"
+)
 
 
 class BatchTransaction:
@@ -85,7 +97,7 @@ class BatchTransaction:
             elif self._driver is not None:
                 self._driver.begin()
             if self._bounded:
-                self._run(_BOUND.format(int(idle_timeout)))
+                self._run(IDLE_BOUND.format(int(idle_timeout)))
         except (SQLAlchemyError, pymysql.err.Error) as exc:
             self.close()
             raise translate(exc) from exc
@@ -161,7 +173,7 @@ class BatchTransaction:
     def close(self) -> None:
         if self._bounded and self._driver is None:  # a pooled connection goes back as it came
             with suppress(SQLAlchemyError, pymysql.err.Error):
-                self._run(_UNBOUND)
+                self._run(IDLE_UNBOUND)
         with suppress(SQLAlchemyError, pymysql.err.Error):
             if self._session is not None:
                 self._session.close()
@@ -171,13 +183,52 @@ class BatchTransaction:
                 self._driver.close()
 
 
-class ExactlyOnce:
-    """Runs batches through the handler, each in one transaction with its settlement."""
+def check_use(handler: object, broadcast: bool) -> None:
+    """An exactly-once consumer runs a handler of (delivery, transaction) in run(), in a
+    cluster group (a broadcast group keeps no cursor to commit with the handler's writes)."""
+    if handler is None:
+        raise InvalidHandler("an exactly-once consumer needs a handler of (delivery, transaction)")
+    if broadcast:
+        raise InvalidSetting("a broadcast group keeps no cursor: it cannot consume exactly once")
+
+
+class BatchOutcomes:
+    """A batch's outcomes as its handler calls end: an ordered group's retry in place
+    holds back the rest of its partition's batch."""
+
+    def __init__(self, policy: Policy, failed: Callable[[Delivery, Exception], Outcome]) -> None:
+        self.outcomes: list[Outcome] = []
+        self._policy = policy
+        self._failed = failed
+        self._blocked: set[int] = set()
+
+    def held(self, d: Delivery) -> bool:
+        """Whether d waits behind its partition's retry in place (not handled now)."""
+        return d.partition in self._blocked
+
+    def passed(self, d: Delivery) -> None:
+        self.outcomes.append(Outcome(d))
+
+    def raised(self, d: Delivery, exc: Exception) -> None:
+        outcome = self._failed(d, exc)
+        self.outcomes.append(outcome)
+        if holds_back(outcome, self._policy):
+            self._blocked.add(d.partition)
+
+
+#: Has write(connection) run through the batch's connection, then commits the batch's
+#: transaction; write is handed what the transaction is reached through (a Session,
+#: Connection or PyMySQL connection).
+Committer = Callable[[Callable[[Any], None]], None]
+
+
+class Settler:
+    """The settlement side of exactly-once batches, the same for ems.Consumer and
+    ems.aio.Consumer: a batch's outcomes, and their settlement written through the
+    batch's own connection by the session's fenced protocol."""
 
     def __init__(
         self,
-        factory: TransactionFactory,
-        handler: TransactionalHandler,
         session: ClusterSession,
         settlements: SettlementsThrough,
         *,
@@ -186,16 +237,49 @@ class ExactlyOnce:
         observe: Callable[[float], None] = lambda seconds: None,
         idle_timeout: int = 0,
     ) -> None:
-        self._factory = factory
-        #: Seconds the batch's transaction may sit idle (MariaDB; 0: no bound).
-        self._idle_timeout = idle_timeout
+        self.session = session
+        self.settlements = settlements
+        self.policy = policy
+        self.failed = failed
         #: Records each handler call's seconds (the ems_handler_seconds histogram).
-        self._observe = observe
+        self.observe = observe
+        #: Seconds the batch's transaction may sit idle (MariaDB; 0: no bound).
+        self.idle_timeout = idle_timeout
+
+    def outcomes(self) -> BatchOutcomes:
+        return BatchOutcomes(self.policy, self.failed)
+
+    def read_again(self, batch: list[Delivery]) -> None:
+        """The batch was not settled: its partitions are read again from the stored
+        cursors (which also say whether a commit whose reply was lost landed)."""
+        self.session.read_again({d.partition for d in batch})
+
+    def settle(self, outcomes: list[Outcome], commit: Committer) -> None:
+        """Apply the outcomes and have commit write their settlement through the batch's
+        connection and commit it (ClusterSession.settle_within). Runs on the thread that
+        drives the session."""
+        self.settlements.ready()
+
+        def through(settlement: Settlement, expected: dict[int, int]) -> None:
+            commit(lambda conn: self._write(conn, settlement, expected))
+
+        self.session.settle_within(outcomes, through)
+
+    def _write(self, conn: object, settlement: Settlement, expected: Mapping[int, int]) -> None:
+        group, topic = self.session.group, self.session.topic
+        client = self.session.membership.client_id
+        self.settlements.write(conn, group.id, topic.id, client, settlement, expected)
+
+
+class ExactlyOnce:
+    """Runs batches through the handler, each in one transaction with its settlement."""
+
+    def __init__(
+        self, factory: TransactionFactory, handler: TransactionalHandler, settler: Settler
+    ) -> None:
+        self._factory = factory
         self._handler = handler
-        self._session = session
-        self._settlements = settlements
-        self._policy = policy
-        self._failed = failed
+        self._settler = settler
 
     def handle(self, batch: list[Delivery]) -> None:
         """Handle and settle the batch in one transaction: without savepoints, or, once
@@ -207,22 +291,20 @@ class ExactlyOnce:
         """Whether the batch was settled: False when, without savepoints, a handler
         raised (everything it and the others wrote rolled back)."""
         try:
-            tx = BatchTransaction(self._factory, self._idle_timeout)
+            tx = BatchTransaction(self._factory, self._settler.idle_timeout)
         except BaseException:
-            self._session.read_again({d.partition for d in batch})
+            self._settler.read_again(batch)
             raise
         try:
             outcomes = self._run(tx, batch, savepoints)
             if outcomes is None:
                 tx.rollback()
                 return False
-            self._session.settle_within(outcomes, lambda s, e: self._commit(tx, s, e))
+            self._settler.settle(outcomes, lambda write: self._commit(tx, write))
             return True
         except BaseException:
             tx.rollback()
-            # Not settled: the batch is read again from the stored cursors (which also
-            # say whether a commit whose reply was lost landed).
-            self._session.read_again({d.partition for d in batch})
+            self._settler.read_again(batch)
             raise
         finally:
             tx.close()
@@ -230,11 +312,10 @@ class ExactlyOnce:
     def _run(
         self, tx: BatchTransaction, batch: list[Delivery], savepoints: bool
     ) -> list[Outcome] | None:
-        outcomes: list[Outcome] = []
-        blocked: set[int] = set()
+        results = self._settler.outcomes()
         for d in batch:
-            if d.partition in blocked:
-                continue  # ordered: a retry in place blocks the rest of its partition's batch
+            if results.held(d):
+                continue
             try:
                 if savepoints:
                     with tx.savepoint():
@@ -246,13 +327,10 @@ class ExactlyOnce:
             except Exception as exc:  # the handler's failure is the message's
                 if not savepoints:
                     return None
-                outcome = self._failed(d, exc)
-                outcomes.append(outcome)
-                if holds_back(outcome, self._policy):
-                    blocked.add(d.partition)
+                results.raised(d, exc)
             else:
-                outcomes.append(Outcome(d))
-        return outcomes
+                results.passed(d)
+        return results.outcomes
 
     def _call(self, tx: BatchTransaction, d: Delivery) -> None:
         began = time.perf_counter()
@@ -260,17 +338,11 @@ class ExactlyOnce:
             self._handler(d, tx.given)
             tx.flush()
         finally:
-            self._observe(time.perf_counter() - began)
+            self._settler.observe(time.perf_counter() - began)
         if not tx.intact():
-            raise InvalidHandler(
-                "an exactly-once handler ended the batch's transaction (commit or "
-                "rollback): it writes in it, and ems commits it with the settlement"
-            )
+            raise InvalidHandler(ENDED)
 
-    def _commit(
-        self, tx: BatchTransaction, settlement: Settlement, expected: dict[int, int]
-    ) -> None:
-        group, topic = self._session.group, self._session.topic
-        client = self._session.membership.client_id
-        self._settlements.write(tx.given, group.id, topic.id, client, settlement, expected)
+    @staticmethod
+    def _commit(tx: BatchTransaction, write: Callable[[Any], None]) -> None:
+        write(tx.given)
         tx.commit()

@@ -114,8 +114,11 @@ class CallerConnection:
         if isinstance(tx, Connection):
             self._sa: Connection | None = tx
             self.dbapi: Any = tx.connection.dbapi_connection
+            # The driver's own connection, which tells its session id: an asyncio
+            # driver's (reached through run_sync) is wrapped by SQLAlchemy's adapter.
+            self._driver: Any = tx.connection.driver_connection
         elif isinstance(tx, pymysql.connections.Connection):
-            self._sa, self.dbapi = None, tx
+            self._sa, self.dbapi, self._driver = None, tx, tx
         else:
             raise InvalidTransaction(
                 "a transactional write takes a SQLAlchemy Session or Connection or a "
@@ -146,7 +149,7 @@ class CallerConnection:
             self._sa.info.setdefault(ON_COMMIT, set()).add(wake)
 
     def identity(self) -> Identity | None:
-        return identity_of(self.dbapi)
+        return identity_of(self._driver)
 
 
 class Installation:

@@ -11,14 +11,13 @@ import json
 from collections.abc import Mapping, Sequence
 from itertools import groupby
 
-import pymysql
 from pymysql.cursors import Cursor
 
 from ems.store.caller import CallerConnection, Installation, qualified
 from ems.store.database import Database
 from ems.store.errors import StaleGeneration
 from ems.store.groups import commit_cursors
-from ems.store.translation import translate
+from ems.store.translation import DRIVER_ERRORS, translate
 from ems.types import Delivery, Failure, Settlement
 
 _US = 1_000_000
@@ -283,6 +282,9 @@ class SettlementsThrough:
         self.installation = Installation(db)
         self._sql = Statements(self.installation.schema)
 
+    def ready(self) -> None:
+        self.installation.uuid()
+
     def write(
         self,
         tx: object,
@@ -297,7 +299,7 @@ class SettlementsThrough:
         cursor = conn.cursor()
         try:
             write_settlement(cursor, group_id, topic_id, client_id, settlement, self._sql, expected)
-        except pymysql.err.Error as exc:
+        except DRIVER_ERRORS as exc:  # PyMySQL's (aiomysql's too), asyncmy's
             raise translate(exc) from exc
         finally:
             cursor.close()

@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import asyncmy.errors
 import pymysql
 from sqlalchemy.exc import DBAPIError, PendingRollbackError, SQLAlchemyError
 
@@ -51,6 +52,12 @@ _READ_ONLY = {1290, 1792, 1836}
 GUARD_REFUSED = {1242}
 
 
+#: The errors of the drivers ems runs statements through by their DB-API cursors: PyMySQL
+#: (and aiomysql, which raises PyMySQL's), and asyncmy (a caller's asyncio connection,
+#: whose cursor SQLAlchemy's greenlet bridge hands to synchronous code).
+DRIVER_ERRORS = (pymysql.err.Error, asyncmy.errors.Error)
+
+
 def error_number(exc: BaseException | None) -> int | None:
     args = getattr(exc, "args", ())
     return args[0] if args and isinstance(args[0], int) else None
@@ -61,13 +68,16 @@ def connection_lost(error: EmsError) -> bool:
     return isinstance(error, DatabaseUnavailable) and not isinstance(error, DatabaseReadOnly)
 
 
-def translate(exc: SQLAlchemyError | pymysql.err.Error) -> EmsError:
+def translate(exc: SQLAlchemyError | pymysql.err.Error | asyncmy.errors.Error) -> EmsError:
     """Turn a driver error into the ems exception a caller can act on."""
     orig: BaseException | None
     if isinstance(exc, PendingRollbackError):
         # The connection was lost inside a transaction, and was used again before the
         # rollback: the server side of that transaction is gone with the connection.
         return DatabaseUnavailable(f"MySQL is unreachable: the connection was lost ({exc})")
+    if isinstance(exc, asyncmy.errors.Error):
+        lost = isinstance(exc, asyncmy.errors.InterfaceError)
+        return translate_code(error_number(exc), str(exc), lost=lost)
     if isinstance(exc, pymysql.err.Error):
         orig, invalidated = exc, False
     elif isinstance(exc, DBAPIError):
