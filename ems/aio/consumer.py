@@ -21,12 +21,15 @@ from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, ParamSpec, Self, TypeVar, Unpack
+from typing import Any, ParamSpec, Self, TypeVar, Unpack, cast
 
+from ems.aio.exactly_once import AsyncExactlyOnce, AsyncTransactionFactory, check_transactional
 from ems.backend import Backend
 from ems.config import Settings
 from ems.consumer.consumer import IDLE_WAIT, POLL_WAIT, failed, many
 from ems.consumer.consumer import Consumer as SyncConsumer
+from ems.consumer.errors import LeaseLost
+from ems.consumer.exactly_once import PULL_REFUSED
 from ems.consumer.groups import ConsumerOptions, GroupOptions, with_options
 from ems.consumer.state import Outcome, holds_back
 from ems.exceptions import InvalidHandler, InvalidSetting, LockConflict, ServerUnavailable
@@ -40,6 +43,9 @@ log = logging.getLogger(__name__)
 
 #: `async def handle(delivery)`; a plain function also works, run on the loop itself.
 AsyncHandler = Callable[[Delivery], Awaitable[object] | object]
+#: An exactly-once handler: `async def handle(delivery, transaction)` (what the factory
+#: gave: an AsyncSession or AsyncConnection).
+AsyncTransactionalHandler = Callable[[Delivery, Any], Awaitable[object] | object]
 #: Most handler calls one partition may have running at once (an unordered group).
 MAX_CONCURRENCY = 1000
 
@@ -59,6 +65,11 @@ class Consumer:
     Partitions are handled concurrently; within one partition, `concurrency` handler calls
     at most run at once (default 1: one at a time, in offset order). Above 1 the group must
     be unordered. A cursor never moves past a message whose handler has not finished.
+    With `transactional` (a SQLAlchemy AsyncEngine or async_sessionmaker, or a callable
+    returning an AsyncSession or AsyncConnection, on the server that holds ems's
+    database), run() consumes exactly once, as ems.Consumer's: the handler is awaited
+    with (delivery, transaction), one message at a time, and each batch's writes commit
+    with its settlement or not at all (see docs/transactions.md).
     Options, the backend and the attributes (`group`, `topic`, `options`, `handler`,
     `client_id`) are those of ems.Consumer; `group`, `topic` and `client_id` are there
     from the join on (start()), and raise RuntimeError before.
@@ -68,13 +79,14 @@ class Consumer:
         self,
         group: str,
         topic: str,
-        handler: AsyncHandler | None = None,
+        handler: AsyncHandler | AsyncTransactionalHandler | None = None,
         *,
         concurrency: int = 1,
         settings: Settings | None = None,
         store: Store | None = None,
         metrics_port: int | None = None,
         backend: Backend | None = None,
+        transactional: AsyncTransactionFactory | None = None,
         **options: Unpack[ConsumerOptions],
     ) -> None:
         check_name(group, "group")
@@ -84,6 +96,12 @@ class Consumer:
         check_positive_int(concurrency, "concurrency", MAX_CONCURRENCY)
         if concurrency > 1 and options.get("ordered"):
             raise InvalidSetting("concurrency above 1 needs an unordered group (ordered=False)")
+        if transactional is not None:
+            broadcast = bool(options.get("broadcast", False))
+            check_transactional(transactional, handler, broadcast, concurrency)
+        self._transactional = transactional
+        #: Set at the join when transactional.
+        self._exactly_once: AsyncExactlyOnce | None = None
         #: Checked now, so bad options raise here and not at the first await.
         self.options = GroupOptions.checked(**options)
         self._names = (group, topic)
@@ -164,6 +182,11 @@ class Consumer:
                 raise InvalidSetting(
                     f"group {group!r} is ordered: concurrency above 1 needs an unordered group"
                 )
+            if self._transactional is not None:
+                handler = cast(AsyncTransactionalHandler, self.handler)
+                self._exactly_once = AsyncExactlyOnce(
+                    self._transactional, handler, member.settler(), self._off_loop
+                )
             self._joining = member
             member.start()
         except BaseException:
@@ -232,6 +255,7 @@ class Consumer:
     async def ack(self, deliveries: Delivery | Iterable[Delivery]) -> None:
         """Ack deliveries, written before this returns. Cancelled, the ack is still
         written or the deliveries come again: nothing acked is lost either way."""
+        self._refuse_pull_settling()
         await self._settle([Outcome(d) for d in many(deliveries)], wait=True)
 
     async def nack(
@@ -243,9 +267,14 @@ class Consumer:
         """Fail deliveries: retried after `delay` seconds (default: the group's ladder;
         0 to a year, else InvalidSetting), or dead-lettered after the group's last
         attempt."""
+        self._refuse_pull_settling()
         delay = None if delay is None else check_delay(delay)
         error = str(error)[:ERROR_CHARS]
         await self._settle([Outcome(d, error, delay) for d in many(deliveries)], wait=True)
+
+    def _refuse_pull_settling(self) -> None:
+        if self._transactional is not None:
+            raise InvalidSetting(PULL_REFUSED)
 
     async def _settle(self, outcomes: list[Outcome], *, wait: bool) -> None:
         if self._closed:
@@ -290,6 +319,10 @@ class Consumer:
         outcomes: list[Outcome] = []
         try:
             batch = await self.poll(timeout=IDLE_WAIT, max_messages=room)
+            if self._exactly_once is not None:
+                self._member.meter.add(len(batch))
+                await self._exactly_once.handle(batch)
+                return len(batch)
             try:
                 await self._handle(batch, outcomes)
             finally:
@@ -297,7 +330,7 @@ class Consumer:
                 # cancelled, what finished is acked and the rest comes again.
                 await self._settle(outcomes, wait=False)
             return len(batch)
-        except (ServerUnavailable, LockConflict, StaleGeneration) as exc:
+        except (ServerUnavailable, LockConflict, StaleGeneration, LeaseLost) as exc:
             log.warning("consume round failed, retrying: %s", exc)
             await asyncio.sleep(POLL_WAIT)
             return 0
@@ -330,10 +363,10 @@ class Consumer:
         await asyncio.gather(*(one(d) for d in deliveries))
 
     async def _call(self, d: Delivery) -> Outcome:
-        assert self.handler is not None
+        handler = cast(AsyncHandler, self.handler)
         began = time.perf_counter()
         try:
-            result = self.handler(d)
+            result = handler(d)
             if inspect.isawaitable(result):
                 await result
         except Exception as exc:  # the handler's failure is the message's, not ours
