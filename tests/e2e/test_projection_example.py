@@ -1,6 +1,7 @@
-"""docs/transactions.md's projection example, run as a program: killed -9 while it counts,
-started again, it ends with every reading counted once and one alert per reading over
-the threshold, however much of the batch in hand ran twice."""
+"""docs/transactions.md's projection example, run as a program, on ems.Consumer
+(examples/projection.py) and on ems.aio.Consumer (examples/aio_projection.py): killed -9
+while it counts, started again, it ends with every reading counted once and one alert per
+reading over the threshold, however much of the batch in hand ran twice."""
 
 from __future__ import annotations
 
@@ -47,14 +48,14 @@ def stats(app_db: str) -> dict[str, int]:
         return {str(p): int(n) for p, n in cursor.fetchall()}
 
 
-def projection(settings: Settings, app_db: str) -> forked.Child:
+def projection(settings: Settings, app_db: str, module: str) -> forked.Child:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMS_")}
     env |= {
         "EMS_DATABASE_URL": settings.database_url,
         "EMS_REDIS_URL": settings.redis_url,
         "PROJECTION_DATABASE_URL": BASE_URL + app_db,
     }
-    return forked.spawn("examples.projection", [], env=env)
+    return forked.spawn(module, [], env=env)
 
 
 def wait_counted(app_db: str, child: forked.Child, at_least: int, timeout: float = 90) -> None:
@@ -65,8 +66,9 @@ def wait_counted(app_db: str, child: forked.Child, at_least: int, timeout: float
         time.sleep(0.05)
 
 
+@pytest.mark.parametrize("module", ["examples.projection", "examples.aio_projection"])
 def test_the_projection_counts_once_across_a_kill(
-    settings: Settings, store: Store, app_db: str
+    settings: Settings, store: Store, app_db: str, module: str
 ) -> None:
     admin = TopicAdmin(settings, store=store)
     admin.create(READINGS, partitions=4)
@@ -80,12 +82,12 @@ def test_the_projection_counts_once_across_a_kill(
         producer.send_batch(
             READINGS, [Record(json.dumps(r), key=str(r["project_id"])) for r in readings]
         )
-    first = projection(settings, app_db)
+    first = projection(settings, app_db, module)
     try:
         wait_counted(app_db, first, READINGS_SENT // 4)
         first.kill()  # SIGKILL, with a batch in hand
         first.wait(timeout=30)
-        second = projection(settings, app_db)
+        second = projection(settings, app_db, module)
         try:
             # Its predecessor's partitions come to it once that lease lapses.
             wait_counted(app_db, second, READINGS_SENT)

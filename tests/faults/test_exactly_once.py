@@ -26,6 +26,8 @@ pytestmark = pytest.mark.faults
 
 #: Messages published per round, between two faults.
 ROUND = 300
+#: The projection's process: ems.Consumer's, or ems.aio.Consumer's (tx_workload).
+MEMBERS = pytest.mark.parametrize("member", ["eoconsume", "aioeoconsume"])
 
 
 @pytest.fixture
@@ -74,8 +76,9 @@ def judge(settings: Settings, sent: list[str]) -> None:
     assert set(got) == set(sent), f"never counted: {sorted(set(sent) - set(got))[:10]}"
 
 
+@MEMBERS
 def test_members_killed_or_paused_at_any_point_count_every_message_once(
-    shop: Settings, tmp_path: Path
+    shop: Settings, tmp_path: Path, member: str
 ) -> None:
     """Eight faults, each on a random live member while messages flow: kill -9, or
     SIGSTOP for three lease lengths then SIGCONT (its lease lapsed meanwhile and its
@@ -85,7 +88,7 @@ def test_members_killed_or_paused_at_any_point_count_every_message_once(
     rng = random.Random(11)
     try:
         for i in range(3):
-            services.start(f"eo-{i}", mode="eoconsume")
+            services.start(f"eo-{i}", mode=member)
         generation = 3
         for fault in range(8):
             readings.publish()
@@ -95,7 +98,7 @@ def test_members_killed_or_paused_at_any_point_count_every_message_once(
             victim = services.procs[name]
             if fault % 2 == 0:
                 victim.kill()  # SIGKILL, wherever it is
-                services.start(f"eo-{generation}", mode="eoconsume")
+                services.start(f"eo-{generation}", mode=member)
                 generation += 1
             else:
                 victim.send_signal(signal.SIGSTOP)
@@ -113,8 +116,9 @@ def test_members_killed_or_paused_at_any_point_count_every_message_once(
         readings.close()
 
 
+@MEMBERS
 def test_commit_replies_cut_count_every_message_once(
-    shop: Settings, private_mariadb: PrivateMariaDB, tmp_path: Path
+    shop: Settings, private_mariadb: PrivateMariaDB, tmp_path: Path, member: str
 ) -> None:
     """Each member's connections (ems's and its handler's transaction) go through a proxy
     that cuts the link right after a COMMIT reached the server, its reply lost, or cuts
@@ -128,7 +132,7 @@ def test_commit_replies_cut_count_every_message_once(
         for i, proxy in enumerate(proxies):
             proxy.start()
             url = shop.database_url.replace(f":{private_mariadb.port}/", f":{proxy.port}/")
-            services.start(f"eo-{i}", mode="eoconsume", database_url=url)
+            services.start(f"eo-{i}", mode=member, database_url=url)
         for round_no in range(6):
             readings.publish()
             for proxy in proxies:

@@ -10,11 +10,15 @@ eoconsume: an exactly-once projection: a member of group "eo" whose handler incr
 the message's row of `shop.counts` through the batch's transaction. Whatever kills it or
 cuts its connections, each message's row ends at exactly 1.
 
+aioeoconsume: the same projection as an ems.aio.Consumer, its awaited handler writing
+through an AsyncConnection of an asyncmy engine.
+
     python -m tests.faults.tx_workload MODE NAME OUTFILE
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import sys
@@ -23,8 +27,9 @@ import time
 
 import pymysql
 from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
-from ems import Consumer, Producer, Record
+from ems import Consumer, Producer, Record, aio
 from ems.config import Settings
 from ems.exceptions import EmsError
 from ems.types import Delivery
@@ -152,6 +157,43 @@ def eoconsume(name: str, outfile: str) -> None:
     consumer.run()  # until SIGTERM
 
 
+def aioeoconsume(name: str, outfile: str) -> None:
+    """eoconsume's projection on ems.aio: the handler's UPDATE awaited through the
+    batch's AsyncConnection (asyncmy), committed with the settlement."""
+    asyncio.run(_aioeoconsume())
+
+
+async def _aioeoconsume() -> None:
+    settings = Settings.from_env()
+    url = make_url(settings.database_url).set(drivername="mysql+asyncmy", database=SHOP)
+    # A connection cut under a batch is found dead when next taken from the pool.
+    engine = create_async_engine(url, pool_pre_ping=True)
+
+    async def handle(d: Delivery, conn: AsyncConnection) -> None:
+        await conn.exec_driver_sql(
+            "INSERT INTO counts VALUES (%s, 1) ON DUPLICATE KEY UPDATE n = n + 1",
+            (d.body.decode(),),
+        )
+
+    consumer = aio.Consumer(
+        EO_GROUP,
+        TOPIC,
+        handle,
+        settings=settings,
+        start="earliest",
+        batch_size=EO_BATCH,
+        transactional=engine,
+        **EO_LEASE,
+    )
+    await consumer.start()
+    print("ready", flush=True)
+    try:
+        await consumer.run()  # until SIGTERM
+    finally:
+        await engine.dispose()
+
+
 if __name__ == "__main__":
     mode, *args = sys.argv[1:]
-    {"txproduce": txproduce, "hold": hold, "eoconsume": eoconsume}[mode](*args)
+    modes = {"txproduce": txproduce, "hold": hold, "eoconsume": eoconsume}
+    {**modes, "aioeoconsume": aioeoconsume}[mode](*args)

@@ -273,14 +273,15 @@ def test_the_schema_overview_names_every_table() -> None:
 def test_the_transactions_pages_handlers_are_the_examples_as_the_tests_run_them() -> None:
     """Each route and handler printed in docs/transactions.md is, line for line, in an
     example that a test runs (examples/flask_orders.py, examples/order_service.py,
-    examples/projection.py)."""
+    examples/projection.py, examples/aio_projection.py)."""
     page = (ROOT / "docs" / "transactions.md").read_text()
-    routes = [b for b in page.split("```python\n")[1:] if b.startswith(("@app.", "def handle"))]
+    starts = ("@app.", "def handle", "async def handle")
+    routes = [b for b in page.split("```python\n")[1:] if b.startswith(starts)]
     examples = "".join(
         (ROOT / "examples" / name).read_text()
-        for name in ("flask_orders.py", "order_service.py", "projection.py")
+        for name in ("flask_orders.py", "order_service.py", "projection.py", "aio_projection.py")
     )
-    assert len(routes) == 3
+    assert len(routes) == 4
     for block in routes:
         code = block.split("```", 1)[0]
         unindented = "\n".join(
