@@ -7,7 +7,13 @@ import pymysql
 import pytest
 
 from ems.config import Settings
-from ems.exceptions import DatabaseReadOnly, DatabaseUnavailable, InvalidInput, UnknownDatabase
+from ems.exceptions import (
+    DatabaseReadOnly,
+    DatabaseUnavailable,
+    InvalidInput,
+    LockConflict,
+    UnknownDatabase,
+)
 from ems.exit_codes import exit_code_for
 from ems.store import Database
 from ems.store.translation import translate
@@ -89,3 +95,15 @@ def test_a_connection_used_again_after_it_was_lost_in_a_transaction_is_unavailab
         PendingRollbackError("Can't reconnect until invalid transaction is rolled back")
     )
     assert isinstance(error, DatabaseUnavailable)
+
+
+def test_asyncmy_errors_are_translated_as_pymysql_ones() -> None:
+    """An exactly-once settlement written through an asyncio connection (asyncmy, its
+    cursor reached by run_sync) meets asyncmy's own errors: the same table applies."""
+    import asyncmy.errors
+
+    assert isinstance(translate(asyncmy.errors.OperationalError(1213, "deadlock")), LockConflict)
+    lost = translate(asyncmy.errors.InterfaceError(0, "closed"))
+    assert isinstance(lost, DatabaseUnavailable)
+    ended = translate(asyncmy.errors.OperationalError(4031, "idle transaction timeout"))
+    assert isinstance(ended, DatabaseUnavailable) and "ended the session" in str(ended)
