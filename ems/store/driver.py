@@ -24,8 +24,8 @@ from typing import Any
 
 import pymysql.connections
 import pymysql.converters
-from pymysql.constants import FIELD_TYPE
 import sqlalchemy
+from pymysql.constants import FIELD_TYPE
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 

@@ -25,7 +25,7 @@ def decode_headers(texts: Iterable[str | bytes | None]) -> list[dict[str, str]]:
     row still gets a dict of its own, which a handler may change without touching its
     neighbours'."""
     parsed: dict[str | bytes, dict[str, str]] = {}
-    out = []
+    out: list[dict[str, str]] = []
     for text in texts:
         if not text:
             out.append({})
