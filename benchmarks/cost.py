@@ -19,9 +19,13 @@ and one run, in rounds whose order of systems alternates, per message:
   aside.
 
 Counts are deterministic (they do not move with the machine's load); CPU times are
-medians of the rounds. The systems are those of the producer suite (benchmarks.writers);
-consume compares an ems Consumer (poll + ack, one member owning all partitions) with the
-raw consumer of the consumer suite (its statements, on one connection).
+medians of the rounds. After the timed rounds, one profiled round per operation and system
+splits the client CPU by layer (benchmarks.layers): each layer's share of the profile,
+and that share of the timed client CPU per message.
+
+The systems are those of the producer suite (benchmarks.writers); consume compares an ems
+Consumer (poll + ack, one member owning all partitions) with the raw consumer of the
+consumer suite (its statements, on one connection).
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from benchmarks.harness import (
     query,
     readings,
 )
+from benchmarks.layers import LAYERS, LayerProfile, shares
 from benchmarks.report import environment
 from benchmarks.writers import EmsWriter, RawRedisWriter, RawWriter
 from ems import Consumer, TopicAdmin
@@ -168,11 +173,16 @@ class Sample:
 
 
 @contextmanager
-def measured(threads: ServerThreads, messages: int, out: list[Sample]) -> Iterator[None]:
+def measured(threads: ServerThreads, messages: int, out: list[Sample],
+             profile: LayerProfile | None = None) -> Iterator[None]:  # fmt: skip
     before_server = threads.cpu()
     before = dict(COUNTS.statements)
     writes, cpu, wall = _syscalls(), time.process_time(), time.perf_counter()
-    yield
+    if profile is None:
+        yield
+    else:
+        with profile.window():
+            yield
     wall, cpu, writes = time.perf_counter() - wall, time.process_time() - cpu, _syscalls() - writes
     statements = {k: COUNTS.statements[k] - before[k] for k in KINDS}
     after_server = threads.cpu()
@@ -211,7 +221,7 @@ WRITERS: dict[str, type[EmsWriter] | type[RawWriter]] = {
 
 
 def sends(cfg: BenchConfig, threads: ServerThreads, system: str, batch: bool,
-          out: list[Sample]) -> None:  # fmt: skip
+          out: list[Sample], profile: LayerProfile | None = None) -> None:  # fmt: skip
     query(cfg.settings.database_url, "TRUNCATE TABLE message")
     clear_redis(cfg.settings)
     rows = readings()
@@ -221,11 +231,11 @@ def sends(cfg: BenchConfig, threads: ServerThreads, system: str, batch: bool,
             writer.send(row)
         if batch:
             calls = [rows[i * BATCH : (i + 1) * BATCH] for i in range(BATCH_CALLS)]
-            with measured(threads, BATCH * BATCH_CALLS, out):
+            with measured(threads, BATCH * BATCH_CALLS, out, profile):
                 for call in calls:
                     writer.send_batch(call)
         else:
-            with measured(threads, SINGLE_SENDS, out):
+            with measured(threads, SINGLE_SENDS, out, profile):
                 for row in rows[:SINGLE_SENDS]:
                     writer.send(row)
     finally:
@@ -244,13 +254,14 @@ def fill(cfg: BenchConfig, count: int) -> None:
         writer.close()
 
 
-def consume_ems(cfg: BenchConfig, threads: ServerThreads, round_no: int, out: list[Sample]) -> None:
+def consume_ems(cfg: BenchConfig, threads: ServerThreads, round_no: int, out: list[Sample],
+                profile: LayerProfile | None = None) -> None:  # fmt: skip
     consumer = Consumer(f"cost-ems-{round_no}", cfg.topic, settings=cfg.settings, start="earliest")
     try:
         consumer.start()
         wait_owning(consumer)
         handled = 0
-        with measured(threads, CONSUME, out):
+        with measured(threads, CONSUME, out, profile):
             while handled < CONSUME:
                 batch = consumer.poll(timeout=1.0)
                 consumer.ack(batch)
@@ -275,7 +286,7 @@ def wait_owning(consumer: Consumer) -> None:
 
 
 def consume_raw(cfg: BenchConfig, threads: ServerThreads, round_no: int, topic_id: int,
-                out: list[Sample]) -> None:  # fmt: skip
+                out: list[Sample], profile: LayerProfile | None = None) -> None:  # fmt: skip
     group = f"cost-raw-{round_no}"
     Consumer(group, cfg.topic, settings=cfg.settings, start="earliest").close()
     ((group_id,),) = query(
@@ -287,7 +298,7 @@ def consume_raw(cfg: BenchConfig, threads: ServerThreads, round_no: int, topic_i
     position = dict.fromkeys(range(PARTITIONS), 0)
     handled = 0
     try:
-        with measured(threads, CONSUME, out):
+        with measured(threads, CONSUME, out, profile):
             while handled < CONSUME:
                 for p in range(PARTITIONS):
                     at = position[p]
@@ -311,6 +322,8 @@ def consume_raw(cfg: BenchConfig, threads: ServerThreads, round_no: int, topic_i
 # -- the run -------------------------------------------------------------------------------
 
 Results = dict[str, dict[str, list[Sample]]]
+#: operation -> system -> CPU seconds per layer of its profiled round.
+Profiles = dict[str, dict[str, dict[str, float]]]
 
 
 def collect(cfg: BenchConfig, topic_id: int) -> Results:
@@ -341,6 +354,29 @@ def collect(cfg: BenchConfig, topic_id: int) -> Results:
     return results
 
 
+def profile_round(cfg: BenchConfig, topic_id: int) -> Profiles:
+    """One more round of every operation and system, profiled by layer, never timed."""
+    threads = ServerThreads(cfg.settings.database_url)
+    profiles: Profiles = {op: {} for op in OPS}
+
+    def profiled(op: str, system: str, run: Callable[[LayerProfile], None]) -> None:
+        profile = LayerProfile()
+        with profile.threads():
+            run(profile)
+        profiles[op][system] = profile.seconds()
+
+    for system in SYSTEMS:
+        for op, batch in (("single", False), ("batch", True)):
+            profiled(op, system, lambda p, s=system, b=batch: sends(cfg, threads, s, b, [], p))
+    query(cfg.settings.database_url, "TRUNCATE TABLE message")
+    clear_redis(cfg.settings)
+    fill(cfg, CONSUME * 2)
+    profiled("consume", "ems", lambda p: consume_ems(cfg, threads, ROUNDS, [], p))
+    profiled("consume", "raw", lambda p: consume_raw(cfg, threads, ROUNDS, topic_id, [], p))
+    query(cfg.settings.database_url, "TRUNCATE TABLE topic_group_log")
+    return profiles
+
+
 def per_message(samples: list[Sample], value: Callable[[Sample], float | None]) -> float | None:
     values = [value(s) for s in samples]
     if not samples or any(v is None for v in values):
@@ -359,7 +395,7 @@ OPS = {
 }
 
 
-def render(env: list[str], results: Results) -> str:
+def render(env: list[str], results: Results, profiles: Profiles | None = None) -> str:
     lines = [
         "## ems cost model per operation",
         "",
@@ -405,7 +441,39 @@ def render(env: list[str], results: Results) -> str:
         "of one operation, not runs. Server CPU has a 10 ms clock tick per thread.",
         "",
     ]
+    if profiles:
+        lines += render_layers(results, profiles)
     return "\n".join(lines)
+
+
+def render_layers(results: Results, profiles: Profiles) -> list[str]:
+    """The client CPU per message of each operation and system, split by layer."""
+    lines = [
+        "### Client CPU per message by layer",
+        "",
+        "| operation | system | client CPU us | " + " | ".join(LAYERS) + " |",
+        "|---|---|---:|" + "---:|" * len(LAYERS),
+    ]
+    for op, title in OPS.items():
+        for system in SYSTEMS:
+            cpu = per_message(results[op].get(system, []), lambda s: s.cpu)
+            if cpu is None or system not in profiles.get(op, {}):
+                continue
+            split = shares(profiles[op][system])
+            cells = " | ".join(f"{cpu * share * 1e6:.2f} ({share:.0%})" for share in split.values())
+            lines.append(f"| {title} | {system} | {cpu * 1e6:.1f} | {cells} |")
+    lines += [
+        "",
+        "Each cell: microseconds per message (share of the client CPU). The shares come from "
+        "one more round of each operation and system, not timed, profiled in every thread "
+        "with each thread's CPU clock; self time goes to the layer of its module, a "
+        "built-in's to its callers' layers. A deterministic profiler inflates code that "
+        "makes many small calls (the drivers' packet parsing most), so read the shares "
+        "as where the time goes, not as exact costs; the microseconds are those shares "
+        "of the timed rounds' client CPU.",
+        "",
+    ]
+    return lines
 
 
 def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
@@ -413,7 +481,8 @@ def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
     topic_id = prepare(ccfg)
     env = environment(ccfg)
     results = collect(ccfg, topic_id)
-    text = render(env, results)
+    profiles = profile_round(ccfg, topic_id)
+    text = render(env, results, profiles)
     print(text)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(text)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Literal, NamedTuple
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal, NamedTuple
 
 #: A member reads a partition at most this many offsets past the cursor it last committed
 #: (as RocketMQ's consumeConcurrentlyMaxSpan). So the consumption log's rows in flight of a
@@ -139,6 +139,61 @@ class StoredMessage:
     transactional: bool = False
 
 
+# The consume path builds a StoredMessage and a Delivery per message read. A frozen
+# dataclass's __init__ takes keywords and sets each field through object.__setattr__
+# (about 3 us each); these build the same instances by setting the slots directly (a
+# quarter of that), with every field given in order. They are for ems's own read paths:
+# the classes, their fields, equality and immutability stay those of the dataclasses.
+
+
+def stored_message(
+    id: int,
+    topic_id: int,
+    partition: int,
+    offset: int,
+    key: bytes | None,
+    headers: dict[str, str],
+    body: bytes,
+    created_at: dt.datetime,
+    tombstone: bool,
+    transactional: bool = False,
+) -> StoredMessage:
+    """StoredMessage(id=id, ...), built without the dataclass's keyword __init__."""
+    m = _new(StoredMessage)
+    _sm_id(m, id)
+    _sm_topic_id(m, topic_id)
+    _sm_partition(m, partition)
+    _sm_offset(m, offset)
+    _sm_key(m, key)
+    _sm_headers(m, headers)
+    _sm_body(m, body)
+    _sm_created_at(m, created_at)
+    _sm_tombstone(m, tombstone)
+    _sm_transactional(m, transactional)
+    return m
+
+
+def _slot_setters(cls: type) -> list[Any]:
+    """The __set__ of each slot of cls, in field order (a slot's descriptor sets it even
+    on a frozen class: freezing only overrides __setattr__)."""
+    return [cls.__dict__[f.name].__set__ for f in fields(cls)]
+
+
+_new = object.__new__
+(
+    _sm_id,
+    _sm_topic_id,
+    _sm_partition,
+    _sm_offset,
+    _sm_key,
+    _sm_headers,
+    _sm_body,
+    _sm_created_at,
+    _sm_tombstone,
+    _sm_transactional,
+) = _slot_setters(StoredMessage)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Fetched:
     """Rows of a partition in offset order, as a byte-bounded fetch returns them."""
@@ -231,6 +286,44 @@ class Delivery:
     timestamp: dt.datetime
     attempt: int
     message_id: int
+
+
+def delivery(
+    topic: str,
+    partition: int,
+    offset: int,
+    key: bytes | None,
+    headers: dict[str, str],
+    body: bytes,
+    timestamp: dt.datetime,
+    attempt: int,
+    message_id: int,
+) -> Delivery:
+    """Delivery(topic=topic, ...), built as stored_message() builds a StoredMessage."""
+    d = _new(Delivery)
+    _d_topic(d, topic)
+    _d_partition(d, partition)
+    _d_offset(d, offset)
+    _d_key(d, key)
+    _d_headers(d, headers)
+    _d_body(d, body)
+    _d_timestamp(d, timestamp)
+    _d_attempt(d, attempt)
+    _d_message_id(d, message_id)
+    return d
+
+
+(
+    _d_topic,
+    _d_partition,
+    _d_offset,
+    _d_key,
+    _d_headers,
+    _d_body,
+    _d_timestamp,
+    _d_attempt,
+    _d_message_id,
+) = _slot_setters(Delivery)
 
 
 class Failure(NamedTuple):

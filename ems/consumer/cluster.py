@@ -24,6 +24,7 @@ from ems.types import (
     StoredMessage,
     TopicInfo,
 )
+from ems.types import delivery as make_delivery
 
 if TYPE_CHECKING:
     from ems.coordination.membership import Membership
@@ -45,16 +46,8 @@ HOLD_RECHECK = 0.2
 
 
 def delivery(topic: str, m: StoredMessage, attempt: int) -> Delivery:
-    return Delivery(
-        topic=topic,
-        partition=m.partition,
-        offset=m.offset,
-        key=m.key,
-        headers=m.headers,
-        body=m.body,
-        timestamp=m.created_at,
-        attempt=attempt,
-        message_id=m.id,
+    return make_delivery(
+        topic, m.partition, m.offset, m.key, m.headers, m.body, m.created_at, attempt, m.id
     )
 
 

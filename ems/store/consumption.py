@@ -7,7 +7,6 @@ the cursors are committed under generation fencing.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from itertools import groupby
 
@@ -18,7 +17,8 @@ from ems.store.database import Database
 from ems.store.errors import StaleGeneration
 from ems.store.groups import commit_cursors
 from ems.store.translation import DRIVER_ERRORS, translate
-from ems.types import Delivery, Failure, Settlement
+from ems.types import Delivery, Failure, Settlement, delivery
+from ems.values.fetch import decode_headers
 
 _US = 1_000_000
 # A fetched batch's start rows are one INSERT ... SELECT of its offset ranges: the server
@@ -257,19 +257,10 @@ class ConsumptionStore:
         ids = [r[0] for r in rows]
         with self.db.single() as cursor:
             cursor.execute(*claim_statement(int(lease * _US), ids))
+        headers = decode_headers([r[6] for r in rows])
         return [
-            Delivery(
-                topic=topic,
-                partition=int(r[1]),
-                offset=int(r[2]),
-                key=r[5],
-                headers=json.loads(r[6]) if r[6] else {},
-                body=r[7],
-                timestamp=r[8],
-                attempt=int(r[3]) + 1,
-                message_id=int(r[4]),
-            )
-            for r in rows
+            delivery(topic, int(r[1]), int(r[2]), r[5], h, r[7], r[8], int(r[3]) + 1, int(r[4]))
+            for r, h in zip(rows, headers, strict=True)
         ]
 
 

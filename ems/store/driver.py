@@ -8,16 +8,24 @@ the rest of a connect to a local server. Every ems process opens connections as 
 grow and its nodes change, so the one context is shared: the same settings, the same
 behaviour, one load; and it is built when a server first offers TLS, so a process talking
 to a server without TLS (a short CLI command, say) never pays for it. Explicit TLS options
-(?ssl_ca=...) keep PyMySQL's own path."""
+(?ssl_ca=...) keep PyMySQL's own path.
+
+DATETIME and TIMESTAMP values are parsed by datetime.fromisoformat (C, about 0.1 us)
+rather than PyMySQL's regular expression (about 4 us): every message read carries one, so
+at 50,000 messages a second the parse alone took a fifth of a core. A text that is not
+ISO (a zero date) goes to PyMySQL's converter, which returns what it always returned."""
 
 from __future__ import annotations
 
+import datetime as dt
 import ssl
 import threading
 from typing import Any
 
 import pymysql.connections
+import pymysql.converters
 import sqlalchemy
+from pymysql.constants import FIELD_TYPE
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
@@ -50,8 +58,27 @@ class Connection(pymysql.connections.Connection):  # type: ignore[misc]
             return _preferred
 
 
+def datetime_value(text: str) -> dt.datetime | str:
+    """A DATETIME or TIMESTAMP column's value, as PyMySQL's convert_datetime returns it."""
+    if len(text) >= 19:  # a date and a time: PyMySQL would return a date for a date alone
+        try:
+            return dt.datetime.fromisoformat(text)
+        except ValueError:
+            pass
+    return pymysql.converters.convert_datetime(text)  # type: ignore[no-any-return]
+
+
+#: PyMySQL's conversions, with the faster datetime parse.
+CONVERSIONS = {
+    **pymysql.converters.conversions,
+    FIELD_TYPE.DATETIME: datetime_value,
+    FIELD_TYPE.TIMESTAMP: datetime_value,
+}
+
+
 def connect(*args: Any, **kwargs: Any) -> Connection:
-    """pymysql.connect, through Connection."""
+    """pymysql.connect, through Connection, with CONVERSIONS unless told otherwise."""
+    kwargs.setdefault("conv", CONVERSIONS)
     return Connection(*args, **kwargs)
 
 

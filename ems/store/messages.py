@@ -7,7 +7,6 @@ The INSERT is formatted here, with every binary value as a hex literal (see _row
 from __future__ import annotations
 
 import datetime as dt
-import json
 from binascii import hexlify
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -15,8 +14,8 @@ from typing import Any
 from ems.store.database import Database
 from ems.store.errors import BelowLowWatermark
 from ems.store.watermarks import HighWatermarks, all_high_watermarks
-from ems.types import Fetched, NewMessage, StoredMessage, TopicInfo
-from ems.values.fetch import within_budget
+from ems.types import Fetched, NewMessage, StoredMessage, TopicInfo, stored_message
+from ems.values.fetch import decode_headers, within_budget
 from ems.values.lifecycle import check_not_fenced
 
 _INSERT = (
@@ -374,19 +373,20 @@ class MessageStore:
         gone = [i for i, r in enumerate(kept) if r[4] is None and r[1] not in bodies]
         if gone:
             kept = kept[: gone[0]]
+        headers = decode_headers([r[3] for r in kept])
         rows = [
-            StoredMessage(
-                id=r[0],
-                topic_id=topic_id,
-                partition=partition,
-                offset=r[1],
-                key=r[2],
-                headers=json.loads(r[3]) if r[3] else {},
-                body=bodies[r[1]] if r[4] is None else r[4],
-                created_at=r[6],
-                tombstone=bool(r[7]),
+            stored_message(
+                r[0],
+                topic_id,
+                partition,
+                r[1],
+                r[2],
+                h,
+                bodies[r[1]] if r[4] is None else r[4],
+                r[6],
+                bool(r[7]),
             )
-            for r in kept
+            for r, h in zip(kept, headers, strict=True)
         ]
         count = int(raw[0][8]) if raw and raw[0][8] is not None else None
         return Fetched(rows=rows, cut=len(kept) < len(raw), partitions=count)

@@ -1,9 +1,10 @@
 """The byte budget's rule, which every fetch applies: the store's partition reads and
-retry claims, and the in-memory twin's."""
+retry claims, and the in-memory twin's; and the decoding of a fetch's header texts."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterable, Sequence
 
 
 def within_budget(sizes: Sequence[int], max_bytes: int, at_least_one: bool) -> int:
@@ -16,3 +17,21 @@ def within_budget(sizes: Sequence[int], max_bytes: int, at_least_one: bool) -> i
         if total > max_bytes and not (at_least_one and total == size):
             return index
     return len(sizes)
+
+
+def decode_headers(texts: Iterable[str | bytes | None]) -> list[dict[str, str]]:
+    """The headers of a fetch's rows from their JSON texts ({} for none). A batch's
+    messages mostly share one header text, so each distinct text is parsed once; every
+    row still gets a dict of its own, which a handler may change without touching its
+    neighbours'."""
+    parsed: dict[str | bytes, dict[str, str]] = {}
+    out: list[dict[str, str]] = []
+    for text in texts:
+        if not text:
+            out.append({})
+            continue
+        value = parsed.get(text)
+        if value is None:
+            value = parsed[text] = json.loads(text)
+        out.append(value.copy())
+    return out
