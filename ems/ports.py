@@ -26,6 +26,7 @@ from ems.types import (
     LeaderInfo,
     MemberInfo,
     NewMessage,
+    OutboxPlace,
     OutboxRow,
     OutboxWaiting,
     PartitionsAdded,
@@ -372,10 +373,11 @@ class RelayBatch(Protocol):
 
     rows: list[OutboxRow]
 
-    def move(self, messages: Sequence[NewMessage], *, partitions: int | None = None) -> None:
-        """Insert the rows at their places and delete them from the outbox, at the
-        transaction's commit: DuplicateKey or BelowLowWatermark as MessageWrites.insert
-        (routed by `partitions`)."""
+    def move(self, places: Sequence[OutboxPlace], *, partitions: int | None = None) -> None:
+        """Insert the rows at their places (partition and offset, by row id, in the
+        order the rows were given) and delete them from the outbox, at the transaction's
+        commit: DuplicateKey or BelowLowWatermark as MessageWrites.insert (routed by
+        `partitions`)."""
 
 
 class Outbox(Protocol):

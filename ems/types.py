@@ -113,13 +113,16 @@ class Scheduled:
 
 @dataclass(frozen=True, slots=True)
 class OutboxRow:
-    """A transactional send's message, committed and waiting for its offset."""
+    """A transactional send's message, committed and waiting for its offset: what a relay
+    needs to place it (its headers and body stay on the server, which moves them)."""
 
     id: int
     partition: int
     key: bytes | None
-    headers: str | None
-    body: bytes
+
+
+#: (outbox row id, partition, offset): where a relay's move puts a committed outbox row.
+OutboxPlace = tuple[int, int, int]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -111,6 +111,26 @@ def pin(
     return out, frozenset(pinned)
 
 
+def routed_again(rows: Iterable[tuple[int, bytes | None]], partitions: int) -> list[int]:
+    """The partitions of (partition, key) rows routed again by `partitions`, as reroute
+    does: a keyed row to its key's partition by that count, a keyless one where it was."""
+    return [p if key is None else partition_for_key(key, partitions) for p, key in rows]
+
+
+def place_rows(
+    ids: Sequence[int], partitions: Sequence[int], firsts: Mapping[int, int]
+) -> tuple[list[tuple[int, int, int]], dict[int, int]]:
+    """Give each row (its id, in `ids` order) the next offset of its partition's range:
+    the (id, partition, offset) places, and the last offset given per partition."""
+    cursor = dict(firsts)
+    places = []
+    for row_id, partition in zip(ids, partitions, strict=True):
+        offset = cursor[partition]
+        cursor[partition] = offset + 1
+        places.append((row_id, partition, offset))
+    return places, {p: end - 1 for p, end in cursor.items() if end > firsts[p]}
+
+
 def partition_counts(prepared: Sequence[Prepared]) -> dict[int, int]:
     counts: dict[int, int] = {}
     for item in prepared:  # no starred unpacking: it builds a list per message

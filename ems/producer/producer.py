@@ -245,9 +245,9 @@ class Producer:
     def reseed_for(self, info: TopicInfo) -> None:
         self._reseed(info)
 
-    def moved(self, info: TopicInfo, rows: Sequence[NewMessage]) -> None:
-        self._wakeups.messages(info.id, {r.partition: r.offset for r in rows})
-        published(info.name).inc(len(rows))
+    def moved(self, info: TopicInfo, last: Mapping[int, int], count: int) -> None:
+        self._wakeups.messages(info.id, last)
+        published(info.name).inc(count)
 
     def _topic(self, name: str, deadline: float) -> TopicInfo:
         check_name(name, "topic")

@@ -23,21 +23,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Protocol
 
 from ems.exceptions import EmsError
 from ems.ports import Outbox
-from ems.producer.planning import (
-    CONFLICT_ATTEMPTS,
-    offset_conflict,
-    partition_counts,
-    place,
-    reroute,
-)
+from ems.producer.planning import CONFLICT_ATTEMPTS, offset_conflict, place_rows, routed_again
 from ems.service import Service
 from ems.store.errors import BelowLowWatermark, DuplicateKey
-from ems.types import NewMessage, TopicInfo
+from ems.types import TopicInfo
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +50,9 @@ class Placer(Protocol):
     def refreshed_for(self, info: TopicInfo) -> TopicInfo:
         """The topic as stored now (its partition count may have grown)."""
 
-    def moved(self, info: TopicInfo, rows: Sequence[NewMessage]) -> None:
-        """The rows were stored: wake the topic's consumers, count them published."""
+    def moved(self, info: TopicInfo, last: Mapping[int, int], count: int) -> None:
+        """`count` rows were stored, up to the `last` offset of each partition: wake the
+        topic's consumers, count them published."""
 
 
 class _WentBack(Exception):
@@ -122,16 +117,17 @@ class Relay:
             # Routed again by the count now: partitions may have been added since the
             # caller's transaction wrote them, and its key's messages that follow go by
             # the new count; the insert is fenced with it (see ems.partitions).
-            items = reroute(
-                [(r.partition, r.key, r.headers, r.body) for r in batch.rows], info.partitions
-            )
-            firsts = self._placer.allocate_for(info, partition_counts(items))
+            partitions = routed_again([(r.partition, r.key) for r in batch.rows], info.partitions)
+            counts: dict[int, int] = {}
+            for p in partitions:
+                counts[p] = counts.get(p, 0) + 1
+            firsts = self._placer.allocate_for(info, counts)
             if firsts is None:
                 raise _WentBack()
-            rows = place(info.id, items, firsts)
-            batch.move(rows, partitions=info.partitions)
-        self._placer.moved(info, rows)
-        return len(rows)
+            places, last = place_rows([r.id for r in batch.rows], partitions, firsts)
+            batch.move(places, partitions=info.partitions)
+        self._placer.moved(info, last, len(places))
+        return len(places)
 
 
 def next_due(found: float | None, scheduled_moved: int) -> float | None:

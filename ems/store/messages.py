@@ -97,17 +97,6 @@ _HEAD = (
 )
 _ROW_UNTOKENED = b"(%d,%d,%b,%b,%b,X'%b',NULL)"
 _ROW_TOKENED = b"(%d,%d,%b,%b,%b,X'%b',%d)"
-# A relay's INSERTs mark their rows as published in a transaction (no token: the outbox
-# itself tells whether a move committed).
-_HEAD_TRANSACTIONAL = (
-    b"INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body, "
-    b"transactional) VALUES "
-)
-_ROW_TRANSACTIONAL = b"(%d,%d,%b,%b,%b,X'%b',1)"
-_INSERT_TRANSACTIONAL = (
-    "INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body, "
-    "transactional) VALUES (%s, %s, %s, %s, %s, %s, 1)"
-)
 # No message may be stored below its partition's low watermark: a purge removed that range
 # and readers jump over it, so a row there would be acknowledged and never delivered. In
 # each statement, the first row's offset is written as a scalar subquery that yields the
@@ -123,6 +112,9 @@ _INSERT_TRANSACTIONAL = (
 # values longer than 64 KiB.
 _GUARDED = (
     b"(SELECT %d UNION ALL SELECT %d FROM partition_low WHERE topic_id = %d AND (%b) LIMIT 2)"
+)
+_GUARD_ZERO = (
+    b"(SELECT 0 UNION ALL SELECT 0 FROM partition_low WHERE topic_id = %d AND (%b) LIMIT 2)"
 )
 # The fence of a partition change (ems.store.partitions): the rows were routed by a count
 # of partitions, and each of their partitions' partition_low row must still say that count
@@ -169,35 +161,32 @@ def insert_statements(
     messages: Sequence[NewMessage],
     token: int | None = None,
     *,
-    transactional: bool = False,
     partitions: int | None = None,
 ) -> list[bytes] | None:
     """Multi-row INSERTs of the messages, in order, each under _STATEMENT_BYTES and each
     guarded against offsets below the low watermark (and, given the count of partitions
     the rows were routed by, against a topic whose count is no longer that), the first row
-    carrying the write token (or every row marked transactional, for a relay); None if a
-    row is too large to send as hex."""
+    carrying the write token; None if a row is too large to send as hex."""
     statements: list[bytes] = []
     chunk: list[NewMessage] = []
     rows: list[bytes] = []
     seen: set[int] = set()
-    tx = transactional
     routed = partitions
     size = len(_HEAD)
     for m in messages:
         if len(m.body) + len(m.key or b"") + len(m.headers or "") > _HEX_ROW_BYTES:
             return None
-        row = _row(m, b"%d" % m.offset, None, tx)
+        row = _row(m, b"%d" % m.offset, None)
         guards = _GUARD_BYTES * (len(seen) + (m.partition not in seen) + 1)
         if rows and size + len(row) + 1 + guards > _STATEMENT_BYTES:
-            statements.append(_statement(chunk, rows, None if statements else token, tx, routed))
+            statements.append(_statement(chunk, rows, None if statements else token, routed))
             chunk, rows, seen, size = [], [], set(), len(_HEAD)
         chunk.append(m)
         rows.append(row)
         seen.add(m.partition)
         size += len(row) + 1
     if rows:
-        statements.append(_statement(chunk, rows, None if statements else token, tx, routed))
+        statements.append(_statement(chunk, rows, None if statements else token, routed))
     return statements
 
 
@@ -205,7 +194,6 @@ def _statement(
     chunk: list[NewMessage],
     rows: list[bytes],
     token: int | None,
-    transactional: bool,
     routed: int | None,
 ) -> bytes:
     """The INSERT of the rows, its first row's offset written as the guard over the
@@ -215,14 +203,26 @@ def _statement(
     for m in chunk:
         if m.offset < lowest.get(m.partition, m.offset + 1):
             lowest[m.partition] = m.offset
-    if routed is None:
-        below = b" OR ".join([_BELOW % (p, o) for p, o in sorted(lowest.items())])
-    else:
-        below = b" OR ".join([_BELOW_ROUTED % (p, o, routed) for p, o in sorted(lowest.items())])
     first = chunk[0]
-    guarded = _GUARDED % (first.offset, first.offset, first.topic_id, below)
-    rows[0] = _row(first, guarded, token, transactional)
-    return (_HEAD_TRANSACTIONAL if transactional else _HEAD) + b",".join(rows)
+    guarded = _GUARDED % (first.offset, first.offset, first.topic_id, _below(lowest, routed))
+    rows[0] = _row(first, guarded, token)
+    return _HEAD + b",".join(rows)
+
+
+def _below(lowest: Mapping[int, int], routed: int | None) -> bytes:
+    """The guard's condition on partition_low: a partition's lowest offset lies below its
+    low watermark (or, given routed, its row says another count of partitions)."""
+    if routed is None:
+        return b" OR ".join([_BELOW % (p, o) for p, o in sorted(lowest.items())])
+    return b" OR ".join([_BELOW_ROUTED % (p, o, routed) for p, o in sorted(lowest.items())])
+
+
+def zero_guard(topic_id: int, lowest: Mapping[int, int], routed: int | None) -> bytes:
+    """The guard as a scalar subquery that yields 0, or fails as _GUARDED does when a
+    partition's lowest offset (`lowest`, by partition) lies below its low watermark or
+    (given routed) the partition's row says another count: what a relay's INSERT ...
+    SELECT adds to every offset it writes (the same locking read of the same rows)."""
+    return _GUARD_ZERO % (topic_id, _below(lowest, routed))
 
 
 def values(m: NewMessage) -> bytes:
@@ -264,13 +264,10 @@ def key_headers(key: bytes | None, text: str | None) -> tuple[bytes, bytes]:
     return key_sql, headers
 
 
-def _row(m: NewMessage, offset: bytes, token: int | None, transactional: bool) -> bytes:
-    """One VALUES tuple of the producer's INSERT, with its write token or NULL (or of a
-    relay's, marked transactional)."""
+def _row(m: NewMessage, offset: bytes, token: int | None) -> bytes:
+    """One VALUES tuple of the producer's INSERT, with its write token or NULL."""
     key, headers = key_headers(m.key, m.headers)
     body = hexlify(m.body)
-    if transactional:
-        return _ROW_TRANSACTIONAL % (m.topic_id, m.partition, offset, key, headers, body)
     if token is None:
         return _ROW_UNTOKENED % (m.topic_id, m.partition, offset, key, headers, body)
     return _ROW_TOKENED % (m.topic_id, m.partition, offset, key, headers, body, token)

@@ -19,20 +19,13 @@ from typing import Any
 
 import pymysql
 
+from ems.exceptions import StoreError
 from ems.store.caller import CallerConnection, Installation
 from ems.store.database import Database
 from ems.store.errors import BelowLowWatermark
-from ems.store.messages import (
-    _HEX_ROW_BYTES,
-    _INSERT_TRANSACTIONAL,
-    _STATEMENT_BYTES,
-    check_locked_lows,
-    insert_statements,
-    key_headers,
-    lock_lows_query,
-)
+from ems.store.messages import _HEX_ROW_BYTES, _STATEMENT_BYTES, key_headers, zero_guard
 from ems.store.translation import GUARD_REFUSED, error_number
-from ems.types import NewMessage, OutboxRow, OutboxWaiting, Schedule, Scheduled, TopicInfo
+from ems.types import OutboxPlace, OutboxRow, OutboxWaiting, Schedule, Scheduled, TopicInfo
 
 #: (partition, key, headers JSON, body) of a validated message (ems.producer.planning).
 OutboxItem = tuple[int, bytes | None, str | None, bytes]  # as ems.ports.OutboxItem
@@ -67,13 +60,38 @@ _TAKE = "SELECT topic_id FROM outbox_relay WHERE topic_id = %s FOR UPDATE SKIP L
 # A consistent read: rows of transactions still open are not seen and not waited for.
 # Undelayed rows in send order; due scheduled rows in the order of their times, then of
 # their sends. Both are ranges of (topic_id, deliver_at, id): rows not yet due are not read.
+# What placing a row needs, and no more: its headers and body stay on the server (_MOVE).
 _PENDING = (
-    "SELECT id, partition_no, msg_key, headers, body FROM message_outbox "
+    "SELECT id, partition_no, msg_key FROM message_outbox "
     "WHERE topic_id = %s AND deliver_at IS NULL ORDER BY id LIMIT %s"
 )
 _DUE = (
-    "SELECT id, partition_no, msg_key, headers, body FROM message_outbox "
+    "SELECT id, partition_no, msg_key FROM message_outbox "
     f"WHERE topic_id = %s AND deliver_at <= {_NOW} ORDER BY deliver_at, id LIMIT %s"
+)
+# The rows a move takes, each with its place: a JSON array of [id, partition, offset].
+_PLACES = (
+    "JSON_TABLE('[{places}]', '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$[0]', "
+    "p INT PATH '$[1]', o BIGINT UNSIGNED PATH '$[2]')) AS r"
+)
+_PLACE = "[%d,%d,%d]"
+# The move, on the server: each row copied from the outbox into its topic at the place the
+# relay gave it, marked as published in a transaction (no write token: the outbox itself
+# tells whether a move committed). The places come first (STRAIGHT_JOIN) and each finds
+# its row by the primary key: under REPEATABLE READ this read of the outbox locks what it
+# reads, and so reads the rows moved and no other. A scan would lock its way through rows
+# of open transactions among them (smaller ids committed later) and wait for each. Every
+# offset carries the low-watermark guard and partition fence (zero_guard): 0, or the error
+# that refuses the whole statement. The rows go in the order of the places, so message ids
+# follow the order the rows were read in, as the offsets of each partition do.
+_MOVE = (
+    "INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body, "
+    "transactional) SELECT STRAIGHT_JOIN {topic}, r.p, r.o + {guard}, o.msg_key, o.headers, "
+    "o.body, 1 FROM {places} JOIN message_outbox o FORCE INDEX (PRIMARY) ON o.id = r.id"
+)
+# The moved rows' delete, by the same point reads.
+_DELETE = (
+    "DELETE o FROM {places} STRAIGHT_JOIN message_outbox o FORCE INDEX (PRIMARY) ON o.id = r.id"
 )
 # Index entries only: one read per message waiting (up to a cap, when one is given).
 _SCHEDULED = (
@@ -82,14 +100,22 @@ _SCHEDULED = (
 )
 #: A LIMIT that reads every row.
 _ALL = 2**63 - 1
-_DELETE = "DELETE FROM message_outbox WHERE id IN ({ids})"
 _COUNT = "SELECT COUNT(*) FROM message_outbox WHERE topic_id = %s"
 _MOVED = "UPDATE outbox_relay SET moved = moved + %s, moved_at = NOW(6) WHERE topic_id = %s"
 
 
-def delete_query(ids: Sequence[int]) -> tuple[str, tuple[object, ...]]:
-    """The DELETE of the moved rows, by id."""
-    return _DELETE.format(ids=",".join(["%s"] * len(ids))), tuple(ids)
+def move_statements(
+    topic_id: int, places: Sequence[OutboxPlace], routed: int | None
+) -> tuple[str, str]:
+    """The INSERT ... SELECT that copies the rows to their places (guarded, with the
+    count of partitions they were routed by, if given) and the DELETE of the rows."""
+    table = _PLACES.format(places=",".join([_PLACE % place for place in places]))
+    lowest: dict[int, int] = {}
+    for _, partition, offset in places:
+        if offset < lowest.get(partition, offset + 1):
+            lowest[partition] = offset
+    guard = zero_guard(topic_id, lowest, routed).decode()
+    return _MOVE.format(topic=topic_id, guard=guard, places=table), _DELETE.format(places=table)
 
 
 def due_sql(schedule: Schedule | None) -> str | None:
@@ -176,40 +202,31 @@ class OutboxWriter:
 
 class RelayBatch:
     """A topic's committed outbox rows, oldest first, taken by one relay inside its
-    transaction; move() inserts them at their offsets and deletes them, all at commit."""
+    transaction; move() copies them to their places and deletes them, all at commit,
+    without their bodies leaving the server."""
 
     def __init__(self, cursor: Any, topic_id: int, rows: list[OutboxRow]) -> None:
         self._cursor = cursor
         self.topic_id = topic_id
         self.rows = rows
 
-    def move(self, messages: Sequence[NewMessage], *, partitions: int | None = None) -> None:
-        """Insert the messages (the rows, placed) and delete the rows: DuplicateKey when
-        an offset is taken, BelowLowWatermark when one lies below its partition's low
-        watermark or when the topic no longer has the `partitions` the messages were
-        routed by (the caller's transaction then rolls back, the rows stay)."""
-        statements = insert_statements(messages, transactional=True, partitions=partitions)
+    def move(self, places: Sequence[OutboxPlace], *, partitions: int | None = None) -> None:
+        """Copy the rows into the message table at their places ((id, partition,
+        offset), in the rows' order) and delete them: DuplicateKey when an offset is
+        taken, BelowLowWatermark when one lies below its partition's low watermark or when
+        the topic no longer has the `partitions` the rows were routed by (the relay's
+        transaction then rolls back, the rows stay)."""
+        insert, delete = move_statements(self.topic_id, places, partitions)
         try:
-            if statements is None:
-                self._insert_escaped(messages, partitions)
-            else:
-                for statement in statements:
-                    self._cursor.execute(statement)
+            copied = self._cursor.execute(insert)
         except pymysql.err.Error as exc:
             if error_number(exc) in GUARD_REFUSED:
                 raise BelowLowWatermark("an offset lies below its low watermark") from exc
             raise
-        self._cursor.execute(*delete_query([r.id for r in self.rows]))
-        self._cursor.execute(_MOVED, (len(self.rows), self.topic_id))
-
-    def _insert_escaped(self, messages: Sequence[NewMessage], routed: int | None) -> None:
-        """Rows too large for hex literals: the lows (and counts) read with a locking read
-        first, as MessageStore does."""
-        partitions = sorted({m.partition for m in messages})
-        self._cursor.execute(*lock_lows_query(self.topic_id, partitions))
-        check_locked_lows(self._cursor.fetchall(), messages, routed)
-        params = [(m.topic_id, m.partition, m.offset, m.key, m.headers, m.body) for m in messages]
-        self._cursor.executemany(_INSERT_TRANSACTIONAL, params)
+        # Only a topic's delete removes rows under its relay: move none rather than some.
+        if copied != len(places) or self._cursor.execute(delete) != len(places):
+            raise StoreError("outbox rows were deleted while being moved")
+        self._cursor.execute(_MOVED, (len(places), self.topic_id))
 
 
 class OutboxStore:
@@ -270,7 +287,7 @@ class OutboxStore:
                 yield None
                 return
             cursor.execute(_DUE if scheduled else _PENDING, (topic_id, limit))
-            rows = [OutboxRow(int(i), int(p), k, h, b) for i, p, k, h, b in cursor.fetchall()]
+            rows = [OutboxRow(int(i), int(p), k) for i, p, k in cursor.fetchall()]
             yield RelayBatch(cursor, topic_id, rows)
 
     def pending(self, topic_id: int) -> int:

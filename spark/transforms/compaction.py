@@ -19,11 +19,14 @@ LOG_COLUMNS = (
     "started_at",
     "finished_at",
     "updated_at",
+    "exactly_once",
 )
 #: BIGINT UNSIGNED arrives over JDBC as DECIMAL(20,0): a BigDecimal per value, and a
 #: fixed-length binary in Parquet. Ids never approach 2^63, so they are read as BIGINT,
-#: the type the archive stores (and every Parquet reader expects of an id).
-LOG_COLUMN_TYPES = "id BIGINT, group_id BIGINT, topic_id BIGINT"
+#: the type the archive stores (and every Parquet reader expects of an id). exactly_once
+#: (a settlement made in the handler's transaction, TINYINT(1)) is read as BOOLEAN
+#: whatever the driver makes of TINYINT(1) (tinyInt1isBit).
+LOG_COLUMN_TYPES = "id BIGINT, group_id BIGINT, topic_id BIGINT, exactly_once BOOLEAN"
 #: Columns whose values almost never repeat: dictionary encoding them in Parquet only
 #: costs time (each file's dictionary fills up, then is dropped), so they are written plain.
 LOG_UNIQUE_COLUMNS = ("id", "offset_no", "started_at", "finished_at", "updated_at")

@@ -274,3 +274,36 @@ def test_the_service_tables_commit_with_the_messages(
     finally:
         with engine.begin() as conn:
             conn.execute(text("DROP TABLE ems_tx_orders"))
+
+
+def test_a_move_never_waits_for_an_open_transactions_row(
+    settings: Settings, topics: TopicAdmin, store: Store
+) -> None:
+    """The move touches only the rows it moves: an open transaction's row among them (a
+    smaller id than the committed rows after it) holds up neither the insert nor the
+    delete, however much of the outbox the move takes."""
+    p = Producer(settings.with_(relay_interval=3600))
+    held = connect(settings)
+    try:
+        held.autocommit(False)
+        p.send("orders", b"held", key="k", transaction=held)
+        conn = connect(settings)
+        conn.autocommit(False)
+        p.send_batch(
+            "orders", [Record(f"c-{i}".encode(), key="k") for i in range(20)], transaction=conn
+        )
+        conn.commit()
+        conn.close()
+        moved: list[int] = []
+        relay = threading.Thread(target=lambda: moved.append(p.relay()), daemon=True)
+        relay.start()
+        relay.join(timeout=5 * settings.gap_timeout)
+        waited = relay.is_alive()
+        held.rollback()  # lets a waiting move go on, so that the test ends
+        relay.join()
+        assert not waited, "the move waited for the open transaction"
+        assert moved == [20]
+        assert b"held" not in bodies(store)
+    finally:
+        held.close()
+        p.close()

@@ -227,3 +227,21 @@ def test_bad_input_deletes_nothing(
     assert live_ids(settings) == set(seeded["rows"])
     assert execute(settings, "SELECT COUNT(*) FROM compaction_run") == [(0,)]
     assert not any(tmp_path.iterdir())
+
+
+def test_an_exactly_once_settlement_archived_is_still_marked(
+    spark: SparkSession, settings: Settings, store: Store, tmp_path: Path
+) -> None:
+    """The log's exactly_once mark goes into the archive with its row, as a boolean: a
+    settlement made in the handler's transaction is still told apart once compacted."""
+    seeded = seed(settings)
+    compacted = sorted(seeded["compacted"])
+    marked = set(compacted[::3])
+    ids = ", ".join(str(i) for i in marked)
+    execute(settings, f"UPDATE topic_group_log SET exactly_once = 1 WHERE id IN ({ids})")
+    root = tmp_path / "archive"
+    compact(spark, settings, store, CompactRequest(cutoff=CUTOFF, archive_root=str(root)))
+    table = ds.dataset(str(root), format="parquet", partitioning="hive").to_table()
+    assert str(table.schema.field("exactly_once").type) == "bool"
+    got = {r["id"]: r["exactly_once"] for r in table.to_pylist()}
+    assert got == {i: i in marked for i in compacted}

@@ -14,7 +14,7 @@ T0 = dt.datetime(2026, 11, 20, 10, 0, 0)
 LOG_SCHEMA = (
     "id long, group_id long, topic_id long, partition_no int, offset_no long, "
     "client_id string, state string, attempts int, error string, started_at timestamp, "
-    "finished_at timestamp, updated_at timestamp"
+    "finished_at timestamp, updated_at timestamp, exactly_once boolean"
 )
 SNAPSHOT_SCHEMA = (
     "captured_at timestamp, group_id long, topic_id long, partition_no int, "
@@ -27,7 +27,8 @@ def log_row(
     i: int, state: str, attempts: int, start: dt.datetime, ms: int | None, group: int = 1
 ) -> tuple[object, ...]:
     finished = None if ms is None else start + dt.timedelta(milliseconds=ms)
-    return (i, group, 7, 0, i, "c", state, attempts, None, start, finished, finished or start)
+    row = (i, group, 7, 0, i, "c", state, attempts, None, start, finished, finished or start)
+    return (*row, i % 2 == 0)
 
 
 def test_hourly_summaries(spark: SparkSession) -> None:
@@ -57,15 +58,18 @@ def test_hourly_summaries(spark: SparkSession) -> None:
     assertDataFrameEqual(hourly_summaries(frame, 9), expected)
 
 
-def test_archive_frame_adds_the_utc_date(spark: SparkSession) -> None:
+def test_archive_frame_adds_the_utc_date_and_keeps_the_exactly_once_mark(
+    spark: SparkSession,
+) -> None:
     before_midnight = dt.datetime(2026, 11, 19, 23, 59, 59, 999_000)
     frame = spark.createDataFrame(
         [log_row(1, "done", 1, before_midnight, 0), log_row(2, "done", 1, before_midnight, 1)],
         LOG_SCHEMA,
     )
-    assert [(r["id"], r["date"]) for r in archive_frame(frame).orderBy("id").collect()] == [
-        (1, "2026-11-19"),
-        (2, "2026-11-20"),
+    archived = archive_frame(frame).orderBy("id").collect()
+    assert [(r["id"], r["date"], r["exactly_once"]) for r in archived] == [
+        (1, "2026-11-19", False),
+        (2, "2026-11-20", True),
     ]
 
 
