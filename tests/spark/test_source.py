@@ -273,6 +273,6 @@ def test_a_batch_read_given_a_streaming_option_fails_instead_of_ignoring_it(
     put(settings, t, 0, 0)
     with pytest.raises(Exception, match="maxOffsetsPerTrigger applies to streaming queries only"):
         load(session, settings, subscribe="kinds", maxOffsetsPerTrigger="1")
-    with pytest.raises(Exception, match="ems.query.name applies to streaming queries only"):
+    with pytest.raises(Exception, match=r"ems\.query\.name applies to streaming queries only"):
         load(session, settings, subscribe="kinds", **{"ems.query.name": "nightly"})
     assert [r[4] for r in load(session, settings, subscribe="kinds")] == [0]
