@@ -63,6 +63,9 @@ class StreamQueryDetail:
 
 
 class StreamQueryReader(StoreClient):
+    """The console's streaming queries: pages of them, one query's figures and
+    partitions, and dropping one's positions."""
+
     def page(
         self, prefix: str = "", after: str | None = None, limit: int = DEFAULT_PAGE
     ) -> Page[StreamQuerySummary]:
@@ -85,14 +88,8 @@ class StreamQueryReader(StoreClient):
         _check_query(name, InvalidName)
         cursor = topic_partition_cursor(after)
         check_partitions_limit(limit, QUERY_PARTITIONS)
-        queries = self.store.stream_queries
-        totals = queries.totals(name)
-        if totals is None:
-            raise UnknownStreamQuery(
-                f"no streaming query named {shown(name)} has committed a micro-batch "
-                "(the ems source records positions for queries given ems.query.name)"
-            )
-        rows = queries.partitions(name, cursor, limit + 1)
+        totals = self.totals(name)
+        rows = self.store.stream_queries.partitions(name, cursor, limit + 1)
         described = describe_queries(rows[:limit])
         parts = described[0].partitions if described else ()
         last = parts[-1] if parts and len(rows) > limit else None
@@ -105,6 +102,31 @@ class StreamQueryReader(StoreClient):
             skipped_offsets=totals.skipped_offsets,
             next_after=None if last is None else f"{last.topic}/{last.partition}",
         )
+
+    def totals(self, name: str) -> QueryTotals:
+        """One query's figures over every partition: InvalidName, or UnknownStreamQuery
+        when it recorded none."""
+        _check_query(name, InvalidName)
+        found = self.store.stream_queries.totals(name)
+        if found is None:
+            raise _unknown(name)
+        return found
+
+    def drop(self, name: str) -> int:
+        """Delete the query's recorded positions (whatever its name, a row written by hand
+        included); the partitions dropped. InvalidName, UnknownStreamQuery."""
+        _check_query(name, InvalidName)
+        dropped = self.store.stream_queries.drop(name)
+        if not dropped:
+            raise _unknown(name)
+        return dropped
+
+
+def _unknown(name: str) -> UnknownStreamQuery:
+    return UnknownStreamQuery(
+        f"no streaming query named {shown(name)} has committed a micro-batch "
+        "(the ems source records positions for queries given ems.query.name)"
+    )
 
 
 def summary(t: QueryTotals) -> StreamQuerySummary:
