@@ -6,6 +6,8 @@ watermark, lag and offsets skipped. Each with its JSON twin."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import Blueprint, Response, jsonify, render_template, url_for
 
 from ems.admin.capabilities import READ
@@ -59,7 +61,7 @@ def _detail(name: str | None) -> StreamQueryDetail:
     return services().stream_queries.detail(named(name), after, limit)
 
 
-def query_url(name: str, **args: str | None) -> str:
+def query_url(name: str, **args: Any) -> str:
     """The link to a query's page (with `args` in its query string): the name in the
     path when it is an ems name (not dots only), in the query string otherwise."""
     if NAME_RE.fullmatch(name) and name.strip("."):
