@@ -4,7 +4,9 @@ a consumer group's partitions (ems.groups.lag).
 
 A streaming query is not a group member: Spark's checkpoint holds its position and it
 takes no lease. The ems source records the position it commits for queries named by its
-ems.query.name option (store.stream_queries); StreamQueries reads them back.
+ems.query.name option (store.stream_queries), with the offsets each committed batch
+skipped under failOnDataLoss=false; StreamQueries reads them back, and drops those of a
+query that will not run again.
 """
 
 from __future__ import annotations
