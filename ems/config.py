@@ -90,6 +90,7 @@ BOUNDS = {
     "purge_chunk_rows": Bound("EMS_PURGE_CHUNK_ROWS", 1, 1_000_000, whole=True),
     "purge_pause": Bound("EMS_PURGE_PAUSE", 0, 1000),
     "log_retention_days": Bound("EMS_LOG_RETENTION_DAYS", 0.001, 36_500),
+    "stream_query_retention": Bound("EMS_STREAM_QUERY_RETENTION", 60, MAX_SECONDS, zero=True),
     "node_failback": Bound("EMS_NODE_FAILBACK", 0.001, MAX_SECONDS, zero=True),
     "admin_hsts_seconds": Bound(
         "EMS_ADMIN_HSTS_SECONDS", 1, 10 * 366 * 86_400, whole=True, zero=True
@@ -181,6 +182,10 @@ class Settings:
     purge_pause: float = 10.0
     #: The purge-log job deletes done and dead consumption-log rows older than this.
     log_retention_days: float = 7.0
+    #: Seconds (7 days) after which the purge-log job deletes the recorded position of a
+    #: named streaming query's partition that has not been committed since: a dropped
+    #: query's. 0 keeps them until `ems spark queries drop`.
+    stream_query_retention: float = 604_800.0
     #: The admin console signs its session cookies and CSRF tokens with this; it refuses
     #: to start without one of at least 32 characters. Never shown in a repr.
     admin_secret_key: str | None = field(default=None, repr=False)

@@ -4,7 +4,9 @@ a consumer group's partitions (ems.groups.lag).
 
 A streaming query is not a group member: Spark's checkpoint holds its position and it
 takes no lease. The ems source records the position it commits for queries named by its
-ems.query.name option (store.stream_queries); StreamQueries reads them back.
+ems.query.name option (store.stream_queries), with the offsets each committed batch
+skipped under failOnDataLoss=false; StreamQueries reads them back, and drops those of a
+query that will not run again.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ class QueryPartition:
     high_watermark: int
     lag: int
     committed_at: dt.datetime
+    #: Offsets retention purged before the query read them, which it skipped
+    #: (failOnDataLoss=false), over its committed micro-batches.
+    skipped_offsets: int = 0
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -41,6 +46,8 @@ class StreamQueryDescription:
     lag: int
     #: When the query last committed a micro-batch.
     committed_at: dt.datetime
+    #: Offsets it skipped (failOnDataLoss=false), over every partition.
+    skipped_offsets: int = 0
 
 
 class StreamQueries(StoreClient):
@@ -56,6 +63,17 @@ class StreamQueries(StoreClient):
             )
         return described
 
+    def drop(self, name: str) -> int:
+        """Forget a query's recorded positions (a query that will not run again); the
+        partitions dropped. InvalidName, or UnknownStreamQuery when it recorded none.
+        Spark's checkpoint is untouched: a query still running records its position
+        again at its next commit."""
+        check_name(name, "query name")
+        dropped = self.store.stream_queries.drop(name)
+        if not dropped:
+            raise UnknownStreamQuery(f"no streaming query named {name!r} has recorded a position")
+        return dropped
+
 
 def describe_queries(positions: Sequence[QueryPosition]) -> list[StreamQueryDescription]:
     """Rows of store.stream_queries.positions (ordered by query) as one description per
@@ -69,6 +87,7 @@ def describe_queries(positions: Sequence[QueryPosition]) -> list[StreamQueryDesc
                 partitions=parts,
                 lag=sum(p.lag for p in parts),
                 committed_at=max(p.committed_at for p in parts),
+                skipped_offsets=sum(p.skipped_offsets for p in parts),
             )
         )
     return out
@@ -82,4 +101,5 @@ def _partition(p: QueryPosition) -> QueryPartition:
         high_watermark=p.high_watermark,
         lag=lag(p.high_watermark, p.committed_offset),
         committed_at=utc(p.committed_at),
+        skipped_offsets=p.skipped_offsets,
     )

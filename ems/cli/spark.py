@@ -224,13 +224,31 @@ def stream(
     click.echo("\n".join(job.describe(outcome)))
 
 
-@spark.command()
+class _QueriesGroup(click.Group):
+    """`ems spark queries [NAME]` shows queries (the `show` subcommand, implied when no
+    subcommand is named first), `ems spark queries drop NAME` drops one."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        first = next((a for a in args if not a.startswith("-")), None)
+        if first not in self.commands and not {"--help", "-h"} & set(args[:1]):
+            args = ["show", *args]
+        return super().parse_args(ctx, args)
+
+
+@spark.group(cls=_QueriesGroup)
+def queries() -> None:
+    """Streaming queries over ems topics whose ems source was given the ems.query.name
+    option: their positions (`ems spark queries [NAME]`), and dropping one."""
+
+
+@queries.command("show")
 @click.argument("name", required=False)
 @json_option
-def queries(name: str | None, as_json: bool) -> None:
+def show_queries(name: str | None, as_json: bool) -> None:
     """Streaming queries over ems topics and, per partition, the offset each committed,
-    the high watermark and the lag, as `ems group describe` shows a group's. Only queries
-    whose ems source was given the ems.query.name option record a position."""
+    the high watermark, the lag and the offsets skipped under failOnDataLoss=false, as
+    `ems group describe` shows a group's. Only queries whose ems source was given the
+    ems.query.name option record a position."""
     from contextlib import closing
     from dataclasses import asdict
 
@@ -247,11 +265,36 @@ def queries(name: str | None, as_json: bool) -> None:
     click.echo("\n\n".join(_query_report(d) for d in described))
 
 
+@queries.command("drop")
+@click.argument("name")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@json_option
+def drop_query(name: str, yes: bool, as_json: bool) -> None:
+    """Forget the recorded positions of streaming query NAME (one that will not run
+    again). Its checkpoint is untouched: a query still running records them again."""
+    from contextlib import closing
+
+    from ems.stream_queries import StreamQueries
+
+    with closing(StreamQueries(settings())) as admin:
+        if not yes:
+            click.confirm(
+                f"Drop the recorded positions of streaming query {name}?", abort=True, err=True
+            )
+        dropped = admin.drop(name)
+    if as_json:
+        echo_json({"query": name, "partitions": dropped})
+        return
+    click.echo(f"dropped streaming query {name}: {dropped} partition positions")
+
+
 def _query_report(d: StreamQueryDescription) -> str:
     at = d.committed_at.isoformat(sep=" ", timespec="seconds")
-    rows = [
-        [p.topic, p.partition, p.committed_offset, p.high_watermark, p.lag] for p in d.partitions
+    rows: list[list[object]] = [
+        [p.topic, p.partition, p.committed_offset, p.high_watermark, p.lag, p.skipped_offsets]
+        for p in d.partitions
     ]
-    rows.append(["total", "", "", "", d.lag])
+    rows.append(["total", "", "", "", d.lag, d.skipped_offsets])
     head = f"streaming query {d.query}: last committed {at}"
-    return head + "\n" + table(["topic", "partition", "committed", "high", "lag"], rows)
+    headers = ["topic", "partition", "committed", "high", "lag", "skipped"]
+    return head + "\n" + table(headers, rows)

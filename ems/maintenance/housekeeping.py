@@ -103,8 +103,9 @@ def purge_log(store: Store, settings: Settings) -> dict[str, int]:
     grow: job runs, autoscale decisions (never one the group's cooldown or scale-down
     window still reads) and cleared alarms, older than HISTORY_SECONDS, the admin
     console's sign-in failure counters whose window has ended, its expired previews
-    (the audit trail names the ones applied), and the names of writes (message_write,
-    the Spark sink's) older than HISTORY_SECONDS."""
+    (the audit trail names the ones applied), the names of writes (message_write,
+    the Spark sink's) older than HISTORY_SECONDS, and the positions of named streaming
+    queries not committed for stream_query_retention (a dropped query's)."""
     chunk = min(settings.purge_chunk_rows, CHUNK)
     maintenance = store.maintenance
     counts = purge_log_rows(store, settings.log_retention_days * 86400, chunk)
@@ -126,6 +127,9 @@ def purge_log(store: Store, settings: Settings) -> dict[str, int]:
     if settings.audit_retention_days:
         kept = settings.audit_retention_days * 86400.0
         counts["audit"] = _drain(partial(store.audit.prune, kept, chunk), chunk)
+    if settings.stream_query_retention:
+        stale = partial(store.stream_queries.prune, settings.stream_query_retention, chunk)
+        counts["stream_query_positions"] = _drain(stale, chunk)
     return counts
 
 

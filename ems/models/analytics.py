@@ -203,3 +203,6 @@ class StreamQueryPosition(Base):
     partition_no: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     committed_offset: Mapped[int] = mapped_column(BigInteger, nullable=False)
     committed_at: Mapped[created_ts]
+    #: Offsets retention purged before the query read them, which it skipped
+    #: (failOnDataLoss=false), summed over its committed micro-batches.
+    skipped_offsets: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")

@@ -24,6 +24,9 @@ MAX_TOPIC_GROUPS = 200
 #: MAX_GROUP_MEMBERS members: at most 100 rows together.
 GROUP_PARTITIONS = 50
 MAX_GROUP_MEMBERS = 50
+#: A streaming query's detail shows its partitions (and nothing else of many rows) by
+#: pages of at most QUERY_PARTITIONS.
+QUERY_PARTITIONS = 100
 DEFAULT_POINTS = 500
 MAX_POINTS = 1000
 MAX_SERIES = dt.timedelta(days=31)
@@ -89,11 +92,25 @@ def partition_cursor(after: object) -> int | None:
     raise InvalidCursor(f"{shown(after)} is not a partitions page cursor (a partition number)")
 
 
-def check_partitions_limit(limit: object) -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= GROUP_PARTITIONS:
-        raise InvalidSetting(
-            f"limit must be an integer from 1 to {GROUP_PARTITIONS}, not {limit!r}"
-        )
+def topic_partition_cursor(after: object) -> tuple[str, int] | None:
+    """A streaming query detail's page cursor: None, or "<topic>/<partition>" of the last
+    partition seen (a next_after)."""
+    if after is None:
+        return None
+    if isinstance(after, str):
+        topic, _, partition = after.rpartition("/")
+        number = partition.isascii() and partition.isdigit() and len(partition) <= 9
+        if NAME_RE.fullmatch(topic) is not None and number:
+            return topic, int(partition)
+    raise InvalidCursor(
+        f"{shown(after)} is not a partitions page cursor (<topic>/<partition>, the "
+        "next_after of a page)"
+    )
+
+
+def check_partitions_limit(limit: object, maximum: int = GROUP_PARTITIONS) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= maximum:
+        raise InvalidSetting(f"limit must be an integer from 1 to {maximum}, not {limit!r}")
     return limit
 
 

@@ -19,6 +19,7 @@ PlanAction = Literal[
     "topic_alter",
     "topic_delete",
     "group_delete",
+    "stream_query_drop",
     "add_partitions",
 ]
 PLAN_ACTIONS: tuple[PlanAction, ...] = get_args(PlanAction)

@@ -40,7 +40,7 @@ from ems.config import Settings
 from ems.store import Store
 from spark.sink.writers import EmsBatchWriter, EmsStreamWriter, sink_options
 from spark.source.lag import behind, report_lag
-from spark.source.options import SourceOptions
+from spark.source.options import ONE_KIND_ONLY, SourceOptions
 from spark.source.planner import Planner
 from spark.source.ranges import OffsetRange, Positions, from_json, to_json
 from spark.source.read import Row, read_range
@@ -82,9 +82,6 @@ class EmsDataSource(DataSource):
     def name(cls) -> str:
         return "ems"
 
-    def schema(self) -> StructType:
-        return schema(self._options(streaming=False).include_headers)
-
     def reader(self, schema: StructType) -> DataSourceReader:
         return EmsBatchReader(self._options(streaming=False))
 
@@ -97,14 +94,15 @@ class EmsDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         return EmsStreamWriter(sink_options(dict(self.options), schema, overwrite))
 
+    def schema(self) -> StructType:
+        # Asked for batch and streaming queries alike, before Spark says which: the
+        # options are checked as a batch query's, less the ones of one kind only, and
+        # reader() or streamReader() refuses those in a query of the other kind.
+        given = {k: v for k, v in self.options.items() if k.lower() not in ONE_KIND_ONLY}
+        return schema(SourceOptions.parse(given, streaming=False).include_headers)
+
     def _options(self, *, streaming: bool) -> SourceOptions:
-        # schema() is asked for batch and streaming queries alike; includeHeaders is all
-        # it reads, so it parses as a batch query would, minus the streaming-only option.
-        given = dict(self.options)
-        if not streaming:
-            given.pop("maxoffsetspertrigger", None)
-            given.pop("ems.query.name", None)
-        return SourceOptions.parse(given, streaming=streaming)
+        return SourceOptions.parse(dict(self.options), streaming=streaming)
 
 
 class _Reading:

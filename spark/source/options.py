@@ -43,6 +43,17 @@ _KNOWN = {
 }
 
 
+#: Options of streaming queries only (spark.readStream), and of batch queries only
+#: (spark.read), by their lower-cased names: a query of the other kind is refused with
+#: ConflictingOptions rather than ignoring them.
+STREAMING_ONLY = {
+    "maxoffsetspertrigger": "maxOffsetsPerTrigger",
+    "ems.query.name": "ems.query.name",
+}
+BATCH_ONLY = {"endingoffsets": "endingOffsets", "endingtimestamp": "endingTimestamp"}
+ONE_KIND_ONLY = frozenset(STREAMING_ONLY) | frozenset(BATCH_ONLY)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SourceOptions:
     topics: tuple[str, ...] = ()
@@ -75,14 +86,7 @@ class SourceOptions:
                 f"(known: {', '.join(sorted(_KNOWN))})"
             )
         topics, pattern = _subscription(given)
-        if streaming and "endingoffsets" in given:
-            raise ConflictingOptions("endingOffsets applies to batch queries only (spark.read)")
-        if not streaming and "maxoffsetspertrigger" in given:
-            raise ConflictingOptions("maxOffsetsPerTrigger applies to streaming queries only")
-        if streaming and "endingtimestamp" in given:
-            raise ConflictingOptions("endingTimestamp applies to batch queries only (spark.read)")
-        if not streaming and "ems.query.name" in given:
-            raise ConflictingOptions("ems.query.name applies to streaming queries only")
+        _check_kind(given, streaming)
         query_name = given.get("ems.query.name")
         return cls(
             topics=topics,
@@ -115,6 +119,24 @@ class SourceOptions:
         if self.pattern is not None:
             return re.fullmatch(self.pattern, name) is not None
         return name in self.topics
+
+
+def _check_kind(given: Mapping[str, str], streaming: bool) -> None:
+    """ConflictingOptions naming every option the other kind of query only takes."""
+    other = BATCH_ONLY if streaming else STREAMING_ONLY
+    wrong = [name for key, name in other.items() if key in given]
+    if not wrong:
+        return
+    these = ", ".join(wrong)
+    if streaming:
+        raise ConflictingOptions(
+            f"{these} applies to batch queries only (spark.read), not to a streaming "
+            "query (spark.readStream); a streaming query runs until stopped"
+        )
+    raise ConflictingOptions(
+        f"{these} applies to streaming queries only (spark.readStream), not to a batch "
+        "query (spark.read), which reads startingOffsets to endingOffsets once"
+    )
 
 
 def _subscription(given: Mapping[str, str]) -> tuple[tuple[str, ...], str | None]:

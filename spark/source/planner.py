@@ -23,6 +23,10 @@ from spark.source.ranges import OffsetRange, Place, Positions, rate_limit, split
 
 log = logging.getLogger(__name__)
 
+#: Planned micro-batches whose skips wait for their commit (Spark has at most two: the
+#: one committed next and the one planned after it); older ones are forgotten.
+MAX_PLANNED = 8
+
 
 class Planner:
     def __init__(self, options: SourceOptions, settings: Settings) -> None:
@@ -34,6 +38,9 @@ class Planner:
         self.highs: Positions = {}
         #: Offsets purged by retention that the query skipped (failOnDataLoss=false).
         self.skipped = 0
+        #: Per planned micro-batch (by its end), the offsets it skips per partition, until
+        #: its commit records them: Spark commits a batch after planning the next one.
+        self._planned_skips: dict[tuple[tuple[Place, int], ...], dict[Place, int]] = {}
 
     def close(self) -> None:
         self.store.close()
@@ -127,12 +134,23 @@ class Planner:
             topic, partition = place
             first = froms[place]
             end[place] = self._ranges.gap_free_end(self.topic_id(topic), partition, first, bound)
+        skips = {
+            place: froms[place] - start[place] for place in froms if froms[place] > start[place]
+        }
+        if skips:
+            self._planned_skips[_batch(end)] = skips
+            while len(self._planned_skips) > MAX_PLANNED:
+                del self._planned_skips[next(iter(self._planned_skips))]
         return end
 
     def record(self, query: str, end: Positions) -> None:
-        """A committed micro-batch's end, as the query's position (store.stream_queries)."""
+        """A committed micro-batch's end, as the query's position (store.stream_queries),
+        with the offsets this planner saw the batch skip (failOnDataLoss=false), counted
+        once: a batch planned by an earlier driver, or committed again, adds none."""
         rows = [(self.topic_id(t), p, offset) for (t, p), offset in sorted(end.items())]
-        self.store.stream_queries.record(query, rows)
+        skips = self._planned_skips.pop(_batch(end), {})
+        skipped = {(self.topic_id(t), p): n for (t, p), n in skips.items()}
+        self.store.stream_queries.record(query, rows, skipped)
 
     def ranges(self, start: Positions, end: Positions) -> list[OffsetRange]:
         """The ranges between two positions, split for minPartitions."""
@@ -186,6 +204,11 @@ class Planner:
             low - 1,
         )
         return low
+
+
+def _batch(end: Positions) -> tuple[tuple[Place, int], ...]:
+    """A micro-batch's key: its end offsets, in order."""
+    return tuple(sorted(end.items()))
 
 
 def _check_map(position: Mapping[str, Mapping[int, int]], spans: Mapping[Place, object]) -> None:

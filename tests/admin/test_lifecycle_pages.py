@@ -1,6 +1,7 @@
-"""Topic alter, topic delete and group delete through the console: preview, confirm by
-typing the name, apply once; admins only; refused (nothing changed, in the audit trail)
-when groups have live members or the topic changed since the preview."""
+"""Topic alter, topic delete, group delete and a streaming query's drop through the
+console: preview, confirm by typing the name, apply once; admins only; refused (nothing
+changed, in the audit trail) when groups have live members, the topic changed or the
+query committed since the preview."""
 
 from __future__ import annotations
 
@@ -171,6 +172,42 @@ def test_a_group_delete_is_refused_while_live_and_applied_once_inactive(
     assert [o for _, o, _ in _audit(store, "group_delete")] == ["ok", "refused"]
 
 
+HOSTILE = '<b>q</b>&"x'
+
+
+def test_a_query_drop_is_refused_after_a_commit_and_applied_once_idle(
+    ada: FlaskClient, store: Store, orders: tuple[TopicInfo, GroupInfo]
+) -> None:
+    topic, _ = orders
+    store.stream_queries.record("nightly", [(topic.id, 0, 3), (topic.id, 1, 6)])
+    store.stream_queries.record(HOSTILE, [(topic.id, 0, 1)])  # a row written by hand
+    page = ada.get("/streaming-queries/nightly").get_data(as_text=True)
+    assert 'id="preview-drop"' in page
+    _, page, plan = _post(ada, "/streaming-queries/drop/preview", query="nightly")
+    assert "2 partitions of 1 topic (orders)" in page and plan is not None
+    store.stream_queries.record("nightly", [(topic.id, 0, 4), (topic.id, 1, 6)])  # it runs
+    status, page, _ = _post(ada, "/streaming-queries/drop/apply", plan=plan, confirm="nightly")
+    assert status == 409 and "committed a micro-batch since the preview" in page
+    assert store.stream_queries.totals("nightly") is not None
+
+    _, page, plan = _post(ada, "/streaming-queries/drop/preview", query="nightly")
+    status, page, _ = _post(ada, "/streaming-queries/drop/apply", plan=plan, confirm="nightly")
+    assert status == 200, page
+    assert "the positions of 2 partitions dropped" in page
+    assert store.stream_queries.totals("nightly") is None
+    status, _, _ = _post(ada, "/streaming-queries/drop/apply", plan=plan, confirm="nightly")
+    assert status != 200  # a plan applies once
+    assert [o for _, o, _ in _audit(store, "stream_query_drop")] == ["ok", "refused"]
+    assert _audit(store, "stream_query_drop")[0][2] == "streaming query:nightly"
+    assert _post(ada, "/streaming-queries/drop/preview", query="nightly")[0] == 404
+
+    status, page, plan = _post(ada, "/streaming-queries/drop/preview", query=HOSTILE)
+    assert status == 200 and "<b>q</b>" not in page and "&lt;b&gt;q&lt;/b&gt;" in page
+    status, page, _ = _post(ada, "/streaming-queries/drop/apply", plan=plan, confirm=HOSTILE)
+    assert status == 200 and "<b>q</b>" not in page
+    assert store.stream_queries.totals(HOSTILE) is None
+
+
 @pytest.mark.parametrize("name", ["vera", "otto"])
 def test_viewers_and_operators_neither_see_nor_reach_the_changes(
     client: FlaskClient,
@@ -182,10 +219,15 @@ def test_viewers_and_operators_neither_see_nor_reach_the_changes(
     assert login(client, name).status_code == 302
     assert 'id="preview-delete"' not in client.get("/topics/orders").get_data(as_text=True)
     assert 'id="preview-delete"' not in client.get("/groups/billing").get_data(as_text=True)
+    store.stream_queries.record("nightly", [(orders[0].id, 0, 3)])
+    query_page = client.get("/streaming-queries/nightly").get_data(as_text=True)
+    assert 'id="preview-drop"' not in query_page
     for url, field in (
         ("/topics/delete/preview", {"topic": "orders"}),
         ("/topics/alter/preview", {"topic": "orders", "retention_hours": "1"}),
         ("/groups/delete/preview", {"group": "billing"}),
+        ("/streaming-queries/drop/preview", {"query": "nightly"}),
     ):
         assert _post(client, url, **field)[0] == 403
     assert _stored(store, orders[0]) == 12
+    assert store.stream_queries.totals("nightly") is not None

@@ -109,6 +109,7 @@ CHANGES: dict[str, tuple[str, set[str]]] = {
             ("topics/alter", "alter_topics"),
             ("topics/delete", "purge"),
             ("groups/delete", "purge"),
+            ("streaming-queries/drop", "purge"),
             ("partitions", "alter_topics"),
         )
         for api in ("", "/api/v1")

@@ -117,3 +117,81 @@ def test_a_hostile_name_is_rendered_escaped(
 
 def test_a_query_page_needs_a_login(client: FlaskClient) -> None:
     assert client.get("/api/v1/streaming-queries").status_code == 401
+
+
+def test_the_detail_pages_250_partitions_by_100(
+    client: FlaskClient, store: Store, viewer: dict[str, str]
+) -> None:
+    """Two topics (200 and 50 partitions): pages of 100 rows by topic name and partition,
+    the totals over all 250 on each, and a cursor that is not one a 400."""
+    wide = store.topics.create("wide", 200, 24, 1024)
+    narrow = store.topics.create("narrow", 50, 24, 1024)
+    seed.messages(store, wide, 7, range(4), age_hours=1)
+    positions = [(wide.id, p, 1 if p == 7 else 0) for p in range(200)]
+    positions += [(narrow.id, p, 0) for p in range(50)]
+    store.stream_queries.record("wide-reader", positions, {(wide.id, 7): 5})
+    pages, after = [], None
+    while True:
+        query = {} if after is None else {"after": after}
+        found = client.get(
+            "/api/v1/streaming-queries/wide-reader", query_string=query, headers=viewer
+        ).get_json()
+        assert (found["partition_count"], found["lag"], found["skipped_offsets"]) == (250, 3, 5)
+        pages.append([(p["topic"], p["partition"]) for p in found["partitions"]])
+        after = found["next_after"]
+        if after is None:
+            break
+    assert [len(p) for p in pages] == [100, 100, 50]
+    shown = [row for page in pages for row in page]
+    expected = [("narrow", p) for p in range(50)] + [("wide", p) for p in range(200)]
+    assert shown == expected
+    page = client.get("/streaming-queries/wide-reader", headers=viewer).get_data(as_text=True)
+    assert len(re.findall(r'<td data-label="partition">', page)) == 100
+    assert 'rel="next" href="/streaming-queries/wide-reader?after=wide/49"' in page
+    assert "100 of 250 partitions" in page
+    assert '<dd id="skipped">5' in page
+    last = client.get("/streaming-queries/wide-reader?after=wide/149", headers=viewer)
+    body = last.get_data(as_text=True)
+    assert len(re.findall(r'<td data-label="partition">', body)) == 50
+    assert 'rel="next"' not in body and 'class="first"' in body
+    for bad in ("wide", "wide/x", "no such/1", "wide/-1"):
+        answer = client.get(
+            "/api/v1/streaming-queries/wide-reader", query_string={"after": bad}, headers=viewer
+        )
+        assert answer.status_code == 400, bad
+    too_many = client.get("/api/v1/streaming-queries/wide-reader?limit=101", headers=viewer)
+    assert too_many.status_code == 400
+
+
+def test_the_list_pages_150_queries_with_their_figures_taken_in_sql(
+    client: FlaskClient, store: Store, viewer: dict[str, str]
+) -> None:
+    """150 queries over 8 topics each (their figures summed in the server): pages of 50
+    by default, 100 at most, and the first five topics named with a count of the rest."""
+    topics = [store.topics.create(f"t{i}", 2, 24, 1024) for i in range(8)]
+    seed.messages(store, topics[0], 1, range(6), age_hours=1)
+    for i in range(150):
+        rows = [(t.id, p, 2) for t in topics for p in range(2)]
+        store.stream_queries.record(f"q{i:03d}", rows, {(topics[0].id, 1): i})
+    names: list[str] = []
+    after = None
+    while True:
+        query = {} if after is None else {"after": after}
+        found = client.get(
+            "/api/v1/streaming-queries", query_string=query, headers=viewer
+        ).get_json()
+        assert len(found["items"]) <= 50
+        names += [q["query"] for q in found["items"]]
+        after = found["next_after"]
+        if after is None:
+            break
+    assert names == [f"q{i:03d}" for i in range(150)]
+    big = client.get("/api/v1/streaming-queries?limit=100", headers=viewer).get_json()
+    assert len(big["items"]) == 100 and big["next_after"] == "q099"
+    q7 = big["items"][7]
+    assert (q7["partitions"], q7["lag"], q7["skipped_offsets"]) == (16, 4, 7)
+    assert (q7["topics"], q7["topic_count"]) == (["t0", "t1", "t2", "t3", "t4"], 8)
+    page = client.get("/streaming-queries", headers=viewer).get_data(as_text=True)
+    assert len(_QUERY.findall(page)) == 50
+    assert 'rel="next" href="/streaming-queries?after=q049"' in page
+    assert "and 3 more" in page

@@ -100,3 +100,36 @@ def test_a_dead_letter_resend_with_hostile_texts(
     nothing_ran(page)
     resent = seed.sql(store, "SELECT id FROM dead_message WHERE resent_at IS NOT NULL")
     assert len(resent) == 2
+
+
+def test_a_streaming_query_paged_then_dropped_through_preview_and_confirm(
+    page: Page, live_console: LiveConsole, store: Store, artifacts: Path
+) -> None:
+    """A query of 150 partitions: 100 on the first page, the rest behind the next link;
+    then its drop, a wrong name changing nothing."""
+    topic = store.topics.create("readings", 150, 24, 1024)
+    seed.messages(store, topic, 0, range(4), age_hours=1)
+    store.stream_queries.record("windows", [(topic.id, p, 1) for p in range(150)])
+
+    signed_in(page, "ada")
+    page.goto("/streaming-queries")
+    page.get_by_role("link", name="windows").click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text("windows")
+    expect(page.locator("#total-lag")).to_have_text("3")
+    expect(page.locator("table.partitions tbody tr")).to_have_count(100)
+    page.get_by_role("link", name="next partitions").click()
+    expect(page.locator("table.partitions tbody tr")).to_have_count(50)
+    page.get_by_role("button", name="Preview drop of the query…").click()
+    expect(page.get_by_role("heading", level=1)).to_contain_text("Preview: drop streaming query")
+    expect(page.locator("#summary")).to_contain_text("150 partitions of 1 topic (readings)")
+    page.screenshot(path=artifacts / "query-drop-preview.png", full_page=True)
+
+    page.get_by_label("Type the query name").fill("window")
+    page.get_by_role("button", name="Drop query").click()
+    expect(page.get_by_role("alert")).to_contain_text("exactly to confirm")
+    assert store.stream_queries.totals("windows") is not None
+
+    page.get_by_label("Type the query name").fill("windows")
+    page.get_by_role("button", name="Drop query").click()
+    expect(page.locator("#outcome")).to_have_text("Done: the positions of 150 partitions dropped.")
+    assert store.stream_queries.totals("windows") is None

@@ -23,6 +23,8 @@ PAGES = (
     ("/groups", "Consumer groups"),
     ("/groups/billing", "billing"),
     ("/groups/billing/lag?range=7d", "billing"),
+    ("/streaming-queries", "Streaming queries"),
+    ("/streaming-queries/nightly", "nightly"),
     ("/reset?group=billing", "Reset offsets"),
     ("/messages", "Messages"),
     ("/messages?topic=orders&partition=1", "Messages"),
@@ -44,6 +46,7 @@ def test_every_page_opens(
     seed_browse.series_watermarks(store, seeded.orders, 4, 5, 600, now)
     seed_browse.series_snapshots(store, seeded.billing, 4, 40, 4 * 3600, now)
     dead_id = seed.sql(store, "SELECT MIN(id) FROM dead_message")[0][0]
+    store.stream_queries.record("nightly", [(seeded.orders.id, p, 1) for p in range(4)])
     signed_in(page, "ada")
     for path, heading in (*PAGES, (f"/dead-letters/{dead_id}", "Dead letter")):
         response = page.goto(path)

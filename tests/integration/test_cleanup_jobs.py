@@ -66,6 +66,7 @@ def test_purge_log_deletes_old_finished_rows_only(
         "admin_plans": 0,
         "write_names": 0,
         "audit": 0,
+        "stream_query_positions": 0,
     }
     assert _log_states(store) == {(0, 3): "done", (0, 4): "start", (0, 5): "retry"}
     assert purge_log(store, settings) == dict.fromkeys(counts, 0)
@@ -482,3 +483,42 @@ def test_the_scheduler_reports_its_lease_and_runs_as_metrics(
     assert run.runner == f"{active.holder}#1"
     active.resign()
     assert standby.heartbeat()  # released: taken at once
+
+
+def test_purge_log_deletes_the_positions_of_streaming_queries_not_committed_for_the_retention(
+    settings: Settings, store: Store, topic: TopicInfo
+) -> None:
+    """A dropped query's rows (committed 8 days ago) go, in chunks; a running one's
+    (committed an hour ago) stay; retention 0 keeps every row."""
+    queries = store.stream_queries
+    queries.record("gone", [(topic.id, p, 1) for p in range(3)])
+    queries.record("running", [(topic.id, p, 1) for p in range(3)])
+    queries.record("half", [(topic.id, 0, 1), (topic.id, 1, 1)])
+    ages = {"gone": 8 * DAY, "running": 3600, "half": 8 * DAY}
+    for name, age in ages.items():
+        seed.sql(
+            store,
+            "UPDATE stream_query_position SET committed_at = NOW(6) - INTERVAL %s SECOND "
+            "WHERE query_name = %s",
+            (age, name),
+        )
+    seed.sql(  # a partition the half query still commits
+        store,
+        "UPDATE stream_query_position SET committed_at = NOW(6) "
+        "WHERE query_name = 'half' AND partition_no = 1",
+    )
+    kept = settings.with_(purge_chunk_rows=2, stream_query_retention=7 * DAY)
+
+    assert (
+        purge_log(store, kept.with_(stream_query_retention=0)).get("stream_query_positions") is None
+    )
+    assert purge_log(store, kept)["stream_query_positions"] == 4
+
+    left = seed.sql(store, "SELECT query_name, partition_no FROM stream_query_position")
+    assert sorted((str(q), int(p)) for q, p in left) == [
+        ("half", 1),
+        ("running", 0),
+        ("running", 1),
+        ("running", 2),
+    ]
+    assert purge_log(store, kept)["stream_query_positions"] == 0

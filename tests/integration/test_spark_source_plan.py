@@ -210,3 +210,34 @@ def test_a_named_query_records_its_committed_position_shown_with_its_lag(
         SourceOptions.parse({"subscribe": "plan", "ems.query.name": "a b"}, streaming=True)
     with pytest.raises(ConflictingOptions, match="streaming queries only"):
         SourceOptions.parse({"subscribe": "plan", "ems.query.name": "a"}, streaming=False)
+
+
+def test_a_named_query_records_the_offsets_its_committed_batches_skipped(
+    settings: Settings, store: Store
+) -> None:
+    """failOnDataLoss=false: the offsets a planned batch skips are added to its
+    partitions' rows when that batch commits (after the next one is planned, as Spark
+    does), once, however often the same end is committed."""
+    t = topic(settings, "plan", 2)
+    for offset in range(6):
+        put(settings, t, 0, offset)
+        put(settings, t, 1, offset)
+    purge(store, t, 1, 2)
+    p = planner(settings, failOnDataLoss="false", **{"ems.query.name": "lossy"})
+    try:
+        first = p.latest({("plan", 0): 0, ("plan", 1): 0}, 4)
+        purge(store, t, 0, 5)  # past the first batch's end: the second skips some
+        second = p.latest(first, None)
+        p.record("lossy", first)
+        p.record("lossy", first)  # committed again: nothing more
+        p.record("lossy", second)
+    finally:
+        p.close()
+    skipped_then = 5 - first[("plan", 0)]
+    assert skipped_then > 0
+    with StreamQueries(settings) as queries:
+        (described,) = queries.describe("lossy")
+    by_partition = {q.partition: q.skipped_offsets for q in described.partitions}
+    assert by_partition == {0: skipped_then, 1: 2}
+    assert described.skipped_offsets == skipped_then + 2
+    assert {q.partition: q.committed_offset for q in described.partitions} == {0: 6, 1: 6}

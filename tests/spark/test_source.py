@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,10 +21,13 @@ from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql.datasource import CaseInsensitiveDict
 
 import ems
 from ems.config import Settings
+from ems.exceptions import ConflictingOptions
 from spark.source import register
+from spark.source.datasource import EmsDataSource
 from tests.spark.conftest import execute
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -238,3 +242,37 @@ def test_a_stream_killed_with_sigkill_goes_on_from_its_checkpoint_exactly_once(
         assert sorted(copied) == sorted(stored)
     finally:
         execute(settings, drop)
+
+
+@pytest.mark.parametrize(
+    ("kind", "option", "value", "named"),
+    [
+        ("batch", "maxOffsetsPerTrigger", "10", "streaming queries only"),
+        ("batch", "ems.query.name", "nightly", "streaming queries only"),
+        ("stream", "endingOffsets", "latest", "batch queries only"),
+        ("stream", "endingTimestamp", "1", "batch queries only"),
+    ],
+)
+def test_an_option_of_the_other_kind_of_query_is_refused(
+    kind: str, option: str, value: str, named: str
+) -> None:
+    """The data source itself (as Spark's Python worker calls it): the schema, asked
+    before the kind is known, is given; the reader of the other kind is refused."""
+    source = EmsDataSource(CaseInsensitiveDict({"subscribe": "sensors", option: value}))
+    shape = source.schema()
+    assert shape.fieldNames()[:3] == ["key", "value", "topic"]
+    make = source.reader if kind == "batch" else source.streamReader
+    with pytest.raises(ConflictingOptions, match=rf"{re.escape(option)} applies to {named}"):
+        make(shape)
+
+
+def test_a_batch_read_given_a_streaming_option_fails_instead_of_ignoring_it(
+    session: SparkSession, settings: Settings
+) -> None:
+    t = topic(settings, "kinds", 1)
+    put(settings, t, 0, 0)
+    with pytest.raises(Exception, match="maxOffsetsPerTrigger applies to streaming queries only"):
+        load(session, settings, subscribe="kinds", maxOffsetsPerTrigger="1")
+    with pytest.raises(Exception, match=r"ems\.query\.name applies to streaming queries only"):
+        load(session, settings, subscribe="kinds", **{"ems.query.name": "nightly"})
+    assert [r[4] for r in load(session, settings, subscribe="kinds")] == [0]

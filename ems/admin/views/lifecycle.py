@@ -1,12 +1,13 @@
-"""Topic alter, topic delete and group delete, preview then confirm (admins: topic alter
-takes the ALTER_TOPICS capability, as adding partitions does; the deletes take PURGE, as
-every change that deletes data).
+"""Topic alter, topic delete, group delete and a streaming query's drop, preview then
+confirm (admins: topic alter takes the ALTER_TOPICS capability, as adding partitions does;
+the deletes take PURGE, as every change that deletes data).
 
 Each preview (POST) computes what the change does from the state as it is and keeps it as
 a plan; the page shows it and asks to type the topic's or group's name. The apply (POST)
 claims the plan and makes exactly the previewed change, provided the state still holds:
 the topic is the one previewed (not deleted and made again meanwhile), and for a delete
-no group has gained live members (unless the preview forced it). Otherwise nothing
+no group has gained live members (unless the preview forced it), and a streaming query
+has not committed since (it runs, and would record its positions again). Otherwise nothing
 changes and the page says why. Each apply is in the audit trail; each route has its JSON
 twin under /api/v1/. A delete runs in the request: a large topic's takes a while (its
 rows go in chunks, resting as the purges do); a request cut off leaves a delete that the
@@ -28,6 +29,7 @@ from ems.admin.guard import requires
 from ems.admin.serialize import to_json
 from ems.admin.services import services
 from ems.exceptions import InUse, NotFound, PlanChanged
+from ems.groups import utc
 from ems.ops.plans import IssuedPlan
 from ems.validation import check_name
 from ems.values.plans import Plan, PlanAction
@@ -37,6 +39,9 @@ bp = Blueprint("lifecycle", __name__)
 ALTER: PlanAction = "topic_alter"
 DELETE_TOPIC: PlanAction = "topic_delete"
 DELETE_GROUP: PlanAction = "group_delete"
+DROP_QUERY: PlanAction = "stream_query_drop"
+#: The form field (and the plan's key) naming what each change is to: the word to type.
+_NAMED_BY: dict[PlanAction, str] = {DELETE_GROUP: "group", DROP_QUERY: "query"}
 
 
 # -- routes ------------------------------------------------------------------------------
@@ -76,6 +81,18 @@ def group_delete_preview() -> Response:
 @requires(PURGE)
 def api_group_delete_preview() -> Response:
     return jsonify(_json(_group_delete_preview(forms.sent())))
+
+
+@bp.post("/streaming-queries/drop/preview")
+@requires(PURGE)
+def query_drop_preview() -> Response:
+    return _page(_query_drop_preview(forms.sent()))
+
+
+@bp.post("/api/v1/streaming-queries/drop/preview")
+@requires(PURGE)
+def api_query_drop_preview() -> Response:
+    return jsonify(_json(_query_drop_preview(forms.sent())))
 
 
 def _applied(action: PlanAction) -> Response:
@@ -128,6 +145,18 @@ def group_delete_apply() -> Response:
 @requires(PURGE)
 def api_group_delete_apply() -> Response:
     return _api_applied(DELETE_GROUP)
+
+
+@bp.post("/streaming-queries/drop/apply")
+@requires(PURGE)
+def query_drop_apply() -> Response:
+    return _applied(DROP_QUERY)
+
+
+@bp.post("/api/v1/streaming-queries/drop/apply")
+@requires(PURGE)
+def api_query_drop_apply() -> Response:
+    return _api_applied(DROP_QUERY)
 
 
 # -- previews ----------------------------------------------------------------------------
@@ -185,13 +214,25 @@ def _group_delete_preview(fields: Mapping[str, object]) -> IssuedPlan:
     return plans.issue(DELETE_GROUP, f"group:{name}", body)
 
 
+def _query_drop_preview(fields: Mapping[str, object]) -> IssuedPlan:
+    name = forms.text(fields, "query") or ""
+    totals = services().stream_queries.totals(name)
+    body = {
+        "query": name,
+        "partitions": totals.partitions,
+        "topics": list(totals.topics),
+        "topic_count": totals.topic_count,
+        "committed_at": to_json(utc(totals.committed_at)),
+    }
+    return plans.issue(DROP_QUERY, f"streaming query:{name}", body)
+
+
 # -- the apply ---------------------------------------------------------------------------
 
 
 def _apply(plan: Plan, token: str | None, typed: str | None) -> dict[str, Any]:
     body = plan.body
-    word = body["group"] if plan.action == DELETE_GROUP else body["topic"]
-    claimed = plans.claim(token, plan.action, typed, word)
+    claimed = plans.claim(token, plan.action, typed, _word(plan))
     params = {"plan": claimed.id, **{k: v for k, v in body.items() if k in ("force", "after")}}
     try:
         outcome = _change(claimed)
@@ -212,6 +253,8 @@ def _apply(plan: Plan, token: str | None, typed: str | None) -> dict[str, Any]:
 
 def _change(plan: Plan) -> dict[str, Any]:
     body = plan.body
+    if plan.action == DROP_QUERY:
+        return _drop_query(body)
     if plan.action == DELETE_GROUP:
         done = services().group_admin.delete(body["group"])
         return {**to_json(asdict(done)), "detail": f"{done.total_rows} rows deleted"}
@@ -228,6 +271,21 @@ def _change(plan: Plan) -> dict[str, Any]:
         return {**to_json(asdict(info)), "detail": json.dumps(after)}
     done = admin.delete(body["topic"], force=bool(body["force"]))
     return {**to_json(asdict(done)), "detail": f"{done.total_rows} rows deleted"}
+
+
+def _drop_query(body: Mapping[str, Any]) -> dict[str, Any]:
+    queries = services().stream_queries
+    try:
+        current = queries.totals(body["query"])
+    except NotFound as exc:
+        raise PlanChanged(f"nothing was changed: {exc}") from exc
+    if to_json(utc(current.committed_at)) != body["committed_at"]:
+        raise PlanChanged(
+            "nothing was changed: the query committed a micro-batch since the preview (it "
+            "runs, and would record its positions again at its next commit)"
+        )
+    dropped = queries.drop(body["query"])
+    return {"query": body["query"], "partitions": dropped, "detail": f"{dropped} partitions"}
 
 
 # -- parsing and answers -----------------------------------------------------------------
@@ -247,9 +305,14 @@ def _flag(fields: Mapping[str, object], name: str) -> bool:
     return value is True or value in ("1", "on", "true", "yes")
 
 
+def _word(plan: Plan) -> str:
+    """What the confirm asks to type: the name of the topic, group or query."""
+    return str(plan.body[_NAMED_BY.get(plan.action, "topic")])
+
+
 def _page(issued: IssuedPlan, notice: str | None = None, status: int = 200) -> Response:
     plan = issued.plan
-    word = plan.body["group"] if plan.action == DELETE_GROUP else plan.body["topic"]
+    word = _word(plan)
     page = render_template(
         "lifecycle_preview.html", plan=plan, issued=issued, word=word, notice=notice
     )
@@ -258,7 +321,7 @@ def _page(issued: IssuedPlan, notice: str | None = None, status: int = 200) -> R
 
 def _json(issued: IssuedPlan) -> dict[str, Any]:
     plan = issued.plan
-    word = plan.body["group"] if plan.action == DELETE_GROUP else plan.body["topic"]
+    word = _word(plan)
     return {
         "plan": issued.token,
         "action": plan.action,

@@ -44,11 +44,11 @@ def listing(default: int = DEFAULT_PAGE, maximum: int = MAX_PAGE) -> Listing:
     )
 
 
-def partition_page() -> tuple[str | None, int]:
-    """A group detail's page of partitions: ?after= (checked by the browser) and ?limit=
-    (1 to GROUP_PARTITIONS, the default)."""
+def partition_page(most: int = GROUP_PARTITIONS) -> tuple[str | None, int]:
+    """A detail's page of partitions (a group's, a streaming query's): ?after= (checked by
+    the read model) and ?limit= (1 to `most`, the default)."""
     args = request.args
-    return args.get("after"), page_limit(args.get("limit"), GROUP_PARTITIONS, GROUP_PARTITIONS)
+    return args.get("after"), page_limit(args.get("limit"), most, most)
 
 
 def named(name: str | None) -> str:
