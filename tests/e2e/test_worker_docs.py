@@ -87,10 +87,15 @@ def test_the_deployments_container_runs_as_printed(settings: Settings) -> None:
         wait_until(settled(settings, "handlers", "readings", 1), 60)
         with Producer(settings) as producer:
             producer.send_batch("readings", readings(random.Random(8), 5, 50))
-        wait_until(lambda: len(log_rows(settings, "handlers")) == 50, 60)
-        assert {(s, a) for *_, s, a in log_rows(settings, "handlers")} == {("done", 1)}
+        # A log row is written at the fetch ("start") and settled at the ack ("done").
+        wait_until(lambda: _states(settings).count(("done", 1)) == 50, 60)
+        assert sorted(_states(settings)) == [("done", 1)] * 50
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def _states(settings: Settings) -> list[tuple[str, int]]:
+    return [(s, a) for *_, s, a in log_rows(settings, "handlers")]
