@@ -21,9 +21,11 @@ from ems.backend import mysql_backend
 from ems.config import Settings
 from ems.consumer.groups import ensure_group
 from ems.store import Store
+from ems.store import autoscale as autoscale_store
 from ems.store.errors import NotLeader
 from ems.types import GroupInfo
 from ems.values.autoscale import ScalePolicy
+from tests import sql
 from tests.fake_kubernetes import FakeKubernetes, serve
 from tests.integration import seed
 
@@ -50,6 +52,12 @@ def join(store: Store, group: GroupInfo, *loads: tuple[float, float]) -> list[st
         store.leases.register(group.id, name, "h", 1, ttl=10)
         assert store.leases.renew(name, 10, cpu_percent=cpu, load_rate=load)
     return names
+
+
+#: The leader row's lease made to end that many seconds from now.
+_LASTING = (
+    "UPDATE group_leader SET lease_expires_at = NOW(6) + INTERVAL %s SECOND WHERE group_id = %s"
+)
 
 
 def lead(store: Store, group: GroupInfo, client: str = "c0", ttl: float = 600) -> tuple[str, int]:
@@ -335,20 +343,28 @@ def test_a_leader_deposed_before_its_patch_does_not_scale(
     fake, kubeconfig = cluster
     store.autoscale.set_policy(group.id, K8S)
     join(store, group, (5000, 10), (5000, 10))
-    # Long enough to reach the PATCH (the step's reads, the decision and the GET of the
-    # deployment took over 1 s on a slow machine, and the old 1 s lease ran out before
-    # the leader row was held), short enough to run out while the PATCH waits for it.
-    old = lead(store, group, "c0", ttl=5.0)
+    old = lead(store, group, "c0")
     taken: list[float] = []
     patched: list[float] = []
     scale = KubernetesBackend.scale
+    held = autoscale_store.hold
+
+    def held_briefly(cursor: Any, group_id: int, client_id: str, epoch: int) -> None:
+        # The lease is made to run out soon after the leader holds its row, however long
+        # the step took to get here: renewed for a short while right before the hold (from
+        # another session, while nobody holds the row), longer each time it lapsed first.
+        for lasting in (2, 4, 8, 16, 32):
+            sql.run(store, _LASTING, (lasting, group_id))
+            with contextlib.suppress(NotLeader):
+                return held(cursor, group_id, client_id, epoch)
+        raise AssertionError("the leader's hold never came within 32 s of its renewal")
 
     def take_over() -> None:
         lead(store, group, "c1")
         taken.append(time.monotonic())
 
     def deposed_first(backend: KubernetesBackend, current: int, desired: int) -> bool:
-        seed.wait_until(lambda: store.leases.leader(group.id).expires_in <= 0)
+        seed.wait_until(lambda: store.leases.leader(group.id).expires_in <= 0, 60)
         rival = threading.Thread(target=take_over)
         rival.start()
         # The takeover either completes or waits on the leader row.
@@ -360,11 +376,13 @@ def test_a_leader_deposed_before_its_patch_does_not_scale(
 
     rival_threads: list[threading.Thread] = []
     monkeypatch.setattr(KubernetesBackend, "scale", deposed_first)
+    monkeypatch.setattr(autoscale_store, "hold", held_briefly)
     scaler = Autoscaler(store, group, settings.with_(kubeconfig=kubeconfig))
-    with contextlib.suppress(NotLeader):  # the leadership may be gone before the PATCH
+    with contextlib.suppress(NotLeader):  # told it was deposed, once its PATCH is done
         scaler.run(old)
+    assert rival_threads, "the leader's step never reached its PATCH"
     for rival in rival_threads:
-        rival.join(10)
+        rival.join(60)
     assert taken, "the rival never took the leadership over"
     if fake.patches():
         assert patched and taken[0] > patched[0], "a deposed leader scaled the Deployment"
