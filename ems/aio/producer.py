@@ -28,6 +28,8 @@ from ems.producer.planning import (
     Outgoing,
     Prepared,
     RangeEnds,
+    last_offsets,
+    metadata,
     offset_conflict,
     partition_counts,
     place,
@@ -121,7 +123,7 @@ class Producer:
             return (await self._send_later(transaction, topic, record, schedule))[0]
         deadline = time.monotonic() + self.settings.send_timeout
         info = self._topics.get(topic) or await self._topic(topic, deadline)
-        prepared = prepare(info, Record(body, key, headers), {}, self._round_robin)
+        prepared = prepare(info, Record(body, key, headers), self._round_robin)
         (placed,) = await self._committer(info).submit((prepared,), deadline)
         return RecordMetadata(info.name, placed.partition, placed.offset)
 
@@ -145,9 +147,7 @@ class Producer:
         prepared = prepare_batch(info, records, self._round_robin)
         if not prepared:
             return []
-        placed = await self._committer(info).submit(prepared, deadline)
-        name = info.name
-        return [RecordMetadata(name, m.partition, m.offset) for m in placed]
+        return metadata(info.name, await self._committer(info).submit(prepared, deadline))
 
     async def close(self) -> None:
         """Let the groups under way finish, then close the connections."""
@@ -297,7 +297,8 @@ class Producer:
             if conflicts == CONFLICT_ATTEMPTS:
                 raise offset_conflict(info, len(prepared))
             reseed = True
-        await self._wakeups.messages(info.id, {r.partition: r.offset for r in rows})
+        assert rows is not None and firsts is not None
+        await self._wakeups.messages(info.id, last_offsets(firsts, counts))
         published(info.name).inc(len(rows))  # once per group commit
         return rows
 

@@ -153,6 +153,9 @@ class RespAllocator:
         self.prefix = prefix
         self._incr_heads: dict[tuple[int, int], bytes] = {}
         self._many_sha = hashlib.sha1(_INCRBY_MANY.encode()).hexdigest()
+        self._many_head = _bulk(b"EVALSHA") + _bulk(self._many_sha.encode())
+        #: Per topic id and partition, its counter's key as a packed bulk string.
+        self._key_bulks: dict[int, dict[int, bytes]] = {}
 
     def key(self, topic_id: int, partition: int) -> str:
         return offset_key(self.prefix, topic_id, partition)
@@ -167,9 +170,8 @@ class RespAllocator:
             command = b"%b$%d\r\n%b\r\n" % (head, len(digits), digits)
             (end,) = self.conn.execute(command, 1, idempotent=False)
             return {partition: _integer(end) - n}
-        keys = [self.key(topic_id, partition) for partition in counts]
-        ends = self._incr_many(keys, list(counts.values()))
-        return {p: _integer(end) - n for (p, n), end in zip(counts.items(), ends, strict=True)}
+        ends = self._incr_many(topic_id, counts)
+        return {p: end - n for (p, n), end in zip(counts.items(), ends, strict=True)}
 
     def reseed(self, topic_id: int, next_offsets: Mapping[int, int]) -> None:
         if not next_offsets:
@@ -194,17 +196,39 @@ class RespAllocator:
         self._incr_heads[(topic_id, partition)] = head
         return head
 
-    def _incr_many(self, keys: list[str], counts: list[int]) -> list[Reply]:
-        command = pack("EVALSHA", self._many_sha, len(keys), *keys, *counts)
-        reply = self.conn.execute(command, 1, idempotent=False)[0]
+    def _incr_many(self, topic_id: int, counts: Mapping[int, int]) -> list[int]:
+        """The counters' ends after INCRBY of each partition's count, in counts' order."""
+        reply = self.conn.execute(self._many_command(topic_id, counts), 1, idempotent=False)[0]
         if isinstance(reply, ErrorReply) and reply.code == "NOSCRIPT":
             # Redis restarted or flushed its script cache; EVAL loads the script again.
-            command = pack("EVAL", _INCRBY_MANY, len(keys), *keys, *counts)
+            keys = [self.key(topic_id, p) for p in counts]
+            command = pack("EVAL", _INCRBY_MANY, len(keys), *keys, *counts.values())
             reply = self.conn.execute(command, 1, idempotent=False)[0]
         ends = check(reply)
-        if not isinstance(ends, list) or len(ends) != len(keys):
+        if not isinstance(ends, list) or len(ends) != len(counts):
             raise RedisReplyError(f"Redis answered the offset script with {ends!r}")
-        return ends
+        if set(map(type, ends)) != {int}:
+            return [_integer(end) for end in ends]  # raises for the first that is none
+        return ends  # type: ignore[return-value]
+
+    def _many_command(self, topic_id: int, counts: Mapping[int, int]) -> bytes:
+        """pack("EVALSHA", sha, len(counts), *keys, *counts), each key's part packed once
+        per producer: a batch over many partitions sends one per partition."""
+        bulks = self._key_bulks.get(topic_id)
+        if bulks is None:
+            bulks = self._key_bulks[topic_id] = {}
+        parts = [b"*%d\r\n" % (3 + 2 * len(counts)), self._many_head, _bulk(b"%d" % len(counts))]
+        for p in counts:
+            bulk = bulks.get(p)
+            if bulk is None:
+                bulk = bulks[p] = _bulk(self.key(topic_id, p).encode())
+            parts.append(bulk)
+        parts.extend([_bulk(b"%d" % n) for n in counts.values()])
+        return b"".join(parts)
+
+
+def _bulk(data: bytes) -> bytes:
+    return b"$%d\r\n%b\r\n" % (len(data), data)
 
 
 def _integer(reply: Reply) -> int:

@@ -110,6 +110,15 @@ def parse(buf: bytes, pos: int = 0) -> tuple[Reply, int]:
             return None, after
         items: list[Reply] = []
         for _ in range(count):
+            if buf.startswith(b":", after):
+                # An integer, read here without a call per item: the offset script
+                # answers with one per partition of a batch.
+                end = buf.find(_CRLF, after)
+                if end < 0:
+                    raise Incomplete
+                items.append(_integer(buf[after + 1 : end]))
+                after = end + 2
+                continue
             item, after = parse(buf, after)
             items.append(item)
         return items, after

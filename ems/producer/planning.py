@@ -5,11 +5,14 @@ a Redis that lost writes). No I/O here: both producers await or block around the
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import count
+from operator import itemgetter
 
 from ems.exceptions import InvalidInput, OffsetConflict, UnknownPartition
 from ems.producer.partitioner import RoundRobin, partition_for_key
-from ems.types import NewMessage, Record, TopicInfo
+from ems.types import NewMessage, Record, RecordMetadata, TopicInfo
 from ems.validation import encode_body, encode_headers, encode_key
 
 MAX_BATCH = 10_000
@@ -17,10 +20,17 @@ MAX_BATCH = 10_000
 GROUP_MAX = 1_000
 #: Fresh ranges to try when offsets collide (Redis lost its counters, a hole was filled).
 CONFLICT_ATTEMPTS = 8
+#: Valid keys kept with their partition, per partition count (see route).
+_ROUTES_SIZE = 8192
+_routes: dict[int, dict[str | bytes, tuple[bytes, int]]] = {}
 
 Outgoing = Record | bytes | str | Mapping[str, object]
 #: (partition, key, headers JSON, body) of a validated message.
 Prepared = tuple[int, bytes | None, str | None, bytes]
+_partition = itemgetter(0)
+#: _new(NewMessage, fields) is NewMessage(*fields) without the Python-level constructor
+#: a named tuple has: half the cost, on a path taken for every message published.
+_new = tuple.__new__
 
 
 def as_record(item: Outgoing) -> Record:
@@ -36,40 +46,65 @@ def as_record(item: Outgoing) -> Record:
     raise InvalidInput(f"cannot publish a {type(item).__name__}; use ems.Record, bytes or str")
 
 
-def prepare(
-    info: TopicInfo,
-    record: Record,
-    headers_json: dict[int, str | None],
-    round_robin: RoundRobin,
-) -> Prepared:
-    """Validate and encode one message and choose its partition. headers_json caches the
-    JSON of header mappings by identity: the messages of a batch often share one."""
-    body = encode_body(record.body, info.max_body_bytes)
-    key = encode_key(record.key)
-    if record.headers is None:
-        headers = None
-    else:
-        ident = id(record.headers)
-        if ident not in headers_json:
-            headers_json[ident] = encode_headers(record.headers)
-        headers = headers_json[ident]
-    if key is None:
-        partition = round_robin.next(info.id, info.partitions)
-    else:
-        partition = partition_for_key(key, info.partitions)
-    return partition, key, headers, body
+def prepare(info: TopicInfo, record: Record, round_robin: RoundRobin) -> Prepared:
+    """Validate and encode one message and choose its partition."""
+    return prepare_batch(info, (record,), round_robin)[0]
 
 
 def prepare_batch(
     info: TopicInfo, messages: Iterable[Outgoing], round_robin: RoundRobin
 ) -> list[Prepared]:
-    """A send_batch's messages, all validated before any is sent (one bad message
-    rejects the batch)."""
+    """Validate and encode messages and choose their partitions, all before any is sent
+    (one bad message rejects the batch). One loop that calls out only where a value is not
+    plain (a body that is not bytes, a key not seen before, headers not seen in this
+    batch): this runs for every message published. A message's body is checked first,
+    then its key, then its headers, and a keyless one takes its round-robin turn last."""
     items = list(messages)
     if len(items) > MAX_BATCH:
         raise InvalidInput(f"a batch holds at most {MAX_BATCH} messages, not {len(items)}")
+    max_body, partitions = info.max_body_bytes, info.partitions
+    routes = _routes.get(partitions) or _routes.setdefault(partitions, {})
+    # The JSON of header mappings by identity: the messages of a batch often share one,
+    # and then each finds it as the one before's.
     headers_json: dict[int, str | None] = {}
-    return [prepare(info, as_record(item), headers_json, round_robin) for item in items]
+    last_headers: object = None
+    last_text: str | None = None
+    prepared: list[Prepared] = []
+    append = prepared.append
+    for item in items:
+        body, key, headers = item if type(item) is Record else as_record(item)
+        if type(body) is not bytes or len(body) > max_body:
+            body = encode_body(body, max_body)
+        if key is not None:
+            found = routes.get(key) if type(key) is str or type(key) is bytes else None
+            key, partition = found or route(key, partitions)
+        text = None
+        if headers is not None:
+            if headers is not last_headers:
+                ident = id(headers)
+                if ident not in headers_json:
+                    headers_json[ident] = encode_headers(headers)
+                last_headers, last_text = headers, headers_json[ident]
+            text = last_text
+        if key is None:
+            partition = round_robin.next(info.id, partitions)
+        append((partition, key, text, body))
+    return prepared
+
+
+def route(key: object, partitions: int) -> tuple[bytes, int]:
+    """A key validated and encoded, and its partition by that count. Keys repeat (a
+    project's, a device's): the pair is kept for each valid str or bytes key, as the JSON
+    of headers is (ems.validation), and prepare_batch finds it with one lookup."""
+    encoded = encode_key(key)
+    assert encoded is not None
+    found = encoded, partition_for_key(encoded, partitions)
+    if type(key) is str or type(key) is bytes:
+        routes = _routes.get(partitions) or _routes.setdefault(partitions, {})
+        if len(routes) >= _ROUTES_SIZE:
+            routes.clear()
+        routes[key] = found
+    return found
 
 
 def reroute(
@@ -132,10 +167,8 @@ def place_rows(
 
 
 def partition_counts(prepared: Sequence[Prepared]) -> dict[int, int]:
-    counts: dict[int, int] = {}
-    for item in prepared:  # no starred unpacking: it builds a list per message
-        counts[item[0]] = counts.get(item[0], 0) + 1
-    return counts
+    """How many messages go to each partition, in the order partitions first appear."""
+    return dict(Counter(map(_partition, prepared)))
 
 
 def place(
@@ -144,13 +177,18 @@ def place(
     firsts: Mapping[int, int],
 ) -> list[NewMessage]:
     """Give each message the next offset of its partition's range, in input order."""
-    cursor = dict(firsts)
-    rows = []
-    for partition, key, headers, body in prepared:
-        offset = cursor[partition]
-        cursor[partition] = offset + 1
-        rows.append(NewMessage(topic_id, partition, offset, key, headers, body))
-    return rows
+    nexts = {p: count(first).__next__ for p, first in firsts.items()}
+    return [_new(NewMessage, (topic_id, p, nexts[p](), k, h, b)) for p, k, h, b in prepared]
+
+
+def metadata(topic: str, rows: Sequence[NewMessage]) -> list[RecordMetadata]:
+    """Where each row landed, in their order."""
+    return [_new(RecordMetadata, (topic, m[1], m[2])) for m in rows]
+
+
+def last_offsets(firsts: Mapping[int, int], counts: Mapping[int, int]) -> dict[int, int]:
+    """The last offset place() gave in each partition, from the ranges it placed in."""
+    return {p: firsts[p] + n - 1 for p, n in counts.items()}
 
 
 def went_back(

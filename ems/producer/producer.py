@@ -27,6 +27,8 @@ from ems.producer.planning import (
     Outgoing,
     Prepared,
     RangeEnds,
+    last_offsets,
+    metadata,
     offset_conflict,
     partition_counts,
     pin,
@@ -125,7 +127,7 @@ class Producer:
             return self._send_later(transaction, topic, record, schedule)[0]
         deadline = time.monotonic() + self.settings.send_timeout
         info = self._topics.get(topic) or self._topic(topic, deadline)
-        prepared = prepare(info, Record(body, key, headers), {}, self._round_robin)
+        prepared = prepare(info, Record(body, key, headers), self._round_robin)
         (placed,) = self._committer(info).submit((prepared,), deadline)
         return RecordMetadata(info.name, placed.partition, placed.offset)
 
@@ -149,9 +151,7 @@ class Producer:
         prepared = prepare_batch(info, messages, self._round_robin)
         if not prepared:
             return []
-        placed = self._committer(info).submit(prepared, deadline)
-        name = info.name
-        return [RecordMetadata(name, m.partition, m.offset) for m in placed]
+        return metadata(info.name, self._committer(info).submit(prepared, deadline))
 
     def send_once(
         self,
@@ -360,8 +360,8 @@ class Producer:
             if conflicts == CONFLICT_ATTEMPTS:
                 raise offset_conflict(info, len(prepared))
             reseed = True
-        assert rows is not None
-        self._wakeups.messages(info.id, {r.partition: r.offset for r in rows})
+        assert rows is not None and firsts is not None
+        self._wakeups.messages(info.id, last_offsets(firsts, counts))
         published(info.name).inc(len(rows))  # once per group commit
         return rows
 

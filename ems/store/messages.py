@@ -15,6 +15,7 @@ from ems.store.database import Database
 from ems.store.errors import BelowLowWatermark
 from ems.store.watermarks import HighWatermarks, all_high_watermarks
 from ems.types import Fetched, NewMessage, StoredMessage, TopicInfo, stored_message
+from ems.validation import MAX_KEY_BYTES
 from ems.values.fetch import decode_headers, within_budget
 from ems.values.lifecycle import check_not_fenced
 
@@ -88,6 +89,11 @@ INSERT_HEAD = (
     b"INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body) VALUES "
 )
 _ROW = b"(%d,%d,%b,%b,%b,X'%b')"
+_KEY = b"X'%b'"
+_HEADERS = b"_utf8mb4 X'%b'"
+#: Literals of recent keys (see _key_literal), and how many are kept at most.
+_KEY_LITERALS = 4096
+_key_literals: dict[bytes, bytes] = {}
 # The producer's INSERTs also carry a write token, on the first row of a write only: the
 # write is atomic (one statement, or one transaction), so that row being stored with the
 # token proves all of it committed, and a row at its place without it proves none did.
@@ -96,6 +102,8 @@ _HEAD = (
     b"write_token) VALUES "
 )
 _ROW_UNTOKENED = b"(%d,%d,%b,%b,%b,X'%b',NULL)"
+#: _ROW_UNTOKENED with its offset as a number (every row but a statement's first).
+_ROW_AT = b"(%d,%d,%d,%b,%b,X'%b',NULL)"
 _ROW_TOKENED = b"(%d,%d,%b,%b,%b,X'%b',%d)"
 # No message may be stored below its partition's low watermark: a purge removed that range
 # and readers jump over it, so a row there would be acknowledged and never delivered. In
@@ -167,43 +175,88 @@ def insert_statements(
     guarded against offsets below the low watermark (and, given the count of partitions
     the rows were routed by, against a topic whose count is no longer that), the first row
     carrying the write token; None if a row is too large to send as hex."""
-    statements: list[bytes] = []
-    chunk: list[NewMessage] = []
+    if not messages:
+        return []
+    found = _rows(messages)
+    if found is None:
+        return None
+    rows, lowest = found
+    size = len(_HEAD) + sum(map(len, rows)) + len(rows)
+    if size + _GUARD_BYTES * (len(lowest) + 1) <= _STATEMENT_BYTES:
+        # One statement (the common case): the sizes need no row by row account.
+        return [_statement(messages[0], rows, lowest, token, partitions)]
+    return _split(messages, rows, token, partitions)
+
+
+def _rows(messages: Sequence[NewMessage]) -> tuple[list[bytes], dict[int, int]] | None:
+    """The messages' VALUES tuples without a token, and the lowest offset of each
+    partition among them; None if a row is too large to send as hex. One loop that calls
+    out only for a literal not made before (this runs for every message published): the
+    messages of a write mostly share their headers, and keys repeat across writes."""
     rows: list[bytes] = []
-    seen: set[int] = set()
-    routed = partitions
-    size = len(_HEAD)
-    for m in messages:
-        if len(m.body) + len(m.key or b"") + len(m.headers or "") > _HEX_ROW_BYTES:
+    lowest: dict[int, int] = {}
+    keys = _key_literals
+    texts: dict[str, bytes] = {}
+    last_text, last_sql = None, b"NULL"
+    append = rows.append
+    for topic_id, partition, offset, key, headers, body in messages:
+        size = len(body)
+        if key is None:
+            key_sql = b"NULL"
+        else:
+            size += len(key)
+            key_sql = keys.get(key) or _key_literal(key)
+        if headers is not last_text:
+            last_text = headers
+            if headers is None:
+                last_sql = b"NULL"
+            else:
+                last_sql = texts.get(headers) or texts.setdefault(
+                    headers, _headers_literal(headers)
+                )
+        if headers is not None:
+            size += len(headers)
+        if size > _HEX_ROW_BYTES:
             return None
-        row = _row(m, b"%d" % m.offset, None)
-        guards = _GUARD_BYTES * (len(seen) + (m.partition not in seen) + 1)
-        if rows and size + len(row) + 1 + guards > _STATEMENT_BYTES:
-            statements.append(_statement(chunk, rows, None if statements else token, routed))
-            chunk, rows, seen, size = [], [], set(), len(_HEAD)
-        chunk.append(m)
-        rows.append(row)
-        seen.add(m.partition)
+        append(_ROW_AT % (topic_id, partition, offset, key_sql, last_sql, hexlify(body)))
+        if partition not in lowest or offset < lowest[partition]:
+            lowest[partition] = offset
+    return rows, lowest
+
+
+def _split(
+    messages: Sequence[NewMessage], rows: list[bytes], token: int | None, routed: int | None
+) -> list[bytes]:
+    """The rows in statements under _STATEMENT_BYTES, each with its own guard over the
+    lowest offset of each partition in it."""
+    statements: list[bytes] = []
+    kept: list[bytes] = []
+    lowest: dict[int, int] = {}
+    first, size = messages[0], len(_HEAD)
+    for m, row in zip(messages, rows, strict=True):
+        guards = _GUARD_BYTES * (len(lowest) + (m.partition not in lowest) + 1)
+        if kept and size + len(row) + 1 + guards > _STATEMENT_BYTES:
+            tokened = None if statements else token
+            statements.append(_statement(first, kept, lowest, tokened, routed))
+            first, kept, lowest, size = m, [], {}, len(_HEAD)
+        kept.append(row)
+        if m.offset < lowest.get(m.partition, m.offset + 1):
+            lowest[m.partition] = m.offset
         size += len(row) + 1
-    if rows:
-        statements.append(_statement(chunk, rows, None if statements else token, routed))
+    statements.append(_statement(first, kept, lowest, None if statements else token, routed))
     return statements
 
 
 def _statement(
-    chunk: list[NewMessage],
+    first: NewMessage,
     rows: list[bytes],
+    lowest: Mapping[int, int],
     token: int | None,
     routed: int | None,
 ) -> bytes:
     """The INSERT of the rows, its first row's offset written as the guard over the
     lowest offset of every partition in it (and over the count the rows were routed by),
     and the token (if any) on that row."""
-    lowest: dict[int, int] = {}
-    for m in chunk:
-        if m.offset < lowest.get(m.partition, m.offset + 1):
-            lowest[m.partition] = m.offset
-    first = chunk[0]
     guarded = _GUARDED % (first.offset, first.offset, first.topic_id, _below(lowest, routed))
     rows[0] = _row(first, guarded, token)
     return _HEAD + b",".join(rows)
@@ -259,9 +312,25 @@ def key_headers(key: bytes | None, text: str | None) -> tuple[bytes, bytes]:
     instead of the driver's escaping, and valid whatever the session's sql_mode
     (backslashes mean nothing in them). Headers are JSON text, which MySQL 8 refuses from
     a binary string, so their literal carries a utf8mb4 introducer."""
-    key_sql = b"NULL" if key is None else b"X'%b'" % hexlify(key)
-    headers = b"NULL" if text is None else b"_utf8mb4 X'%b'" % hexlify(text.encode())
+    key_sql = b"NULL" if key is None else _KEY % hexlify(key)
+    headers = b"NULL" if text is None else _HEADERS % hexlify(text.encode())
     return key_sql, headers
+
+
+def _key_literal(key: bytes) -> bytes:
+    """The key's literal, kept for the next rows and writes with that key (a bounded
+    number of keys, each of at most MAX_KEY_BYTES). Readers only get() from the cache, so
+    a clear() by another thread costs them a miss, never an error."""
+    literal = _KEY % hexlify(key)
+    if len(key) <= MAX_KEY_BYTES:
+        if len(_key_literals) >= _KEY_LITERALS:
+            _key_literals.clear()
+        _key_literals[key] = literal
+    return literal
+
+
+def _headers_literal(text: str) -> bytes:
+    return _HEADERS % hexlify(text.encode())
 
 
 def _row(m: NewMessage, offset: bytes, token: int | None) -> bytes:

@@ -1,0 +1,207 @@
+"""The publish path's per-message steps, each against a plain statement of what it must
+give: validation and routing (prepare_batch), placing, the INSERT's rows and guard, and
+the offset script's command. The fast forms (caches of keys and literals, one loop per
+batch) must give exactly what the message-by-message form gives, errors included."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ems.exceptions import EmsError
+from ems.offsets.allocators import RespAllocator
+from ems.offsets.resp import Reply, pack
+from ems.producer import planning
+from ems.producer.partitioner import RoundRobin, partition_for_key
+from ems.producer.planning import (
+    Prepared,
+    last_offsets,
+    metadata,
+    partition_counts,
+    place,
+    prepare_batch,
+)
+from ems.store import messages
+from ems.types import NewMessage, Record, RecordMetadata, TopicInfo
+from ems.validation import encode_body, encode_headers, encode_key
+
+TOPIC = TopicInfo(
+    id=7,
+    name="t",
+    partitions=5,
+    retention_hours=1,
+    max_body_bytes=40,
+    created_at=dt.datetime(2026, 1, 1),
+)
+SHARED = {"type": "reading.v1"}
+
+
+def one_by_one(info: TopicInfo, items: list[Any], rr: RoundRobin) -> list[Prepared]:
+    """The rule, message by message: body, then key, then headers, then a keyless
+    message's round-robin turn."""
+    out: list[Prepared] = []
+    for item in items:
+        record = planning.as_record(item)
+        body = encode_body(record.body, info.max_body_bytes)
+        key = encode_key(record.key)
+        text = encode_headers(record.headers)
+        if key is None:
+            partition = rr.next(info.id, info.partitions)
+        else:
+            partition = partition_for_key(key, info.partitions)
+        out.append((partition, key, text, body))
+    return out
+
+
+_bodies = st.sampled_from([b"x", b"", b"y" * 41, "text", "\udcff", bytearray(b"ba"), 7])
+_keys = st.sampled_from([None, "k1", "k2", b"k1", "é", "k" * 256, "\udcff", 5, b"b" * 255])
+_headers = st.sampled_from([None, SHARED, {}, {"a": "b"}, {"a": 1}, ["x"]])
+_records = st.builds(Record, _bodies, _keys, _headers)
+_items = _records | st.sampled_from([b"plain", "str", {"body": b"m", "key": "k1"}, {"x": 1}, 3])
+
+
+def _outcome(info: TopicInfo, items: list[Any], prepare: Any) -> tuple[object, int]:
+    rr = RoundRobin()
+    rr.next(info.id, info.partitions)
+    try:
+        found: object = prepare(info, items, rr)
+    except EmsError as exc:
+        found = (type(exc), str(exc))
+    return found, rr.next(info.id, info.partitions)
+
+
+@given(st.lists(_items, max_size=12), st.booleans())
+def test_a_batch_is_prepared_as_message_by_message(items: list[Any], warm: bool) -> None:
+    if warm:  # the keys' cache holds what an earlier batch routed
+        _outcome(TOPIC, items, prepare_batch)
+    assert _outcome(TOPIC, items, prepare_batch) == _outcome(TOPIC, items, one_by_one)
+
+
+def test_a_cached_key_is_routed_as_a_new_one() -> None:
+    planning._routes.clear()
+    rr = RoundRobin()
+    first = prepare_batch(TOPIC, [Record(b"a", "dev-1"), Record(b"b", b"dev-1")], rr)
+    again = prepare_batch(TOPIC, [Record(b"a", "dev-1"), Record(b"b", b"dev-1")], rr)
+    expected = (partition_for_key(b"dev-1", TOPIC.partitions), b"dev-1", None)
+    assert [p[:3] for p in first] == [p[:3] for p in again] == [expected, expected]
+
+
+def test_the_keys_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(planning, "_ROUTES_SIZE", 4)
+    planning._routes.clear()
+    rr = RoundRobin()
+    keys = [f"key-{i}" for i in range(10)]
+    prepared = prepare_batch(TOPIC, [Record(b"x", k) for k in keys], rr)
+    assert [p[0] for p in prepared] == [partition_for_key(k.encode(), 5) for k in keys]
+    assert len(planning._routes[TOPIC.partitions]) <= 4
+
+
+def test_placed_rows_their_metadata_and_the_ends_a_wake_up_names() -> None:
+    prepared = [(1, None, None, b"a"), (0, b"k", "{}", b"b"), (1, None, None, b"c")]
+    firsts = {1: 10, 0: 3}
+    rows = place(7, prepared, firsts)
+    assert rows == [
+        NewMessage(7, 1, 10, None, None, b"a"),
+        NewMessage(7, 0, 3, b"k", "{}", b"b"),
+        NewMessage(7, 1, 11, None, None, b"c"),
+    ]
+    assert all(type(r) is NewMessage for r in rows)
+    expected = [RecordMetadata("t", 1, 10), RecordMetadata("t", 0, 3), RecordMetadata("t", 1, 11)]
+    assert metadata("t", rows) == expected
+    counts = partition_counts(prepared)
+    assert list(counts.items()) == [(1, 2), (0, 1)]
+    assert last_offsets(firsts, counts) == {r.partition: r.offset for r in rows}
+
+
+# -- the INSERT ----------------------------------------------------------------------------
+
+
+def reference_statement(rows: list[NewMessage], token: int, routed: int | None) -> bytes:
+    """The raw baseline's rows (messages.values) with the write token column, the first
+    row's offset written as the guard over each partition's lowest offset."""
+    lowest: dict[int, int] = {}
+    for m in rows:
+        lowest[m.partition] = min(m.offset, lowest.get(m.partition, m.offset))
+    values = [messages.values(m)[:-1] + b",NULL)" for m in rows]
+    first = rows[0]
+    if routed is None:
+        cond = [b"partition_no = %d AND low_offset > %d" % kv for kv in sorted(lowest.items())]
+    else:
+        cond = [
+            b"partition_no = %d AND (low_offset > %d OR partitions <> %d)" % (p, o, routed)
+            for p, o in sorted(lowest.items())
+        ]
+    guard = (
+        b"(SELECT %d UNION ALL SELECT %d FROM partition_low WHERE topic_id = %d AND (%b) "
+        b"LIMIT 2)" % (first.offset, first.offset, first.topic_id, b" OR ".join(cond))
+    )
+    head = b"(%d,%d,%d," % (first.topic_id, first.partition, first.offset)
+    assert values[0].startswith(head)
+    values[0] = b"(%d,%d,%b," % (first.topic_id, first.partition, guard) + values[0][len(head) :]
+    values[0] = values[0][: -len(b"NULL)")] + b"%d)" % token
+    return messages.INSERT_HEAD.replace(b"body)", b"body, write_token)") + b",".join(values)
+
+
+_rows = st.lists(
+    st.builds(
+        NewMessage,
+        st.just(3),
+        st.integers(0, 4),
+        st.integers(0, 50),
+        st.sampled_from([None, b"", b"k1", b"k2", b"\x00'\\"]),
+        st.sampled_from([None, "", '{"a":"b"}', '{"é":"\\u0000"}']),
+        st.binary(max_size=20),
+    ),
+    min_size=1,
+    max_size=15,
+)
+
+
+@given(_rows, st.sampled_from([None, 5]), st.booleans())
+def test_the_insert_is_the_baseline_rows_with_guard_and_token(
+    rows: list[NewMessage], routed: int | None, warm: bool
+) -> None:
+    if not warm:
+        messages._key_literals.clear()
+    statements = messages.insert_statements(rows, 99, partitions=routed)
+    assert statements == [reference_statement(rows, 99, routed)]
+
+
+def test_the_key_literals_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(messages, "_KEY_LITERALS", 3)
+    messages._key_literals.clear()
+    rows = [NewMessage(1, 0, o, b"key-%d" % o, None, b"b") for o in range(8)]
+    (statement,) = messages.insert_statements(rows, 1) or [b""]
+    assert statement == reference_statement(rows, 1, None)
+    assert len(messages._key_literals) <= 3
+
+
+# -- the offset script -------------------------------------------------------------------
+
+
+class _Conn:
+    """Answers the offset script with each counter's end, as Redis would from 0."""
+
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    def execute(self, packed: bytes, replies: int, *, idempotent: bool = True) -> list[Reply]:
+        self.sent.append(packed)
+        counts = [int(n) for n in re.findall(rb"\$\d+\r\n(\d+)\r\n", packed)][1:]
+        return [counts]  # type: ignore[list-item]
+
+
+@given(st.dictionaries(st.integers(0, 4095), st.integers(1, 10_000), min_size=2, max_size=20))
+def test_the_offset_script_is_packed_as_pack_would(counts: Mapping[int, int]) -> None:
+    conn = _Conn()
+    allocator = RespAllocator(conn, "ems:db:")  # type: ignore[arg-type]
+    assert allocator.allocate(9, counts) == {p: 0 for p in counts}
+    keys = [allocator.key(9, p) for p in counts]
+    expected = pack("EVALSHA", allocator._many_sha, len(keys), *keys, *counts.values())
+    assert conn.sent == [expected]
