@@ -5,10 +5,7 @@ a Redis that lost writes). No I/O here: both producers await or block around the
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import count
-from operator import itemgetter
 
 from ems.exceptions import InvalidInput, OffsetConflict, UnknownPartition
 from ems.producer.partitioner import RoundRobin, partition_for_key
@@ -27,7 +24,6 @@ _routes: dict[int, dict[str | bytes, tuple[bytes, int]]] = {}
 Outgoing = Record | bytes | str | Mapping[str, object]
 #: (partition, key, headers JSON, body) of a validated message.
 Prepared = tuple[int, bytes | None, str | None, bytes]
-_partition = itemgetter(0)
 #: _new(NewMessage, fields) is NewMessage(*fields) without the Python-level constructor
 #: a named tuple has: half the cost, on a path taken for every message published.
 _new = tuple.__new__
@@ -168,7 +164,10 @@ def place_rows(
 
 def partition_counts(prepared: Sequence[Prepared]) -> dict[int, int]:
     """How many messages go to each partition, in the order partitions first appear."""
-    return dict(Counter(map(_partition, prepared)))
+    counts: dict[int, int] = {}
+    for item in prepared:  # no starred unpacking: it builds a list per message
+        counts[item[0]] = counts.get(item[0], 0) + 1
+    return counts
 
 
 def place(
@@ -177,8 +176,14 @@ def place(
     firsts: Mapping[int, int],
 ) -> list[NewMessage]:
     """Give each message the next offset of its partition's range, in input order."""
-    nexts = {p: count(first).__next__ for p, first in firsts.items()}
-    return [_new(NewMessage, (topic_id, p, nexts[p](), k, h, b)) for p, k, h, b in prepared]
+    cursor = dict(firsts)
+    rows: list[NewMessage] = []
+    append = rows.append
+    for partition, key, headers, body in prepared:
+        offset = cursor[partition]
+        cursor[partition] = offset + 1
+        append(_new(NewMessage, (topic_id, partition, offset, key, headers, body)))
+    return rows
 
 
 def metadata(topic: str, rows: Sequence[NewMessage]) -> list[RecordMetadata]:

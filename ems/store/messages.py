@@ -197,27 +197,26 @@ def _rows(messages: Sequence[NewMessage]) -> tuple[list[bytes], dict[int, int]] 
     lowest: dict[int, int] = {}
     keys = _key_literals
     texts: dict[str, bytes] = {}
-    last_text, last_sql = None, b"NULL"
+    last_text, last_sql, last_size = None, b"NULL", 0
     append = rows.append
     for topic_id, partition, offset, key, headers, body in messages:
-        size = len(body)
-        if key is None:
-            key_sql = b"NULL"
-        else:
-            size += len(key)
-            key_sql = keys.get(key) or _key_literal(key)
         if headers is not last_text:
             last_text = headers
             if headers is None:
-                last_sql = b"NULL"
+                last_sql, last_size = b"NULL", 0
             else:
                 last_sql = texts.get(headers) or texts.setdefault(
                     headers, _headers_literal(headers)
                 )
-        if headers is not None:
-            size += len(headers)
-        if size > _HEX_ROW_BYTES:
-            return None
+                last_size = len(headers)
+        if key is None:
+            key_sql = b"NULL"
+            if len(body) + last_size > _HEX_ROW_BYTES:
+                return None
+        else:
+            key_sql = keys.get(key) or _key_literal(key)
+            if len(body) + len(key) + last_size > _HEX_ROW_BYTES:
+                return None
         append(_ROW_AT % (topic_id, partition, offset, key_sql, last_sql, hexlify(body)))
         if partition not in lowest or offset < lowest[partition]:
             lowest[partition] = offset
