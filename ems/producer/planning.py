@@ -17,9 +17,11 @@ MAX_BATCH = 10_000
 GROUP_MAX = 1_000
 #: Fresh ranges to try when offsets collide (Redis lost its counters, a hole was filled).
 CONFLICT_ATTEMPTS = 8
-#: Valid keys kept with their partition, per partition count (see route).
-_ROUTES_SIZE = 8192
-_routes: dict[int, dict[str | bytes, tuple[bytes, int]]] = {}
+#: Valid keys kept with their encoding and partition (see route): at most _ROUTES_SIZE
+#: keys for each of at most _ROUTED_COUNTS partition counts.
+_ROUTES_SIZE = 4096
+_ROUTED_COUNTS = 4
+_routes: dict[int, dict[str, tuple[bytes, int]]] = {}
 
 Outgoing = Record | bytes | str | Mapping[str, object]
 #: (partition, key, headers JSON, body) of a validated message.
@@ -59,7 +61,7 @@ def prepare_batch(
     if len(items) > MAX_BATCH:
         raise InvalidInput(f"a batch holds at most {MAX_BATCH} messages, not {len(items)}")
     max_body, partitions = info.max_body_bytes, info.partitions
-    routes = _routes.get(partitions) or _routes.setdefault(partitions, {})
+    routes = _routes_for(partitions)
     # The JSON of header mappings by identity: the messages of a batch often share one,
     # and then each finds it as the one before's.
     headers_json: dict[int, str | None] = {}
@@ -72,7 +74,7 @@ def prepare_batch(
         if type(body) is not bytes or len(body) > max_body:
             body = encode_body(body, max_body)
         if key is not None:
-            found = routes.get(key) if type(key) is str or type(key) is bytes else None
+            found = routes.get(key) if type(key) is str else None
             key, partition = found or route(key, partitions)
         text = None
         if headers is not None:
@@ -90,17 +92,30 @@ def prepare_batch(
 
 def route(key: object, partitions: int) -> tuple[bytes, int]:
     """A key validated and encoded, and its partition by that count. Keys repeat (a
-    project's, a device's): the pair is kept for each valid str or bytes key, as the JSON
-    of headers is (ems.validation), and prepare_batch finds it with one lookup."""
+    project's, a device's): the pair is kept for each valid str key, as the JSON of
+    headers is (ems.validation), and prepare_batch finds it with one lookup. (Not for
+    bytes keys, which cost no encoding: a str and a bytes key can hash alike, and
+    comparing them warns under python -b.)"""
     encoded = encode_key(key)
     assert encoded is not None
     found = encoded, partition_for_key(encoded, partitions)
-    if type(key) is str or type(key) is bytes:
-        routes = _routes.get(partitions) or _routes.setdefault(partitions, {})
+    if type(key) is str:
+        routes = _routes_for(partitions)
         if len(routes) >= _ROUTES_SIZE:
             routes.clear()
         routes[key] = found
     return found
+
+
+def _routes_for(partitions: int) -> dict[str, tuple[bytes, int]]:
+    """The keys kept for this partition count. Readers only get() from these caches, so
+    a clear() by another thread costs them a miss, never an error."""
+    routes = _routes.get(partitions)
+    if routes is None:
+        if len(_routes) >= _ROUTED_COUNTS:
+            _routes.clear()
+        routes = _routes.setdefault(partitions, {})
+    return routes
 
 
 def reroute(

@@ -5,6 +5,7 @@ batch) must give exactly what the message-by-message form gives, errors included
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 from collections.abc import Mapping
@@ -100,6 +101,9 @@ def test_the_keys_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     prepared = prepare_batch(TOPIC, [Record(b"x", k) for k in keys], rr)
     assert [p[0] for p in prepared] == [partition_for_key(k.encode(), 5) for k in keys]
     assert len(planning._routes[TOPIC.partitions]) <= 4
+    for count in range(1, 10):  # and so is the number of partition counts kept
+        prepare_batch(dataclasses.replace(TOPIC, partitions=count), [Record(b"x", "k")], rr)
+    assert len(planning._routes) <= planning._ROUTED_COUNTS
 
 
 def test_placed_rows_their_metadata_and_the_ends_a_wake_up_names() -> None:
