@@ -40,6 +40,14 @@ from ems.types import (
 class Heartbeat(Protocol):
     """One member's lease renewals, which wait for nothing else the member does."""
 
+    def open(self) -> None:
+        """Be ready to register and renew at once (for MySQL: open the connection now),
+        before a lease starts: what its first statement would wait for comes off no lease.
+        """
+
+    def register(self, group_id: int, client_id: str, host: str, pid: int, ttl: float) -> None:
+        """As Leases.register, where the renewals run."""
+
     def renew(
         self,
         client_id: str,
