@@ -105,8 +105,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--soak-seconds",
         type=float,
+        default=120.0,
+        help="consumer suite: memory soak at 1,000 msg/s whose RSS trend is judged, after "
+        "the warm-up (default 120; 600 for the 10-minute soak)",
+    )
+    parser.add_argument(
+        "--soak-warmup",
+        type=float,
         default=60.0,
-        help="consumer suite: memory soak at 1,000 msg/s (default 60; 600 for the 10-minute soak)",
+        help="consumer suite: seconds of the same paced stream before the soak, left out "
+        "of its slope (default 60)",
     )
     parser.add_argument(
         "--spark-rows",

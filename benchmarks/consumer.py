@@ -48,6 +48,8 @@ LATENCY_RATE = 1000.0
 LATENCY_SECONDS = 10.0
 LATENCY_INDEX = 10
 SOAK_INDEX = 11
+#: RSS samples over the soak's warm-up and window (at most one a second).
+SOAK_SAMPLES = 180
 
 
 def log(message: str) -> None:
@@ -121,13 +123,14 @@ def kombu_drain(cfg: BenchConfig) -> tuple[float, float, int]:
     return fill.rate, drain.rate, int(stored)
 
 
-def ems_run(cfg: BenchConfig, counts: dict[int, int], soak: float) -> EmsRun:
+def ems_run(cfg: BenchConfig, counts: dict[int, int], soak: float, warmup: float) -> EmsRun:
     """4 members drain the backlog behind a barrier, then the same processes take a paced
-    stream: first LATENCY_SECONDS of timestamped messages, then the memory soak."""
+    stream: first LATENCY_SECONDS of timestamped messages, then the memory soak (a warm-up
+    of `warmup` seconds, then `soak` seconds whose RSS trend is judged)."""
     fleet = Fleet()
     barrier = fleet.ctx.Barrier(WORKERS)
     spec = GroupSpec(cfg=cfg, group="bench-drain", workers=WORKERS, counts=counts)
-    run = EmsRun()
+    run = EmsRun(soak_warmup=warmup)
     members = range(WORKERS)
     try:
         for i in members:
@@ -159,12 +162,13 @@ def ems_run(cfg: BenchConfig, counts: dict[int, int], soak: float) -> EmsRun:
         run.latency_sent, run.latency_rate, run.latency_behind = sent, sent / elapsed, behind
         time.sleep(1.0)  # the tail of the stream
 
+        paced = warmup + soak
         fleet.spawn(
-            SOAK_INDEX, paced_producer, cfg, LATENCY_RATE, soak, False, fleet.stop_producers
+            SOAK_INDEX, paced_producer, cfg, LATENCY_RATE, paced, False, fleet.stop_producers
         )
         fleet.wait("ready", [SOAK_INDEX], 60)
         began = time.monotonic()
-        every = max(1.0, soak / 60)
+        every = max(1.0, paced / SOAK_SAMPLES)
         while True:
             at = time.monotonic() - began
             run.soak.append((at, [rss_mb(pids[i]) for i in members]))
@@ -180,7 +184,7 @@ def ems_run(cfg: BenchConfig, counts: dict[int, int], soak: float) -> EmsRun:
         fleet.stop.value = 1
         for latencies, _ in fleet.wait("done", members, 60).values():
             run.latencies.extend(latencies)
-        log(f"soak of {soak:.0f} s done")
+        log(f"soak of {warmup:.0f} s + {soak:.0f} s done")
     finally:
         fleet.close()
     run.checks = check_group(cfg, "bench-drain")
@@ -240,7 +244,7 @@ def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
     query(ccfg.settings.database_url, "TRUNCATE TABLE topic_group_log")
 
     log("ems drain, latency and soak")
-    results.ems = ems_run(ccfg, counts, args.soak_seconds)
+    results.ems = ems_run(ccfg, counts, args.soak_seconds, args.soak_warmup)
 
     log("rebalance")
     results.rebalance = consumer_rebalance.measure(ccfg)

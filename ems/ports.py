@@ -21,7 +21,7 @@ from typing import Protocol
 from ems.types import (
     AssignmentRow,
     Delivery,
-    Fetched,
+    FetchedRows,
     GroupInfo,
     LeaderInfo,
     MemberInfo,
@@ -39,6 +39,14 @@ from ems.types import (
 
 class Heartbeat(Protocol):
     """One member's lease renewals, which wait for nothing else the member does."""
+
+    def open(self) -> None:
+        """Be ready to register and renew at once (for MySQL: open the connection now),
+        before a lease starts: what its first statement would wait for comes off no lease.
+        """
+
+    def register(self, group_id: int, client_id: str, host: str, pid: int, ttl: float) -> None:
+        """As Leases.register, where the renewals run."""
 
     def renew(
         self,
@@ -151,7 +159,7 @@ class MessageLog(Protocol):
     """What a partition reader needs: rows in offset order, the clock that ages holes,
     and tombstones to close old holes."""
 
-    def fetch(
+    def fetch_rows(
         self,
         topic_id: int,
         partition: int,
@@ -160,12 +168,14 @@ class MessageLog(Protocol):
         max_bytes: int,
         *,
         at_least_one: bool = True,
-    ) -> Fetched:
-        """Stored rows (tombstones too) from from_offset on, in offset order; a hole in
-        the offsets is simply not there. At most `limit` rows, and only while their
-        bodies total at most max_bytes, except that with at_least_one the rows up to the
-        first body come whatever its size (a message larger than the budget comes
-        alone). Fetched.cut tells that rows were left out for the budget."""
+    ) -> FetchedRows:
+        """Stored rows (tombstones too) from from_offset on, in offset order, as
+        MessageRow tuples; a hole in the offsets is simply not there. At most `limit`
+        rows, and only while their bodies total at most max_bytes, except that with
+        at_least_one the rows up to the first body come whatever its size (a message
+        larger than the budget comes alone). FetchedRows.cut tells that rows were left
+        out for the budget; its partition count may be told only when the first row is
+        at from_offset."""
 
     def low_offset(self, topic_id: int, partition: int) -> int | None:
         """The partition's low watermark after a purge (None when never purged)."""

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from operator import itemgetter
 from typing import Any, Literal, NamedTuple
 
 #: A member reads a partition at most this many offsets past the cursor it last committed
@@ -142,11 +143,12 @@ class StoredMessage:
     transactional: bool = False
 
 
-# The consume path builds a StoredMessage and a Delivery per message read. A frozen
-# dataclass's __init__ takes keywords and sets each field through object.__setattr__
-# (about 3 us each); these build the same instances by setting the slots directly (a
-# quarter of that), with every field given in order. They are for ems's own read paths:
-# the classes, their fields, equality and immutability stay those of the dataclasses.
+# The read paths build a StoredMessage (a Reader) or a Delivery (a consumer) per message
+# read, from the driver's row (MessageRow). A frozen dataclass's __init__ takes keywords
+# and sets each field through object.__setattr__ (about 3 us each); these build the same
+# instances by setting the slots directly (a quarter of that), with every field given in
+# order. They are for ems's own read paths: the classes, their fields, equality and
+# immutability stay those of the dataclasses.
 
 
 def stored_message(
@@ -210,6 +212,33 @@ class Fetched:
     partitions: int | None = None
 
 
+#: A message row as a partition read returns it (ems.ports.MessageLog.fetch_rows), the
+#: driver's own tuple until it becomes a StoredMessage or a Delivery: (id, offset, key,
+#: headers as JSON text (None or empty: none), body, created_at, tombstone flag (truthy
+#: for a tombstone)). A store may put columns of its own after these.
+MessageRow = tuple[Any, ...]
+ROW_ID, ROW_OFFSET, ROW_KEY, ROW_HEADERS, ROW_BODY, ROW_CREATED_AT, ROW_TOMBSTONE = range(7)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FetchedRows:
+    """Fetched, its rows as MessageRow tuples: what a partition reader reads."""
+
+    rows: Sequence[MessageRow]
+    cut: bool = False
+    partitions: int | None = None
+
+
+def stored_messages(
+    topic_id: int, partition: int, rows: Sequence[MessageRow], headers: Sequence[dict[str, str]]
+) -> list[StoredMessage]:
+    """The StoredMessage of each row, with its decoded headers."""
+    return [
+        stored_message(r[0], topic_id, partition, r[1], r[2], h, r[4], r[5], bool(r[6]))
+        for r, h in zip(rows, headers, strict=True)
+    ]
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PartitionBatch:
     """The gap-free prefix of a partition read: messages (tombstones dropped) and the
@@ -222,6 +251,16 @@ class PartitionBatch:
     #: read: more may be ready at next_offset now.
     more: bool = False
     #: The topic's partition count as the read saw it (None: not told; see Fetched).
+    partitions: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DeliveryBatch:
+    """A PartitionBatch as a consumer hands it out: its messages as first deliveries."""
+
+    deliveries: list[Delivery]
+    next_offset: int
+    more: bool = False
     partitions: int | None = None
 
 
@@ -329,6 +368,17 @@ def delivery(
 ) = _slot_setters(Delivery)
 
 
+def deliveries(
+    topic: str, partition: int, rows: Sequence[MessageRow], headers: Sequence[dict[str, str]]
+) -> list[Delivery]:
+    """A first delivery of each row (none a tombstone), with its decoded headers: the
+    consume path builds one object per message, straight from the driver's row."""
+    return [
+        delivery(topic, partition, r[1], r[2], h, r[4], r[5], 1, r[0])
+        for r, h in zip(rows, headers, strict=True)
+    ]
+
+
 class Failure(NamedTuple):
     """A delivery that failed: retried after delay seconds, or dead when delay is None.
     traceback: the handler's, bounded (ems.retry.tracebacks); None for an ack timeout or
@@ -341,6 +391,9 @@ class Failure(NamedTuple):
     error: str
     delay: float | None
     traceback: str | None = None
+
+
+_first = itemgetter(0)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -373,11 +426,11 @@ class Settlement:
     def partitions(self) -> set[int]:
         """The partitions this settlement writes to."""
         return {
-            *(d[0] for d in self.done),
+            *map(_first, self.done),
             *(f.partition for f in self.failed),
             *(f.partition for f in self.logged_only),
-            *(c[0] for c in self.cleared),
-            *(h[0] for h in self.handed_back),
+            *map(_first, self.cleared),
+            *map(_first, self.handed_back),
             *self.cursors,
         }
 

@@ -3,9 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Protocol
 
 from ems.producer.partitioner import partition_for_key
-from ems.types import PartitionsAdded, StoredMessage
+from ems.types import PartitionsAdded
+
+
+class Placed(Protocol):
+    """A message's key and place: a Delivery's, a StoredMessage's."""
+
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
 
 
 def waits_on(
@@ -51,7 +63,7 @@ class Barrier:
 
     def held(
         self,
-        messages: Sequence[StoredMessage],
+        messages: Sequence[Placed],
         cursors: Callable[[], Mapping[int, int]],
     ) -> int | None:
         """The index of the first message to hold back (None: all may go). `cursors` is

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ems.consumer.cluster import body_bytes, delivery
+from ems.consumer.cluster import body_bytes
 from ems.consumer.state import Outcome
 from ems.types import Delivery, StartPosition, TopicInfo
 
@@ -87,8 +87,8 @@ class BroadcastSession:
                 break
             if p not in self.dirty:
                 continue
-            read = self.reader.read(
-                self.topic.id,
+            read = self.reader.read_deliveries(
+                self.topic,
                 p,
                 self.positions[p],
                 limit - len(batch),
@@ -100,7 +100,7 @@ class BroadcastSession:
             if not read.more:
                 self.dirty.discard(p)
             self.positions[p] = read.next_offset
-            got = [delivery(self.topic.name, m, 1) for m in read.messages]
+            got = read.deliveries
             left -= body_bytes(got)
             batch.extend(got)
         return batch

@@ -7,6 +7,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
+from itertools import repeat
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from ems.consumer.ack_writer import AckWriter
@@ -16,15 +18,7 @@ from ems.consumer.state import Outcome, PartitionState, Policy, expired, moved_c
 from ems.exceptions import LockConflict
 from ems.offsets.budget import mean_size, rows_to_scan
 from ems.store.errors import StaleGeneration
-from ems.types import (
-    IN_FLIGHT_SPAN,
-    Delivery,
-    GroupInfo,
-    Settlement,
-    StoredMessage,
-    TopicInfo,
-)
-from ems.types import delivery as make_delivery
+from ems.types import IN_FLIGHT_SPAN, Delivery, GroupInfo, Settlement, TopicInfo
 
 if TYPE_CHECKING:
     from ems.coordination.membership import Membership
@@ -45,15 +39,18 @@ MAX_IN_FLIGHT = 5000
 HOLD_RECHECK = 0.2
 
 
-def delivery(topic: str, m: StoredMessage, attempt: int) -> Delivery:
-    return make_delivery(
-        topic, m.partition, m.offset, m.key, m.headers, m.body, m.created_at, attempt, m.id
-    )
+def again(d: Delivery, failures: int | None) -> Delivery:
+    """The delivery as the attempt after its failures so far (None: none)."""
+    return d if failures is None else replace(d, attempt=failures + 1)
+
+
+_OFFSET = attrgetter("offset")
+_BODY = attrgetter("body")
 
 
 def body_bytes(deliveries: list[Delivery]) -> int:
     """The bytes a batch's byte budget counts: its bodies'."""
-    return sum(len(d.body) for d in deliveries)
+    return sum(map(len, map(_BODY, deliveries)))
 
 
 class ClusterSession:
@@ -244,30 +241,28 @@ class ClusterSession:
         )
         if room <= 0:
             return []
-        read = self.reader.read(
-            self.topic.id, state.partition, state.position, room, max_bytes, at_least_one=first
+        read = self.reader.read_deliveries(
+            self.topic, state.partition, state.position, room, max_bytes, at_least_one=first
         )
         # A read cut by its bounds leaves the partition to read again at once; one that
         # reached the end (or a young hole) waits for news.
         state.dirty = read.more
         state.position = read.next_offset
-        messages = read.messages
+        out = read.deliveries
         if read.partitions is not None and read.partitions > self.topic.partitions:
             self._partitions_added()
-        if self.barrier is not None and messages:
-            held = self.barrier.held(messages, self._group_cursors)
+        if self.barrier is not None and out:
+            held = self.barrier.held(out, self._group_cursors)
             if held is not None:
                 # Written after a partition change, while its key's messages from before
                 # are not all settled yet: read again from here in a while.
-                state.position = messages[held].offset
+                state.position = out[held].offset
                 state.dirty = True
                 state.blocked_until = now + HOLD_RECHECK
-                messages = messages[:held]
-        out = []
-        for m in messages:
-            d = delivery(self.topic.name, m, state.failures.get(m.offset, 0) + 1)
-            state.outstanding[m.offset] = (d, now)
-            out.append(d)
+                out = out[:held]
+        if state.failures:  # ordered: the message the partition waits on comes again
+            out = [again(d, state.failures.get(d.offset)) for d in out]
+        state.outstanding.update(zip(map(_OFFSET, out), zip(out, repeat(now)), strict=True))
         return out
 
     def _partitions_added(self) -> None:
@@ -399,7 +394,7 @@ class ClusterSession:
         if not self.membership.lease_valid():
             raise LeaseLost("the lease deadline passed; the settlement was not written")
         with self._unwritten_lock:
-            untrusted = settlement.partitions() & self._unwritten
+            untrusted = settlement.partitions() & self._unwritten if self._unwritten else None
         if untrusted:
             settlement = settlement.only(settlement.partitions() - untrusted)
             if not settlement:

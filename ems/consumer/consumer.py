@@ -32,7 +32,7 @@ from ems.consumer.exactly_once import (
     check_use,
 )
 from ems.consumer.groups import ConsumerOptions, GroupOptions, with_options
-from ems.consumer.state import Outcome, holds_back
+from ems.consumer.state import Outcome, acks, holds_back
 from ems.exceptions import (
     EmsError,
     InvalidHandler,
@@ -256,7 +256,7 @@ class Consumer:
         return {p: high - 1 for p, high in highs.items() if high > 0}
 
     def ack(self, deliveries: Delivery | Iterable[Delivery]) -> None:
-        self.settle(Outcome(d) for d in many(deliveries))
+        self.settle(acks(many(deliveries)))
 
     def nack(
         self,

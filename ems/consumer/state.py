@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter
 from typing import NamedTuple
 
 from ems.retry import Dead, next_step
@@ -36,6 +38,18 @@ class Outcome(NamedTuple):
     dead: bool = False
 
 
+_tuple_new = tuple.__new__
+#: An Outcome's fields after its delivery, as a success has them.
+_SUCCESS = tuple(Outcome._field_defaults.values())
+
+
+def acks(deliveries: Iterable[Delivery]) -> list[Outcome]:
+    """[Outcome(d) for d in deliveries], each built by tuple.__new__ in C rather than by
+    the named tuple's __new__, a Python call per message."""
+    fields = zip(deliveries, *map(repeat, _SUCCESS), strict=False)  # the repeats never end
+    return list(map(_tuple_new, repeat(Outcome), fields))
+
+
 @dataclass(kw_only=True, slots=True)
 class PartitionState:
     partition: int
@@ -59,14 +73,6 @@ class PartitionState:
 
     def in_flight(self) -> int:
         return len(self.outstanding) + len(self.redelivered)
-
-    def take(self, offset: int) -> tuple[Delivery, bool] | None:
-        """Remove a delivery from flight: (delivery, came from the retry table)."""
-        if offset in self.outstanding:
-            return self.outstanding.pop(offset)[0], False
-        if offset in self.redelivered:
-            return self.redelivered.pop(offset)[0], True
-        return None
 
 
 @dataclass(kw_only=True)
@@ -93,27 +99,38 @@ def expired(states: Iterable[PartitionState], now: float, timeout: float) -> lis
     ]
 
 
+#: The sort key of outcomes: their delivery's place.
+_PLACE = attrgetter("delivery.partition", "delivery.offset")
+
+
 def settle(
     outcomes: Iterable[Outcome], states: Mapping[int, PartitionState], policy: Policy, now: float
 ) -> Settlement:
     """Apply outcomes to the partition states and return what to write. Outcomes of
     partitions no longer held, or of deliveries already settled, are ignored."""
     draft = _Draft()
-    for outcome in sorted(outcomes, key=lambda o: (o.delivery.partition, o.delivery.offset)):
-        state = states.get(outcome.delivery.partition)
-        taken = state.take(outcome.delivery.offset) if state is not None else None
-        if state is None or taken is None:
+    done = draft.done
+    for outcome in sorted(outcomes, key=_PLACE):
+        partition, offset = outcome.delivery.partition, outcome.delivery.offset
+        state = states.get(partition)
+        if state is None:
             continue
-        delivery, from_retry = taken
+        # Taken out of flight: a stream delivery, else a redelivery from the retry table.
+        taken = state.outstanding.pop(offset, None)
+        from_retry = taken is None
+        if taken is None:
+            taken = state.redelivered.pop(offset, None)
+            if taken is None:
+                continue
         if outcome.error is None:
-            draft.done.append((delivery.partition, delivery.offset))
+            done.append((partition, offset))
             if from_retry:
-                draft.cleared.append((delivery.partition, delivery.offset))
+                draft.cleared.append((partition, offset))
         else:
-            _fail(draft, state, delivery, outcome, policy, now, from_retry)
+            _fail(draft, state, taken[0], outcome, policy, now, from_retry)
     cursors = moved_cursors(states)
     return Settlement(
-        done=draft.done,
+        done=done,
         failed=draft.failed,
         logged_only=draft.in_place,
         cleared=draft.cleared,

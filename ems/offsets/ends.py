@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from ems.offsets.reader import PartitionReader
 from ems.store.messages import MessageStore
-from ems.types import Fetched, TopicInfo
+from ems.types import FetchedRows, TopicInfo
 from ems.validation import MAX_BATCH_BYTES
 
 #: Keys read per statement while planning a range.
@@ -27,7 +27,7 @@ class KeysOnly:
     def __init__(self, messages: MessageStore) -> None:
         self.messages = messages
 
-    def fetch(
+    def fetch_rows(
         self,
         topic_id: int,
         partition: int,
@@ -36,8 +36,11 @@ class KeysOnly:
         max_bytes: int,
         *,
         at_least_one: bool = True,
-    ) -> Fetched:
-        return Fetched(rows=self.messages.fetch_keys(topic_id, partition, from_offset, limit))
+    ) -> FetchedRows:
+        keys = self.messages.fetch_keys(topic_id, partition, from_offset, limit)
+        return FetchedRows(
+            rows=[(m.id, m.offset, None, None, b"", m.created_at, m.tombstone) for m in keys]
+        )
 
     def low_offset(self, topic_id: int, partition: int) -> int | None:
         return self.messages.low_offset(topic_id, partition)

@@ -2,26 +2,53 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import suppress
+from operator import itemgetter
+from typing import NamedTuple
 
 from ems.config import Settings
 from ems.exceptions import InvalidOffset, UnknownPartition
 from ems.offsets.budget import mean_size, rows_to_scan
-from ems.offsets.gaps import plan_read
+from ems.offsets.gaps import ReadPlan, plan_read
 from ems.ports import MessageLog
 from ems.store import Store
 from ems.store.client import StoreClient
 from ems.store.errors import DuplicateKey
-from ems.types import PartitionBatch, StoredMessage, TopicInfo
+from ems.types import (
+    ROW_BODY,
+    ROW_CREATED_AT,
+    ROW_HEADERS,
+    ROW_OFFSET,
+    ROW_TOMBSTONE,
+    DeliveryBatch,
+    MessageRow,
+    PartitionBatch,
+    TopicInfo,
+    deliveries,
+    stored_messages,
+)
 from ems.validation import (
     DEFAULT_BATCH_BYTES,
     MAX_BATCH_BYTES,
     check_name,
     check_positive_int,
 )
+from ems.values.fetch import decode_headers
 
 #: Fetch, fill, fetch again: a hole needs at most a couple of rounds before data shows.
 _ROUNDS = 4
+_BODY = itemgetter(ROW_BODY)
+_TOMBSTONE = itemgetter(ROW_TOMBSTONE)
+
+
+class _Prefix(NamedTuple):
+    """The gap-free prefix of a read, tombstones dropped, before it becomes messages."""
+
+    rows: Sequence[MessageRow]
+    next_offset: int
+    more: bool = False
+    partitions: int | None = None
 
 
 class PartitionReader:
@@ -46,6 +73,45 @@ class PartitionReader:
         at_least_one, the first message comes whatever its size). next_offset moves past
         tombstones as well as messages; a read cut by the budget is no hole: it ends
         before the first offset it did not return, and says there is more."""
+        found = self._prefix(topic_id, partition, from_offset, limit, max_bytes, at_least_one)
+        headers = decode_headers([r[ROW_HEADERS] for r in found.rows])
+        return PartitionBatch(
+            partition=partition,
+            messages=stored_messages(topic_id, partition, found.rows, headers),
+            next_offset=found.next_offset,
+            more=found.more,
+            partitions=found.partitions,
+        )
+
+    def read_deliveries(
+        self,
+        topic: TopicInfo,
+        partition: int,
+        from_offset: int,
+        limit: int,
+        max_bytes: int = DEFAULT_BATCH_BYTES,
+        *,
+        at_least_one: bool = True,
+    ) -> DeliveryBatch:
+        """read(), its messages as first deliveries: the consume path's read."""
+        found = self._prefix(topic.id, partition, from_offset, limit, max_bytes, at_least_one)
+        headers = decode_headers([r[ROW_HEADERS] for r in found.rows])
+        return DeliveryBatch(
+            deliveries=deliveries(topic.name, partition, found.rows, headers),
+            next_offset=found.next_offset,
+            more=found.more,
+            partitions=found.partitions,
+        )
+
+    def _prefix(
+        self,
+        topic_id: int,
+        partition: int,
+        from_offset: int,
+        limit: int,
+        max_bytes: int,
+        at_least_one: bool,
+    ) -> _Prefix:
         if isinstance(from_offset, bool) or not isinstance(from_offset, int) or from_offset < 0:
             raise InvalidOffset(f"offset must be a non-negative integer, not {from_offset!r}")
         if limit < 1:
@@ -55,30 +121,35 @@ class PartitionReader:
         key = (topic_id, partition)
         scan = self._rows_to_scan(key, limit, max_bytes)
         for _ in range(_ROUNDS):
-            fetched = self.messages.fetch(
+            fetched = self.messages.fetch_rows(
                 topic_id, partition, from_offset, scan, max_bytes, at_least_one=at_least_one
             )
             rows = fetched.rows
-            self._learn(key, rows)
-            keys = [(m.offset, m.created_at) for m in rows]
-            plan = plan_read(keys, from_offset, None, self.gap_timeout)
-            if plan.ready < len(keys) and not plan.ready:
-                # A hole right at the position. If a purge removed it, jump to the low
-                # watermark rather than fill the purged range with tombstones; only this
-                # path reads the watermark, so the hot path pays nothing for it.
-                low = self.messages.low_offset(topic_id, partition)
-                if low is not None and low > from_offset:
-                    from_offset = low
-                    continue
-                # Only now does the hole's age matter, so only now is the clock read.
-                plan = plan_read(keys, from_offset, self.messages.now(), self.gap_timeout)
+            tombstones = any(map(_TOMBSTONE, rows))
+            self._learn(key, rows, tombstones)
+            if rows and rows[-1][ROW_OFFSET] - from_offset == len(rows) - 1:
+                # Offsets are unique, ascending and from from_offset on: these are
+                # contiguous, so plan_read would find no hole (and need no pass to know).
+                plan = ReadPlan(ready=len(rows))
+            else:
+                keys = [(r[ROW_OFFSET], r[ROW_CREATED_AT]) for r in rows]
+                plan = plan_read(keys, from_offset, None, self.gap_timeout)
+                if plan.ready < len(keys) and not plan.ready:
+                    # A hole right at the position. If a purge removed it, jump to the low
+                    # watermark rather than fill the purged range with tombstones; only
+                    # this path reads the watermark, so the hot path pays nothing for it.
+                    low = self.messages.low_offset(topic_id, partition)
+                    if low is not None and low > from_offset:
+                        from_offset = low
+                        continue
+                    # Only now does the hole's age matter, so only now is the clock read.
+                    plan = plan_read(keys, from_offset, self.messages.now(), self.gap_timeout)
             if plan.ready or plan.fill is None:
                 prefix = rows[: plan.ready]
                 # Stopped at a bound rather than at a hole or the end: more may be ready.
                 bounded = fetched.cut or len(rows) >= scan
-                return PartitionBatch(
-                    partition=partition,
-                    messages=[m for m in prefix if not m.tombstone],
+                return _Prefix(
+                    rows=[r for r in prefix if not r[ROW_TOMBSTONE]] if tombstones else prefix,
                     next_offset=from_offset + plan.ready,
                     more=bounded and plan.ready == len(rows),
                     partitions=fetched.partitions,
@@ -87,13 +158,17 @@ class PartitionReader:
             # A late producer (or another reader) may get there first; then read again.
             with suppress(DuplicateKey):
                 self.messages.insert_tombstones(topic_id, partition, range(first, end))
-        return PartitionBatch(partition=partition, messages=[], next_offset=from_offset)
+        return _Prefix(rows=[], next_offset=from_offset)
 
     def _rows_to_scan(self, key: tuple[int, int], limit: int, max_bytes: int) -> int:
         return rows_to_scan(self._sizes.get(key), limit, max_bytes)
 
-    def _learn(self, key: tuple[int, int], rows: list[StoredMessage]) -> None:
-        size = mean_size([m.body for m in rows if not m.tombstone])
+    def _learn(self, key: tuple[int, int], rows: Sequence[MessageRow], tombstones: bool) -> None:
+        if tombstones:
+            bodies = [r[ROW_BODY] for r in rows if not r[ROW_TOMBSTONE]]
+        else:
+            bodies = list(map(_BODY, rows))
+        size = mean_size(bodies)
         if size is not None:
             self._sizes[key] = size
 

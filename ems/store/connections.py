@@ -163,8 +163,8 @@ class OwnConnection:
     From the pool, such a statement finds no idle connection whenever the other threads
     hold them all, and the pool then opens one: over a 200 ms link the handshake,
     authentication and session settings took 1.5 s, and a 2 s lease lapsed.
-    This one is opened on first use (from the autocommit engine, so with the same
-    session settings), kept, and opened again only after the server dropped it. One
+    This one is opened by open() or on first use (from the autocommit engine, so with the
+    same session settings), kept, and opened again only after the server dropped it. One
     thread at a time.
     """
 
@@ -185,9 +185,7 @@ class OwnConnection:
             self._stale(self._born) or not idle_connection_alive(self._conn)
         ):
             self.close()  # dropped by the server, or made for a node no longer current
-        if self._conn is None:
-            self._conn = _detached(self._connect)
-            self._born = time.monotonic()
+        self.open()
         try:
             with self._conn.cursor() as cursor:
                 yield cursor
@@ -199,6 +197,13 @@ class OwnConnection:
         except BaseException:
             self.close()  # interrupted mid-statement: its state is unknown
             raise
+
+    def open(self) -> None:
+        """Open the connection unless it is open: before the statement's schedule starts,
+        so that its first run does not wait for the handshake."""
+        if self._conn is None:
+            self._conn = _detached(self._connect)
+            self._born = time.monotonic()
 
     def close(self) -> None:
         conn, self._conn = self._conn, None

@@ -8,7 +8,7 @@ the cursors are committed under generation fencing.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from itertools import groupby
+from operator import attrgetter
 
 from pymysql.cursors import Cursor
 
@@ -93,13 +93,21 @@ _CLAIM = "UPDATE retry_message SET due_at = NOW(6) + INTERVAL %s MICROSECOND WHE
 def offset_ranges(pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int, int]]:
     """(partition, offset) pairs as maximal runs (partition, first, last)."""
     runs: list[tuple[int, int, int]] = []
-    for partition, group in groupby(sorted(pairs), key=lambda pair: pair[0]):
-        for _, offset in group:
-            if runs and runs[-1][0] == partition and runs[-1][2] == offset - 1:
-                runs[-1] = (partition, runs[-1][1], offset)
-            else:
-                runs.append((partition, offset, offset))
+    partition, first, last = -1, 0, 0
+    for p, o in sorted(pairs):
+        if p == partition and o == last + 1:
+            last = o
+            continue
+        if partition >= 0:
+            runs.append((partition, first, last))
+        partition, first, last = p, o, o
+    if partition >= 0:
+        runs.append((partition, first, last))
     return runs
+
+
+_ATTEMPT = attrgetter("attempt")
+_PLACE = attrgetter("partition", "offset")
 
 
 def start_statement(
@@ -107,15 +115,16 @@ def start_statement(
 ) -> tuple[str, tuple[object, ...]]:
     """The start rows of a batch as one INSERT ... SELECT of its offset ranges, each row
     with its delivery's attempt (a CASE over the ranges of each attempt when they differ)."""
-    by_attempt: dict[int, list[tuple[int, int]]] = {}
-    for d in deliveries:
-        by_attempt.setdefault(d.attempt, []).append((d.partition, d.offset))
-    runs = offset_ranges([pair for pairs in by_attempt.values() for pair in pairs])
+    runs = offset_ranges(list(map(_PLACE, deliveries)))
     ranges = " OR ".join([_RANGE] * len(runs))
     where = [v for run in runs for v in run]
-    if len(by_attempt) == 1:
-        attempts, picks = "%s", list(by_attempt)
+    kinds = set(map(_ATTEMPT, deliveries))
+    if len(kinds) == 1:
+        attempts, picks = "%s", list(kinds)
     else:
+        by_attempt: dict[int, list[tuple[int, int]]] = {}
+        for d in deliveries:
+            by_attempt.setdefault(d.attempt, []).append((d.partition, d.offset))
         whens, picks = [], []
         for attempt, pairs in by_attempt.items():
             own = offset_ranges(pairs)

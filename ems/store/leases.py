@@ -150,6 +150,15 @@ class LeaseHeartbeat:
     def __init__(self, conn: OwnConnection) -> None:
         self._conn = conn
 
+    def open(self) -> None:
+        """As Heartbeat.open."""
+        self._conn.open()
+
+    def register(self, group_id: int, client_id: str, host: str, pid: int, ttl: float) -> None:
+        """As LeaseStore.register, on the renewals' connection."""
+        with self._conn.cursor() as cursor:
+            cursor.execute(_REGISTER, (client_id, group_id, host, pid, int(ttl * _US)))
+
     def renew(
         self,
         client_id: str,

@@ -219,6 +219,12 @@ class MemoryHeartbeat:
     def __init__(self, leases: MemoryLeases) -> None:
         self.leases = leases
 
+    def open(self) -> None:
+        pass
+
+    def register(self, group_id: int, client_id: str, host: str, pid: int, ttl: float) -> None:
+        self.leases.register(group_id, client_id, host, pid, ttl)
+
     def renew(
         self,
         client_id: str,

@@ -16,6 +16,8 @@ from ems.testing.tables import Tables
 from ems.types import (
     AssignmentRow,
     Fetched,
+    FetchedRows,
+    MessageRow,
     NewMessage,
     PartitionsAdded,
     PartitionStats,
@@ -252,6 +254,25 @@ class MemoryMessages:
         count = None if topic is None else topic.partitions
         return Fetched(rows=window[:kept], cut=kept < len(window), partitions=count)
 
+    def fetch_rows(
+        self,
+        topic_id: int,
+        partition: int,
+        from_offset: int,
+        limit: int,
+        max_bytes: int,
+        *,
+        at_least_one: bool = True,
+    ) -> FetchedRows:
+        fetched = self.fetch(
+            topic_id, partition, from_offset, limit, max_bytes, at_least_one=at_least_one
+        )
+        return FetchedRows(
+            rows=[message_row(m) for m in fetched.rows],
+            cut=fetched.cut,
+            partitions=fetched.partitions,
+        )
+
     def low_offset(self, topic_id: int, partition: int) -> int | None:
         with self.t.lock:
             return self.t.lows.get((topic_id, partition))
@@ -266,3 +287,9 @@ class MemoryMessages:
 
     def high_watermarks(self, topic: TopicInfo) -> dict[int, int]:
         return {p: self.next_offset(topic.id, p) for p in range(topic.partitions)}
+
+
+def message_row(m: StoredMessage) -> MessageRow:
+    """A stored message as the server's fetch returns its row: headers as JSON text."""
+    headers = json.dumps(m.headers) if m.headers else None
+    return (m.id, m.offset, m.key, headers, m.body, m.created_at, m.tombstone)

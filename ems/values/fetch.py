@@ -11,6 +11,8 @@ def within_budget(sizes: Sequence[int], max_bytes: int, at_least_one: bool) -> i
     """How many leading rows of these body sizes (in offset order) a byte-bounded fetch
     keeps: those whose running total stays within max_bytes and, with at_least_one, every
     row up to the first body whatever its size."""
+    if sum(sizes) <= max_bytes:  # the common case, summed in C: every row fits
+        return len(sizes)
     total = 0
     for index, size in enumerate(sizes):
         total += size
@@ -24,14 +26,6 @@ def decode_headers(texts: Iterable[str | bytes | None]) -> list[dict[str, str]]:
     messages mostly share one header text, so each distinct text is parsed once; every
     row still gets a dict of its own, which a handler may change without touching its
     neighbours'."""
-    parsed: dict[str | bytes, dict[str, str]] = {}
-    out: list[dict[str, str]] = []
-    for text in texts:
-        if not text:
-            out.append({})
-            continue
-        value = parsed.get(text)
-        if value is None:
-            value = parsed[text] = json.loads(text)
-        out.append(value.copy())
-    return out
+    given = list(texts)
+    parsed: dict[str | bytes, dict[str, str]] = {t: json.loads(t) for t in set(given) if t}
+    return [parsed[t].copy() if t else {} for t in given]

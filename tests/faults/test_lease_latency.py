@@ -123,3 +123,35 @@ def test_the_leader_keeps_its_lease_over_a_slow_link(
         finally:
             proxy.set_latency(0)
             consumer.close()
+
+
+def test_the_first_renewal_comes_within_the_first_lease_over_a_slow_link(
+    fault_settings: Settings,
+    private_mariadb: PrivateMariaDB,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The heartbeat's own connection is opened before the lease starts: its handshake,
+    authentication and session settings take more round trips than a short lease lasts
+    over a slow link, and opened by the first renewal (after the join had started the
+    lease's clock) they left that renewal 0.1 s of a 2 s lease at 200 ms per round trip,
+    half the time none at 300 ms, and none at 400 ms: the join and the renewal take one
+    round trip each, 0.8 s of the lease."""
+    TopicAdmin(fault_settings).create("t", 8)
+    with FaultProxy("127.0.0.1", private_mariadb.port, protocol="mysql") as proxy:
+        port = f":{private_mariadb.port}/"
+        slow = fault_settings.with_(
+            database_url=fault_settings.database_url.replace(port, f":{proxy.port}/")
+        )
+        consumer = Consumer("g", "t", settings=slow, lease_ttl=2.0, renew_every=0.5)
+        timeline = _traced(consumer, monkeypatch)
+        watched = _watch_deadline(monkeypatch, timeline)
+        try:
+            proxy.set_latency(0.2)  # 400 ms per round trip, from before the join
+            timeline.mark("slow")
+            consumer.poll(timeout=0.5)
+            _wait_for(lambda: len(watched.moves) >= 3, 30)
+            lapses = watched.lapses(watched.moves[-1][0])
+            assert not lapses, f"the lease lapsed: {lapses}; the member did:\n{timeline}"
+        finally:
+            proxy.set_latency(0)
+            consumer.close()

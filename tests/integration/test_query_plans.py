@@ -35,7 +35,8 @@ def test_a_byte_bounded_fetch_reads_one_range_of_the_primary_key(
 ) -> None:
     topic = TopicAdmin(settings, store=store).create("t", 4)
     seed.spread(store, topic, 50_000)
-    params = ((4 << 20) // 500, topic.id, topic.id, 2, 6000, 500)
+    inline = (4 << 20) // 500
+    params = (inline, inline, 6000, topic.id, topic.id, 2, 6000, 500)
     rows = seed.explain(store, message_sql._FETCH, params)
     # One range of the primary key, stopped by the LIMIT, as a plain fetch: no derived
     # table, no temporary table, no scan of the partition; and the topic's partition count

@@ -10,8 +10,16 @@ import datetime as dt
 import pymysql.converters
 import pytest
 
+from ems.consumer.state import Outcome, acks
 from ems.store.driver import CONVERSIONS, datetime_value
-from ems.types import Delivery, StoredMessage, delivery, stored_message
+from ems.types import (
+    Delivery,
+    StoredMessage,
+    deliveries,
+    delivery,
+    stored_message,
+    stored_messages,
+)
 from ems.values.fetch import decode_headers
 
 AT = dt.datetime(2026, 11, 27, 12, 0, 0, 123456)
@@ -78,3 +86,29 @@ def test_connections_use_the_fast_datetime_parse() -> None:
     assert conn.decoders[FIELD_TYPE.DATETIME] is datetime_value
     assert conn.decoders[FIELD_TYPE.TIMESTAMP] is datetime_value
     assert CONVERSIONS[FIELD_TYPE.DATE] is pymysql.converters.conversions[FIELD_TYPE.DATE]
+
+
+def test_rows_become_the_values_the_dataclasses_build_each_with_its_own_headers() -> None:
+    rows = [(9, 4, b"k", '{"a":"b"}', b"body", AT, None), (10, 5, None, None, b"", AT, 1)]
+    headers = decode_headers([r[3] for r in rows])
+    made = deliveries("t", 3, rows[:1], headers[:1])
+    assert made == [
+        Delivery(
+            topic="t", partition=3, offset=4, key=b"k", headers={"a": "b"}, body=b"body",
+            timestamp=AT, attempt=1, message_id=9,
+        )
+    ]  # fmt: skip
+    stored = stored_messages(2, 3, rows, headers)
+    assert [type(m) for m in stored] == [StoredMessage] * 2
+    assert stored[1] == StoredMessage(
+        id=10, topic_id=2, partition=3, offset=5, key=None, body=b"", created_at=AT,
+        tombstone=True,
+    )  # fmt: skip
+    assert stored[0].tombstone is False
+
+
+def test_acks_are_the_outcomes_of_success() -> None:
+    batch = [delivery("t", 0, o, None, {}, b"", AT, 1, o) for o in range(3)]
+    made = acks(batch)
+    assert made == [Outcome(d) for d in batch]
+    assert all(type(o) is Outcome and o.error is None and o.dead is False for o in made)
