@@ -1,7 +1,7 @@
 """The aio-drivers suite: asyncmy against aiomysql on the durable work ems.aio does.
 
 Both drivers run exactly what the asyncio producer sends: ems's own guarded multi-row
-INSERT (ems.store.messages.insert_statements, hex literals, write token on the first row),
+INSERT (ems.store.inserts.insert_statements, hex literals, write token on the first row),
 autocommit off, one COMMIT per batch, on a REPEATABLE READ session. Batches of 1 and 100
 rows, from 1 and from 100 concurrent tasks sharing a pool of at most POOL connections, in
 one fresh process per measurement.
@@ -42,7 +42,7 @@ from benchmarks.report import environment
 from ems import Settings, TopicAdmin
 from ems.exceptions import TopicExists
 from ems.store import migrate
-from ems.store.messages import insert_statements
+from ems.store.inserts import insert_statements
 from ems.types import NewMessage
 
 RESULTS = Path(__file__).resolve().parent / "results" / "aio-drivers-latest.md"

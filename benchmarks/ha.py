@@ -44,7 +44,7 @@ from benchmarks.report import environment
 from ems import Consumer, Delivery, Producer, Record, TopicAdmin
 from ems.config import Settings
 from ems.store import migrate
-from ems.store.messages import insert_statements
+from ems.store.inserts import insert_statements
 from ems.types import NewMessage
 from tests.conftest import reset_state
 from tests.faults.checks import longest_gap
@@ -155,7 +155,7 @@ def measure(settings: Settings, name: str) -> Rates:
 
 def raw_batch(settings: Settings, name: str) -> tuple[float, float]:
     """Batches of BATCH rows over the partitions with PyMySQL on one autocommit
-    connection, each the very INSERT ems builds (ems.store.messages.insert_statements: hex
+    connection, each the very INSERT ems builds (ems.store.inserts.insert_statements: hex
     literals, the low-watermark guard, a write token), offsets counted locally: the
     database's share of a batch publish, measured on the same servers. Returns the rate
     and the share of the machine's CPU that was busy meanwhile."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.harness import HEADERS_JSON, BenchConfig, Reading, mysql_connect, readings
-from ems.store.messages import INSERT_HEAD, insert_statements
+from ems.store.inserts import INSERT_HEAD, insert_statements
 from ems.types import NewMessage
 
 #: A topic id no real topic has: the message table has no foreign keys.

@@ -64,7 +64,7 @@ from ems import Consumer, Producer, Record
 from ems.offsets.allocators import offset_key, redis_client
 from ems.producer.partitioner import partition_for_key
 from ems.store.caller import quoted_schema
-from ems.store.messages import insert_statements
+from ems.store.inserts import insert_statements
 from ems.store.outbox import OutboxItem, outbox_statements
 from ems.types import Delivery, NewMessage
 

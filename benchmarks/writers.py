@@ -3,7 +3,7 @@
 - ems: the public Producer (Redis offset range + one INSERT per call).
 - raw: the floor ems is measured against: one multi-row INSERT per call on an autocommit
   PyMySQL connection, built as bytes in ems's own literal encoding (hex literals, the
-  headers' utf8mb4 introducer: ems.store.messages.values) and written with the driver's
+  headers' utf8mb4 introducer: ems.store.inserts.values) and written with the driver's
   lowest call (Connection.query), into the same `message` table and columns; partitions
   precomputed, offsets from a local per-partition counter (strided by worker index so
   workers never collide). The same rows and the same commits as ems, without ems: no
@@ -38,7 +38,7 @@ from benchmarks.harness import (
 from ems import Producer, Record
 from ems.offsets.allocators import offset_key
 from ems.offsets.resp import RespConnection, pack
-from ems.store.messages import INSERT_HEAD, values
+from ems.store.inserts import INSERT_HEAD, values
 from ems.types import NewMessage
 from ems.wakeups import Publisher
 

@@ -8,7 +8,7 @@ across the change; ems keeps it for ordered groups:
   on every old partition's low watermark row, records every old partition's high
   watermark, and raises the count, in one transaction. Every producer's insert reads its
   partitions' rows under a shared lock in the same statement and compares their count
-  with the one it routed by (the fence, ems.store.messages): an insert routed by the old
+  with the one it routed by (the fence, ems.store.inserts): an insert routed by the old
   count that comes after the change is refused, and the producer routes its rows again.
   So in an old partition,
   rows below the watermark were routed by the old count and rows at or past it by the new

@@ -1,6 +1,6 @@
 """The asyncio producer's MySQL statements, over asyncmy connections.
 
-The same statements as the thread-safe producer's path (ems.store.messages builds the
+The same statements as the thread-safe producer's path (ems.store.inserts builds the
 INSERTs; the topic, seed and write-token reads are the same SQL), on autocommit asyncmy
 connections kept in a list, as DirectConnections keeps PyMySQL's: one INSERT alone is its
 own transaction, several share one. asyncmy reports MySQL's error numbers as PyMySQL does,
@@ -23,15 +23,8 @@ from ems.config import Settings
 from ems.exceptions import DatabaseUnavailable, EmsError, TopicDeleting, UnknownTopic
 from ems.store.connections import RECYCLE, in_transaction
 from ems.store.errors import BelowLowWatermark
-from ems.store.messages import (
-    _INSERT,
-    _LOWS,
-    _TOKEN_AT,
-    NEXT_OFFSETS,
-    check_locked_lows,
-    insert_statements,
-    lock_lows_query,
-)
+from ems.store.inserts import check_locked_lows, insert_statements, lock_lows_query
+from ems.store.messages import _INSERT, _LOWS, _TOKEN_AT, NEXT_OFFSETS
 from ems.store.nodes import NodeSet, Vetting, unusable
 from ems.store.translation import error_number, translate_code
 from ems.types import NewMessage, TopicInfo
@@ -53,7 +46,7 @@ _RAISE_HEAD = (
     "WHERE topic_id = %s AND partition_no = %s"
 )
 #: The guarded INSERT's read of partition_low is a locking read only under REPEATABLE READ
-#: (see ems.store.messages).
+#: (see ems.store.inserts).
 _REPEATABLE_READ = "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"
 #: "Subquery returns more than 1 row": the INSERT's low-watermark guard refused.
 _GUARD_REFUSED = 1242
@@ -245,7 +238,7 @@ class AsyncMessageStore:
     async def _connect(self) -> Any:
         """A new connection, with the producer's bounded retries on an unreachable
         server. REPEATABLE READ: the guarded INSERT's read of partition_low is then a
-        locking read (see ems.store.messages)."""
+        locking read (see ems.store.inserts)."""
         delay = 0.1
         attempts = self.settings.connect_attempts
         for attempt in range(1, attempts + 1):

@@ -85,7 +85,7 @@ class DirectConnections:
             else:
                 self._give_back(conn, born)
             if error_number(exc) in GUARD_REFUSED:
-                # The statements' guard (see ems.store.messages) and nothing else here
+                # The statements' guard (see ems.store.inserts) and nothing else here
                 # runs a scalar subquery that can return two rows.
                 error = BelowLowWatermark(
                     "an offset lies below its partition's low watermark; nothing was inserted"

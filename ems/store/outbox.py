@@ -23,7 +23,7 @@ from ems.exceptions import StoreError
 from ems.store.caller import CallerConnection, Installation
 from ems.store.database import Database
 from ems.store.errors import BelowLowWatermark
-from ems.store.messages import _HEX_ROW_BYTES, _STATEMENT_BYTES, key_headers, zero_guard
+from ems.store.inserts import _HEX_ROW_BYTES, _STATEMENT_BYTES, key_headers, zero_guard
 from ems.store.translation import GUARD_REFUSED, error_number
 from ems.types import OutboxPlace, OutboxRow, OutboxWaiting, Schedule, Scheduled, TopicInfo
 

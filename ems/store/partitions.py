@@ -3,7 +3,7 @@
 The change runs in one transaction that takes the topic row FOR UPDATE (changes take
 turns), then writes the new count on the partition_low row of every old partition,
 creating the missing ones (low watermark 0), under X locks. Every producer's INSERT reads
-its partitions' rows with a locking read in its guard (ems.store.messages; a missing row
+its partitions' rows with a locking read in its guard (ems.store.inserts; a missing row
 is gap-locked, which the change's insert of it waits for), so the change waits for inserts
 in progress, and inserts that come after it see the new count: one routed by the old count
 is refused (and routed again by the producer). The high watermarks read after that

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from ems.exceptions import TopicDeleting
 
 #: A topic delete raises every partition's low watermark to this: an insert below a low
-#: watermark is refused in the insert's own statement (ems.store.messages), so from the
+#: watermark is refused in the insert's own statement (ems.store.inserts), so from the
 #: fence on no producer stores a row in the topic, whatever it cached.
 DELETE_FENCE = 2**62
 

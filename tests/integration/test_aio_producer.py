@@ -359,7 +359,7 @@ async def test_a_split_batch_refused_in_a_later_statement_is_stored_once(
     """A batch of several INSERTs whose third meets a stored offset (a hole filled with a
     tombstone while the producer was slow): the earlier statements' rows must not stay
     behind in an open transaction, to be committed by the retry beside its own copy."""
-    from ems.store.messages import insert_statements
+    from ems.store.inserts import insert_statements
     from ems.types import NewMessage
 
     topics.create("t", 1)

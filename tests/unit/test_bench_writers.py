@@ -7,7 +7,7 @@ from __future__ import annotations
 from benchmarks.harness import HEADERS_JSON, Reading
 from benchmarks.token_cost import without_token
 from benchmarks.writers import raw_statement
-from ems.store.messages import INSERT_HEAD, insert_statements
+from ems.store.inserts import INSERT_HEAD, insert_statements
 from ems.types import NewMessage
 
 

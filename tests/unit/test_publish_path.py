@@ -28,7 +28,7 @@ from ems.producer.planning import (
     place,
     prepare_batch,
 )
-from ems.store import messages
+from ems.store import inserts as messages
 from ems.types import NewMessage, Record, RecordMetadata, TopicInfo
 from ems.validation import encode_body, encode_headers, encode_key
 

@@ -1,0 +1,263 @@
+"""The producer's INSERT statements on the message table, formatted here with every
+binary value as a hex literal (see _row), each guarded against offsets below its
+partitions' low watermarks and against a changed count of partitions, the first row of a
+write carrying its write token; and the guard of the driver-escaped path."""
+
+from __future__ import annotations
+
+from binascii import hexlify
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ems.store.errors import BelowLowWatermark
+from ems.types import NewMessage
+from ems.validation import MAX_KEY_BYTES
+
+#: The head of a plain multi-row INSERT of values() tuples (no write token): what a writer
+#: that never needs to recognise its own writes sends (the producer benchmark's baseline).
+INSERT_HEAD = (
+    b"INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body) VALUES "
+)
+_ROW = b"(%d,%d,%b,%b,%b,X'%b')"
+_KEY = b"X'%b'"
+_HEADERS = b"_utf8mb4 X'%b'"
+#: Literals of recent keys (see _key_literal), and how many are kept at most.
+_KEY_LITERALS = 4096
+_key_literals: dict[bytes, bytes] = {}
+# The producer's INSERTs also carry a write token, on the first row of a write only: the
+# write is atomic (one statement, or one transaction), so that row being stored with the
+# token proves all of it committed, and a row at its place without it proves none did.
+_HEAD = (
+    b"INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body, "
+    b"write_token) VALUES "
+)
+_ROW_UNTOKENED = b"(%d,%d,%b,%b,%b,X'%b',NULL)"
+#: _ROW_UNTOKENED with its offset as a number (every row but a statement's first).
+_ROW_AT = b"(%d,%d,%d,%b,%b,X'%b',NULL)"
+_ROW_TOKENED = b"(%d,%d,%b,%b,%b,X'%b',%d)"
+# No message may be stored below its partition's low watermark: a purge removed that range
+# and readers jump over it, so a row there would be acknowledged and never delivered. In
+# each statement, the first row's offset is written as a scalar subquery that yields the
+# offset alone, or a second row (an error: "Subquery returns more than 1 row", whatever the
+# sql_mode) when the lowest offset of any partition in the statement lies below that
+# partition's watermark; the statement then inserts nothing. Offsets of a partition in one
+# statement ascend, so its lowest one stands for all. The producer's sessions run
+# REPEATABLE READ, where a subquery of an INSERT is a locking read: a purge that raised
+# the watermark (before it deletes) holds the row, so the insert waits for its commit and
+# then sees the new one (a partition without a watermark row is gap-locked instead).
+# A derived table of VALUES or JSON_TABLE would say the same in SQL, but cost up to twice
+# the INSERT for large batches, and MariaDB's table value constructor truncates binary
+# values longer than 64 KiB.
+_GUARDED = (
+    b"(SELECT %d UNION ALL SELECT %d FROM partition_low WHERE topic_id = %d AND (%b) LIMIT 2)"
+)
+_GUARD_ZERO = (
+    b"(SELECT 0 UNION ALL SELECT 0 FROM partition_low WHERE topic_id = %d AND (%b) LIMIT 2)"
+)
+# The fence of a partition change (ems.store.partitions): the rows were routed by a count
+# of partitions, and each of their partitions' partition_low row must still say that count
+# (or NULL: no change since a purge created the row). The same locking read on the same
+# rows makes a change (which writes that count on every old partition's row, creating the
+# missing ones, under X locks) and the inserts take turns: an insert routed by the old count
+# that comes after the change is refused (as the low-watermark guard refuses), and the
+# producer routes its rows again by the new count. No insert reads the topic's row, which
+# every producer of the topic would share.
+_BELOW = b"partition_no = %d AND low_offset > %d"
+_BELOW_ROUTED = b"partition_no = %d AND (low_offset > %d OR partitions <> %d)"
+#: Upper bound on the bytes the guard adds to a statement per partition in it (and once
+#: more for the statement's own part).
+_GUARD_BYTES = 200
+_LOCK_LOWS = (
+    "SELECT partition_no, low_offset, partitions FROM partition_low WHERE topic_id = %s "
+    "AND partition_no IN ({}) LOCK IN SHARE MODE"
+)
+
+#: Statements stay under this size (PyMySQL's executemany packs up to 1,024,000 bytes; the
+#: server takes up to max_allowed_packet, 16 MiB by default).
+_STATEMENT_BYTES = 900_000
+#: Upper bound on the SQL text one row adds besides its values.
+_ROW_OVERHEAD = 120
+#: Rows whose values are larger than this go through PyMySQL's escaping, which does not
+#: double their size as hex does: a row must fit the server's max_allowed_packet.
+_HEX_ROW_BYTES = 256 * 1024
+
+
+def lock_lows_query(topic_id: int, partitions: Sequence[int]) -> tuple[str, tuple[object, ...]]:
+    """The locking read of the partitions' low watermarks (the escaped insert's guard)."""
+    return _LOCK_LOWS.format(",".join(["%s"] * len(partitions))), (topic_id, *partitions)
+
+
+def insert_statements(
+    messages: Sequence[NewMessage],
+    token: int | None = None,
+    *,
+    partitions: int | None = None,
+) -> list[bytes] | None:
+    """Multi-row INSERTs of the messages, in order, each under _STATEMENT_BYTES and each
+    guarded against offsets below the low watermark (and, given the count of partitions
+    the rows were routed by, against a topic whose count is no longer that), the first row
+    carrying the write token; None if a row is too large to send as hex."""
+    if not messages:
+        return []
+    found = _rows(messages)
+    if found is None:
+        return None
+    rows, lowest = found
+    size = len(_HEAD) + sum(map(len, rows)) + len(rows)
+    if size + _GUARD_BYTES * (len(lowest) + 1) <= _STATEMENT_BYTES:
+        # One statement (the common case): the sizes need no row by row account.
+        return [_statement(messages[0], rows, lowest, token, partitions)]
+    return _split(messages, rows, token, partitions)
+
+
+def _rows(messages: Sequence[NewMessage]) -> tuple[list[bytes], dict[int, int]] | None:
+    """The messages' VALUES tuples without a token, and the lowest offset of each
+    partition among them; None if a row is too large to send as hex. One loop that calls
+    out only for a literal not made before (this runs for every message published): the
+    messages of a write mostly share their headers, and keys repeat across writes."""
+    rows: list[bytes] = []
+    lowest: dict[int, int] = {}
+    keys = _key_literals
+    texts: dict[str, bytes] = {}
+    last_text, last_sql, last_size = None, b"NULL", 0
+    append = rows.append
+    for topic_id, partition, offset, key, headers, body in messages:
+        if headers is not last_text:
+            last_text = headers
+            if headers is None:
+                last_sql, last_size = b"NULL", 0
+            else:
+                last_sql = texts.get(headers) or texts.setdefault(
+                    headers, _headers_literal(headers)
+                )
+                last_size = len(headers)
+        if key is None:
+            key_sql = b"NULL"
+            if len(body) + last_size > _HEX_ROW_BYTES:
+                return None
+        else:
+            key_sql = keys.get(key) or _key_literal(key)
+            if len(body) + len(key) + last_size > _HEX_ROW_BYTES:
+                return None
+        append(_ROW_AT % (topic_id, partition, offset, key_sql, last_sql, hexlify(body)))
+        if partition not in lowest or offset < lowest[partition]:
+            lowest[partition] = offset
+    return rows, lowest
+
+
+def _split(
+    messages: Sequence[NewMessage], rows: list[bytes], token: int | None, routed: int | None
+) -> list[bytes]:
+    """The rows in statements under _STATEMENT_BYTES, each with its own guard over the
+    lowest offset of each partition in it."""
+    statements: list[bytes] = []
+    kept: list[bytes] = []
+    lowest: dict[int, int] = {}
+    first, size = messages[0], len(_HEAD)
+    for m, row in zip(messages, rows, strict=True):
+        guards = _GUARD_BYTES * (len(lowest) + (m.partition not in lowest) + 1)
+        if kept and size + len(row) + 1 + guards > _STATEMENT_BYTES:
+            tokened = None if statements else token
+            statements.append(_statement(first, kept, lowest, tokened, routed))
+            first, kept, lowest, size = m, [], {}, len(_HEAD)
+        kept.append(row)
+        if m.offset < lowest.get(m.partition, m.offset + 1):
+            lowest[m.partition] = m.offset
+        size += len(row) + 1
+    statements.append(_statement(first, kept, lowest, None if statements else token, routed))
+    return statements
+
+
+def _statement(
+    first: NewMessage,
+    rows: list[bytes],
+    lowest: Mapping[int, int],
+    token: int | None,
+    routed: int | None,
+) -> bytes:
+    """The INSERT of the rows, its first row's offset written as the guard over the
+    lowest offset of every partition in it (and over the count the rows were routed by),
+    and the token (if any) on that row."""
+    guarded = _GUARDED % (first.offset, first.offset, first.topic_id, _below(lowest, routed))
+    rows[0] = _row(first, guarded, token)
+    return _HEAD + b",".join(rows)
+
+
+def _below(lowest: Mapping[int, int], routed: int | None) -> bytes:
+    """The guard's condition on partition_low: a partition's lowest offset lies below its
+    low watermark (or, given routed, its row says another count of partitions)."""
+    if routed is None:
+        return b" OR ".join([_BELOW % (p, o) for p, o in sorted(lowest.items())])
+    return b" OR ".join([_BELOW_ROUTED % (p, o, routed) for p, o in sorted(lowest.items())])
+
+
+def zero_guard(topic_id: int, lowest: Mapping[int, int], routed: int | None) -> bytes:
+    """The guard as a scalar subquery that yields 0, or fails as _GUARDED does when a
+    partition's lowest offset (`lowest`, by partition) lies below its low watermark or
+    (given routed) the partition's row says another count: what a relay's INSERT ...
+    SELECT adds to every offset it writes (the same locking read of the same rows)."""
+    return _GUARD_ZERO % (topic_id, _below(lowest, routed))
+
+
+def values(m: NewMessage) -> bytes:
+    """One message's VALUES tuple without the guard: INSERT_HEAD + b",".join(values(m)
+    for m in rows) is the plain multi-row INSERT of the same rows in the same encoding
+    (the producer benchmark's raw baseline writes exactly that)."""
+    key, headers = key_headers(m.key, m.headers)
+    return _ROW % (m.topic_id, m.partition, b"%d" % m.offset, key, headers, hexlify(m.body))
+
+
+def below_low(lows: Mapping[int, int], messages: Sequence[NewMessage]) -> bool:
+    """Whether any message's offset lies below its partition's low watermark."""
+    return any(m.offset < lows.get(m.partition, 0) for m in messages)
+
+
+def check_locked_lows(
+    rows: Iterable[Sequence[Any]], messages: Sequence[NewMessage], routed: int | None
+) -> None:
+    """The guard of the driver-escaped path, over the rows of lock_lows_query read in the
+    insert's transaction: BelowLowWatermark when an offset lies below its partition's low
+    watermark, or (given the count the rows were routed by) when a partition's row says
+    another count of partitions."""
+    lows: dict[int, int] = {}
+    for p, low, count in rows:
+        if routed is not None and count is not None and int(count) != routed:
+            raise BelowLowWatermark("the topic's partitions changed since the rows were routed")
+        lows[int(p)] = int(low)
+    if below_low(lows, messages):
+        raise BelowLowWatermark("an offset lies below its partition's low watermark")
+
+
+def key_headers(key: bytes | None, text: str | None) -> tuple[bytes, bytes]:
+    """The key and headers literals. Binary values travel as hex literals: one C call each
+    instead of the driver's escaping, and valid whatever the session's sql_mode
+    (backslashes mean nothing in them). Headers are JSON text, which MySQL 8 refuses from
+    a binary string, so their literal carries a utf8mb4 introducer."""
+    key_sql = b"NULL" if key is None else _KEY % hexlify(key)
+    headers = b"NULL" if text is None else _HEADERS % hexlify(text.encode())
+    return key_sql, headers
+
+
+def _key_literal(key: bytes) -> bytes:
+    """The key's literal, kept for the next rows and writes with that key (a bounded
+    number of keys, each of at most MAX_KEY_BYTES). Readers only get() from the cache, so
+    a clear() by another thread costs them a miss, never an error."""
+    literal = _KEY % hexlify(key)
+    if len(key) <= MAX_KEY_BYTES:
+        if len(_key_literals) >= _KEY_LITERALS:
+            _key_literals.clear()
+        _key_literals[key] = literal
+    return literal
+
+
+def _headers_literal(text: str) -> bytes:
+    return _HEADERS % hexlify(text.encode())
+
+
+def _row(m: NewMessage, offset: bytes, token: int | None) -> bytes:
+    """One VALUES tuple of the producer's INSERT, with its write token or NULL."""
+    key, headers = key_headers(m.key, m.headers)
+    body = hexlify(m.body)
+    if token is None:
+        return _ROW_UNTOKENED % (m.topic_id, m.partition, offset, key, headers, body)
+    return _ROW_TOKENED % (m.topic_id, m.partition, offset, key, headers, body, token)
