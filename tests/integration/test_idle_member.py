@@ -25,15 +25,16 @@ def topic(settings: Settings, store: Store) -> str:
 
 
 def _counting(store: Store) -> dict[str, int]:
-    """Count the store's partition reads, on the real store."""
+    """Count the store's partition reads, on the real store (fetch_rows: what every read
+    runs, the consume path's and MessageStore.fetch's)."""
     calls = {"fetch": 0}
-    fetch: Callable[..., Any] = store.messages.fetch
+    fetch: Callable[..., Any] = store.messages.fetch_rows
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         calls["fetch"] += 1
         return fetch(*args, **kwargs)
 
-    store.messages.fetch = counted  # type: ignore[method-assign]
+    store.messages.fetch_rows = counted  # type: ignore[method-assign]
     return calls
 
 

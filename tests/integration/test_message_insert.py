@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from ems import TopicAdmin
 from ems.config import Settings
 from ems.store import Store
-from ems.store import messages as message_sql
+from ems.store import inserts as message_sql
 from ems.store.errors import DuplicateKey
 from ems.types import NewMessage, TopicInfo
 from ems.validation import MAX_BATCH_BYTES
