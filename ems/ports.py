@@ -46,7 +46,7 @@ class Heartbeat(Protocol):
         """
 
     def register(self, group_id: int, client_id: str, host: str, pid: int, ttl: float) -> None:
-        """A new client row whose lease runs for ttl seconds, where the renewals run."""
+        """As Leases.register, where the renewals run."""
 
     def renew(
         self,
@@ -63,6 +63,9 @@ class Heartbeat(Protocol):
 
 class Leases(Protocol):
     """Client rows (one per member, renewed within its TTL) and the group's leader row."""
+
+    def register(self, group_id: int, client_id: str, host: str, pid: int, ttl: float) -> None:
+        """A new client row whose lease runs for ttl seconds."""
 
     def renew(
         self,

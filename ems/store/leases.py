@@ -81,6 +81,10 @@ class LeaseStore:
     def __init__(self, db: Database) -> None:
         self.db = db
 
+    def register(self, group_id: int, client_id: str, host: str, pid: int, ttl: float) -> None:
+        with self.db.single() as cursor:
+            cursor.execute(_REGISTER, (client_id, group_id, host, pid, int(ttl * _US)))
+
     def renew(
         self,
         client_id: str,
@@ -151,7 +155,7 @@ class LeaseHeartbeat:
         self._conn.open()
 
     def register(self, group_id: int, client_id: str, host: str, pid: int, ttl: float) -> None:
-        """As Heartbeat.register, on the renewals' connection."""
+        """As LeaseStore.register, on the renewals' connection."""
         with self._conn.cursor() as cursor:
             cursor.execute(_REGISTER, (client_id, group_id, host, pid, int(ttl * _US)))
 
