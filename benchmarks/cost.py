@@ -31,7 +31,6 @@ consumer suite (its statements, on one connection).
 from __future__ import annotations
 
 import argparse
-import os
 import socket
 import statistics
 import time
@@ -43,7 +42,9 @@ from typing import Any
 
 import pymysql
 
+from benchmarks import guard_cost
 from benchmarks.consumer_workers import _RAW_CURSOR, _RAW_DONE, _RAW_FETCH, _RAW_LOG, RAW_BATCH
+from benchmarks.cpu import pid_of_thread, thread_cpu_seconds
 from benchmarks.harness import (
     BenchConfig,
     clear_redis,
@@ -55,7 +56,7 @@ from benchmarks.harness import (
 )
 from benchmarks.layers import LAYERS, LayerProfile, shares
 from benchmarks.report import environment
-from benchmarks.writers import EmsWriter, RawRedisWriter, RawWriter
+from benchmarks.writers import EmsWriter, GuardedWriter, RawRedisWriter, RawWriter
 from ems import Consumer, TopicAdmin
 from ems.consumer.cluster import ClusterSession
 from ems.exceptions import TopicExists
@@ -68,7 +69,9 @@ SINGLE_SENDS = 1000
 BATCH = 100
 BATCH_CALLS = 40
 CONSUME = 20_000
-SYSTEMS = ("ems", "raw+redis", "raw")
+SYSTEMS = ("ems", "raw+redis+guard", "raw+redis", "raw")
+#: The systems that consume (raw+redis and its guard are publish-side only).
+CONSUMERS = ("ems", "raw")
 KINDS = ("send", "fetch", "ack", "other")
 
 
@@ -144,22 +147,10 @@ class ServerThreads:
 
     def _thread_cpu(self, tid: int) -> float | None:
         if self.pid is None:
-            self.pid = _pid_of_thread(tid)
+            self.pid = pid_of_thread(tid)
         if self.pid is None:
             return None
-        try:
-            fields = Path(f"/proc/{self.pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1]
-        except OSError:
-            return None
-        values = fields.split()
-        return (int(values[11]) + int(values[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _pid_of_thread(tid: int) -> int | None:
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (entry / "task" / str(tid)).exists():
-            return int(entry.name)
-    return None
+        return thread_cpu_seconds(self.pid, tid)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -215,6 +206,7 @@ def prepare(cfg: BenchConfig) -> int:
 
 WRITERS: dict[str, type[EmsWriter] | type[RawWriter]] = {
     "ems": EmsWriter,
+    "raw+redis+guard": GuardedWriter,
     "raw+redis": RawRedisWriter,
     "raw": RawWriter,
 }
@@ -441,9 +433,59 @@ def render(env: list[str], results: Results, profiles: Profiles | None = None) -
         "of one operation, not runs. Server CPU has a 10 ms clock tick per thread.",
         "",
     ]
+    lines += render_floors(results)
     if profiles:
         lines += render_layers(results, profiles)
     return "\n".join(lines)
+
+
+def render_floors(results: Results) -> list[str]:
+    """Each publish row of ems against the design's floor without and with its guard: what
+    ems's own layers cost (ems / raw+redis+guard) and what the guard costs (raw+redis+guard
+    / raw+redis), in rate and in client and server CPU."""
+    lines = [
+        "### ems against the design's floor, and the guard's share",
+        "",
+        "| operation | ems / raw+redis: msg/s | client CPU | ems / raw+redis+guard: msg/s "
+        "| client CPU | the guard (raw+redis+guard / raw+redis): msg/s | server CPU us added |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for op in ("single", "batch"):
+        wall = {s: per_message(results[op][s], lambda x: x.wall) for s in SYSTEMS}
+        cpu = {s: per_message(results[op][s], lambda x: x.cpu) for s in SYSTEMS}
+        server = {s: per_message(results[op][s], lambda x: x.server) for s in SYSTEMS}
+        if None in (wall["ems"], wall["raw+redis"], wall["raw+redis+guard"]):
+            continue
+        ems, guard, floor = "ems", "raw+redis+guard", "raw+redis"
+        added = (
+            "-"
+            if server[guard] is None or server[floor] is None
+            else f"{(server[guard] - server[floor]) * 1e6:.1f}"  # type: ignore[operator]
+        )
+        lines.append(
+            f"| {OPS[op]} | {_ratio(wall[floor], wall[ems])} | {_ratio(cpu[ems], cpu[floor])} "
+            f"| {_ratio(wall[guard], wall[ems])} | {_ratio(cpu[ems], cpu[guard])} "
+            f"| {_ratio(wall[floor], wall[guard])} | {added} |"
+        )
+    lines += [
+        "",
+        "msg/s columns: the first system's rate over the second's (1.00x = as fast); client "
+        "CPU columns: the first's CPU per message over the second's (1.00x = as cheap). "
+        "raw+redis+guard sends ems's own statement (the guard's locking read of the "
+        "partitions' low-watermark rows, the fence, the write token) with raw+redis's "
+        "Python: ems against it is the cost of ems's own layers; it against raw+redis is "
+        "the cost of the guard, which the design keeps (a purge or a partition change and "
+        "the inserts take turns on those rows).",
+        "",
+    ]
+    return lines
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> str:
+    """numerator / denominator as a ratio ("-" if either is missing)."""
+    if not numerator or not denominator:
+        return "-"
+    return f"{numerator / denominator:.2f}x"
 
 
 def render_layers(results: Results, profiles: Profiles) -> list[str]:
@@ -482,7 +524,8 @@ def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
     env = environment(ccfg)
     results = collect(ccfg, topic_id)
     profiles = profile_round(ccfg, topic_id)
-    text = render(env, results, profiles)
+    guard = guard_cost.measure(ccfg, topic_id)
+    text = "\n".join([render(env, results, profiles), *guard_cost.render(guard)])
     print(text)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(text)

@@ -36,6 +36,24 @@ def local_server_pid() -> int | None:
     return None
 
 
+def pid_of_thread(tid: int) -> int | None:
+    """The process a thread belongs to (the server whose connection it serves: a machine
+    may run several), or None once it has ended."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (entry / "task" / str(tid)).exists():
+            return int(entry.name)
+    return None
+
+
+def thread_cpu_seconds(pid: int, tid: int) -> float | None:
+    """User + system CPU time one thread of a process has used so far (None once ended)."""
+    try:
+        fields = stat_fields(f"/proc/{pid}/task/{tid}/stat")
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def machine_ticks() -> tuple[int, int]:
     """This machine's (idle, total) CPU ticks since boot, over all cores (/proc/stat)."""
     values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]

@@ -13,6 +13,10 @@
   pipelined) and one wake-up PUBLISH after the commit (one write, replies off). What ems
   adds beyond it is the cost of its own layers; what raw+redis loses against raw is the
   cost of the design on this machine.
+- raw+redis+guard: raw+redis writing ems's own statement (ems.store.inserts): the
+  low-watermark guard and partition-count fence read in the INSERT, and a write token on
+  its first row. The floor of the design with its guard: what ems adds beyond it is the
+  cost of its Python; what it adds to raw+redis is the guard's cost.
 - kombu: Kombu's SQLAlchemy transport on the same server, Producer.publish per message.
   Kombu has no batch API, so its "batch" is a loop of single publishes.
 """
@@ -38,7 +42,7 @@ from benchmarks.harness import (
 from ems import Producer, Record
 from ems.offsets.allocators import offset_key
 from ems.offsets.resp import RespConnection, pack
-from ems.store.inserts import INSERT_HEAD, values
+from ems.store.inserts import INSERT_HEAD, insert_statements, values
 from ems.types import NewMessage
 from ems.wakeups import Publisher
 
@@ -90,11 +94,14 @@ class RawWriter:
         return offset
 
     def send(self, row: Reading) -> None:
-        self.conn.query(raw_statement(self.topic_id, [(row, self._offset(row))]))
+        self.conn.query(self.statement([(row, self._offset(row))]))
 
     def send_batch(self, rows: Sequence[Reading]) -> None:
         # One statement on an autocommit connection: atomic, one commit, as ems's.
-        self.conn.query(raw_statement(self.topic_id, [(r, self._offset(r)) for r in rows]))
+        self.conn.query(self.statement([(r, self._offset(r)) for r in rows]))
+
+    def statement(self, rows: Sequence[tuple[Reading, int]]) -> bytes:
+        return raw_statement(self.topic_id, rows)
 
     def close(self) -> None:
         self.conn.close()
@@ -127,7 +134,7 @@ class RawRedisWriter(RawWriter):
 
     def send(self, row: Reading) -> None:
         offset = self._allocate({row.partition: 1})[row.partition]
-        self.conn.query(raw_statement(self.topic_id, [(row, offset)]))
+        self.conn.query(self.statement([(row, offset)]))
         self.wakeups.messages(self.topic_id, {row.partition: offset})
 
     def send_batch(self, rows: Sequence[Reading]) -> None:
@@ -139,13 +146,32 @@ class RawRedisWriter(RawWriter):
         for r in rows:
             placed.append((r, cursor[r.partition]))
             cursor[r.partition] += 1
-        self.conn.query(raw_statement(self.topic_id, placed))
+        self.conn.query(self.statement(placed))
         self.wakeups.messages(self.topic_id, {p: o - 1 for p, o in cursor.items()})
 
     def close(self) -> None:
         self.counters.close()
         self.wakeups.close()
         super().close()
+
+
+class GuardedWriter(RawRedisWriter):
+    """raw+redis sending ems's statement: guarded, fenced by the partition count, tokened."""
+
+    def __init__(self, cfg: BenchConfig, index: int, workers: int) -> None:
+        super().__init__(cfg, index, workers)
+        # A guarded INSERT's read is a locking read only under REPEATABLE READ, as ems's.
+        self.conn.query("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        self.token = index << 40
+
+    def statement(self, rows: Sequence[tuple[Reading, int]]) -> bytes:
+        self.token += 1
+        messages = [
+            NewMessage(self.topic_id, r.partition, offset, r.key.encode(), HEADERS_JSON, r.body)
+            for r, offset in rows
+        ]
+        (statement,) = insert_statements(messages, self.token, partitions=PARTITIONS) or [b""]
+        return statement
 
 
 class KombuWriter:
@@ -169,6 +195,7 @@ class KombuWriter:
 WRITERS: dict[str, type[EmsWriter] | type[RawWriter] | type[KombuWriter]] = {
     "ems": EmsWriter,
     "raw+redis": RawRedisWriter,
+    "raw+redis+guard": GuardedWriter,
     "raw": RawWriter,
     "kombu": KombuWriter,
 }
