@@ -32,7 +32,6 @@ from ems.store.inserts import INSERT_HEAD, insert_statements, values
 from ems.types import NewMessage
 
 ROUNDS = 4
-STATEMENTS = 1500
 PARTITIONS = 16
 #: Offsets far above any the cost suite writes, removed after the run.
 BASE = 10**12
@@ -42,20 +41,38 @@ _HEAD = INSERT_HEAD.replace(b"body)", b"body, write_token)")
 
 
 @dataclass(frozen=True)
+class Case:
+    title: str
+    rows: int  # per statement
+    statements: int  # per form and round
+    forms: tuple[str, ...]
+
+
+CASES = (
+    Case("single row", 1, 1500, FORMS),
+    Case("100 rows over 16 partitions", 100, 200, FORMS[:2]),
+)
+
+
+@dataclass(frozen=True)
 class GuardCost:
+    case: Case
     form: str
-    server_us: float  # server CPU per statement, median of the rounds
-    rate: float  # statements/s, median of the rounds
+    server_us: float  # server CPU per row, median of the rounds
+    rate: float  # rows/s, median of the rounds
 
 
-def statement(form: str, m: NewMessage, token: int, routed: int) -> bytes:
-    """The single-row INSERT of m in the given form (see the module's docstring)."""
+def statement(form: str, messages: list[NewMessage], token: int, routed: int) -> bytes:
+    """The INSERT of the messages in the given form (see the module's docstring); the
+    last two forms take one message."""
     if form == "ems":
-        (guarded,) = insert_statements([m], token, partitions=routed) or [b""]
+        (guarded,) = insert_statements(messages, token, partitions=routed) or [b""]
         return guarded
-    row = values(m)[:-1] + b",%d)" % token
+    rows = [values(m)[:-1] + b",NULL)" for m in messages]
+    rows[0] = values(messages[0])[:-1] + b",%d)" % token
     if form == "none":
-        return _HEAD + row
+        return _HEAD + b",".join(rows)
+    ((row,), m) = rows, messages[0]
     where = b"FROM partition_low WHERE topic_id = %d AND partition_no = %d" % (
         m.topic_id,
         m.partition,
@@ -81,12 +98,35 @@ def statement(form: str, m: NewMessage, token: int, routed: int) -> bytes:
     )
 
 
+class _Rows:
+    """The suite's readings as messages of one topic, each partition's offsets counting
+    up from BASE."""
+
+    def __init__(self, topic_id: int) -> None:
+        self.topic_id = topic_id
+        self.readings = readings()
+        self.next = 0
+        self.offsets: dict[int, int] = {}
+
+    def take(self, count: int) -> list[NewMessage]:
+        out = []
+        for _ in range(count):
+            r = self.readings[self.next % len(self.readings)]
+            self.next += 1
+            offset = self.offsets.get(r.partition, BASE)
+            self.offsets[r.partition] = offset + 1
+            out.append(
+                NewMessage(self.topic_id, r.partition, offset, r.key.encode(), HEADERS_JSON, r.body)
+            )
+        return out
+
+
 def measure(cfg: BenchConfig, topic_id: int) -> list[GuardCost] | None:
-    """Per form, ROUNDS windows of STATEMENTS single-row INSERTs; None when the server
+    """Per case and form, ROUNDS windows of the case's statements; None when the server
     does not run on this machine (its threads' CPU cannot be read)."""
-    rows = readings()
+    source = _Rows(topic_id)
     conn = mysql_connect(cfg.settings.database_url)
-    samples: dict[str, list[tuple[float, float]]] = {f: [] for f in FORMS}
+    costs = []
     try:
         with conn.cursor() as cursor:
             cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
@@ -103,33 +143,35 @@ def measure(cfg: BenchConfig, topic_id: int) -> list[GuardCost] | None:
                 "partitions = VALUES(partitions)",
                 [(topic_id, p, PARTITIONS) for p in range(PARTITIONS)],
             )
-            offset, token = BASE, 1
-            for round_no in range(ROUNDS):
-                order = FORMS if round_no % 2 == 0 else FORMS[::-1]
-                for form in order:
-                    batch = []
-                    for i in range(STATEMENTS):
-                        r = rows[i % len(rows)]
-                        m = NewMessage(
-                            topic_id, r.partition, offset, r.key.encode(), HEADERS_JSON, r.body
-                        )
-                        batch.append(statement(form, m, token, PARTITIONS))
-                        offset, token = offset + 1, token + 1
-                    samples[form].append(_window(cursor, batch, server_pid, int(tid)))
+            token = 0
+            for case in CASES:
+                samples: dict[str, list[tuple[float, float]]] = {f: [] for f in case.forms}
+                for round_no in range(ROUNDS):
+                    order = case.forms if round_no % 2 == 0 else case.forms[::-1]
+                    for form in order:
+                        batch = []
+                        for _ in range(case.statements):
+                            token += 1
+                            messages = source.take(case.rows)
+                            batch.append(statement(form, messages, token, PARTITIONS))
+                        window = _window(cursor, batch, server_pid, int(tid))
+                        samples[form].append((window[0] / case.rows, window[1] * case.rows))
+                costs += [
+                    GuardCost(
+                        case,
+                        form,
+                        statistics.median(cpu for cpu, _ in samples[form]) * 1e6,
+                        statistics.median(rate for _, rate in samples[form]),
+                    )
+                    for form in case.forms
+                ]
             cursor.execute(
                 "DELETE FROM message WHERE topic_id = %s AND offset_no >= %s", (topic_id, BASE)
             )
             cursor.execute("DELETE FROM partition_low WHERE topic_id = %s", (topic_id,))
     finally:
         conn.close()
-    return [
-        GuardCost(
-            form,
-            statistics.median(cpu for cpu, _ in samples[form]) * 1e6,
-            statistics.median(rate for _, rate in samples[form]),
-        )
-        for form in FORMS
-    ]
+    return costs
 
 
 def _window(cursor: Any, batch: list[bytes], server_pid: int, tid: int) -> tuple[float, float]:
@@ -149,23 +191,25 @@ def render(costs: list[GuardCost] | None) -> list[str]:
     title = "### What the guard costs the server"
     if costs is None:
         return [title, "", "Not measured: the database server does not run on this machine.", ""]
-    none = costs[0].server_us
     lines = [
         title,
         "",
-        f"One single-row INSERT of the same row in each form, {STATEMENTS:,} per form and "
-        f"round, {ROUNDS} rounds in alternating order, on one autocommit REPEATABLE READ "
+        "The same rows in each form, per form and round "
+        + " and ".join(f"{c.statements:,} statements of {c.title}" for c in CASES)
+        + f", {ROUNDS} rounds in alternating order, on one autocommit REPEATABLE READ "
         "connection; server CPU: that connection's own server thread (10 ms clock ticks); "
         "medians of the rounds. The last two forms read a row that must exist, so they are "
         "not drop-in replacements: they bound what any cheaper statement of the same read "
         "could save.",
         "",
-        "| form | server CPU us per statement | over no guard | statements/s |",
-        "|---|---:|---:|---:|",
+        "| case | form | server CPU us per row | over no guard | rows/s |",
+        "|---|---|---:|---:|---:|",
     ]
+    none = {c.case.title: c.server_us for c in costs if c.form == "none"}
     for c in costs:
+        over = c.server_us - none[c.case.title]
         lines.append(
-            f"| {c.form} | {c.server_us:.0f} | {c.server_us - none:+.0f} | {c.rate:,.0f} |"
+            f"| {c.case.title} | {c.form} | {c.server_us:.1f} | {over:+.1f} | {c.rate:,.0f} |"
         )
     lines.append("")
     return lines

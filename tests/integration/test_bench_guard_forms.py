@@ -60,10 +60,10 @@ def test_each_form_stores_above_the_watermark_and_only_none_below_it(
     above = NewMessage(topic_id, 1, 100, b"k", HEADERS_JSON, b"above")
     below = NewMessage(topic_id, 1, 99, b"k", HEADERS_JSON, b"below")
     moved = NewMessage(topic_id, 1, 101, b"k", HEADERS_JSON, b"routed by 8")
-    cur.execute(statement(form, above, 1, ROUTED))
+    cur.execute(statement(form, [above], 1, ROUTED))
     assert _stored(cur, topic_id, 100) == 1
-    _try(cur, statement(form, below, 2, ROUTED))
-    _try(cur, statement(form, moved, 3, ROUTED * 2))
+    _try(cur, statement(form, [below], 2, ROUTED))
+    _try(cur, statement(form, [moved], 3, ROUTED * 2))
     guarded = form != "none"
     assert _stored(cur, topic_id, 99) == (0 if guarded else 1)
     assert _stored(cur, topic_id, 101) == (0 if guarded else 1)
@@ -80,3 +80,13 @@ def test_the_guarded_floor_sends_ems_statement() -> None:
     ]
     (ems,) = insert_statements(messages, 6, partitions=16) or [b""]
     assert writer.statement(rows) == ems and b"partitions <> 16" in ems
+
+
+def test_a_batch_without_the_guard_is_ems_statement_with_the_offset_in_its_place() -> None:
+    messages = [
+        NewMessage(5, p, 40 + i, b"k", HEADERS_JSON, b"b%d" % i) for i, p in enumerate((1, 3, 1))
+    ]
+    ems, plain = (statement(form, messages, 9, 16) for form in ("ems", "none"))
+    guard = ems[ems.index(b"(SELECT 40 UNION ALL") : ems.index(b"LIMIT 2)") + len(b"LIMIT 2)")]
+    assert b"partition_no = 3 AND (low_offset > 41" in guard
+    assert plain == ems.replace(guard, b"40") and plain.count(b",NULL)") == 2
