@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-import secrets
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
@@ -38,6 +37,7 @@ from ems.producer.planning import (
     reroute,
 )
 from ems.producer.scheduling import Delay, schedule_of
+from ems.producer.tokens import write_token
 from ems.producer.transactional import UNKNOWN_OFFSET
 from ems.store import aio_outbox
 from ems.store.errors import BelowLowWatermark, DuplicateKey
@@ -334,7 +334,7 @@ class Producer:
         low watermark and no attempt of ours is stored; a lost connection sends the same
         rows again, until the deadline, with the same write token, whose presence at the
         first row's place then tells whether an earlier attempt committed."""
-        token = secrets.randbits(63)
+        token = write_token()
         tried = verify = False
         while True:
             try:

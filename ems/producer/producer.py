@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import secrets
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -39,6 +38,7 @@ from ems.producer.planning import (
     went_back,
 )
 from ems.producer.scheduling import Delay, schedule_of
+from ems.producer.tokens import write_token
 from ems.producer.transactional import Transactions
 from ems.store.errors import BelowLowWatermark, DuplicateKey
 from ems.types import NewMessage, Record, RecordMetadata, Schedule, TopicInfo
@@ -413,7 +413,7 @@ class Producer:
         (False) once the topic has more (see ems.partitions). A write `named` carries that
         token instead, and its name commits with it: refused, it is recognised by name,
         None when this call's attempts may not have stored it (another call did)."""
-        token = secrets.randbits(63) if named is None else named
+        token = write_token() if named is None else named
         tried = verify = False
         while True:
             try:

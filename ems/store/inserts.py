@@ -31,10 +31,9 @@ _HEAD = (
     b"INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body, "
     b"write_token) VALUES "
 )
-_ROW_UNTOKENED = b"(%d,%d,%b,%b,%b,X'%b',NULL)"
-#: _ROW_UNTOKENED with its offset as a number (every row but a statement's first).
+#: A row of the producer's INSERT without a token; a statement's first row then has its
+#: offset written as the guard, and the write's first row the token for the NULL.
 _ROW_AT = b"(%d,%d,%d,%b,%b,X'%b',NULL)"
-_ROW_TOKENED = b"(%d,%d,%b,%b,%b,X'%b',%d)"
 # No message may be stored below its partition's low watermark: a purge removed that range
 # and readers jump over it, so a row there would be acknowledged and never delivered. In
 # each statement, the first row's offset is written as a scalar subquery that yields the
@@ -179,7 +178,16 @@ def _statement(
     lowest offset of every partition in it (and over the count the rows were routed by),
     and the token (if any) on that row."""
     guarded = _GUARDED % (first.offset, first.offset, first.topic_id, _below(lowest, routed))
-    rows[0] = _row(first, guarded, token)
+    # rows[0] is _ROW_AT of `first`: its key, headers and body literals are kept as they
+    # are, between the offset (now the guard) and the token (the last "NULL)").
+    placed = len(b"(%d,%d,%d," % (first.topic_id, first.partition, first.offset))
+    rows[0] = b"(%d,%d,%b,%b%b)" % (
+        first.topic_id,
+        first.partition,
+        guarded,
+        rows[0][placed:-5],
+        b"NULL" if token is None else b"%d" % token,
+    )
     return _HEAD + b",".join(rows)
 
 
@@ -252,12 +260,3 @@ def _key_literal(key: bytes) -> bytes:
 
 def _headers_literal(text: str) -> bytes:
     return _HEADERS % hexlify(text.encode())
-
-
-def _row(m: NewMessage, offset: bytes, token: int | None) -> bytes:
-    """One VALUES tuple of the producer's INSERT, with its write token or NULL."""
-    key, headers = key_headers(m.key, m.headers)
-    body = hexlify(m.body)
-    if token is None:
-        return _ROW_UNTOKENED % (m.topic_id, m.partition, offset, key, headers, body)
-    return _ROW_TOKENED % (m.topic_id, m.partition, offset, key, headers, body, token)
