@@ -96,6 +96,8 @@ def insert_statements(
     guarded against offsets below the low watermark (and, given the count of partitions
     the rows were routed by, against a topic whose count is no longer that), the first row
     carrying the write token; None if a row is too large to send as hex."""
+    if len(messages) == 1:
+        return _single(messages[0], token, partitions)
     if not messages:
         return []
     found = _rows(messages)
@@ -107,6 +109,43 @@ def insert_statements(
         # One statement (the common case): the sizes need no row by row account.
         return [_statement(messages[0], rows, lowest, token, partitions)]
     return _split(messages, rows, token, partitions)
+
+
+def _single(m: NewMessage, token: int | None, routed: int | None) -> list[bytes] | None:
+    """insert_statements of one message (a single send), in one format: the same bytes
+    as the rows, statement and guard of the general path give it."""
+    topic_id, partition, offset, key, headers, body = m
+    size = len(body)
+    if key is None:
+        key_sql = b"NULL"
+    else:
+        key_sql = _key_literals.get(key) or _key_literal(key)
+        size += len(key)
+    if headers is None:
+        headers_sql = b"NULL"
+    else:
+        headers_sql = _headers_literal(headers)
+        size += len(headers)
+    if size > _HEX_ROW_BYTES:
+        return None
+    if routed is None:
+        below = _BELOW % (partition, offset)
+    else:
+        below = _BELOW_ROUTED % (partition, offset, routed)
+    guarded = _GUARDED % (offset, offset, topic_id, below)
+    return [
+        _HEAD
+        + b"(%d,%d,%b,%b,%b,X'%b',%b)"
+        % (
+            topic_id,
+            partition,
+            guarded,
+            key_sql,
+            headers_sql,
+            hexlify(body),
+            b"NULL" if token is None else b"%d" % token,
+        )
+    ]
 
 
 def _rows(messages: Sequence[NewMessage]) -> tuple[list[bytes], dict[int, int]] | None:

@@ -126,7 +126,7 @@ def test_placed_rows_their_metadata_and_the_ends_a_wake_up_names() -> None:
 # -- the INSERT ----------------------------------------------------------------------------
 
 
-def reference_statement(rows: list[NewMessage], token: int, routed: int | None) -> bytes:
+def reference_statement(rows: list[NewMessage], token: int | None, routed: int | None) -> bytes:
     """The raw baseline's rows (messages.values) with the write token column, the first
     row's offset written as the guard over each partition's lowest offset."""
     lowest: dict[int, int] = {}
@@ -148,7 +148,8 @@ def reference_statement(rows: list[NewMessage], token: int, routed: int | None) 
     head = b"(%d,%d,%d," % (first.topic_id, first.partition, first.offset)
     assert values[0].startswith(head)
     values[0] = b"(%d,%d,%b," % (first.topic_id, first.partition, guard) + values[0][len(head) :]
-    values[0] = values[0][: -len(b"NULL)")] + b"%d)" % token
+    if token is not None:
+        values[0] = values[0][: -len(b"NULL)")] + b"%d)" % token
     return messages.INSERT_HEAD.replace(b"body)", b"body, write_token)") + b",".join(values)
 
 
@@ -167,14 +168,20 @@ _rows = st.lists(
 )
 
 
-@given(_rows, st.sampled_from([None, 5]), st.booleans())
+@given(_rows, st.sampled_from([None, 5]), st.booleans(), st.sampled_from([None, 99]))
 def test_the_insert_is_the_baseline_rows_with_guard_and_token(
-    rows: list[NewMessage], routed: int | None, warm: bool
+    rows: list[NewMessage], routed: int | None, warm: bool, token: int | None
 ) -> None:
     if not warm:
         messages._key_literals.clear()
-    statements = messages.insert_statements(rows, 99, partitions=routed)
-    assert statements == [reference_statement(rows, 99, routed)]
+    statements = messages.insert_statements(rows, token, partitions=routed)
+    assert statements == [reference_statement(rows, token, routed)]
+
+
+def test_a_single_row_too_large_for_hex_goes_to_the_escaped_path() -> None:
+    big = NewMessage(3, 0, 1, b"k", '{"a":"b"}', b"x" * (256 * 1024 - 9))
+    assert messages.insert_statements([big], 1) is None
+    assert messages.insert_statements([big._replace(body=b"x" * (256 * 1024 - 10))], 1)
 
 
 def test_the_key_literals_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
