@@ -44,9 +44,25 @@ def as_record(item: Outgoing) -> Record:
     raise InvalidInput(f"cannot publish a {type(item).__name__}; use ems.Record, bytes or str")
 
 
-def prepare(info: TopicInfo, record: Record, round_robin: RoundRobin) -> Prepared:
-    """Validate and encode one message and choose its partition."""
-    return prepare_batch(info, (record,), round_robin)[0]
+def prepare(
+    info: TopicInfo,
+    body: bytes | str,
+    key: str | bytes | None,
+    headers: Mapping[str, str] | None,
+    round_robin: RoundRobin,
+) -> Prepared:
+    """Validate and encode one message and choose its partition: prepare_batch of one
+    Record(body, key, headers), without the batch's list and loop (a single send)."""
+    if type(body) is not bytes or len(body) > info.max_body_bytes:
+        body = encode_body(body, info.max_body_bytes)
+    encoded: bytes | None = None
+    if key is not None:
+        found = _routes_for(info.partitions).get(key) if type(key) is str else None
+        encoded, partition = found or route(key, info.partitions)
+    text = None if headers is None else encode_headers(headers)
+    if encoded is None:
+        partition = round_robin.next(info.id, info.partitions)
+    return (partition, encoded, text, body)
 
 
 def prepare_batch(
@@ -229,8 +245,10 @@ class RangeEnds:
     def accept(self, topic_id: int, firsts: Mapping[int, int], counts: Mapping[int, int]) -> bool:
         """Record the ranges; False (nothing recorded) if a counter went back: Redis lost
         writes, and the range may lie among stored or purged offsets."""
-        ends = self._ends.setdefault(topic_id, {})
-        if went_back(ends, firsts, counts):
+        ends = self._ends.get(topic_id)
+        if ends is None:
+            ends = self._ends[topic_id] = {}
+        elif went_back(ends, firsts, counts):
             return False
         for p, first in firsts.items():
             ends[p] = first + counts[p]

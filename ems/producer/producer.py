@@ -127,7 +127,7 @@ class Producer:
             return self._send_later(transaction, topic, record, schedule)[0]
         deadline = time.monotonic() + self.settings.send_timeout
         info = self._topics.get(topic) or self._topic(topic, deadline)
-        prepared = prepare(info, Record(body, key, headers), self._round_robin)
+        prepared = prepare(info, body, key, headers, self._round_robin)
         (placed,) = self._committer(info).submit((prepared,), deadline)
         return RecordMetadata(info.name, placed.partition, placed.offset)
 

@@ -84,6 +84,16 @@ def test_a_batch_is_prepared_as_message_by_message(items: list[Any], warm: bool)
     assert _outcome(TOPIC, items, prepare_batch) == _outcome(TOPIC, items, one_by_one)
 
 
+@given(_records, st.booleans())
+def test_a_single_send_is_prepared_as_a_batch_of_one(record: Record, warm: bool) -> None:
+    def single(info: TopicInfo, items: list[Record], rr: RoundRobin) -> list[Prepared]:
+        return [planning.prepare(info, *items[0], rr)]
+
+    if warm:
+        _outcome(TOPIC, [record], prepare_batch)
+    assert _outcome(TOPIC, [record], single) == _outcome(TOPIC, [record], prepare_batch)
+
+
 def test_a_cached_key_is_routed_as_a_new_one() -> None:
     planning._routes.clear()
     rr = RoundRobin()
