@@ -63,6 +63,10 @@ _GUARD_ZERO = (
 # every producer of the topic would share.
 _BELOW = b"partition_no = %d AND low_offset > %d"
 _BELOW_ROUTED = b"partition_no = %d AND (low_offset > %d OR partitions <> %d)"
+_BELOW_MANY = b"partition_no IN (%b) AND low_offset > CASE partition_no %b END"
+_BELOW_MANY_ROUTED = (
+    b"partition_no IN (%b) AND (low_offset > CASE partition_no %b END OR partitions <> %d)"
+)
 #: Upper bound on the bytes the guard adds to a statement per partition in it (and once
 #: more for the statement's own part).
 _GUARD_BYTES = 200
@@ -232,10 +236,19 @@ def _statement(
 
 def _below(lowest: Mapping[int, int], routed: int | None) -> bytes:
     """The guard's condition on partition_low: a partition's lowest offset lies below its
-    low watermark (or, given routed, its row says another count of partitions)."""
+    low watermark (or, given routed, its row says another count of partitions). Several
+    partitions are one IN list with each one's offset picked by a CASE: the same point
+    reads (and locks) as an OR of one condition per partition, for about a third less of
+    the guard's server CPU on a batch over 16 partitions (benchmarks/guard_cost.py)."""
+    if len(lowest) == 1:
+        ((p, o),) = lowest.items()
+        return _BELOW % (p, o) if routed is None else _BELOW_ROUTED % (p, o, routed)
+    found = sorted(lowest.items())
+    cases = b" ".join([b"WHEN %d THEN %d" % po for po in found])
+    listed = b",".join([b"%d" % p for p, _ in found])
     if routed is None:
-        return b" OR ".join([_BELOW % (p, o) for p, o in sorted(lowest.items())])
-    return b" OR ".join([_BELOW_ROUTED % (p, o, routed) for p, o in sorted(lowest.items())])
+        return _BELOW_MANY % (listed, cases)
+    return _BELOW_MANY_ROUTED % (listed, cases, routed)
 
 
 def zero_guard(topic_id: int, lowest: Mapping[int, int], routed: int | None) -> bytes:

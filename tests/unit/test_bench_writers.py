@@ -27,8 +27,8 @@ def test_raw_inserts_ems_rows_in_ems_encoding_without_the_guard() -> None:
     # row, NULL on the others.
     guard = (
         b"(SELECT 40 UNION ALL SELECT 40 FROM partition_low WHERE topic_id = 12 AND "
-        b"(partition_no = 1 AND low_offset > 40 OR partition_no = 3 AND low_offset > 5) "
-        b"LIMIT 2)"
+        b"(partition_no IN (1,3) AND low_offset > CASE partition_no WHEN 1 THEN 40 "
+        b"WHEN 3 THEN 5 END) LIMIT 2)"
     )
     assert guard in ems
     head = INSERT_HEAD.replace(b"body)", b"body, write_token)")

@@ -144,16 +144,18 @@ def reference_statement(rows: list[NewMessage], token: int | None, routed: int |
         lowest[m.partition] = min(m.offset, lowest.get(m.partition, m.offset))
     values = [messages.values(m)[:-1] + b",NULL)" for m in rows]
     first = rows[0]
-    if routed is None:
-        cond = [b"partition_no = %d AND low_offset > %d" % kv for kv in sorted(lowest.items())]
+    found = sorted(lowest.items())
+    if len(found) == 1:
+        below = b"low_offset > %d" % found[0][1]
+        where = b"partition_no = %d AND " % found[0][0]
     else:
-        cond = [
-            b"partition_no = %d AND (low_offset > %d OR partitions <> %d)" % (p, o, routed)
-            for p, o in sorted(lowest.items())
-        ]
+        whens = " ".join(f"WHEN {p} THEN {o}" for p, o in found)
+        below = f"low_offset > CASE partition_no {whens} END".encode()
+        where = f"partition_no IN ({','.join(str(p) for p, _ in found)}) AND ".encode()
+    cond = where + (below if routed is None else b"(%b OR partitions <> %d)" % (below, routed))
     guard = (
         b"(SELECT %d UNION ALL SELECT %d FROM partition_low WHERE topic_id = %d AND (%b) "
-        b"LIMIT 2)" % (first.offset, first.offset, first.topic_id, b" OR ".join(cond))
+        b"LIMIT 2)" % (first.offset, first.offset, first.topic_id, cond)
     )
     head = b"(%d,%d,%d," % (first.topic_id, first.partition, first.offset)
     assert values[0].startswith(head)
