@@ -28,7 +28,7 @@ from typing import Any
 
 from benchmarks.cpu import pid_of_thread, thread_cpu_seconds
 from benchmarks.harness import HEADERS_JSON, BenchConfig, mysql_connect, readings
-from ems.store.inserts import INSERT_HEAD, insert_statements, values
+from ems.store.inserts import TOKENED_HEAD, insert_statements, values
 from ems.types import NewMessage
 
 ROUNDS = 4
@@ -37,7 +37,6 @@ PARTITIONS = 16
 BASE = 10**12
 FORMS = ("none", "ems", "primary-key lookup", "INSERT ... SELECT")
 _COLUMNS = b"(topic_id, partition_no, offset_no, msg_key, headers, body, write_token)"
-_HEAD = INSERT_HEAD.replace(b"body)", b"body, write_token)")
 
 
 @dataclass(frozen=True)
@@ -71,7 +70,7 @@ def statement(form: str, messages: list[NewMessage], token: int, routed: int) ->
     rows = [values(m)[:-1] + b",NULL)" for m in messages]
     rows[0] = values(messages[0])[:-1] + b",%d)" % token
     if form == "none":
-        return _HEAD + b",".join(rows)
+        return TOKENED_HEAD + b",".join(rows)
     ((row,), m) = rows, messages[0]
     where = b"FROM partition_low WHERE topic_id = %d AND partition_no = %d" % (
         m.topic_id,
@@ -85,7 +84,7 @@ def statement(form: str, messages: list[NewMessage], token: int, routed: int) ->
             where,
         )
         head, tail = row.split(b",%d," % m.offset, 1)
-        return _HEAD + head + b"," + lookup + b"," + tail
+        return TOKENED_HEAD + head + b"," + lookup + b"," + tail
     # INSERT ... SELECT: the VALUES tuple's items as the select list.
     return (
         b"INSERT INTO message "

@@ -17,14 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.harness import HEADERS_JSON, BenchConfig, Reading, mysql_connect, readings
-from ems.store.inserts import INSERT_HEAD, insert_statements
+from ems.store.inserts import INSERT_HEAD, TOKENED_HEAD, insert_statements
 from ems.types import NewMessage
 
 #: A topic id no real topic has: the message table has no foreign keys.
 TOPIC_ID = 2_000_000_000
 ROUNDS = 10
 CASES = (("single publish (1 row per statement)", 1), ("batch publish (100 rows)", 100))
-_HEAD = INSERT_HEAD.replace(b"body)", b"body, write_token)")
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,7 @@ class TokenCost:
 def without_token(statement: bytes, token: int) -> bytes:
     """The same statement as ems would send it without the write token column."""
     plain = statement.replace(b",%d)" % token, b")").replace(b",NULL)", b")")
-    return plain.replace(_HEAD, INSERT_HEAD)
+    return plain.replace(TOKENED_HEAD, INSERT_HEAD)
 
 
 _offsets: dict[int, int] = {}

@@ -248,10 +248,8 @@ class RangeEnds:
         ends = self._ends.get(topic_id)
         if ends is None:
             ends = self._ends[topic_id] = {}
-        else:
-            for p, first in firsts.items():  # went_back, without a generator per call
-                if first + counts[p] <= ends.get(p, -1):
-                    return False
+        elif went_back(ends, firsts, counts):
+            return False
         for p, first in firsts.items():
             ends[p] = first + counts[p]
         return True

@@ -1,5 +1,5 @@
 """The producer's INSERT statements on the message table, formatted here with every
-binary value as a hex literal (see _row), each guarded against offsets below its
+binary value as a hex literal (see key_headers), each guarded against offsets below its
 partitions' low watermarks and against a changed count of partitions, the first row of a
 write carrying its write token; and the guard of the driver-escaped path."""
 
@@ -27,7 +27,8 @@ _key_literals: dict[bytes, bytes] = {}
 # The producer's INSERTs also carry a write token, on the first row of a write only: the
 # write is atomic (one statement, or one transaction), so that row being stored with the
 # token proves all of it committed, and a row at its place without it proves none did.
-_HEAD = (
+#: The head of the producer's INSERTs: the columns of INSERT_HEAD and the write token.
+TOKENED_HEAD = (
     b"INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body, "
     b"write_token) VALUES "
 )
@@ -108,7 +109,7 @@ def insert_statements(
     if found is None:
         return None
     rows, lowest = found
-    size = len(_HEAD) + sum(map(len, rows)) + len(rows)
+    size = len(TOKENED_HEAD) + sum(map(len, rows)) + len(rows)
     if size + _GUARD_BYTES * (len(lowest) + 1) <= _STATEMENT_BYTES:
         # One statement (the common case): the sizes need no row by row account.
         return [_statement(messages[0], rows, lowest, token, partitions)]
@@ -132,13 +133,9 @@ def _single(m: NewMessage, token: int | None, routed: int | None) -> list[bytes]
         size += len(headers)
     if size > _HEX_ROW_BYTES:
         return None
-    if routed is None:
-        below = _BELOW % (partition, offset)
-    else:
-        below = _BELOW_ROUTED % (partition, offset, routed)
-    guarded = _GUARDED % (offset, offset, topic_id, below)
+    guarded = _GUARDED % (offset, offset, topic_id, _below_one(partition, offset, routed))
     return [
-        _HEAD
+        TOKENED_HEAD
         + b"(%d,%d,%b,%b,%b,X'%b',%b)"
         % (
             topic_id,
@@ -195,13 +192,13 @@ def _split(
     statements: list[bytes] = []
     kept: list[bytes] = []
     lowest: dict[int, int] = {}
-    first, size = messages[0], len(_HEAD)
+    first, size = messages[0], len(TOKENED_HEAD)
     for m, row in zip(messages, rows, strict=True):
         guards = _GUARD_BYTES * (len(lowest) + (m.partition not in lowest) + 1)
         if kept and size + len(row) + 1 + guards > _STATEMENT_BYTES:
             tokened = None if statements else token
             statements.append(_statement(first, kept, lowest, tokened, routed))
-            first, kept, lowest, size = m, [], {}, len(_HEAD)
+            first, kept, lowest, size = m, [], {}, len(TOKENED_HEAD)
         kept.append(row)
         if m.offset < lowest.get(m.partition, m.offset + 1):
             lowest[m.partition] = m.offset
@@ -231,7 +228,7 @@ def _statement(
         rows[0][placed:-5],
         b"NULL" if token is None else b"%d" % token,
     )
-    return _HEAD + b",".join(rows)
+    return TOKENED_HEAD + b",".join(rows)
 
 
 def _below(lowest: Mapping[int, int], routed: int | None) -> bytes:
@@ -242,13 +239,20 @@ def _below(lowest: Mapping[int, int], routed: int | None) -> bytes:
     the guard's server CPU on a batch over 16 partitions (benchmarks/guard_cost.py)."""
     if len(lowest) == 1:
         ((p, o),) = lowest.items()
-        return _BELOW % (p, o) if routed is None else _BELOW_ROUTED % (p, o, routed)
+        return _below_one(p, o, routed)
     found = sorted(lowest.items())
     cases = b" ".join([b"WHEN %d THEN %d" % po for po in found])
     listed = b",".join([b"%d" % p for p, _ in found])
     if routed is None:
         return _BELOW_MANY % (listed, cases)
     return _BELOW_MANY_ROUTED % (listed, cases, routed)
+
+
+def _below_one(partition: int, offset: int, routed: int | None) -> bytes:
+    """_below of a statement whose rows are all in one partition."""
+    if routed is None:
+        return _BELOW % (partition, offset)
+    return _BELOW_ROUTED % (partition, offset, routed)
 
 
 def zero_guard(topic_id: int, lowest: Mapping[int, int], routed: int | None) -> bytes:

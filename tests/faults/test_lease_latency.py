@@ -6,7 +6,8 @@ lease lapse while the database is answering. From the join on, the leader's assi
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -35,6 +36,18 @@ def _traced(consumer: Consumer, monkeypatch: pytest.MonkeyPatch) -> Timeline:
         timeline.trace(monkeypatch, owner, name)
     timeline.watch(monkeypatch)
     return timeline
+
+
+@contextmanager
+def _through_proxy(
+    settings: Settings, mariadb: PrivateMariaDB
+) -> Iterator[tuple[FaultProxy, Consumer]]:
+    """A proxy in front of the server (no latency yet) and a member of group g on topic t
+    that reaches the database through it, with a 2 s lease renewed every 0.5 s."""
+    with FaultProxy("127.0.0.1", mariadb.port, protocol="mysql") as proxy:
+        port = f":{mariadb.port}/"
+        slow = settings.with_(database_url=settings.database_url.replace(port, f":{proxy.port}/"))
+        yield proxy, Consumer("g", "t", settings=slow, lease_ttl=2.0, renew_every=0.5)
 
 
 def _wait_for(check: Callable[[], bool], timeout: float) -> None:
@@ -97,12 +110,7 @@ def test_the_leader_keeps_its_lease_over_a_slow_link(
     slow_from: str,
 ) -> None:
     TopicAdmin(fault_settings).create("t", 8)
-    with FaultProxy("127.0.0.1", private_mariadb.port, protocol="mysql") as proxy:
-        port = f":{private_mariadb.port}/"
-        slow = fault_settings.with_(
-            database_url=fault_settings.database_url.replace(port, f":{proxy.port}/")
-        )
-        consumer = Consumer("g", "t", settings=slow, lease_ttl=2.0, renew_every=0.5)
+    with _through_proxy(fault_settings, private_mariadb) as (proxy, consumer):
         timeline = _traced(consumer, monkeypatch)
         try:
             if slow_from == "the join":
@@ -137,12 +145,7 @@ def test_the_first_renewal_comes_within_the_first_lease_over_a_slow_link(
     half the time none at 300 ms, and none at 400 ms: the join and the renewal take one
     round trip each, 0.8 s of the lease."""
     TopicAdmin(fault_settings).create("t", 8)
-    with FaultProxy("127.0.0.1", private_mariadb.port, protocol="mysql") as proxy:
-        port = f":{private_mariadb.port}/"
-        slow = fault_settings.with_(
-            database_url=fault_settings.database_url.replace(port, f":{proxy.port}/")
-        )
-        consumer = Consumer("g", "t", settings=slow, lease_ttl=2.0, renew_every=0.5)
+    with _through_proxy(fault_settings, private_mariadb) as (proxy, consumer):
         timeline = _traced(consumer, monkeypatch)
         watched = _watch_deadline(monkeypatch, timeline)
         try:
