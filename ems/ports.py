@@ -177,6 +177,17 @@ class MessageLog(Protocol):
         out for the budget; its partition count may be told only when the first row is
         at from_offset."""
 
+    def fetch_rows_many(
+        self,
+        topic_id: int,
+        reads: Sequence[tuple[int, int, int]],
+        max_bytes: int,
+        *,
+        at_least_one: bool = True,
+    ) -> dict[int, FetchedRows]:
+        """fetch_rows() of each (partition, from_offset, limit), each with the whole
+        budget of max_bytes, at once where the log can: {partition: its rows}."""
+
     def low_offset(self, topic_id: int, partition: int) -> int | None:
         """The partition's low watermark after a purge (None when never purged)."""
 

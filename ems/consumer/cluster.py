@@ -14,11 +14,26 @@ from typing import TYPE_CHECKING
 from ems.consumer.ack_writer import AckWriter
 from ems.consumer.barrier import Barrier
 from ems.consumer.errors import LeaseLost
-from ems.consumer.state import Outcome, PartitionState, Policy, expired, moved_cursors, settle
+from ems.consumer.reads import read_together, within
+from ems.consumer.state import (
+    Outcome,
+    PartitionState,
+    Policy,
+    expired,
+    moved_cursors,
+    settle,
+)
 from ems.exceptions import LockConflict
 from ems.offsets.budget import mean_size, rows_to_scan
 from ems.store.errors import StaleGeneration
-from ems.types import IN_FLIGHT_SPAN, Delivery, GroupInfo, Settlement, TopicInfo
+from ems.types import (
+    IN_FLIGHT_SPAN,
+    Delivery,
+    DeliveryBatch,
+    GroupInfo,
+    Settlement,
+    TopicInfo,
+)
 
 if TYPE_CHECKING:
     from ems.coordination.membership import Membership
@@ -147,9 +162,11 @@ class ClusterSession:
         their stored cursors: a batch of theirs was handed out and never settled."""
         self._not_written(partitions)
 
-    def _reload_unwritten(self) -> None:
+    def _reload_unwritten(self) -> set[int]:
+        """Drop the state of the partitions whose writes were not made (read again from
+        their stored cursors at the next sync); returns them."""
         if not self._unwritten:
-            return
+            return set()
         # Settlements queued before the drop are made from the same untrusted state:
         # the writer strips these partitions from them, and they all go first.
         self.writer.flush()
@@ -159,6 +176,7 @@ class ClusterSession:
         for p in dropped:
             self.states.pop(p, None)
         self._version = -1  # taken anew from the stored cursors below
+        return dropped
 
     def _release_drained(self) -> None:
         drained = {p: s for p, s in self.states.items() if s.revoking and not s.in_flight()}
@@ -196,54 +214,95 @@ class ClusterSession:
         for p, s in self.states.items():
             if news is None or (p in news and s.position <= news[p]):
                 s.dirty = True
+            if news is not None and p in news:
+                s.announced = max(s.announced, news[p])
 
     # -- fetch -------------------------------------------------------------------------
 
     def fetch(self, limit: int, max_bytes: int) -> list[Delivery]:
-        # A new batch only once the acks of the last one are written: a crash then
-        # redelivers at most the batch in hand. (Waiting costs no measurable drain rate:
-        # the log's start rows still go on the writer while the batch is handled.)
-        self.writer.wait_written(0)
         # A partition whose last write failed is dropped before it is read further: every
         # window below starts at a cursor that is written.
         self._reload_unwritten()
+        batch = self._read_batch(limit, max_bytes)
+        # The batch is read while the acks of the last one commit on the writer (two round
+        # trips at once); it is handed out only once they are written, so a crash
+        # redelivers at most the batch in hand. A partition whose write failed meanwhile
+        # is dropped with what was just read of it, and read again from its stored cursor.
+        self.writer.wait_written(0)
+        dropped = self._reload_unwritten()
+        if dropped and batch:
+            batch = [d for d in batch if d.partition not in dropped]
+        if batch:
+            # Logged as started on the writer, while the handler already works on it.
+            self.writer.started(batch)
+        return batch
+
+    def _read_batch(self, limit: int, max_bytes: int) -> list[Delivery]:
         now = time.monotonic()
         batch = self._due_retries(limit, max_bytes, now)
         left = max_bytes - body_bytes(batch)
         order = sorted(self.states)
         self._turn += 1
-        for i in range(len(order)):
+        turn = [self.states[order[(self._turn + i) % len(order)]] for i in range(len(order))]
+        ready = [s for s in turn if not (s.revoking or not s.dirty or s.blocked_until > now)]
+        together = read_together(ready, limit - len(batch))
+        if together:
+            # Partitions whose wake-ups told what they hold: one statement for all of them.
+            batch += self._read_many(together, limit - len(batch), left, not batch, now)
+            left = max_bytes - body_bytes(batch)
+            ready = [s for s in ready if s.partition not in together]
+        for state in ready:
             if len(batch) >= limit or left <= 0:
                 break
-            state = self.states[order[(self._turn + i) % len(order)]]
-            if state.revoking or not state.dirty or state.blocked_until > now:
-                continue
             read = self._read(state, limit - len(batch), left, not batch, now)
             left -= body_bytes(read)
             batch.extend(read)
-        if batch:
-            # Logged as started on the writer, while the handler already works on it.
-            self.writer.started(batch)
         return batch
+
+    def _read_many(
+        self, scans: Mapping[int, int], room: int, max_bytes: int, first: bool, now: float
+    ) -> list[Delivery]:
+        """One read of several partitions ({partition: rows to scan}), then cut to the
+        batch's bounds in their turn: `room` messages and max_bytes of bodies, the first
+        message whatever its size when nothing else is in the batch yet (first)."""
+        reads = []
+        for p, scan in scans.items():
+            rows = min(scan, self._room(self.states[p]))
+            if rows > 0:
+                reads.append((p, self.states[p].position, rows))
+        if not reads:
+            return []
+        found = self.reader.read_deliveries_many(self.topic, reads, max_bytes, at_least_one=first)
+        out: list[Delivery] = []
+        for p, _, _ in reads:
+            read = within(found[p], room - len(out), max_bytes - body_bytes(out), first and not out)
+            out += self._took(self.states[p], read, now)
+        return out
+
+    def _room(self, state: PartitionState) -> int:
+        # Never past IN_FLIGHT_SPAN offsets from the committed cursor (reads are gap-free,
+        # so `room` messages span `room` offsets): a partition whose oldest delivery is held
+        # waits there until it is settled or its ack timeout expires it.
+        return min(
+            MAX_IN_FLIGHT - state.in_flight(),
+            state.committed + IN_FLIGHT_SPAN - state.position,
+        )
 
     def _read(
         self, state: PartitionState, room: int, max_bytes: int, first: bool, now: float
     ) -> list[Delivery]:
         """A read of up to `room` messages and max_bytes of bodies; the first message
         whatever its size when nothing else is in the batch yet (first)."""
-        # Never past IN_FLIGHT_SPAN offsets from the committed cursor (reads are gap-free,
-        # so `room` messages span `room` offsets): a partition whose oldest delivery is held
-        # waits there until it is settled or its ack timeout expires it.
-        room = min(
-            room,
-            MAX_IN_FLIGHT - state.in_flight(),
-            state.committed + IN_FLIGHT_SPAN - state.position,
-        )
+        room = min(room, self._room(state))
         if room <= 0:
             return []
         read = self.reader.read_deliveries(
             self.topic, state.partition, state.position, room, max_bytes, at_least_one=first
         )
+        return self._took(state, read, now)
+
+    def _took(self, state: PartitionState, read: DeliveryBatch, now: float) -> list[Delivery]:
+        """A partition's read, taken into its state: what of it is handed out."""
         # A read cut by its bounds leaves the partition to read again at once; one that
         # reached the end (or a young hole) waits for news.
         state.dirty = read.more

@@ -67,6 +67,8 @@ class PartitionState:
     #: Ordered groups: failed deliveries so far of the message the partition waits on.
     failures: dict[int, int] = field(default_factory=dict)
     dirty: bool = True
+    #: The last offset wake-ups announced (-1: none yet): how much a read will find.
+    announced: int = -1
 
     def cursor(self) -> int:
         return min(self.outstanding) if self.outstanding else self.position

@@ -10,7 +10,7 @@ old holes are closed with tombstones on the way, as every reader closes them.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from ems.offsets.reader import PartitionReader
 from ems.store.messages import MessageStore
@@ -41,6 +41,16 @@ class KeysOnly:
         return FetchedRows(
             rows=[(m.id, m.offset, None, None, b"", m.created_at, m.tombstone) for m in keys]
         )
+
+    def fetch_rows_many(
+        self,
+        topic_id: int,
+        reads: Sequence[tuple[int, int, int]],
+        max_bytes: int,
+        *,
+        at_least_one: bool = True,
+    ) -> dict[int, FetchedRows]:
+        return {p: self.fetch_rows(topic_id, p, at, limit, max_bytes) for p, at, limit in reads}
 
     def low_offset(self, topic_id: int, partition: int) -> int | None:
         return self.messages.low_offset(topic_id, partition)

@@ -10,7 +10,7 @@ from typing import NamedTuple
 from ems.config import Settings
 from ems.exceptions import InvalidOffset, UnknownPartition
 from ems.offsets.budget import mean_size, rows_to_scan
-from ems.offsets.gaps import ReadPlan, plan_read
+from ems.offsets.gaps import plan_read
 from ems.ports import MessageLog
 from ems.store import Store
 from ems.store.client import StoreClient
@@ -22,6 +22,7 @@ from ems.types import (
     ROW_OFFSET,
     ROW_TOMBSTONE,
     DeliveryBatch,
+    FetchedRows,
     MessageRow,
     PartitionBatch,
     TopicInfo,
@@ -103,6 +104,53 @@ class PartitionReader:
             partitions=found.partitions,
         )
 
+    def read_deliveries_many(
+        self,
+        topic: TopicInfo,
+        reads: Sequence[tuple[int, int, int]],
+        max_bytes: int = DEFAULT_BATCH_BYTES,
+        *,
+        at_least_one: bool = True,
+    ) -> dict[int, DeliveryBatch]:
+        """read_deliveries() of each (partition, from_offset, limit), each with the whole
+        budget of max_bytes, in one statement where the log can: a partition whose rows
+        are not one run from its offset (a hole) is read again alone, by read()'s rule."""
+        scans = [(p, at, self._rows_to_scan((topic.id, p), n, max_bytes)) for p, at, n in reads]
+        fetched = self.messages.fetch_rows_many(
+            topic.id, scans, max_bytes, at_least_one=at_least_one
+        )
+        out = {}
+        for (partition, at, scan), (_, _, limit) in zip(scans, reads, strict=True):
+            rows = fetched[partition]
+            found = self._run(topic.id, partition, at, scan, rows) or self._prefix(
+                topic.id, partition, at, limit, max_bytes, at_least_one
+            )
+            headers = decode_headers([r[ROW_HEADERS] for r in found.rows])
+            out[partition] = DeliveryBatch(
+                deliveries=deliveries(topic.name, partition, found.rows, headers),
+                next_offset=found.next_offset,
+                more=found.more,
+                partitions=found.partitions,
+            )
+        return out
+
+    def _run(
+        self, topic_id: int, partition: int, at: int, scan: int, fetched: FetchedRows
+    ) -> _Prefix | None:
+        """The prefix of rows that are one run from `at` (or none at all); None when they
+        are not: a hole, which only _prefix resolves."""
+        rows = fetched.rows
+        if rows and rows[-1][ROW_OFFSET] - at != len(rows) - 1:
+            return None
+        tombstones = any(map(_TOMBSTONE, rows))
+        self._learn((topic_id, partition), rows, tombstones)
+        return _Prefix(
+            rows=[r for r in rows if not r[ROW_TOMBSTONE]] if tombstones else rows,
+            next_offset=at + len(rows),
+            more=fetched.cut or len(rows) >= scan,
+            partitions=fetched.partitions,
+        )
+
     def _prefix(
         self,
         topic_id: int,
@@ -124,34 +172,31 @@ class PartitionReader:
             fetched = self.messages.fetch_rows(
                 topic_id, partition, from_offset, scan, max_bytes, at_least_one=at_least_one
             )
+            run = self._run(topic_id, partition, from_offset, scan, fetched)
+            if run is not None:
+                return run
             rows = fetched.rows
             tombstones = any(map(_TOMBSTONE, rows))
             self._learn(key, rows, tombstones)
-            if rows and rows[-1][ROW_OFFSET] - from_offset == len(rows) - 1:
-                # Offsets are unique, ascending and from from_offset on: these are
-                # contiguous, so plan_read would find no hole (and need no pass to know).
-                plan = ReadPlan(ready=len(rows))
-            else:
-                keys = [(r[ROW_OFFSET], r[ROW_CREATED_AT]) for r in rows]
-                plan = plan_read(keys, from_offset, None, self.gap_timeout)
-                if plan.ready < len(keys) and not plan.ready:
-                    # A hole right at the position. If a purge removed it, jump to the low
-                    # watermark rather than fill the purged range with tombstones; only
-                    # this path reads the watermark, so the hot path pays nothing for it.
-                    low = self.messages.low_offset(topic_id, partition)
-                    if low is not None and low > from_offset:
-                        from_offset = low
-                        continue
-                    # Only now does the hole's age matter, so only now is the clock read.
-                    plan = plan_read(keys, from_offset, self.messages.now(), self.gap_timeout)
+            keys = [(r[ROW_OFFSET], r[ROW_CREATED_AT]) for r in rows]
+            plan = plan_read(keys, from_offset, None, self.gap_timeout)
+            if not plan.ready:
+                # A hole right at the position. If a purge removed it, jump to the low
+                # watermark rather than fill the purged range with tombstones; only
+                # this path reads the watermark, so the hot path pays nothing for it.
+                low = self.messages.low_offset(topic_id, partition)
+                if low is not None and low > from_offset:
+                    from_offset = low
+                    continue
+                # Only now does the hole's age matter, so only now is the clock read.
+                plan = plan_read(keys, from_offset, self.messages.now(), self.gap_timeout)
             if plan.ready or plan.fill is None:
                 prefix = rows[: plan.ready]
-                # Stopped at a bound rather than at a hole or the end: more may be ready.
-                bounded = fetched.cut or len(rows) >= scan
                 return _Prefix(
                     rows=[r for r in prefix if not r[ROW_TOMBSTONE]] if tombstones else prefix,
                     next_offset=from_offset + plan.ready,
-                    more=bounded and plan.ready == len(rows),
+                    # Rows with a hole: it is where the read stopped, not at a bound.
+                    more=False,
                     partitions=fetched.partitions,
                 )
             first, end = plan.fill

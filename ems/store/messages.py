@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from operator import itemgetter
+from typing import Any
 
 from ems.store.database import Database
 from ems.store.inserts import check_locked_lows, insert_statements, lock_lows_query
@@ -66,10 +67,21 @@ _FETCH = (
     "FROM message WHERE topic_id = %s AND partition_no = %s AND offset_no >= %s "
     "ORDER BY offset_no LIMIT %s"
 )
-#: The columns after a MessageRow's: the length of a body not inline, the partition count.
-_LENGTH, _COUNT = 7, 8
+# Several partitions' fetches as one statement (one round trip): each one the fetch above
+# in parentheses, with its own order and limit, and the partition as the last column.
+_FETCH_PART = (
+    "(SELECT id, offset_no, msg_key, headers, IF(LENGTH(body) <= %s, body, NULL), "
+    "created_at, NULLIF(tombstone, 0), IF(LENGTH(body) <= %s, NULL, LENGTH(body)), "
+    "IF(offset_no = %s, (SELECT partitions FROM topic WHERE id = %s), NULL), partition_no "
+    "FROM message WHERE topic_id = %s AND partition_no = %s AND offset_no >= %s "
+    "ORDER BY offset_no LIMIT %s)"
+)
+#: The columns after a MessageRow's: the length of a body not inline, the partition count,
+#: and in a fetch of several partitions the partition.
+_LENGTH, _COUNT, _PARTITION = 7, 8, 9
 _SIZE = itemgetter(_LENGTH)
 _BODY = itemgetter(ROW_BODY)
+_OFFSET = itemgetter(ROW_OFFSET)
 _BODIES = (
     "SELECT offset_no, body FROM message "
     "WHERE topic_id = %s AND partition_no = %s AND offset_no IN ({offsets})"
@@ -225,6 +237,48 @@ class MessageStore:
         inline = max(1, max_bytes // limit)
         params = (inline, inline, from_offset, topic_id, topic_id, partition, from_offset, limit)
         raw = self.db.select(_FETCH, params)
+        return self._within_budget(topic_id, partition, raw, max_bytes, at_least_one)
+
+    def fetch_rows_many(
+        self,
+        topic_id: int,
+        reads: Sequence[tuple[int, int, int]],
+        max_bytes: int,
+        *,
+        at_least_one: bool = True,
+    ) -> dict[int, FetchedRows]:
+        """fetch_rows() of several partitions, each (partition, from_offset, limit) with
+        the whole budget of max_bytes, in one statement: {partition: its rows}."""
+        if len(reads) == 1:
+            ((partition, from_offset, limit),) = reads
+            rows = self.fetch_rows(
+                topic_id, partition, from_offset, limit, max_bytes, at_least_one=at_least_one
+            )
+            return {partition: rows}
+        params: list[object] = []
+        for partition, from_offset, limit in reads:
+            inline = max(1, max_bytes // limit)
+            params += (inline, inline, from_offset, topic_id, topic_id, partition, from_offset)
+            params.append(limit)
+        raw = self.db.select(" UNION ALL ".join([_FETCH_PART] * len(reads)), tuple(params))
+        by_partition: dict[int, list[tuple[Any, ...]]] = {p: [] for p, _, _ in reads}
+        for row in raw:
+            by_partition[row[_PARTITION]].append(row)
+        return {
+            p: self._within_budget(topic_id, p, sorted(rows, key=_OFFSET), max_bytes, at_least_one)
+            for p, rows in by_partition.items()
+        }
+
+    def _within_budget(
+        self,
+        topic_id: int,
+        partition: int,
+        raw: Sequence[tuple[Any, ...]],
+        max_bytes: int,
+        at_least_one: bool,
+    ) -> FetchedRows:
+        """A fetch's rows kept within the byte budget, with the bodies that did not come
+        inline read by offset."""
         if any(map(_SIZE, raw)):  # some body did not come inline
             sizes = [len(r[ROW_BODY]) if r[_LENGTH] is None else int(r[_LENGTH]) for r in raw]
         else:

@@ -273,6 +273,19 @@ class MemoryMessages:
             partitions=fetched.partitions,
         )
 
+    def fetch_rows_many(
+        self,
+        topic_id: int,
+        reads: Sequence[tuple[int, int, int]],
+        max_bytes: int,
+        *,
+        at_least_one: bool = True,
+    ) -> dict[int, FetchedRows]:
+        return {
+            p: self.fetch_rows(topic_id, p, at, limit, max_bytes, at_least_one=at_least_one)
+            for p, at, limit in reads
+        }
+
     def low_offset(self, topic_id: int, partition: int) -> int | None:
         with self.t.lock:
             return self.t.lows.get((topic_id, partition))

@@ -16,6 +16,7 @@ import pytest
 from ems import Consumer, Delivery, TopicAdmin
 from ems.config import Settings
 from ems.consumer import ack_writer
+from ems.consumer.state import acks
 from ems.exceptions import DatabaseUnavailable
 from ems.maintenance.purge import purge_retention
 from ems.store import Store
@@ -181,6 +182,42 @@ def test_acks_the_writer_gave_up_on_are_delivered_again_and_the_cursor_waits_for
         assert {b for b in bodies(seen) if bodies(seen).count(b) > 1} >= {"m5", "m7"}
     finally:
         r.stop()
+
+
+def test_the_next_batch_is_read_while_the_last_acks_commit_and_handed_out_once_written(
+    settings: Settings, store: Store, topic: TopicInfo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read of a batch overlaps the commit of the last batch's acks (two round trips
+    at once, not one after the other), and the batch still waits for that commit before
+    it is handed out: a crash costs at most the batch in hand."""
+    produce(settings, 3, keys=1)
+    read_offsets: list[int] = []
+    with Consumer("g", "t", settings=settings, start="earliest", lease_ttl=30.0) as c:
+        read = c.session.reader.read_deliveries
+
+        def recording(*args: Any, **kwargs: Any) -> Any:
+            batch = read(*args, **kwargs)
+            read_offsets.extend(d.offset for d in batch.deliveries)
+            return batch
+
+        monkeypatch.setattr(c.session.reader, "read_deliveries", recording)
+        got = poll_until(c, 3)
+        polled: list[list[Delivery]] = []
+        lock = "SELECT * FROM group_offset WHERE group_id = %s FOR UPDATE"
+        with holding(store, lock, (c.group.id,)):
+            c.settle(acks(got), wait=False)  # its cursor commit waits on the lock
+            produce(settings, 3, keys=1, first=3)
+            poller = threading.Thread(target=lambda: polled.append(c.poll(timeout=30)))
+            poller.start()
+            wait_for(lambda: {3, 4, 5} <= set(read_offsets))  # read meanwhile,
+            assert poller.is_alive() and not polled  # but not handed out
+            assert cursor(store, c.group.id) == 0
+        poller.join(timeout=30)
+        assert [bodies(batch) for batch in polled] == [["m3", "m4", "m5"]]
+        assert cursor(store, c.group.id) == 3
+        c.ack(polled[0])
+        assert cursor(store, c.group.id) == 6
+        assert unsettled_below_cursor(store, c.group.id) == []
 
 
 def test_a_pull_ack_whose_write_fails_raises_and_its_messages_come_again(
