@@ -137,9 +137,17 @@ class ConsumptionLog(Protocol):
         self, group_id: int, topic_id: int, client_id: str, deliveries: Sequence[Delivery]
     ) -> None: ...
 
-    def settle(self, group_id: int, topic_id: int, client_id: str, settlement: Settlement) -> None:
+    def settle(
+        self,
+        group_id: int,
+        topic_id: int,
+        client_id: str,
+        settlement: Settlement,
+        started: Sequence[Delivery] = (),
+    ) -> None:
         """One ack batch, all or nothing, with its cursors committed as Cursors.commit
-        does (StaleGeneration: nothing written)."""
+        does (StaleGeneration: nothing written); the start rows of `started` first, as
+        start() writes them, in the same transaction."""
 
     def claim_due(
         self,

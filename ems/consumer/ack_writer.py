@@ -3,11 +3,14 @@
 The consume loop hands over a fetched batch's start rows and, later, its settlement, and
 goes on fetching and handling while they commit: their log flushes are no longer on the
 path of every message. Whatever piled up while the writer was busy is written together
-(group commit): one INSERT for all start rows, then one transaction for the merged
-settlements, so a busy writer catches up instead of queueing. Start rows go before the
-settlements that follow them; a settlement that hands back or fails messages closes its
-group, so a later start row of the same offset is never overtaken. `flush()` waits until
-everything handed over is written (before a release, a synchronous ack, or leaving).
+(group commit): one transaction for all start rows and the merged settlements, so a busy
+writer catches up instead of queueing. Start rows handed over alone wait up to HOLD for
+the settlement of their batch: a batch handled within it costs one commit, not two (one
+for its start rows, one for its acks); a slower one has its start rows written at HOLD.
+Start rows go before the settlements that follow them; a settlement that hands back or
+fails messages closes its group, so a later start row of the same offset is never
+overtaken. `flush()` waits until everything handed over is written (before a release, a
+synchronous ack, or leaving), and ends a hold at once.
 
 `wait_written(0)` before each new batch bounds what a crash can cost to the batch in
 hand, never a backlog of settlements a slow database let pile up.
@@ -39,8 +42,14 @@ PATIENCE = 10.0
 MAX_DELAY = 1.0
 #: Jobs waiting at most; past it the consume loop waits for the writer.
 MAX_PENDING = 256
+#: Seconds start rows handed over alone wait for their batch's settlement, to be written
+#: with it in one transaction. A crash within it leaves no start row for the batch in
+#: hand (it is delivered again all the same, from the committed cursor).
+HOLD = 0.05
 
 Job = tuple[list[Delivery], None] | tuple[None, Settlement]
+#: Handed over by flush(): ends a hold.
+_FLUSH: Job = ([], None)
 
 
 def retry_delay(tries: int) -> float:
@@ -67,7 +76,7 @@ class AckWriter:
     def __init__(
         self,
         start: Callable[[list[Delivery]], None],
-        settle: Callable[[Settlement], None],
+        settle: Callable[[Settlement, Sequence[Delivery]], None],
         alive: Callable[[], bool],
         dropped: Callable[[set[int]], None],
     ) -> None:
@@ -97,6 +106,7 @@ class AckWriter:
 
     def flush(self) -> None:
         if self._service is not None:
+            self._queue.put(_FLUSH)
             self._queue.join()
 
     def close(self) -> None:
@@ -113,22 +123,37 @@ class AckWriter:
             self._service.start()
         self._queue.put(job)
 
+    def _take(self) -> list[Job | None]:
+        """The jobs waiting, at least one; start rows alone wait up to HOLD for more."""
+        taken = [self._queue.get()]
+        self._drain(taken)
+        if all(job is not None and job is not _FLUSH and job[1] is None for job in taken):
+            try:
+                taken.append(self._queue.get(timeout=HOLD))
+            except queue.Empty:
+                return taken
+            self._drain(taken)
+        return taken
+
+    def _drain(self, taken: list[Job | None]) -> None:
+        while True:
+            try:
+                taken.append(self._queue.get_nowait())
+            except queue.Empty:
+                return
+
     def _run(self) -> None:
         while True:
-            taken = [self._queue.get()]
-            while True:
-                try:
-                    taken.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
+            taken = self._take()
             try:
-                jobs = [job for job in taken if job is not None]
+                jobs = [job for job in taken if job is not None and job is not _FLUSH]
                 for starts, settlements in groups(jobs):
-                    if starts and not self._patiently(partial(self._start, starts)):
-                        self._dropped({d.partition for d in starts})
                     merged = merge(settlements) if settlements else None
-                    if merged and not self._patiently(partial(self._settle, merged)):
-                        self._dropped(merged.partitions())
+                    if merged:
+                        if not self._patiently(partial(self._settle, merged, starts)):
+                            self._dropped(merged.partitions() | {d.partition for d in starts})
+                    elif starts and not self._patiently(partial(self._start, starts)):
+                        self._dropped({d.partition for d in starts})
             finally:
                 with self._written:
                     self._unwritten -= sum(job is not None and job[1] is not None for job in taken)

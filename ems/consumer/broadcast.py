@@ -54,6 +54,9 @@ class BroadcastSession:
     def close(self) -> None:
         pass
 
+    def interest(self) -> frozenset[int] | None:
+        return None  # every partition
+
     def mark(self, news: Mapping[int, int] | None = None) -> None:
         """As ClusterSession.mark."""
         if news is None:

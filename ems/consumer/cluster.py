@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from itertools import repeat
 from operator import attrgetter
@@ -207,6 +207,11 @@ class ClusterSession:
         for p in drained:
             del self.states[p]
         self.publisher.group(self.group.id)
+
+    def interest(self) -> frozenset[int] | None:
+        # A member wakes for the partitions it holds; one it is granted is read from its
+        # cursor when taken, whatever wake-ups came before.
+        return frozenset(self.states)
 
     def mark(self, news: Mapping[int, int] | None = None) -> None:
         """Partitions worth reading now: those with news ({partition: last offset
@@ -444,9 +449,10 @@ class ClusterSession:
         client = self.membership.client_id
         self.store.consumption.start(self.group.id, self.topic.id, client, deliveries)
 
-    def write(self, settlement: Settlement) -> None:
+    def write(self, settlement: Settlement, started: Sequence[Delivery] = ()) -> None:
         """Runs on the caller's thread or the ack writer's; touches no partition state.
-        Partitions whose earlier writes were dropped are left out: their state is read
+        The start rows of `started` go first, in the same transaction. Partitions whose
+        earlier writes were dropped are left out of the settlement: their state is read
         again from the database before anything of theirs is written. Past the lease
         deadline it writes nothing and raises LeaseLost, as a failed write: the caller
         must not count it as written."""
@@ -457,10 +463,14 @@ class ClusterSession:
         if untrusted:
             settlement = settlement.only(settlement.partitions() - untrusted)
             if not settlement:
+                if started:
+                    self._log_started(list(started))
                 return
         try:
-            self._settle(settlement)
+            self._settle(settlement, started)
         except StaleGeneration:
+            if started:  # rolled back with the settlement: on their own
+                self._log_started(list(started))
             # Keep what this client still owns at the generation it settled under.
             self._stale.set()
             self.membership.poke()
@@ -502,12 +512,12 @@ class ClusterSession:
         except StaleGeneration as exc:
             log.info("cursor commit on leave skipped: %s", exc)
 
-    def _settle(self, settlement: Settlement) -> None:
+    def _settle(self, settlement: Settlement, started: Sequence[Delivery] = ()) -> None:
         """A deadlock rolled the transaction back, so the same writes are tried again."""
         for attempt in range(1, DEADLOCK_ATTEMPTS + 1):
             try:
                 self.store.consumption.settle(
-                    self.group.id, self.topic.id, self.membership.client_id, settlement
+                    self.group.id, self.topic.id, self.membership.client_id, settlement, started
                 )
                 return
             except LockConflict:

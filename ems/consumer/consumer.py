@@ -233,6 +233,8 @@ class Consumer:
             if news:
                 self.session.mark(news)
             self.session.sync()
+            # Before the read: news of a partition taken now is read with it, or wakes us.
+            self.inbox.interest = self.session.interest()
             late = self.session.expire()
             if late:
                 self.session.settle(late, wait=False)

@@ -14,6 +14,9 @@ class Inbox:
         self.wake = threading.Event()
         #: Partition -> high watermark known from wake-ups.
         self.known_high: dict[int, int] = {}
+        #: The partitions whose news ends the loop's wait (None: every one); the others'
+        #: are kept for the next look, which they do not bring forward.
+        self.interest: frozenset[int] | None = None
         self._pending: dict[int, int] = {}
         self._lock = threading.Lock()
 
@@ -23,7 +26,9 @@ class Inbox:
             for p, last in news.items():
                 self._pending[p] = max(last, self._pending.get(p, last))
                 self.known_high[p] = max(last + 1, self.known_high.get(p, 0))
-        self.wake.set()
+        interest = self.interest
+        if interest is None or not interest.isdisjoint(news):
+            self.wake.set()
 
     def take(self) -> dict[int, int]:
         """Partition -> last offset announced since the last take."""

@@ -20,6 +20,9 @@ class Session(Protocol):
     def expire(self) -> list[Outcome]:
         """Deliveries whose ack timeout passed, as failures to settle."""
 
+    def interest(self) -> frozenset[int] | None:
+        """The partitions whose wake-ups are news to this session (None: every one)."""
+
     def mark(self, news: Mapping[int, int] | None = None) -> None:
         """Partitions worth reading now: those with news ({partition: last offset
         announced}) not read yet, or all when None."""

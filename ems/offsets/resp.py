@@ -15,7 +15,7 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeAlias
 from urllib.parse import unquote, urlsplit
 
@@ -256,6 +256,50 @@ class RespConnection:
     def close(self) -> None:
         with self._lock:
             self._close()
+
+    # -- pub/sub: a connection that subscribes receives pushes and nothing else ----------
+
+    def subscribe(self, channels: Sequence[str]) -> None:
+        """Connect anew and subscribe to the channels (RedisReplyError if refused); the
+        connection then only receives their messages, through pushes(). Raises OSError."""
+        with self._lock:
+            self._close()
+            sock = self._connect()
+            sock.sendall(pack("SUBSCRIBE", *channels))
+            for _ in channels:
+                reply = self._read()
+                if isinstance(reply, ErrorReply):
+                    self._close()
+                    raise RedisReplyError(f"Redis refused the subscription: {reply.message}")
+
+    def pushes(self, timeout: float) -> list[Reply]:
+        """The pushes that have arrived, all of them, waiting up to timeout seconds for
+        the first ([] if none came). Raises OSError when the connection is lost."""
+        with self._lock:
+            if self._sock is None or self._poller is None:
+                raise ConnectionError("not subscribed")
+            found = self._complete()
+            if found or not self._poller.poll(int(timeout * 1000)):
+                return found
+            chunk = self._sock.recv(65536)
+            if not chunk:
+                self._close()
+                raise ConnectionError("Redis closed the connection")
+            self._buf += chunk
+            return self._complete()
+
+    def _complete(self) -> list[Reply]:
+        """The whole replies in the buffer, taken out of it."""
+        found: list[Reply] = []
+        buf, pos = self._buf, 0
+        while pos < len(buf):
+            try:
+                reply, pos = parse(buf, pos)
+            except Incomplete:
+                break
+            found.append(reply)
+        self._buf = buf[pos:]
+        return found
 
     def _connect(self) -> socket.socket:
         if self.locate is not None:

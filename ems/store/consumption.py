@@ -8,6 +8,7 @@ the cursors are committed under generation fencing.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from operator import attrgetter
 
 from pymysql.cursors import Cursor
@@ -36,6 +37,16 @@ _START = (
     "client_id = VALUES(client_id), state = 'start', "
     "attempts = GREATEST(topic_group_log.attempts + 1, VALUES(attempts)), "
     "started_at = NOW(6), finished_at = NULL, updated_at = NOW(6)"
+)
+# The same rows written as settled at once, in the transaction of their acks: what the
+# start rows and the UPDATE to done would leave, in one statement.
+_STARTED_DONE = (
+    "INSERT INTO topic_group_log (group_id, topic_id, partition_no, offset_no, client_id, "
+    "state, attempts, finished_at) SELECT %s, topic_id, partition_no, offset_no, %s, 'done', "
+    "{attempts}, NOW(6) FROM message WHERE topic_id = %s AND ({ranges}) "
+    "ON DUPLICATE KEY UPDATE client_id = VALUES(client_id), state = 'done', exactly_once = 0, "
+    "attempts = GREATEST(topic_group_log.attempts + 1, VALUES(attempts)), "
+    "started_at = NOW(6), finished_at = NOW(6), updated_at = NOW(6)"
 )
 _WHEN = "WHEN {ranges} THEN %s"
 _DONE = (
@@ -111,10 +122,16 @@ _PLACE = attrgetter("partition", "offset")
 
 
 def start_statement(
-    group_id: int, topic_id: int, client_id: str, deliveries: Sequence[Delivery]
+    group_id: int,
+    topic_id: int,
+    client_id: str,
+    deliveries: Sequence[Delivery],
+    *,
+    done: bool = False,
 ) -> tuple[str, tuple[object, ...]]:
     """The start rows of a batch as one INSERT ... SELECT of its offset ranges, each row
-    with its delivery's attempt (a CASE over the ranges of each attempt when they differ)."""
+    with its delivery's attempt (a CASE over the ranges of each attempt when they differ);
+    with `done`, written as settled (done) at once."""
     runs = offset_ranges(list(map(_PLACE, deliveries)))
     ranges = " OR ".join([_RANGE] * len(runs))
     where = [v for run in runs for v in run]
@@ -131,8 +148,25 @@ def start_statement(
             whens.append(_WHEN.format(ranges=" OR ".join([_RANGE] * len(own))))
             picks.extend([*(v for run in own for v in run), attempt])
         attempts = "CASE " + " ".join(whens) + " END"
-    sql = _START.format(attempts=attempts, ranges=ranges)
+    sql = (_STARTED_DONE if done else _START).format(attempts=attempts, ranges=ranges)
     return sql, (group_id, client_id, *picks, topic_id, *where)
+
+
+def settled_at_start(
+    started: Sequence[Delivery], settlement: Settlement
+) -> tuple[list[Delivery], list[Delivery], Settlement]:
+    """Of deliveries whose start rows go in their settlement's transaction: those it acks
+    (their rows written as done at once), the others (written as started, for the
+    settlement to move on), and the settlement without the acks already written."""
+    if not started:
+        return [], [], settlement
+    acked = set(settlement.done)
+    settled = [d for d in started if (d.partition, d.offset) in acked]
+    if not settled:
+        return [], list(started), settlement
+    places = {(d.partition, d.offset) for d in settled}
+    rest = [d for d in started if (d.partition, d.offset) not in places]
+    return settled, rest, replace(settlement, done=[x for x in settlement.done if x not in places])
 
 
 def due_query(
@@ -240,10 +274,25 @@ class ConsumptionStore:
         with self.db.single() as cursor:
             cursor.execute(*start_statement(group_id, topic_id, client_id, deliveries))
 
-    def settle(self, group_id: int, topic_id: int, client_id: str, settlement: Settlement) -> None:
-        """Write one ack batch in one transaction. StaleGeneration (nothing written) when a
-        cursor's partition was reassigned."""
+    def settle(
+        self,
+        group_id: int,
+        topic_id: int,
+        client_id: str,
+        settlement: Settlement,
+        started: Sequence[Delivery] = (),
+    ) -> None:
+        """Write one ack batch in one transaction, after the start rows of `started` (a
+        batch whose handling ended before its start rows were written: one commit for
+        both). StaleGeneration (nothing written) when a cursor's partition was
+        reassigned."""
+        settled, started, settlement = settled_at_start(started, settlement)
         with self.db.transaction() as cursor:
+            if settled:
+                statement = start_statement(group_id, topic_id, client_id, settled, done=True)
+                cursor.execute(*statement)
+            if started:
+                cursor.execute(*start_statement(group_id, topic_id, client_id, started))
             write_settlement(cursor, group_id, topic_id, client_id, settlement)
 
     def claim_due(

@@ -295,16 +295,27 @@ class MemoryConsumption:
         self, group_id: int, topic_id: int, client_id: str, deliveries: Sequence[Delivery]
     ) -> None:
         with self.t.lock:
-            for d in deliveries:
-                key = (group_id, d.partition, d.offset)
-                row = self.t.log.get(key)
-                attempts = d.attempt if row is None else max(row.attempts + 1, d.attempt)
-                self.t.log[key] = LogRow(client_id, "start", attempts)
+            self._start(group_id, client_id, deliveries)
 
-    def settle(self, group_id: int, topic_id: int, client_id: str, settlement: Settlement) -> None:
+    def _start(self, group_id: int, client_id: str, deliveries: Sequence[Delivery]) -> None:
+        for d in deliveries:
+            key = (group_id, d.partition, d.offset)
+            row = self.t.log.get(key)
+            attempts = d.attempt if row is None else max(row.attempts + 1, d.attempt)
+            self.t.log[key] = LogRow(client_id, "start", attempts)
+
+    def settle(
+        self,
+        group_id: int,
+        topic_id: int,
+        client_id: str,
+        settlement: Settlement,
+        started: Sequence[Delivery] = (),
+    ) -> None:
         with self.t.lock:
             # The commit's fence first: when it refuses, nothing at all is written.
             self.groups.fence(group_id, client_id, settlement.cursors)
+            self._start(group_id, client_id, started)
             for p, o in settlement.done:
                 row = self.t.log.get((group_id, p, o))
                 if row is not None and row.client_id == client_id and row.state == "start":

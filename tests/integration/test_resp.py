@@ -226,6 +226,57 @@ def test_wake_ups_reach_listeners_and_survive_a_restart(
         listener.stop()
 
 
+def test_a_subscribed_connection_reads_every_push_that_arrived_at_once(
+    settings: Settings,
+) -> None:
+    conn = RespConnection.from_url(settings.redis_url, timeout=2.0, retries=0)
+    assert conn is not None
+    channel = f"{settings.redis_prefix}test:subscribe"
+    client = redis.Redis.from_url(settings.redis_url)
+    try:
+        conn.subscribe([channel, channel + ":other"])
+        assert conn.pushes(0.05) == []  # nothing published yet: waits, then none
+        for i in range(50):
+            client.publish(channel, f"m{i}")
+        got: list[object] = []
+        deadline = time.monotonic() + 10
+        while len(got) < 50 and time.monotonic() < deadline:
+            got += conn.pushes(0.5)
+        assert got == [[b"message", channel.encode(), f"m{i}".encode()] for i in range(50)]
+        # Killed by the server: the next look says the connection is lost.
+        client.client_kill_filter(_type="pubsub")
+        with pytest.raises(OSError):
+            for _ in range(20):
+                conn.pushes(0.5)
+    finally:
+        conn.close()
+        client.close()
+
+
+def test_the_wake_up_listener_subscribes_through_ems_own_connection(
+    private_redis: PrivateRedis, settings: Settings
+) -> None:
+    """Not through redis-py's pub/sub, whose parsing costs every member about ten times
+    the client CPU per wake-up (every member receives every wake-up of its topic). A
+    Redis of the test's own: no other test's subscribers in its client list."""
+    local = settings.with_(redis_url=private_redis.url())
+    channel = f"{settings.redis_prefix}test:listener"
+    got: queue.Queue[str] = queue.Queue()
+    listener = Listener(local, {channel: got.put})
+    listener.start()
+    client = redis.Redis.from_url(local.redis_url)
+    try:
+        assert listener.connected.wait(5)
+        client.publish(channel, "3:7")
+        assert got.get(timeout=5) == "3:7"
+        # ems's connection speaks RESP2; redis-py's pub/sub here speaks RESP3.
+        subscribers = [c for c in client.client_list(_type="pubsub") if c["sub"] == "1"]
+        assert subscribers and all(c["resp"] == "2" for c in subscribers)
+    finally:
+        listener.stop()
+        client.close()
+
+
 class ReplyDropper:
     """A TCP proxy in front of Redis that, when armed, forwards the next command and then
     cuts the connection before Redis's reply comes back: the command ran, its client

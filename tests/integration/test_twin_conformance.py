@@ -293,6 +293,29 @@ def test_a_stale_settlement_writes_nothing(twin: Twin, topic: TopicInfo, group: 
     assert s.groups.offsets(group.id)[0] == 0
 
 
+def test_a_settlement_with_its_start_rows_writes_both_or_nothing(
+    twin: Twin, topic: TopicInfo, group: GroupInfo
+) -> None:
+    s = twin.store
+    for offset in range(3):
+        twin.put(topic, 0, offset, b"m%d" % offset)
+    generation = _owning(twin, group, {0: "a"})
+    batch = [_delivery(topic, 0, o) for o in range(3)]
+    stale = Settlement(done=[(0, 0), (0, 1)], cursors={0: (2, generation - 1)})
+    with pytest.raises(StaleGeneration):
+        s.consumption.settle(group.id, topic.id, "a", stale, batch)
+    assert [twin.log_state(group, 0, o) for o in range(3)] == [None, None, None]
+    settlement = dataclasses.replace(stale, cursors={0: (2, generation)})
+    s.consumption.settle(group.id, topic.id, "a", settlement, batch)
+    # The start rows first: the two settled are done, the third is still in flight.
+    assert [twin.log_state(group, 0, o) for o in range(3)] == [
+        ("done", 1),
+        ("done", 1),
+        ("start", 1),
+    ]
+    assert s.groups.offsets(group.id)[0] == 2
+
+
 def test_holes_are_skipped_by_fetch_and_closed_by_tombstones(twin: Twin, topic: TopicInfo) -> None:
     s = twin.store
     for offset in (0, 1, 4):

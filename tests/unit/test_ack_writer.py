@@ -5,12 +5,13 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 
 import pytest
 
 from ems.consumer import ack_writer
-from ems.consumer.ack_writer import MAX_DELAY, PATIENCE, AckWriter, groups, retry_delay
+from ems.consumer.ack_writer import HOLD, MAX_DELAY, PATIENCE, AckWriter, groups, retry_delay
 from ems.consumer.state import merge
 from ems.exceptions import DatabaseUnavailable
 from ems.types import Delivery, Failure, Settlement
@@ -55,25 +56,82 @@ def test_everything_handed_over_is_written_in_order_and_flush_waits_for_it() -> 
         gate.wait(5)
         written.append("start " + ",".join(str(r.offset) for r in rows))
 
-    def settle(s: Settlement) -> None:
-        written.append("settle " + ",".join(str(o) for _, o in s.done))
+    def settle(s: Settlement, started: Sequence[Delivery]) -> None:
+        written.append(f"start {offsets(started)} + settle {offsets(s.done)}")
 
     writer = AckWriter(start, settle, lambda: True, lambda partitions: None)
     writer.started([d(1)])
-    assert entered.wait(5)  # the writer now waits in the first start
+    assert entered.wait(5)  # the writer now waits in the first start (after its hold)
     writer.settled(Settlement(done=[(0, 1)]))
     writer.started([d(2)])
     writer.settled(Settlement(done=[(0, 2)]))
     gate.set()
     writer.flush()
-    assert written == ["start 1", "start 2", "settle 1,2"]
+    # What piled up meanwhile is one write: the start rows first, then both settlements.
+    assert written == ["start 1", "start 2 + settle 1,2"]
     writer.close()
+
+
+def offsets(found: Sequence[Delivery] | Sequence[tuple[int, int]]) -> str:
+    return ",".join(str(x.offset if isinstance(x, Delivery) else x[1]) for x in found)
+
+
+def recording() -> tuple[list[str], AckWriter]:
+    written: list[str] = []
+
+    def start(rows: list[Delivery]) -> None:
+        written.append(f"start {offsets(rows)}")
+
+    def settle(s: Settlement, started: Sequence[Delivery]) -> None:
+        written.append(f"start {offsets(started)} + settle {offsets(s.done)}")
+
+    return written, AckWriter(start, settle, lambda: True, lambda partitions: None)
+
+
+def test_a_batch_settled_within_the_hold_is_written_with_its_start_rows_at_once() -> None:
+    written, writer = recording()
+    writer.started([d(1), d(2)])
+    writer.settled(Settlement(done=[(0, 1), (0, 2)]))
+    writer.wait_written(0)
+    assert written == ["start 1,2 + settle 1,2"]  # one transaction, one commit
+    writer.close()
+
+
+def test_start_rows_of_a_slow_batch_are_written_alone_after_the_hold() -> None:
+    written, writer = recording()
+    writer.started([d(1)])
+    began = time.monotonic()
+    wait_until(lambda: written == ["start 1"])
+    assert time.monotonic() - began >= HOLD
+    writer.settled(Settlement(done=[(0, 1)]))
+    writer.wait_written(0)
+    assert written == ["start 1", "start  + settle 1"]
+    writer.close()
+
+
+def test_flush_ends_a_hold_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ack_writer, "HOLD", 30.0)  # a flush that waited it out: 30 s
+    written, writer = recording()
+    writer.started([d(1)])
+    began = time.monotonic()
+    writer.flush()
+    assert written == ["start 1"] and time.monotonic() - began < 10.0
+    writer.close()
+
+
+def wait_until(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
 
 
 def test_nothing_is_written_past_the_lease_deadline() -> None:
     written: list[Settlement] = []
     dropped: list[set[int]] = []
-    writer = AckWriter(lambda rows: None, written.append, lambda: False, dropped.append)
+    writer = AckWriter(
+        lambda rows: None, lambda s, _: written.append(s), lambda: False, dropped.append
+    )
     writer.settled(Settlement(done=[(0, 1)]))
     writer.flush()
     writer.close()
@@ -113,7 +171,7 @@ def settle_failing(
     tried_at: list[float] = []
     dropped: list[set[int]] = []
 
-    def failing(s: Settlement) -> None:
+    def failing(s: Settlement, started: Sequence[Delivery]) -> None:
         tried_at.append(clock.now)
         raise DatabaseUnavailable("gone")
 
@@ -143,7 +201,7 @@ def test_a_write_outlasts_a_failover_and_goes_through_soon_after_it(clock: FakeT
     written: list[float] = []
     dropped: list[set[int]] = []
 
-    def settle(s: Settlement) -> None:
+    def settle(s: Settlement, started: Sequence[Delivery]) -> None:
         if clock.now < 4.0:
             raise DatabaseUnavailable("the cluster is evicting a node")
         written.append(clock.now)
@@ -164,7 +222,7 @@ def test_tries_stop_when_the_lease_ends(clock: FakeTime) -> None:
 
 def test_wait_written_returns_once_at_most_that_many_settlements_are_unwritten() -> None:
     gate = threading.Event()
-    writer = AckWriter(lambda rows: None, lambda s: gate.wait(5), lambda: True, lambda p: None)
+    writer = AckWriter(lambda rows: None, lambda s, _: gate.wait(5), lambda: True, lambda p: None)
     writer.settled(Settlement(done=[(0, 1)]))
     writer.settled(Settlement(done=[(0, 2)]))
     writer.wait_written(2)  # two unwritten: returns at once
