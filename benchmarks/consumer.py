@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks import consumer_rebalance
+from benchmarks import consumer_latency, consumer_rebalance
 from benchmarks.consumer_procs import Fleet, rss_mb
 from benchmarks.consumer_report import EmsRun, Results, render
 from benchmarks.consumer_workers import (
@@ -156,7 +156,7 @@ def ems_run(cfg: BenchConfig, counts: dict[int, int], soak: float, warmup: float
             fleet.stop_producers,
         )
         fleet.wait("ready", [LATENCY_INDEX], 60)
-        sent, elapsed, behind = fleet.wait("sent", [LATENCY_INDEX], LATENCY_SECONDS + 60)[
+        sent, elapsed, behind, _, _ = fleet.wait("sent", [LATENCY_INDEX], LATENCY_SECONDS + 60)[
             LATENCY_INDEX
         ]
         run.latency_sent, run.latency_rate, run.latency_behind = sent, sent / elapsed, behind
@@ -173,7 +173,7 @@ def ems_run(cfg: BenchConfig, counts: dict[int, int], soak: float, warmup: float
             at = time.monotonic() - began
             run.soak.append((at, [rss_mb(pids[i]) for i in members]))
             try:
-                sent, elapsed, _ = fleet.wait("sent", [SOAK_INDEX], every)[SOAK_INDEX]
+                sent, elapsed, *_ = fleet.wait("sent", [SOAK_INDEX], every)[SOAK_INDEX]
                 run.soak_rate = sent / elapsed
                 break
             except BenchError as exc:
@@ -245,6 +245,9 @@ def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
 
     log("ems drain, latency and soak")
     results.ems = ems_run(ccfg, counts, args.soak_seconds, args.soak_warmup)
+
+    log("latency budget")
+    results.budgets = consumer_latency.measure(ccfg)
 
     log("rebalance")
     results.rebalance = consumer_rebalance.measure(ccfg)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from benchmarks.consumer_latency import Budget
 from benchmarks.consumer_procs import slope_per_minute
 from benchmarks.consumer_rebalance import Timing
 from benchmarks.consumer_workers import BODY_BYTES, RAW_BATCH, SENDERS
@@ -49,6 +50,7 @@ class Results:
     kombu_messages: int = 0
     ems: EmsRun = field(default_factory=EmsRun)
     rebalance: list[Timing] = field(default_factory=list)
+    budgets: list[Budget] = field(default_factory=list)
 
 
 def _yes(ok: bool, why: str = "") -> str:
@@ -96,6 +98,34 @@ def latency_table(run: EmsRun) -> list[str]:
         f"p99 <= {P99_TARGET_MS:g} ms | "
         f"{_yes(p50 <= P50_TARGET_MS and p99 <= P99_TARGET_MS and len(ms) == run.latency_sent)} |",
     ]
+
+
+def budget_table(budgets: list[Budget]) -> list[str]:
+    """Latency, and the CPU per message behind it, of each group size."""
+    lines = [
+        "| members | handler p50 / p99 ms | send p50 ms | messages per fetch | cores busy "
+        "| CPU us per message: server / Redis / producer / members "
+        "| members by thread: main / wake-ups / ack writer / other |",
+        "|---:|---|---:|---:|---:|---|---|",
+    ]
+    for b in budgets:
+        ms = [v * 1000 for v in b.latencies]
+        p50, p99 = _percentile(ms, 0.50), _percentile(ms, 0.99)
+        per = 1e6 / max(1, b.sent)
+        cpu = " / ".join(
+            f"{b.cpu[k] * per:,.0f}" if k in b.cpu else "-"
+            for k in ("server", "Redis", "producer", "members")
+        )
+        threads = " / ".join(
+            f"{b.threads.get(k, 0.0) * per:,.0f}" for k in ("main", "wake-ups", "ack writer")
+        )
+        threads += f" / {b.threads.get('other', 0.0) * per:,.0f}"
+        per_fetch = b.handled / b.fetches if b.fetches else float("nan")
+        lines.append(
+            f"| {b.members} | {p50:.1f} / {p99:.1f} | {b.send_p50 * 1000:.1f} | "
+            f"{per_fetch:.1f} | {b.busy:.0%} | {cpu} | {threads} |"
+        )
+    return lines
 
 
 def rebalance_table(timings: list[Timing]) -> list[str]:
@@ -179,6 +209,15 @@ def render(env: list[str], r: Results) -> str:
             "### Publish -> handler latency (1 producer process paced to 1,000 msg/s, 4 members)",
             "",
             *latency_table(r.ems),
+            "",
+            "### Where the latency goes (the same paced producer, 10 s, groups of 1 and 4)",
+            "",
+            "A fetch costs a read, and its acks one transaction (with the batch's start "
+            "rows), whatever it carries; each member receives every wake-up of the topic. "
+            "CPU is per message sent, over the window from the first send until the group "
+            "had acked them all; the server and Redis columns are their whole processes.",
+            "",
+            *budget_table(r.budgets),
             "",
             "### Rebalance (16 partitions, paced producer at 1,000 msg/s, lease_ttl=10, "
             "renew_every=3)",

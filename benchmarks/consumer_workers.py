@@ -306,9 +306,10 @@ def paced_producer(
         for seq in range(5):  # connect and seed the offset counters before timing
             producer.send(cfg.topic, body(seq), headers=HEADERS)
         events.put(("ready", index, os.getpid()))
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         sent = [0] * SENDERS
         behind = [0] * SENDERS
+        took: list[float] = []  # seconds each send took (list.append is atomic)
 
         def sender(k: int) -> None:
             seq = k
@@ -318,8 +319,10 @@ def paced_producer(
                     time.sleep(wait)
                 elif wait < -0.01:
                     behind[k] += 1
-                headers = {"sent": repr(time.time())} if tag else HEADERS
+                began = time.time()
+                headers = {"sent": repr(began)} if tag else HEADERS
                 producer.send(cfg.topic, body(seq), headers=headers)
+                took.append(time.time() - began)
                 sent[k] += 1
                 seq += SENDERS
 
@@ -328,4 +331,8 @@ def paced_producer(
             thread.start()
         for thread in threads:
             thread.join()
-        events.put(("sent", index, (sum(sent), time.perf_counter() - start, sum(behind))))
+        took.sort()
+        p50 = took[len(took) // 2] if took else 0.0
+        elapsed = time.perf_counter() - start
+        cpu = time.process_time() - cpu
+        events.put(("sent", index, (sum(sent), elapsed, sum(behind), p50, cpu)))

@@ -24,6 +24,12 @@ def cpu_seconds(pid: int) -> float:
 
 def local_server_pid() -> int | None:
     """The database server's pid when it runs on this machine, else None."""
+    return local_pid(SERVER_NAMES)
+
+
+def local_pid(names: tuple[str, ...]) -> int | None:
+    """The oldest (lowest) pid of a local process by one of these names, else None."""
+    found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -31,9 +37,9 @@ def local_server_pid() -> int | None:
             name = (entry / "comm").read_text().strip()
         except OSError:  # the process ended while we looked
             continue
-        if name in SERVER_NAMES:
-            return int(entry.name)
-    return None
+        if name in names:
+            found.append(int(entry.name))
+    return min(found, default=None)
 
 
 def pid_of_thread(tid: int) -> int | None:
