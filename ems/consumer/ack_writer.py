@@ -86,6 +86,8 @@ class AckWriter:
         #: Told the partitions of a write given up: their state must not be trusted.
         self._dropped = dropped
         self._queue: queue.Queue[Job | None] = queue.Queue(MAX_PENDING)
+        #: Seconds start rows handed over alone wait for a settlement (0: none).
+        self.hold = HOLD
         self._service: Service | None = None
         #: Settlements handed over and not yet written (or given up).
         self._unwritten = 0
@@ -124,12 +126,14 @@ class AckWriter:
         self._queue.put(job)
 
     def _take(self) -> list[Job | None]:
-        """The jobs waiting, at least one; start rows alone wait up to HOLD for more."""
+        """The jobs waiting, at least one; start rows alone wait up to `hold` for more."""
         taken = [self._queue.get()]
         self._drain(taken)
-        if all(job is not None and job is not _FLUSH and job[1] is None for job in taken):
+        if self.hold and all(
+            job is not None and job is not _FLUSH and job[1] is None for job in taken
+        ):
             try:
-                taken.append(self._queue.get(timeout=HOLD))
+                taken.append(self._queue.get(timeout=self.hold))
             except queue.Empty:
                 return taken
             self._drain(taken)

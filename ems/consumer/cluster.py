@@ -445,6 +445,11 @@ class ClusterSession:
             self.states[p].committed = offset
         self.metrics.settled(settlement)
 
+    def settles_elsewhere(self) -> None:
+        """Its settlements commit elsewhere (exactly once, in the callers' transactions):
+        the writer writes start rows at once, as nothing will come to join them."""
+        self.writer.hold = 0.0
+
     def _log_started(self, deliveries: list[Delivery]) -> None:
         client = self.membership.client_id
         self.store.consumption.start(self.group.id, self.topic.id, client, deliveries)

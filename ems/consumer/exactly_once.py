@@ -238,6 +238,9 @@ class Settler:
         idle_timeout: int = 0,
     ) -> None:
         self.session = session
+        # Settlements commit in the callers' transactions, never on the ack writer: it
+        # must write a batch's start rows at once, not hold them for a settlement.
+        session.settles_elsewhere()
         self.settlements = settlements
         self.policy = policy
         self.failed = failed

@@ -6,6 +6,7 @@ transaction, and a member that lost its partition fails its commit."""
 from __future__ import annotations
 
 import hashlib
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -19,6 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 import ems
 from ems import Consumer, Producer, Record, TopicAdmin
 from ems.config import Settings
+from ems.consumer import ack_writer
 from ems.exceptions import InvalidHandler, InvalidSetting, InvalidTransaction
 from ems.metrics import REGISTRY
 from ems.ops.trace import MessageTracer
@@ -150,6 +152,35 @@ def test_every_message_counted_once_and_logged_as_exactly_once(
     assert log_states(store, "eo") == Counter({("done", 1): 60})
     offsets = store.groups.offsets(consumer.group.id)
     assert sum(offsets.values()) == 60  # every cursor committed with its handler's writes
+
+
+def test_an_exactly_once_batch_is_logged_as_started_while_its_handler_runs(
+    settings: Settings,
+    store: Store,
+    engine: Engine,
+    counts: str,
+    readings: TopicAdmin,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its settlement commits in the caller's transaction, never through the ack writer:
+    the writer must not hold the batch's start rows for it (a hold of 30 s here would
+    keep them back until the batch settles)."""
+    monkeypatch.setattr(ack_writer, "HOLD", 30.0)
+    publish(settings, 1)
+    started: list[Counter[tuple[str, int]]] = []
+
+    def handle(d: Delivery, tx: Any) -> None:
+        deadline = time.monotonic() + 10
+        while not log_states(store, "eo") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        started.append(log_states(store, "eo"))
+
+    consumer = projection(settings, engine, handle)
+    began = time.monotonic()
+    assert consumer.run(max_messages=1, handle_signals=False) == 1
+    assert started == [Counter({("start", 0): 1})]
+    assert log_states(store, "eo") == Counter({("done", 1): 1})
+    assert time.monotonic() - began < 20
 
 
 def test_a_failing_handler_undoes_only_its_own_writes(
