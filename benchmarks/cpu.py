@@ -23,12 +23,8 @@ def cpu_seconds(pid: int) -> float:
 
 
 def local_server_pid() -> int | None:
-    """The database server's pid when it runs on this machine, else None."""
-    return local_pid(SERVER_NAMES)
-
-
-def local_pid(names: tuple[str, ...]) -> int | None:
-    """The oldest (lowest) pid of a local process by one of these names, else None."""
+    """The database server's pid when it runs on this machine, else None: the oldest
+    (lowest pid) when several run, the machine's own rather than a test's."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -37,7 +33,7 @@ def local_pid(names: tuple[str, ...]) -> int | None:
             name = (entry / "comm").read_text().strip()
         except OSError:  # the process ended while we looked
             continue
-        if name in names:
+        if name in SERVER_NAMES:
             found.append(int(entry.name))
     return min(found, default=None)
 

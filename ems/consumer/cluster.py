@@ -249,7 +249,7 @@ class ClusterSession:
         order = sorted(self.states)
         self._turn += 1
         turn = [self.states[order[(self._turn + i) % len(order)]] for i in range(len(order))]
-        ready = [s for s in turn if not (s.revoking or not s.dirty or s.blocked_until > now)]
+        ready = [s for s in turn if s.dirty and not s.revoking and s.blocked_until <= now]
         together = read_together(ready, limit - len(batch))
         if together:
             # Partitions whose wake-ups told what they hold: one statement for all of them.
@@ -279,9 +279,12 @@ class ClusterSession:
             return []
         found = self.reader.read_deliveries_many(self.topic, reads, max_bytes, at_least_one=first)
         out: list[Delivery] = []
+        left = max_bytes
         for p, _, _ in reads:
-            read = within(found[p], room - len(out), max_bytes - body_bytes(out), first and not out)
-            out += self._took(self.states[p], read, now)
+            read = within(found[p], room - len(out), left, first and not out)
+            taken = self._took(self.states[p], read, now)
+            left -= body_bytes(taken)
+            out += taken
         return out
 
     def _room(self, state: PartitionState) -> int:

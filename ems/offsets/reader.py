@@ -52,6 +52,17 @@ class _Prefix(NamedTuple):
     partitions: int | None = None
 
 
+def _delivery_batch(topic: TopicInfo, partition: int, found: _Prefix) -> DeliveryBatch:
+    """A read's prefix as first deliveries."""
+    headers = decode_headers([r[ROW_HEADERS] for r in found.rows])
+    return DeliveryBatch(
+        deliveries=deliveries(topic.name, partition, found.rows, headers),
+        next_offset=found.next_offset,
+        more=found.more,
+        partitions=found.partitions,
+    )
+
+
 class PartitionReader:
     def __init__(self, messages: MessageLog, gap_timeout: float) -> None:
         self.messages = messages
@@ -96,13 +107,7 @@ class PartitionReader:
     ) -> DeliveryBatch:
         """read(), its messages as first deliveries: the consume path's read."""
         found = self._prefix(topic.id, partition, from_offset, limit, max_bytes, at_least_one)
-        headers = decode_headers([r[ROW_HEADERS] for r in found.rows])
-        return DeliveryBatch(
-            deliveries=deliveries(topic.name, partition, found.rows, headers),
-            next_offset=found.next_offset,
-            more=found.more,
-            partitions=found.partitions,
-        )
+        return _delivery_batch(topic, partition, found)
 
     def read_deliveries_many(
         self,
@@ -121,17 +126,10 @@ class PartitionReader:
         )
         out = {}
         for (partition, at, scan), (_, _, limit) in zip(scans, reads, strict=True):
-            rows = fetched[partition]
-            found = self._run(topic.id, partition, at, scan, rows) or self._prefix(
-                topic.id, partition, at, limit, max_bytes, at_least_one
-            )
-            headers = decode_headers([r[ROW_HEADERS] for r in found.rows])
-            out[partition] = DeliveryBatch(
-                deliveries=deliveries(topic.name, partition, found.rows, headers),
-                next_offset=found.next_offset,
-                more=found.more,
-                partitions=found.partitions,
-            )
+            found = self._run(topic.id, partition, at, scan, fetched[partition])
+            if found is None:  # a hole: read alone, by read()'s rule
+                found = self._prefix(topic.id, partition, at, limit, max_bytes, at_least_one)
+            out[partition] = _delivery_batch(topic, partition, found)
         return out
 
     def _run(

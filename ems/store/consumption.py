@@ -158,14 +158,11 @@ def settled_at_start(
     """Of deliveries whose start rows go in their settlement's transaction: those it acks
     (their rows written as done at once), the others (written as started, for the
     settlement to move on), and the settlement without the acks already written."""
-    if not started:
-        return [], [], settlement
-    acked = set(settlement.done)
-    settled = [d for d in started if (d.partition, d.offset) in acked]
-    if not settled:
+    places = set(map(_PLACE, started)) & set(settlement.done)
+    if not places:
         return [], list(started), settlement
-    places = {(d.partition, d.offset) for d in settled}
-    rest = [d for d in started if (d.partition, d.offset) not in places]
+    settled = [d for d in started if _PLACE(d) in places]
+    rest = [d for d in started if _PLACE(d) not in places]
     return settled, rest, replace(settlement, done=[x for x in settlement.done if x not in places])
 
 

@@ -60,22 +60,19 @@ _INSERT_TOMBSTONE = (
 # byte and converts not at all: the tombstone flag of a message, the length of a body
 # that came inline (the client has it), the count after the first row. Per message read,
 # that is a sixth of the driver's work.
-_FETCH = (
+_FETCH_COLUMNS = (
     "SELECT id, offset_no, msg_key, headers, IF(LENGTH(body) <= %s, body, NULL), "
     "created_at, NULLIF(tombstone, 0), IF(LENGTH(body) <= %s, NULL, LENGTH(body)), "
-    "IF(offset_no = %s, (SELECT partitions FROM topic WHERE id = %s), NULL) "
+    "IF(offset_no = %s, (SELECT partitions FROM topic WHERE id = %s), NULL)"
+)
+_FETCH_RANGE = (
     "FROM message WHERE topic_id = %s AND partition_no = %s AND offset_no >= %s "
     "ORDER BY offset_no LIMIT %s"
 )
+_FETCH = f"{_FETCH_COLUMNS} {_FETCH_RANGE}"
 # Several partitions' fetches as one statement (one round trip): each one the fetch above
 # in parentheses, with its own order and limit, and the partition as the last column.
-_FETCH_PART = (
-    "(SELECT id, offset_no, msg_key, headers, IF(LENGTH(body) <= %s, body, NULL), "
-    "created_at, NULLIF(tombstone, 0), IF(LENGTH(body) <= %s, NULL, LENGTH(body)), "
-    "IF(offset_no = %s, (SELECT partitions FROM topic WHERE id = %s), NULL), partition_no "
-    "FROM message WHERE topic_id = %s AND partition_no = %s AND offset_no >= %s "
-    "ORDER BY offset_no LIMIT %s)"
-)
+_FETCH_PART = f"({_FETCH_COLUMNS}, partition_no {_FETCH_RANGE})"
 #: The columns after a MessageRow's: the length of a body not inline, the partition count,
 #: and in a fetch of several partitions the partition.
 _LENGTH, _COUNT, _PARTITION = 7, 8, 9
@@ -122,6 +119,15 @@ def bodies_query(
     """The read of the bodies a fetch left out, by offset."""
     sql = _BODIES.format(offsets=", ".join(["%s"] * len(offsets)))
     return sql, (topic_id, partition, *offsets)
+
+
+def _fetch_params(
+    topic_id: int, partition: int, from_offset: int, limit: int, max_bytes: int
+) -> tuple[int, ...]:
+    """A fetch's values, in _FETCH's order: each body inline up to its share of the
+    budget (max_bytes / limit)."""
+    inline = max(1, max_bytes // limit)
+    return (inline, inline, from_offset, topic_id, topic_id, partition, from_offset, limit)
 
 
 class MessageStore:
@@ -234,8 +240,7 @@ class MessageStore:
         at_least_one: bool = True,
     ) -> FetchedRows:
         """fetch(), its rows as the driver returns them (ems.types.MessageRow)."""
-        inline = max(1, max_bytes // limit)
-        params = (inline, inline, from_offset, topic_id, topic_id, partition, from_offset, limit)
+        params = _fetch_params(topic_id, partition, from_offset, limit, max_bytes)
         raw = self.db.select(_FETCH, params)
         return self._within_budget(topic_id, partition, raw, max_bytes, at_least_one)
 
@@ -255,11 +260,11 @@ class MessageStore:
                 topic_id, partition, from_offset, limit, max_bytes, at_least_one=at_least_one
             )
             return {partition: rows}
-        params: list[object] = []
-        for partition, from_offset, limit in reads:
-            inline = max(1, max_bytes // limit)
-            params += (inline, inline, from_offset, topic_id, topic_id, partition, from_offset)
-            params.append(limit)
+        params = [
+            value
+            for partition, from_offset, limit in reads
+            for value in _fetch_params(topic_id, partition, from_offset, limit, max_bytes)
+        ]
         raw = self.db.select(" UNION ALL ".join([_FETCH_PART] * len(reads)), tuple(params))
         by_partition: dict[int, list[tuple[Any, ...]]] = {p: [] for p, _, _ in reads}
         for row in raw:
