@@ -317,11 +317,37 @@ def _terminate_all(procs: list[Proc], timeout: float = 30) -> None:
         try:
             proc.popen.wait(max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
+            stacks = {p.name: stacks(p) for p in procs if p.popen.poll() is None}
             for p in procs:
                 if p.popen.poll() is None:
                     p.popen.kill()
                     p.popen.wait()
-            raise AssertionError(f"{proc.name} did not stop on SIGTERM") from None
+            raise AssertionError(
+                f"{proc.name} did not stop on SIGTERM; the stacks of those still running:\n"
+                + "\n".join(f"--- {name}\n{dump}" for name, dump in stacks.items())
+            ) from None
+
+
+def stacks(proc: Proc, timeout: float = 10) -> str:
+    """Every thread's stack of a running workload process: SIGUSR1 makes it write them
+    to its stderr (faulthandler, at C level, so even a thread holding the GIL cannot stop
+    it); what it wrote after the signal, once the dump is whole."""
+    err = proc.outfile.with_suffix(".err")
+    start = err.stat().st_size if err.exists() else 0
+    proc.popen.send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + timeout
+    dump, seen = "", -1
+    while time.monotonic() < deadline and proc.popen.poll() is None:
+        with err.open("rb") as f:
+            f.seek(start)
+            dump = f.read().decode(errors="replace")
+        # The main thread's stack comes last: once it has begun, the dump is whole when
+        # a poll finds nothing more written.
+        if "Current thread" in dump and len(dump) == seen:
+            break
+        seen = len(dump)
+        time.sleep(0.1)
+    return dump or "(nothing written)"
 
 
 def fresh_settings(mariadb: PrivateMariaDB, rds: PrivateRedis) -> Settings:

@@ -16,7 +16,7 @@ import redis
 from ems.config import Settings
 from tests.faults.checks import first_after
 from tests.faults.proxy import FaultProxy
-from tests.faults.scenario import Scenario, running, skewed_clock
+from tests.faults.scenario import Scenario, running, skewed_clock, stacks
 from tests.faults.servers import PrivateMariaDB, PrivateRedis
 
 pytestmark = pytest.mark.faults
@@ -365,3 +365,17 @@ def test_a_member_killed_while_its_acks_lag_behind(
     finally:
         for proxy in proxies.values():
             proxy.close()
+
+
+def test_a_process_asked_for_its_stacks_writes_every_threads(
+    fault_settings: Settings, tmp_path: Path
+) -> None:
+    """What a failing stop shows of a process that did not stop on SIGTERM: its threads'
+    stacks, the main thread's last, with the producer's loop in it."""
+    with running(Scenario(fault_settings, tmp_path, producers=1, members=0)) as s:
+        s.wait_acks(5)
+        (producer,) = s.of("producer")
+        dump = stacks(producer)
+        assert producer.popen.poll() is None, "the dump stopped the process"
+    main = dump.split("Current thread", 1)[-1]
+    assert "workload.py" in main and " in produce\n" in main, dump

@@ -25,6 +25,7 @@ half a line from a live process.
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import os
 import random
 import signal
@@ -215,6 +216,9 @@ def _sleep_without_clock_nanosleep() -> None:
 
 def main(argv: list[str]) -> None:
     _sleep_without_clock_nanosleep()
+    # A process the harness finds stuck gets SIGUSR1 before SIGKILL: every thread's stack
+    # goes to stderr, which the failing assertion shows.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     mode, *args = argv
     if mode == "produce":
         produce(args[0], args[1], float(args[2]), args[3:] == ["identical"])
