@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks import consumer_latency, consumer_rebalance
+from benchmarks import consumer_latency, consumer_rebalance, latency_floor
 from benchmarks.consumer_procs import Fleet, rss_mb
 from benchmarks.consumer_report import EmsRun, Results, render
 from benchmarks.consumer_workers import (
@@ -246,8 +246,8 @@ def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
     log("ems drain, latency and soak")
     results.ems = ems_run(ccfg, counts, args.soak_seconds, args.soak_warmup)
 
-    log("latency budget")
-    results.budgets = consumer_latency.measure(ccfg)
+    log("latency budget, and the hand-written floor")
+    results.budgets = consumer_latency.measure(ccfg) + latency_floor.measure(ccfg)
 
     log("rebalance")
     results.rebalance = consumer_rebalance.measure(ccfg)

@@ -14,6 +14,7 @@ import dataclasses
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +41,8 @@ THREADS = {"MainThread": "main", "ems-wakeups": "wake-ups", "ems-acks": "ack wri
 @dataclass(kw_only=True)
 class Budget:
     members: int
+    #: ems, or the hand-written floor (latency_floor).
+    system: str = "ems"
     sent: int = 0
     latencies: list[float] = field(default_factory=list)
     send_p50: float = 0.0
@@ -136,7 +139,7 @@ def ensure_topic(cfg: BenchConfig) -> None:
         admin.close()
 
 
-def unacked(cfg: BenchConfig, group: str) -> int:
+def unacked(cfg: BenchConfig, group: str, topic: str = TOPIC) -> int:
     """Messages of the topic the group's committed cursors have not passed yet."""
     ((behind,),) = query(
         cfg.settings.database_url,
@@ -145,23 +148,35 @@ def unacked(cfg: BenchConfig, group: str) -> int:
         "SELECT partition_no, MAX(offset_no) + 1 AS high FROM message "
         "WHERE topic_id = (SELECT id FROM topic WHERE name = %s) GROUP BY partition_no) h "
         "ON h.partition_no = o.partition_no WHERE g.name = %s",
-        (TOPIC, group),
+        (topic, group),
     )
     return int(behind)
 
 
-def one(cfg: BenchConfig, members: int) -> Budget:
-    group = f"latency-{members}-{int(time.time())}"
-    budget = Budget(members=members)
+#: Starts the members in a fleet, given the flag that opens their window; returns their
+#: pids once each is ready to take messages.
+MembersUp = Callable[[Fleet, Any], list[int]]
+#: Starts the paced producer in a fleet as process PRODUCER.
+ProducerUp = Callable[[Fleet], None]
+
+
+def observe(
+    cfg: BenchConfig,
+    members: int,
+    group: str,
+    topic: str,
+    up: MembersUp,
+    produce: ProducerUp,
+    system: str = "ems",
+) -> Budget:
+    """A budget of one run: members up, then the paced producer; CPU and the machine's
+    idle time from the first send until the group has acked every message."""
+    budget = Budget(members=members, system=system)
     fleet = Fleet()
     go = fleet.ctx.RawValue("b", 0)
-    share = PARTITIONS // members
     try:
-        for i in range(members):
-            fleet.spawn(i, member, cfg, group, share, go, fleet.stop)
-        pids = [pid for _, pid in sorted(fleet.wait("ready", range(members), 120).items())]
-        fleet.wait("holding", range(members), 120)
-        fleet.spawn(PRODUCER, paced_producer, cfg, RATE, SECONDS, True, fleet.stop_producers)
+        pids = up(fleet, go)
+        produce(fleet)
         fleet.wait("ready", [PRODUCER], 60)
         kinds = {"server": local_server_pid(), "Redis": redis_pid(cfg)}
         start = {k: cpu_seconds(p) for k, p in kinds.items() if p is not None}
@@ -173,9 +188,9 @@ def one(cfg: BenchConfig, members: int) -> Budget:
         ]
         budget.sent = sent
         deadline = time.monotonic() + 60
-        while unacked(cfg, group) > 0:
+        while unacked(cfg, group, topic) > 0:
             if time.monotonic() > deadline:
-                raise BenchError(f"{group}: {unacked(cfg, group)} messages not acked in 60 s")
+                raise BenchError(f"{group}: {unacked(cfg, group, topic)} messages not acked")
             time.sleep(0.05)
         idle1, total1 = machine_ticks()
         end = {k: cpu_seconds(p) for k, p in kinds.items() if p is not None}
@@ -196,6 +211,23 @@ def one(cfg: BenchConfig, members: int) -> Budget:
         for kind, seconds in window.get("threads", {}).items():
             budget.threads[kind] = budget.threads.get(kind, 0.0) + seconds
     return budget
+
+
+def one(cfg: BenchConfig, members: int) -> Budget:
+    group = f"latency-{members}-{int(time.time())}"
+    share = PARTITIONS // members
+
+    def up(fleet: Fleet, go: Any) -> list[int]:
+        for i in range(members):
+            fleet.spawn(i, member, cfg, group, share, go, fleet.stop)
+        pids = [pid for _, pid in sorted(fleet.wait("ready", range(members), 120).items())]
+        fleet.wait("holding", range(members), 120)
+        return pids
+
+    def produce(fleet: Fleet) -> None:
+        fleet.spawn(PRODUCER, paced_producer, cfg, RATE, SECONDS, True, fleet.stop_producers)
+
+    return observe(cfg, members, group, TOPIC, up, produce)
 
 
 def measure(cfg: BenchConfig) -> list[Budget]:

@@ -101,14 +101,14 @@ def latency_table(run: EmsRun) -> list[str]:
 
 
 def budget_table(budgets: list[Budget]) -> list[str]:
-    """Latency, and the CPU per message behind it, of each group size."""
+    """Latency, and the CPU per message behind it, of each group size and system."""
     lines = [
-        "| members | handler p50 / p99 ms | send p50 ms | messages per fetch | cores busy "
-        "| CPU us per message: server / Redis / producer / members "
+        "| members | system | handler p50 / p99 ms | send p50 ms | messages per fetch "
+        "| cores busy | CPU us per message: server / Redis / producer / members "
         "| members by thread: main / wake-ups / ack writer / other |",
-        "|---:|---|---:|---:|---:|---|---|",
+        "|---:|---|---|---:|---:|---:|---|---|",
     ]
-    for b in budgets:
+    for b in sorted(budgets, key=lambda b: (b.members, b.system != "ems")):
         ms = [v * 1000 for v in b.latencies]
         p50, p99 = _percentile(ms, 0.50), _percentile(ms, 0.99)
         per = 1e6 / max(1, b.sent)
@@ -116,13 +116,15 @@ def budget_table(budgets: list[Budget]) -> list[str]:
             f"{b.cpu[k] * per:,.0f}" if k in b.cpu else "-"
             for k in ("server", "Redis", "producer", "members")
         )
-        threads = " / ".join(
-            f"{b.threads.get(k, 0.0) * per:,.0f}" for k in ("main", "wake-ups", "ack writer")
-        )
-        threads += f" / {b.threads.get('other', 0.0) * per:,.0f}"
+        threads = "-"
+        if b.threads:
+            threads = " / ".join(
+                f"{b.threads.get(k, 0.0) * per:,.0f}"
+                for k in ("main", "wake-ups", "ack writer", "other")
+            )
         per_fetch = b.handled / b.fetches if b.fetches else float("nan")
         lines.append(
-            f"| {b.members} | {p50:.1f} / {p99:.1f} | {b.send_p50 * 1000:.1f} | "
+            f"| {b.members} | {b.system} | {p50:.1f} / {p99:.1f} | {b.send_p50 * 1000:.1f} | "
             f"{per_fetch:.1f} | {b.busy:.0%} | {cpu} | {threads} |"
         )
     return lines
@@ -215,7 +217,12 @@ def render(env: list[str], r: Results) -> str:
             "A fetch costs a read, and its acks one transaction (with the batch's start "
             "rows), whatever it carries; each member receives every wake-up of the topic. "
             "CPU is per message sent, over the window from the first send until the group "
-            "had acked them all; the server and Redis columns are their whole processes.",
+            "had acked them all; the server and Redis columns are their whole processes. "
+            "The hand-written floor (benchmarks/latency_floor.py) is the same pipeline "
+            "without ems, run just after it: per message one INCRBY, one INSERT and one "
+            "wake-up from 8 paced threads with a connection each; members with fixed "
+            "shares of the partitions that read what a wake-up announced in one statement "
+            "and log it as done and move their cursors in one transaction.",
             "",
             *budget_table(r.budgets),
             "",
