@@ -8,7 +8,8 @@ group of members shows read against what the design itself costs on this machine
   replies off. No guard, no group commit, no write token.
 - Each member: subscribed to the topic's wake-ups over ems's RESP connection; it reads
   the partitions it owns that a wake-up announced, all in one UNION ALL, hands each row
-  to the "handler" (the latency is taken there), then logs the rows as done and moves the
+  to the "handler" (the latency is taken there; gap-free: a partition stops at the first
+  offset not yet visible), then logs the rows as done and moves the
   cursors in one transaction (INSERT ... SELECT of the ranges read, one UPDATE, COMMIT) on
   a connection with autocommit off: four round trips per fetch, one commit. A member
   that hears nothing for half a second reads every partition it owns, so a lost wake-up
@@ -139,15 +140,22 @@ class RawMember:
         for p in partitions:
             args += [self.topic_id, p, self.position[p], LIMIT]
         self.cursor.execute(" UNION ALL ".join([_FETCH] * len(partitions)), args)
-        rows = self.cursor.fetchall()
-        if not rows:
+        # Gap-free, as ems: a partition's rows are taken up to the first offset not yet
+        # visible (a send that took an earlier offset has not committed yet); the rest
+        # is read again once that one is announced.
+        following = dict(self.position)
+        taken = []
+        for p, offset, headers in self.cursor.fetchall():
+            if offset == following[p]:
+                following[p] = offset + 1
+                taken.append(headers)
+        last = {p: end - 1 for p, end in following.items() if end > self.position[p]}
+        if not last:
             self.conn.commit()  # the read's snapshot ends; nothing to ack
             return 0
         now = time.time()
-        last: dict[int, int] = {}
-        for p, offset, headers in rows:
+        for headers in taken:
             self.latencies.append(now - float(json.loads(headers)["sent"]))
-            last[p] = offset
         ranges, log_args, cases, case_args = [], [self.group_id, self.client, self.topic_id], [], []
         for p, end in last.items():
             ranges.append(_RANGE)
@@ -164,8 +172,8 @@ class RawMember:
         for p, end in last.items():
             self.position[p] = end + 1
         self.fetches += 1
-        self.handled += len(rows)
-        return len(rows)
+        self.handled += len(taken)
+        return len(taken)
 
     def close(self) -> None:
         self.conn.close()

@@ -1,17 +1,33 @@
 """The latency suite's hand-written floor (benchmarks.latency_floor) does the durable work
-ems's members do: a fetch hands out each stored row of the partitions it reads once, logs
-exactly those rows as done and moves exactly those partitions' cursors past them."""
+ems's members do: a fetch hands out each stored row of the partitions it reads once and
+gap-free, logs exactly those rows as done and moves exactly those partitions' cursors
+past them."""
 
 from __future__ import annotations
 
+import json
 import time
 
 from benchmarks.harness import BenchConfig
 from benchmarks.latency_floor import RawMember
-from ems import Consumer, Producer, TopicAdmin
+from ems import Consumer, Producer, RecordMetadata, TopicAdmin
 from ems.config import Settings
 from ems.store import Store
+from ems.store.inserts import INSERT_HEAD, values
+from ems.types import NewMessage
 from tests import sql as db
+from tests.conftest import connect
+
+
+def _insert(settings: Settings, topic_id: int, partition: int, offset: int) -> None:
+    headers = json.dumps({"sent": repr(time.time())})
+    message = NewMessage(topic_id, partition, offset, None, headers, b"late")
+    conn = connect(settings)
+    try:
+        conn.query(INSERT_HEAD + values(message))
+        conn.commit()
+    finally:
+        conn.close()
 
 
 def test_a_fetch_hands_out_logs_and_passes_exactly_what_its_partitions_hold(
@@ -36,6 +52,17 @@ def test_a_fetch_hands_out_logs_and_passes_exactly_what_its_partitions_hold(
         assert member.fetch(read) == 0
         assert len(member.latencies) == len(expected)
         assert all(0 <= s < 60 for s in member.latencies)
+        # A hole (an offset taken, its send not committed yet) stops its partition
+        # there: what lies past it is handed out once the hole is filled.
+        p = read[0]
+        high = max(m.offset for m in placed if m.partition == p) + 1
+        _insert(settings, topic_id, p, high + 1)
+        assert member.fetch(read) == 0
+        _insert(settings, topic_id, p, high)
+        assert member.fetch(read) == 2
+        expected += [(p, high), (p, high + 1)]
+        expected.sort()
+        placed += [RecordMetadata("floor", p, high), RecordMetadata("floor", p, high + 1)]
     finally:
         member.close()
     logged = db.rows(
