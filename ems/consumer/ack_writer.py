@@ -12,6 +12,15 @@ fails messages closes its group, so a later start row of the same offset is neve
 overtaken. `flush()` waits until everything handed over is written (before a release, a
 synchronous ack, or leaving), and ends a hold at once.
 
+A small batch (at most INLINE_MAX messages) fetched while the writer is idle is not
+handed over at all: its start rows are held where the writer can see them, and its
+settlement, when it comes within HOLD, is written with them on the settling thread (one
+transaction, and no handoff to and from the writer thread: at a few messages per fetch
+each handoff cost more CPU than the write's own statements). A write there that fails is
+handed to the writer, which tries again as it does every write. Start rows held past HOLD
+are taken and written by the writer. A large batch goes through the writer, whose commit
+then overlaps the next fetch.
+
 `wait_written(0)` before each new batch bounds what a crash can cost to the batch in
 hand, never a backlog of settlements a slow database let pile up.
 """
@@ -46,10 +55,15 @@ MAX_PENDING = 256
 #: with it in one transaction. A crash within it leaves no start row for the batch in
 #: hand (it is delivered again all the same, from the committed cursor).
 HOLD = 0.05
+#: Batches of at most this many messages are written on the settling thread when the
+#: writer is idle (see the module's docstring).
+INLINE_MAX = 64
 
 Job = tuple[list[Delivery], None] | tuple[None, Settlement]
 #: Handed over by flush(): ends a hold.
 _FLUSH: Job = ([], None)
+#: Handed over to wake a writer waiting with no deadline: start rows are held.
+_HELD: Job = ([], None)
 
 
 def retry_delay(tries: int) -> float:
@@ -92,14 +106,44 @@ class AckWriter:
         #: Settlements handed over and not yet written (or given up).
         self._unwritten = 0
         self._written = threading.Condition()
+        #: Start rows of a small batch not handed over, and when they were held: the
+        #: settling thread writes them with its settlement, or the writer after HOLD.
+        self._held: tuple[list[Delivery], float] | None = None
+        #: Whether the writer waits with no deadline (a hold must then wake it).
+        self._untimed = False
+        #: Jobs handed over (or held start rows taken by the writer) not yet written.
+        self._jobs = 0
+        #: One lock for the counts and the held rows; flush() waits on it too.
+        self._lock = self._written
 
     def started(self, deliveries: list[Delivery]) -> None:
+        if self.hold and len(deliveries) <= INLINE_MAX:
+            with self._lock:
+                held = self._held is None and self._jobs == 0
+                if held:
+                    self._held = (deliveries, time.monotonic())
+                    wake, self._untimed = self._untimed, False
+            if held:
+                self._running()
+                if wake:
+                    self._queue.put(_HELD)
+                return
         self._put((deliveries, None))
 
     def settled(self, settlement: Settlement) -> None:
-        with self._written:
-            self._unwritten += 1
-        self._put((None, settlement))
+        with self._lock:
+            held, idle = self._held, self._jobs == 0
+            self._held = None
+        if held is not None and idle:
+            try:
+                self._settle(settlement, held[0])  # on this thread: nothing to hand over
+                return
+            except Exception as exc:
+                log.warning("ack batch not written on the consume loop (%s): handed over", exc)
+            except BaseException:
+                self._hand_over(held[0], settlement)
+                raise
+        self._hand_over(None if held is None else held[0], settlement)
 
     def wait_written(self, at_most: int) -> None:
         """Wait until at most `at_most` settlements handed over are still unwritten."""
@@ -107,44 +151,103 @@ class AckWriter:
             self._written.wait_for(lambda: self._unwritten <= at_most)
 
     def flush(self) -> None:
+        """Wait until everything handed over, and start rows held, is written (or given
+        up); a hold ends at once."""
+        held = self._take_held()
+        if held is not None:
+            self._put((held, None))
         if self._service is not None:
-            self._queue.put(_FLUSH)
-            self._queue.join()
+            self._queue.put(_FLUSH)  # ends the writer's hold of queued start rows
+            with self._lock:
+                self._lock.wait_for(lambda: self._jobs == 0)
 
     def close(self) -> None:
         """Write what is queued, then end the thread (a later write starts another)."""
+        held = self._take_held()
+        if held is not None:
+            self._put((held, None))
         if self._service is not None:
             self._service.stop_and_join()
             self._service = None
 
+    def _hand_over(self, held: list[Delivery] | None, settlement: Settlement) -> None:
+        if held is not None:
+            self._put((held, None))
+        with self._written:
+            self._unwritten += 1
+        self._put((None, settlement))
+
+    def _take_held(self) -> list[Delivery] | None:
+        with self._lock:
+            held, self._held = self._held, None
+        return None if held is None else held[0]
+
     def _put(self, job: Job) -> None:
+        self._running()
+        with self._lock:
+            self._jobs += 1
+        self._queue.put(job)
+
+    def _running(self) -> None:
         if self._service is None:
             # Stopping is the end of the queue: what was queued before it is written.
             stop: Callable[[], None] = partial(self._queue.put, None)
             self._service = Service("ems-acks", self._run, wake=stop)
             self._service.start()
-        self._queue.put(job)
+
+    def _next(self) -> tuple[Job | None, bool]:
+        """The next job, and whether it is start rows held past the hold (taken here)."""
+        while True:
+            with self._lock:
+                timeout = None
+                if self._held is not None:
+                    timeout = self._held[1] + self.hold - time.monotonic()
+                    if timeout <= 0:
+                        held, self._held = self._held[0], None
+                        self._jobs += 1
+                        return (held, None), True
+                self._untimed = timeout is None
+            try:
+                job = self._queue.get(timeout=timeout)
+            except queue.Empty:
+                continue
+            finally:
+                with self._lock:
+                    self._untimed = False
+            if job is not _HELD:
+                return job, False
 
     def _take(self) -> list[Job | None]:
-        """The jobs waiting, at least one; start rows alone wait up to `hold` for more."""
-        taken = [self._queue.get()]
+        """The jobs waiting, at least one; start rows alone wait up to `hold` for more
+        (unless they were held that long already)."""
+        first, waited = self._next()
+        taken = [first]
         self._drain(taken)
-        if self.hold and all(
-            job is not None and job is not _FLUSH and job[1] is None for job in taken
+        if (
+            not waited
+            and self.hold
+            and all(job is not None and job is not _FLUSH and job[1] is None for job in taken)
         ):
-            try:
-                taken.append(self._queue.get(timeout=self.hold))
-            except queue.Empty:
-                return taken
+            deadline = time.monotonic() + self.hold
+            while True:
+                try:
+                    job = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    return taken
+                if job is not _HELD:
+                    taken.append(job)
+                    break
             self._drain(taken)
         return taken
 
     def _drain(self, taken: list[Job | None]) -> None:
         while True:
             try:
-                taken.append(self._queue.get_nowait())
+                job = self._queue.get_nowait()
             except queue.Empty:
                 return
+            if job is not _HELD:
+                taken.append(job)
 
     def _run(self) -> None:
         while True:
@@ -159,11 +262,10 @@ class AckWriter:
                     elif starts and not self._patiently(partial(self._start, starts)):
                         self._dropped({d.partition for d in starts})
             finally:
-                with self._written:
+                with self._lock:
                     self._unwritten -= sum(job is not None and job[1] is not None for job in taken)
-                    self._written.notify_all()
-                for _ in taken:
-                    self._queue.task_done()
+                    self._jobs -= sum(job is not None and job is not _FLUSH for job in taken)
+                    self._lock.notify_all()
             if None in taken:
                 return
 

@@ -97,6 +97,76 @@ def test_a_batch_settled_within_the_hold_is_written_with_its_start_rows_at_once(
     writer.close()
 
 
+def threaded() -> tuple[list[tuple[str, str]], AckWriter]:
+    """A writer whose writes record (what, on which thread)."""
+    written: list[tuple[str, str]] = []
+
+    def start(rows: list[Delivery]) -> None:
+        written.append((f"start {offsets(rows)}", threading.current_thread().name))
+
+    def settle(s: Settlement, started: Sequence[Delivery]) -> None:
+        what = f"start {offsets(started)} + settle {offsets(s.done)}"
+        written.append((what, threading.current_thread().name))
+
+    return written, AckWriter(start, settle, lambda: True, lambda partitions: None)
+
+
+def batch(first: int, n: int) -> list[Delivery]:
+    return [d(first + i) for i in range(n)]
+
+
+def test_a_small_batch_settled_within_the_hold_is_written_on_the_settling_thread() -> None:
+    written, writer = threaded()
+    for first in (1, 3):
+        writer.started(batch(first, 2))
+        writer.settled(Settlement(done=[(0, first), (0, first + 1)]))
+    here = threading.current_thread().name
+    assert written == [("start 1,2 + settle 1,2", here), ("start 3,4 + settle 3,4", here)]
+    writer.close()
+
+
+def test_a_large_batch_is_written_by_the_writer_thread() -> None:
+    written, writer = threaded()
+    rows = batch(0, ack_writer.INLINE_MAX + 1)
+    writer.started(rows)
+    writer.settled(Settlement(done=[(0, r.offset) for r in rows]))
+    writer.wait_written(0)
+    assert [thread for _, thread in written] == ["ems-acks"]
+    assert written[0][0].startswith("start 0,1,") and "+ settle 0,1," in written[0][0]
+    writer.close()
+
+
+def test_a_write_failed_on_the_settling_thread_is_handed_to_the_writer() -> None:
+    calls: list[str] = []
+
+    def settle(s: Settlement, started: Sequence[Delivery]) -> None:
+        calls.append(threading.current_thread().name)
+        if len(calls) == 1:
+            raise DatabaseUnavailable("the server went away")
+
+    writer = AckWriter(lambda rows: None, settle, lambda: True, lambda partitions: None)
+    writer.started([d(1)])
+    writer.settled(Settlement(done=[(0, 1)]))
+    writer.wait_written(0)
+    assert calls == [threading.current_thread().name, "ems-acks"]
+    writer.close()
+
+
+def test_start_rows_held_while_the_writer_waits_without_a_deadline_are_written_after_the_hold() -> (
+    None
+):
+    written, writer = threaded()
+    writer.started([d(1)])
+    writer.settled(Settlement(done=[(0, 1)]))
+    wait_until(lambda: writer._untimed)  # the writer found nothing held: it waits for work
+    writer.started([d(2)])
+    began = time.monotonic()
+    wait_until(lambda: len(written) == 2)
+    assert time.monotonic() - began >= HOLD
+    assert written[1] == ("start 2", "ems-acks")
+    writer.close()
+
+
 def test_start_rows_of_a_slow_batch_are_written_alone_after_the_hold() -> None:
     written, writer = recording()
     writer.started([d(1)])
