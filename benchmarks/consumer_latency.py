@@ -129,10 +129,10 @@ def redis_pid(cfg: BenchConfig) -> int | None:
     return pid if os.path.exists(f"/proc/{pid}") else None
 
 
-def ensure_topic(cfg: BenchConfig) -> None:
+def ensure_topic(cfg: BenchConfig, topic: str = TOPIC) -> None:
     admin = TopicAdmin(cfg.settings)
     try:
-        admin.create(TOPIC, PARTITIONS)
+        admin.create(topic, PARTITIONS)
     except TopicExists:
         pass
     finally:

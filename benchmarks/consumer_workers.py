@@ -295,6 +295,16 @@ def _noop(d: Delivery) -> None:
     pass
 
 
+def run_senders(sender: Callable[[int], None]) -> None:
+    """sender(k) for k in range(SENDERS), each on a thread of its own; returns once all
+    have."""
+    threads = [threading.Thread(target=sender, args=(k,)) for k in range(SENDERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 def paced_producer(
     events: Any, index: int, cfg: BenchConfig, rate: float, seconds: float, tag: bool, stop: Any
 ) -> None:
@@ -326,11 +336,7 @@ def paced_producer(
                 sent[k] += 1
                 seq += SENDERS
 
-        threads = [threading.Thread(target=sender, args=(k,)) for k in range(SENDERS)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        run_senders(sender)
         took.sort()
         p50 = took[len(took) // 2] if took else 0.0
         elapsed = time.perf_counter() - start

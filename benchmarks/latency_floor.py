@@ -24,16 +24,15 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from typing import Any
 
+from benchmarks import consumer_latency
 from benchmarks.consumer_latency import MEMBERS, PRODUCER, RATE, SECONDS, Budget, observe
 from benchmarks.consumer_procs import Fleet
-from benchmarks.consumer_workers import SENDERS, body
+from benchmarks.consumer_workers import SENDERS, body, run_senders
 from benchmarks.harness import PARTITIONS, BenchConfig, BenchError, mysql_connect, query
-from ems import Consumer, TopicAdmin
-from ems.exceptions import TopicExists
+from ems import Consumer
 from ems.offsets.allocators import offset_key
 from ems.offsets.resp import RespConnection, pack
 from ems.store.inserts import INSERT_HEAD, values
@@ -100,11 +99,7 @@ def raw_producer(
             took.append(time.time() - began)
             seq += SENDERS
 
-    threads = [threading.Thread(target=sender, args=(k,)) for k in range(SENDERS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_senders(sender)
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     for conn, counters, wakeups in senders:
         conn.close()
@@ -226,13 +221,7 @@ def raw_member(
 def ensure_topic(cfg: BenchConfig) -> int:
     """The floor's topic (created once), its Redis counters set to the stored offsets:
     the raw producer is its only writer and allocates by INCRBY alone."""
-    admin = TopicAdmin(cfg.settings)
-    try:
-        admin.create(TOPIC, PARTITIONS)
-    except TopicExists:
-        pass
-    finally:
-        admin.close()
+    consumer_latency.ensure_topic(cfg, TOPIC)
     url = cfg.settings.database_url
     ((topic_id,),) = query(url, "SELECT id FROM topic WHERE name = %s", (TOPIC,))
     highs = dict(
