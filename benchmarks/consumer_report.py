@@ -215,14 +215,15 @@ def render(env: list[str], r: Results) -> str:
             "### Where the latency goes (the same paced producer, 10 s, groups of 1 and 4)",
             "",
             "A fetch costs a read, and its acks one transaction (with the batch's start "
-            "rows), whatever it carries; each member receives every wake-up of the topic. "
+            "rows), whatever it carries; a member hears the wake-ups of the partitions it holds. "
             "CPU is per message sent, over the window from the first send until the group "
             "had acked them all; the server and Redis columns are their whole processes. "
             "The hand-written floor (benchmarks/latency_floor.py) is the same pipeline "
-            "without ems, run just after it: per message one INCRBY, one INSERT and one "
-            "wake-up from 8 paced threads with a connection each; members with fixed "
-            "shares of the partitions that read what a wake-up announced in one statement "
-            "and log it as done and move their cursors in one transaction.",
+            "without ems, run just after it: per message one INCRBY, one INSERT and ems's "
+            "wake-up write from 8 paced threads with a connection each; members with fixed "
+            "shares of the partitions, subscribed to theirs, that read what a wake-up "
+            "announced in one statement and log it as done and move their cursors in one "
+            "transaction.",
             "",
             *budget_table(r.budgets),
             "",

@@ -4,13 +4,14 @@ group of members shows read against what the design itself costs on this machine
 
 - The producer: SENDERS threads paced to the rate, each with its own autocommit PyMySQL
   connection and Redis connection (the raw+redis writer of the producer benchmark): per
-  message one INCRBY, one INSERT in ems's literal encoding, one wake-up PUBLISH with
-  replies off. No guard, no group commit, no write token.
-- Each member: subscribed to the topic's wake-ups over ems's RESP connection; it reads
+  message one INCRBY, one INSERT in ems's literal encoding, and ems's wake-up write (the
+  topic's and the partition's PUBLISH in one write, replies off). No guard, no group
+  commit, no write token.
+- Each member: subscribed to its partitions' wake-ups over ems's RESP connection; it reads
   the partitions it owns that a wake-up announced, all in one UNION ALL, hands each row
   to the "handler" (the latency is taken there; gap-free: a partition stops at the first
-  offset not yet visible), then logs the rows as done and moves the
-  cursors in one transaction (INSERT ... SELECT of the ranges read, one UPDATE, COMMIT) on
+  offset not yet visible), then logs the rows as done and moves the cursors in one
+  transaction (INSERT ... SELECT of the ranges read, one UPDATE, COMMIT) on
   a connection with autocommit off: four round trips per fetch, one commit. A member
   that hears nothing for half a second reads every partition it owns, so a lost wake-up
   only delays.
@@ -37,7 +38,7 @@ from ems.offsets.allocators import offset_key
 from ems.offsets.resp import RespConnection, pack
 from ems.store.inserts import INSERT_HEAD, values
 from ems.types import NewMessage
-from ems.wakeups import Publisher, parse_messages, topic_channel
+from ems.wakeups import Publisher, parse_messages, partition_channel, topic_channel
 
 TOPIC = "latency-raw"
 SYSTEM = "hand-written floor"
@@ -191,7 +192,8 @@ def raw_member(
     )
     if wakeups is None:
         raise BenchError("the raw floor speaks plain redis:// URLs only")
-    wakeups.subscribe([topic_channel(cfg.settings, topic_id)])
+    channel = topic_channel(cfg.settings, topic_id)
+    wakeups.subscribe([partition_channel(channel, p) for p in mine])
     events.put(("ready", index, os.getpid()))
     announced: dict[int, int] = {}
     counted = False

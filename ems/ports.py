@@ -14,7 +14,7 @@ the caller's: for MySQL that is NOW(6).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol
 
@@ -477,6 +477,10 @@ class Subscription(Protocol):
     def start(self) -> None: ...
 
     def stop(self) -> None: ...
+
+    def follow(self, channel: str, partitions: Collection[int] | None) -> None:
+        """Of a topic's channel (one of the callbacks'), the wake-ups of these partitions
+        are wanted (None: every partition's). A hint: others may still come."""
 
 
 class _Flag(Protocol):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 import redis
 from redis.connection import ConnectionInterface
@@ -17,6 +17,7 @@ from redis.connection import ConnectionInterface
 from ems.config import Settings
 from ems.exceptions import EmsError
 from ems.offsets.redis_clients import client_for, pool_for, resp_for
+from ems.offsets.resp import RespConnection, pack
 from ems.service import Service
 from ems.urls import redacted
 
@@ -28,6 +29,12 @@ RECONNECT_EVERY = 1.0
 
 def topic_channel(settings: Settings, topic_id: int) -> str:
     return f"{settings.redis_prefix}wake:topic:{topic_id}"
+
+
+def partition_channel(channel: str, partition: int) -> str:
+    """The channel of one partition's message wake-ups under a topic's channel: a member
+    subscribes to those of the partitions it holds, not to every wake-up of the topic."""
+    return f"{channel}:{partition}"
 
 
 def group_channel(settings: Settings, group_id: int) -> str:
@@ -60,6 +67,19 @@ def publish_command(channel: str, payload: str) -> bytes:
     return b"*3\r\n$7\r\nPUBLISH\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n" % (len(c), c, len(d), d)
 
 
+def messages_commands(channel: str, last_offsets: Mapping[int, int]) -> bytes:
+    """The PUBLISHes of one write's wake-ups, packed for one socket write: all of it on
+    the topic's channel (broadcast readers, ems.aio's consumers, the redis-py listener),
+    and each partition's on its own channel (the members that hold it)."""
+    if len(last_offsets) == 1:  # a single send: the same payload on both
+        ((p, o),) = last_offsets.items()
+        payload = f"{p}:{o}"
+        return publish_command(channel, payload) + publish_command(f"{channel}:{p}", payload)
+    return publish_command(channel, messages_payload(last_offsets)) + b"".join(
+        [publish_command(f"{channel}:{p}", f"{p}:{o}") for p, o in last_offsets.items()]
+    )
+
+
 class Publisher:
     """PUBLISH without waiting for replies: the connection is switched to CLIENT REPLY
     OFF, so a wake-up costs one socket write and no round trip on the publish path."""
@@ -82,13 +102,15 @@ class Publisher:
         channel = self._channels.get(topic_id)
         if channel is None:
             channel = self._channels[topic_id] = topic_channel(self.settings, topic_id)
-        self.publish(channel, messages_payload(last_offsets))
+        self._send(messages_commands(channel, last_offsets))
 
     def group(self, group_id: int) -> None:
         self.publish(group_channel(self.settings, group_id), "changed")
 
     def publish(self, channel: str, payload: str) -> None:
-        packed = publish_command(channel, payload)
+        self._send(publish_command(channel, payload))
+
+    def _send(self, packed: bytes) -> None:
         if self._plain is not None:
             try:
                 self._plain.send_only(packed)
@@ -127,7 +149,12 @@ class Publisher:
 
 class Listener:
     """A daemon thread subscribed to channels; each message calls its channel's callback
-    with the payload. `connected` tells readers whether to rely on it or poll."""
+    with the payload. `connected` tells readers whether to rely on it or poll.
+
+    follow(channel, partitions) narrows a topic's channel to the channels of those
+    partitions (partition_channel): a member hears the wake-ups of the partitions it
+    holds, not every wake-up of its topic. Through redis-py (TLS, unix sockets) the
+    listener stays on the topic's channel, whose wake-ups include every partition's."""
 
     def __init__(self, settings: Settings, callbacks: Mapping[str, Callable[[str], None]]):
         self.settings = settings
@@ -137,12 +164,64 @@ class Listener:
         self._stop = self._service.stopping
         #: The loss of Redis was logged at WARNING, and its return not yet.
         self._warned = False
+        #: Channel -> the partitions whose channels stand for it (None: the channel).
+        self._follow: dict[str, frozenset[int] | None] = {}
+        #: The subscribed connection, the channels it is subscribed to, and the callback
+        #: of each (a partition's channel has its topic channel's).
+        self._conn: RespConnection | None = None
+        self._routes: dict[str, Callable[[str], None]] = {}
+        self._lock = threading.Lock()
 
     def start(self) -> None:
         self._service.start()
 
     def stop(self) -> None:
         self._service.stop_and_join(timeout=2 * RECONNECT_EVERY)
+
+    @property
+    def channels(self) -> frozenset[str]:
+        """The channels the live connection is subscribed to (none while there is none)."""
+        return frozenset(self._routes)
+
+    def follow(self, channel: str, partitions: Collection[int] | None) -> None:
+        """Hear `channel`'s wake-ups through the channels of these partitions only (None:
+        the channel itself, every partition's). Cheap when nothing changes; a change is
+        one SUBSCRIBE and one UNSUBSCRIBE on the live connection, or waits for the
+        next one."""
+        wanted = None if partitions is None else frozenset(partitions)
+        if channel in self._follow and self._follow[channel] == wanted:
+            return
+        with self._lock:
+            self._follow[channel] = wanted
+            if self._conn is not None:
+                self._apply(self._conn)
+
+    def _channels(self) -> dict[str, Callable[[str], None]]:
+        """The channels to be subscribed to now, each with its callback."""
+        out: dict[str, Callable[[str], None]] = {}
+        for channel, callback in self.callbacks.items():
+            partitions = self._follow.get(channel)
+            if partitions is None:
+                out[channel] = callback
+            else:
+                out.update({partition_channel(channel, p): callback for p in partitions})
+        return out
+
+    def _apply(self, conn: RespConnection) -> None:
+        """Subscribe the connection to what is wanted now and from what is not (under
+        the lock); a write that fails leaves it to the next connection."""
+        wanted = self._channels()
+        add = [c for c in wanted if c not in self._routes]
+        drop = [c for c in self._routes if c not in wanted]
+        try:
+            if add:
+                conn.command_subscribed(pack("SUBSCRIBE", *add))
+            if drop:
+                conn.command_subscribed(pack("UNSUBSCRIBE", *drop))
+        except OSError as exc:
+            log.debug("wake-up subscription not changed (%s); it is on reconnection", exc)
+            return
+        self._routes = wanted
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -171,23 +250,32 @@ class Listener:
         )
 
     def _listen(self) -> None:
-        """Through ems's own RESP connection where it serves the URL: every wake-up of a
-        topic reaches every member, and the listener thread spent about 1.5 times this
-        CPU in redis-py's pub/sub (0.61 s against 0.41 s per member over the same 8.5 s
-        at 1,000 sends a second, 4 members)."""
+        """Through ems's own RESP connection where it serves the URL: the listener thread
+        spent about 1.5 times this CPU in redis-py's pub/sub (0.61 s against 0.41 s per
+        member over the same 8.5 s at 1,000 sends a second, 4 members)."""
         conn = resp_for(self.settings, timeout=self.settings.connect_timeout, retries=0)
         if conn is None:
             self._listen_redis_py()
             return
         try:
-            conn.subscribe(list(self.callbacks))
+            with self._lock:
+                routes = self._channels()
+            conn.subscribe(list(routes))
+            with self._lock:
+                self._conn, self._routes = conn, routes
+                self._apply(conn)  # what follow() changed while it connected
             self._reached()
             while not self._stop.is_set():
                 for push in conn.pushes(0.5):
                     match push:
                         case [b"message", bytes(channel), bytes(payload)]:
-                            self.callbacks[channel.decode()](payload.decode())
+                            # A channel just left may still bring one: it is dropped.
+                            callback = self._routes.get(channel.decode())
+                            if callback is not None:
+                                callback(payload.decode())
         finally:
+            with self._lock:
+                self._conn, self._routes = None, {}
             conn.close()
 
     def _listen_redis_py(self) -> None:

@@ -15,7 +15,7 @@ import redis.asyncio
 from ems.config import Settings
 from ems.exceptions import EmsError
 from ems.offsets.redis_clients import async_pool_for
-from ems.wakeups import messages_payload, publish_command, topic_channel
+from ems.wakeups import messages_commands, publish_command, topic_channel
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +37,12 @@ class AsyncPublisher:
         channel = self._channels.get(topic_id)
         if channel is None:
             channel = self._channels[topic_id] = topic_channel(self.settings, topic_id)
-        await self.publish(channel, messages_payload(last_offsets))
+        await self._send(messages_commands(channel, last_offsets))
 
     async def publish(self, channel: str, payload: str) -> None:
-        packed = publish_command(channel, payload)
+        await self._send(publish_command(channel, payload))
+
+    async def _send(self, packed: bytes) -> None:
         async with self._lock:  # one writer at a time on the one connection
             try:
                 if self._conn is None:

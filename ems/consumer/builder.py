@@ -3,7 +3,9 @@ Redis wake-ups, or the in-memory twin of ems.testing."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from functools import partial
 
 from ems.backend import Backend
 from ems.consumer.broadcast import BroadcastSession
@@ -35,6 +37,8 @@ class Parts:
     membership: Membership
     subscription: Subscription
     session: Session
+    #: The partitions whose wake-ups the member wants (None: all), as they change.
+    follow: Callable[[Collection[int] | None], None]
 
 
 def build(backend: Backend, group: str, topic: str, options: GroupOptions) -> Parts:
@@ -88,4 +92,5 @@ def build(backend: Backend, group: str, topic: str, options: GroupOptions) -> Pa
         membership=membership,
         subscription=subscription,
         session=session,
+        follow=partial(subscription.follow, topic_channel(settings, topic_info.id)),
     )

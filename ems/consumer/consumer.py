@@ -123,6 +123,7 @@ class Consumer:
         self.topic, self.group, self.policy = parts.topic, parts.group, parts.policy
         self.membership, self.session = parts.membership, parts.session
         self.listener, self.inbox = parts.subscription, parts.inbox
+        self._follow = parts.follow
         self.metrics, self.meter = parts.metrics, parts.meter
         self._exactly_once: ExactlyOnce | None = None
         if transactional is not None:
@@ -234,7 +235,10 @@ class Consumer:
                 self.session.mark(news)
             self.session.sync()
             # Before the read: news of a partition taken now is read with it, or wakes us.
-            self.inbox.interest = self.session.interest()
+            interest = self.session.interest()
+            if interest != self.inbox.interest:
+                self.inbox.interest = interest
+                self._follow(interest)
             late = self.session.expire()
             if late:
                 self.session.settle(late, wait=False)

@@ -167,6 +167,8 @@ class RespConnection:
         self._poller: select.poll | None = None
         self._buf = b""
         self._lock = threading.Lock()
+        #: A subscribed connection's writes from other threads (see command_subscribed).
+        self._write_lock = threading.Lock()
 
     @classmethod
     def from_url(
@@ -271,6 +273,16 @@ class RespConnection:
                 if isinstance(reply, ErrorReply):
                     self._close()
                     raise RedisReplyError(f"Redis refused the subscription: {reply.message}")
+
+    def command_subscribed(self, packed: bytes) -> None:
+        """Write (UN)SUBSCRIBE commands on the subscribed connection while another thread
+        may wait in pushes(), without its lock: their confirmations come among the
+        pushes. Raises OSError (the connection lost, or not subscribed)."""
+        sock = self._sock
+        if sock is None:
+            raise ConnectionError("not subscribed")
+        with self._write_lock:
+            sock.sendall(packed)
 
     def pushes(self, timeout: float) -> list[Reply]:
         """The pushes that have arrived, all of them, waiting up to timeout seconds for

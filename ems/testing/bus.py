@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from ems.config import Settings
 from ems.ports import Callbacks
@@ -67,6 +67,9 @@ class LocalSubscription:
         self.connected.clear()
         for channel, callback in self.callbacks.items():
             self.bus.unsubscribe(channel, callback)
+
+    def follow(self, channel: str, partitions: Collection[int] | None) -> None:
+        """Every wake-up of the topic still comes: the bus has no partition channels."""
 
 
 class AsyncLocalNotifier:

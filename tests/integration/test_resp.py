@@ -11,20 +11,20 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import suppress
 from pathlib import Path
 
 import pytest
 import redis
 
-from ems import Producer, TopicAdmin
+from ems import Consumer, Producer, TopicAdmin
 from ems.config import Settings
 from ems.exceptions import RedisOutcomeUnknown, RedisReplyError, RedisUnavailable, SendTimeout
 from ems.offsets.allocators import RedisAllocator, RespAllocator, offset_key
 from ems.offsets.resp import RespConnection
 from ems.store import Store
-from ems.wakeups import Listener, topic_channel
+from ems.wakeups import Listener, Publisher, topic_channel
 from tests import sql as db
 
 
@@ -274,6 +274,90 @@ def test_the_wake_up_listener_subscribes_through_ems_own_connection(
         assert subscribers and all(c["resp"] == "2" for c in subscribers)
     finally:
         listener.stop()
+        client.close()
+
+
+def _channels(client: redis.Redis, channel: str) -> set[str]:
+    """The channels of `channel`'s family with a subscriber now."""
+    return {c.decode() for c in client.pubsub_channels(f"{channel}*")}
+
+
+def _until(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def test_a_listener_following_partitions_hears_only_theirs_and_follows_changes(
+    private_redis: PrivateRedis, settings: Settings
+) -> None:
+    """A member hears the wake-ups of the partitions it holds, not every wake-up of its
+    topic: a wake-up of another partition never reaches it; a change of partitions takes
+    effect on the live connection; None goes back to the topic's channel."""
+    local = settings.with_(redis_url=private_redis.url())
+    topic = TopicAdmin(local).create("t", 4)
+    channel = topic_channel(local, topic.id)
+    got: queue.Queue[str] = queue.Queue()
+    listener = Listener(local, {channel: got.put})
+    listener.follow(channel, {1})  # before the start: the first subscription is narrowed
+    listener.start()
+    publisher = Publisher(local)
+    client = redis.Redis.from_url(local.redis_url)
+    try:
+        assert listener.connected.wait(5)
+        assert _channels(client, channel) == {f"{channel}:1"}
+        publisher.messages(topic.id, {0: 5})
+        publisher.messages(topic.id, {1: 7})
+        publisher.messages(topic.id, {0: 6, 1: 8, 2: 1})
+        assert [got.get(timeout=5), got.get(timeout=5)] == ["1:7", "1:8"]
+        listener.follow(channel, {2, 3})
+        _until(lambda: _channels(client, channel) == {f"{channel}:2", f"{channel}:3"}, "2, 3")
+        publisher.messages(topic.id, {1: 9, 3: 4})
+        assert got.get(timeout=5) == "3:4"
+        listener.follow(channel, None)
+        _until(lambda: _channels(client, channel) == {channel}, "the topic's channel")
+        publisher.messages(topic.id, {0: 10, 1: 11})
+        assert got.get(timeout=5) == "0:10,1:11"
+        assert got.empty()
+    finally:
+        listener.stop()
+        publisher.close()
+        client.close()
+
+
+def test_members_subscribe_to_the_wake_ups_of_the_partitions_they_hold(
+    private_redis: PrivateRedis, settings: Settings
+) -> None:
+    local = settings.with_(redis_url=private_redis.url())
+    topic = TopicAdmin(local).create("t", 4)
+    channel = topic_channel(local, topic.id)
+    members = [Consumer("g", "t", settings=local) for _ in range(2)]
+    client = redis.Redis.from_url(local.redis_url)
+    every = {f"{channel}:{p}" for p in range(4)}
+
+    def split() -> bool:
+        for member in members:
+            member.poll(0.05)
+        held = [set(m.session.interest() or ()) for m in members]
+        heard = []
+        for m in members:
+            assert isinstance(m.listener, Listener)
+            heard.append({c for c in m.listener.channels if c.startswith(channel)})
+        subscribed = dict(client.pubsub_numsub(*every, channel))
+        own = [{f"{channel}:{p}" for p in mine} for mine in held]
+        return (
+            all(len(h) == 2 for h in held)
+            and heard == own
+            and all(subscribed[c.encode()] == 1 for c in every)
+            and subscribed[channel.encode()] == 0
+        )
+
+    try:
+        _until(split, "the partitions split 2 and 2, each member on its own two", 60)
+    finally:
+        for member in members:
+            member.close()
         client.close()
 
 
