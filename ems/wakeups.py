@@ -7,6 +7,7 @@ polling until it reconnects.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Collection, Mapping
@@ -69,15 +70,33 @@ def publish_command(channel: str, payload: str) -> bytes:
 
 def messages_commands(channel: str, last_offsets: Mapping[int, int]) -> bytes:
     """The PUBLISHes of one write's wake-ups, packed for one socket write: all of it on
-    the topic's channel (broadcast readers, ems.aio's consumers, the redis-py listener),
-    and each partition's on its own channel (the members that hold it)."""
+    the topic's channel (broadcast readers, members behind the redis-py listener, older
+    members), and each partition's on its own channel (the members that hold it)."""
     if len(last_offsets) == 1:  # a single send: the same payload on both
         ((p, o),) = last_offsets.items()
-        payload = f"{p}:{o}"
-        return publish_command(channel, payload) + publish_command(f"{channel}:{p}", payload)
-    return publish_command(channel, messages_payload(last_offsets)) + b"".join(
-        [publish_command(f"{channel}:{p}", f"{p}:{o}") for p, o in last_offsets.items()]
-    )
+        payload = b"%d:%d" % (p, o)
+        return (
+            _publish_head(channel, None)
+            + _bulk(payload)
+            + _publish_head(channel, p)
+            + _bulk(payload)
+        )
+    payloads = [(p, b"%d:%d" % (p, o)) for p, o in last_offsets.items()]
+    out = [_publish_head(channel, None), _bulk(b",".join([d for _, d in payloads]))]
+    for p, d in payloads:
+        out += (_publish_head(channel, p), _bulk(d))
+    return b"".join(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def _publish_head(channel: str, partition: int | None) -> bytes:
+    """A PUBLISH up to its payload, on a topic's channel or on one partition's."""
+    name = (channel if partition is None else partition_channel(channel, partition)).encode()
+    return b"*3\r\n$7\r\nPUBLISH\r\n$%d\r\n%b\r\n" % (len(name), name)
+
+
+def _bulk(data: bytes) -> bytes:
+    return b"$%d\r\n%b\r\n" % (len(data), data)
 
 
 class Publisher:
