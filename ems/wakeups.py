@@ -64,8 +64,7 @@ def messages_payload(last_offsets: Mapping[int, int]) -> str:
 def publish_command(channel: str, payload: str) -> bytes:
     """PUBLISH packed directly: cheaper than the generic encoder on a path taken once per
     insert."""
-    c, d = channel.encode(), payload.encode()
-    return b"*3\r\n$7\r\nPUBLISH\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n" % (len(c), c, len(d), d)
+    return _publish_head(channel, None) + _bulk(payload.encode())
 
 
 def messages_commands(channel: str, last_offsets: Mapping[int, int]) -> bytes:

@@ -105,7 +105,6 @@ class AckWriter:
         self._service: Service | None = None
         #: Settlements handed over and not yet written (or given up).
         self._unwritten = 0
-        self._written = threading.Condition()
         #: Start rows of a small batch not handed over, and when they were held: the
         #: settling thread writes them with its settlement, or the writer after HOLD.
         self._held: tuple[list[Delivery], float] | None = None
@@ -113,8 +112,9 @@ class AckWriter:
         self._untimed = False
         #: Jobs handed over (or held start rows taken by the writer) not yet written.
         self._jobs = 0
-        #: One lock for the counts and the held rows; flush() waits on it too.
-        self._lock = self._written
+        #: One lock for the counts and the held rows; wait_written() and flush() wait
+        #: on it.
+        self._lock = threading.Condition()
 
     def started(self, deliveries: list[Delivery]) -> None:
         if self.hold and len(deliveries) <= INLINE_MAX:
@@ -147,15 +147,13 @@ class AckWriter:
 
     def wait_written(self, at_most: int) -> None:
         """Wait until at most `at_most` settlements handed over are still unwritten."""
-        with self._written:
-            self._written.wait_for(lambda: self._unwritten <= at_most)
+        with self._lock:
+            self._lock.wait_for(lambda: self._unwritten <= at_most)
 
     def flush(self) -> None:
         """Wait until everything handed over, and start rows held, is written (or given
         up); a hold ends at once."""
-        held = self._take_held()
-        if held is not None:
-            self._put((held, None))
+        self._hand_over_held()
         if self._service is not None:
             self._queue.put(_FLUSH)  # ends the writer's hold of queued start rows
             with self._lock:
@@ -163,9 +161,7 @@ class AckWriter:
 
     def close(self) -> None:
         """Write what is queued, then end the thread (a later write starts another)."""
-        held = self._take_held()
-        if held is not None:
-            self._put((held, None))
+        self._hand_over_held()
         if self._service is not None:
             self._service.stop_and_join()
             self._service = None
@@ -173,14 +169,16 @@ class AckWriter:
     def _hand_over(self, held: list[Delivery] | None, settlement: Settlement) -> None:
         if held is not None:
             self._put((held, None))
-        with self._written:
+        with self._lock:
             self._unwritten += 1
         self._put((None, settlement))
 
-    def _take_held(self) -> list[Delivery] | None:
+    def _hand_over_held(self) -> None:
+        """Start rows held go to the writer now."""
         with self._lock:
             held, self._held = self._held, None
-        return None if held is None else held[0]
+        if held is not None:
+            self._put((held[0], None))
 
     def _put(self, job: Job) -> None:
         self._running()

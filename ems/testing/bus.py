@@ -7,7 +7,7 @@ from collections.abc import Callable, Collection, Mapping
 
 from ems.config import Settings
 from ems.ports import Callbacks
-from ems.wakeups import group_channel, topic_channel
+from ems.wakeups import group_channel, messages_payload, topic_channel
 
 
 class LocalBus:
@@ -40,8 +40,7 @@ class LocalNotifier:
         self.settings = settings
 
     def messages(self, topic_id: int, last_offsets: Mapping[int, int]) -> None:
-        payload = ",".join(f"{p}:{o}" for p, o in last_offsets.items())
-        self.bus.publish(topic_channel(self.settings, topic_id), payload)
+        self.bus.publish(topic_channel(self.settings, topic_id), messages_payload(last_offsets))
 
     def group(self, group_id: int) -> None:
         self.bus.publish(group_channel(self.settings, group_id), "changed")
