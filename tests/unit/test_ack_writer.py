@@ -159,8 +159,8 @@ def test_start_rows_held_while_the_writer_waits_without_a_deadline_are_written_a
     writer.started([d(1)])
     writer.settled(Settlement(done=[(0, 1)]))
     wait_until(lambda: writer._untimed)  # the writer found nothing held: it waits for work
+    began = time.monotonic()  # before the hold starts, so the bound below is exact
     writer.started([d(2)])
-    began = time.monotonic()
     wait_until(lambda: len(written) == 2)
     assert time.monotonic() - began >= HOLD
     assert written[1] == ("start 2", "ems-acks")
@@ -169,8 +169,8 @@ def test_start_rows_held_while_the_writer_waits_without_a_deadline_are_written_a
 
 def test_start_rows_of_a_slow_batch_are_written_alone_after_the_hold() -> None:
     written, writer = recording()
+    began = time.monotonic()  # before the hold starts, so the bound below is exact
     writer.started([d(1)])
-    began = time.monotonic()
     wait_until(lambda: written == ["start 1"])
     assert time.monotonic() - began >= HOLD
     writer.settled(Settlement(done=[(0, 1)]))
