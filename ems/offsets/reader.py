@@ -118,8 +118,9 @@ class PartitionReader:
         at_least_one: bool = True,
     ) -> dict[int, DeliveryBatch]:
         """read_deliveries() of each (partition, from_offset, limit), each with the whole
-        budget of max_bytes, in one statement where the log can: a partition whose rows
-        are not one run from its offset (a hole) is read again alone, by read()'s rule."""
+        budget of max_bytes, in one statement: a partition whose rows are not one run
+        from its offset (a hole) goes on by read()'s rule from the rows this statement
+        read, and is read again only where that rule reads again."""
         scans = [(p, at, self._rows_to_scan((topic.id, p), n, max_bytes)) for p, at, n in reads]
         fetched = self.messages.fetch_rows_many(
             topic.id, scans, max_bytes, at_least_one=at_least_one
@@ -127,8 +128,10 @@ class PartitionReader:
         out = {}
         for (partition, at, scan), (_, _, limit) in zip(scans, reads, strict=True):
             found = self._run(topic.id, partition, at, scan, fetched[partition])
-            if found is None:  # a hole: read alone, by read()'s rule
-                found = self._prefix(topic.id, partition, at, limit, max_bytes, at_least_one)
+            if found is None:  # a hole: by read()'s rule, from the rows read
+                found = self._prefix(
+                    topic.id, partition, at, limit, max_bytes, at_least_one, fetched[partition]
+                )
             out[partition] = _delivery_batch(topic, partition, found)
         return out
 
@@ -157,7 +160,10 @@ class PartitionReader:
         limit: int,
         max_bytes: int,
         at_least_one: bool,
+        read: FetchedRows | None = None,
     ) -> _Prefix:
+        """The gap-free prefix from from_offset. `read`: this read's first fetch, made
+        already (by read_deliveries_many, with the same scan and budget)."""
         if isinstance(from_offset, bool) or not isinstance(from_offset, int) or from_offset < 0:
             raise InvalidOffset(f"offset must be a non-negative integer, not {from_offset!r}")
         if limit < 1:
@@ -167,9 +173,12 @@ class PartitionReader:
         key = (topic_id, partition)
         scan = self._rows_to_scan(key, limit, max_bytes)
         for _ in range(_ROUNDS):
-            fetched = self.messages.fetch_rows(
-                topic_id, partition, from_offset, scan, max_bytes, at_least_one=at_least_one
-            )
+            if read is None:
+                fetched = self.messages.fetch_rows(
+                    topic_id, partition, from_offset, scan, max_bytes, at_least_one=at_least_one
+                )
+            else:
+                fetched, read = read, None
             run = self._run(topic_id, partition, from_offset, scan, fetched)
             if run is not None:
                 return run

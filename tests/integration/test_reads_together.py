@@ -92,6 +92,27 @@ def test_the_reader_reads_several_partitions_by_the_rule_of_each(
     assert together[1].more
 
 
+def test_a_young_hole_stops_its_partition_without_a_read_of_its_own(
+    settings: Settings, store: Store, topic: TopicInfo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reader = PartitionReader(store.messages, settings.gap_timeout)
+    alone: list[int] = []
+    fetch_rows = store.messages.fetch_rows
+
+    def counted(topic_id: int, partition: int, *args: Any, **kwargs: Any) -> Any:
+        alone.append(partition)
+        return fetch_rows(topic_id, partition, *args, **kwargs)
+
+    monkeypatch.setattr(store.messages, "fetch_rows", counted)
+    together = reader.read_deliveries_many(topic, [(0, 0, 10), (2, 0, 10)], 50_000)
+    # Partition 2's rows 0, 1, 3, 4 came in the one statement: the hole at 2 is young, so
+    # the rule stops there, and nothing there needs reading again.
+    assert [d.offset for d in together[2].deliveries] == [0, 1]
+    assert (together[2].next_offset, together[2].more) == (2, False)
+    assert [d.offset for d in together[0].deliveries] == list(range(6))
+    assert alone == []
+
+
 def test_a_consumer_reads_the_partitions_its_wake_ups_announced_in_one_statement(
     settings: Settings, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
