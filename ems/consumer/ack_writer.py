@@ -18,8 +18,9 @@ settlement, when it comes within HOLD, is written with them on the settling thre
 transaction, and no handoff to and from the writer thread: at a few messages per fetch
 each handoff cost more CPU than the write's own statements). A write there that fails is
 handed to the writer, which tries again as it does every write. Start rows held past HOLD
-are taken and written by the writer. A large batch goes through the writer, whose commit
-then overlaps the next fetch.
+are taken and written by the writer, which looks for them every HOLD by itself while
+holds keep coming (for LINGER after the last): in a stream nothing wakes it per batch.
+A large batch goes through the writer, whose commit then overlaps the next fetch.
 
 `wait_written(0)` before each new batch bounds what a crash can cost to the batch in
 hand, never a backlog of settlements a slow database let pile up.
@@ -28,6 +29,7 @@ hand, never a backlog of settlements a slow database let pile up.
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
 import time
@@ -58,6 +60,10 @@ HOLD = 0.05
 #: Batches of at most this many messages are written on the settling thread when the
 #: writer is idle (see the module's docstring).
 INLINE_MAX = 64
+#: Seconds after start rows were last held that the writer still looks for held rows
+#: every HOLD by itself; only a writer idle longer waits with no deadline, and must be
+#: woken by the next hold. In a stream the consume loop thus never wakes it.
+LINGER = 1.0
 
 Job = tuple[list[Delivery], None] | tuple[None, Settlement]
 #: Handed over by flush(): ends a hold.
@@ -110,6 +116,8 @@ class AckWriter:
         self._held: tuple[list[Delivery], float] | None = None
         #: Whether the writer waits with no deadline (a hold must then wake it).
         self._untimed = False
+        #: When start rows were last held (the writer lingers LINGER after it).
+        self._last_hold = -math.inf
         #: Jobs handed over (or held start rows taken by the writer) not yet written.
         self._jobs = 0
         #: One lock for the counts and the held rows; wait_written() and flush() wait
@@ -121,7 +129,8 @@ class AckWriter:
             with self._lock:
                 held = self._held is None and self._jobs == 0
                 if held:
-                    self._held = (deliveries, time.monotonic())
+                    self._last_hold = now = time.monotonic()
+                    self._held = (deliveries, now)
                     wake, self._untimed = self._untimed, False
             if held:
                 self._running()
@@ -197,13 +206,15 @@ class AckWriter:
         """The next job, and whether it is start rows held past the hold (taken here)."""
         while True:
             with self._lock:
-                timeout = None
+                now, timeout = time.monotonic(), None
                 if self._held is not None:
-                    timeout = self._held[1] + self.hold - time.monotonic()
+                    timeout = self._held[1] + self.hold - now
                     if timeout <= 0:
                         held, self._held = self._held[0], None
                         self._jobs += 1
                         return (held, None), True
+                elif self.hold and now - self._last_hold < LINGER:
+                    timeout = self.hold  # look again: rows held meanwhile wake nobody
                 self._untimed = timeout is None
             try:
                 job = self._queue.get(timeout=timeout)

@@ -7,6 +7,8 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
 
 import pytest
 
@@ -152,9 +154,10 @@ def test_a_write_failed_on_the_settling_thread_is_handed_to_the_writer() -> None
     writer.close()
 
 
-def test_start_rows_held_while_the_writer_waits_without_a_deadline_are_written_after_the_hold() -> (
-    None
-):
+def test_start_rows_held_while_the_writer_waits_without_a_deadline_are_written_after_the_hold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(ack_writer, "LINGER", 0.2)  # the writer stops looking by itself
     written, writer = threaded()
     writer.started([d(1)])
     writer.settled(Settlement(done=[(0, 1)]))
@@ -165,6 +168,46 @@ def test_start_rows_held_while_the_writer_waits_without_a_deadline_are_written_a
     assert time.monotonic() - began >= HOLD
     assert written[1] == ("start 2", "ems-acks")
     writer.close()
+
+
+def test_in_a_stream_the_consume_loop_never_wakes_the_writer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(ack_writer, "LINGER", 60.0)  # however busy the machine
+    written, writer = threaded()
+    woken: list[object] = []
+    put = writer._queue.put
+
+    def recorded(job: object, *args: object, **kwargs: object) -> None:
+        woken.append(job)
+        put(job, *args, **kwargs)  # type: ignore[arg-type]
+
+    waits = [0, 0]  # the writer's waits for work: begun, ended
+    get = writer._queue.get
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        waits[0] += 1
+        try:
+            return get(*args, **kwargs)
+        finally:
+            waits[1] += 1
+
+    monkeypatch.setattr(writer._queue, "put", recorded)
+    monkeypatch.setattr(writer._queue, "get", counted)
+    for i in range(8):
+        writer.started([d(i)])
+        writer.settled(Settlement(done=[(0, i)]))
+        # The next batch comes while the writer waits again, having found nothing held:
+        # a writer waiting with no deadline would need waking by the next hold.
+        wait_until(partial(waiting_again, waits, waits[1]))
+    assert [what for what, _ in written] == [f"start {i} + settle {i}" for i in range(8)]
+    assert woken == []
+    writer.close()
+
+
+def waiting_again(waits: list[int], ended: int) -> bool:
+    """Whether a wait for work ended after `ended` had, and the writer waits again."""
+    return waits[1] > ended and waits[0] > waits[1]
 
 
 def test_start_rows_of_a_slow_batch_are_written_alone_after_the_hold() -> None:
