@@ -1,10 +1,12 @@
-"""Plain driver connections kept outside the pool: the producer's INSERTs
-(DirectConnections) and a connection one caller keeps for a scheduled statement
-(OwnConnection), both taken from the autocommit engine, so with its session settings."""
+"""Plain driver connections kept outside SQLAlchemy's pool: the hot path's statements and
+the producer's INSERTs (DirectConnections), and a connection one caller keeps for a
+scheduled statement (OwnConnection), all taken from the autocommit engine, so with its
+session settings."""
 
 from __future__ import annotations
 
 import select
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -15,6 +17,7 @@ from pymysql.constants.SERVER_STATUS import SERVER_STATUS_IN_TRANS
 from pymysql.cursors import Cursor
 from sqlalchemy.pool import PoolProxiedConnection
 
+from ems.exceptions import DatabaseUnavailable, EmsError
 from ems.store.errors import BelowLowWatermark
 from ems.store.translation import GUARD_REFUSED, connection_lost, error_number, translate
 
@@ -41,15 +44,29 @@ def idle_connection_alive(conn: Any) -> bool:
 RECYCLE = 3600.0
 
 
+#: What a connection of the producer's INSERTs runs once, when made. The guarded INSERTs
+#: read partition_low in their SELECT part; only under REPEATABLE READ is that a locking
+#: read, which makes a purge's raise of the watermark and this insert take turns (READ
+#: COMMITTED would read around it).
+INSERTS_SESSION = b"SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"
+#: Seconds a caller waits for a connection when `limit` of them are in use (as long as
+#: SQLAlchemy's pool would).
+WAIT = 30.0
+
+
 class DirectConnections:
-    """Autocommit driver connections for the producer's INSERTs, without pool bookkeeping.
+    """Autocommit driver connections without pool bookkeeping: the hot path's statements
+    (Database.single and transaction) and the producer's INSERTs.
 
     A single publish is one INSERT, and checking a connection out of SQLAlchemy's pool and
     back (queue, fairy, events, cursor wrapper) costs the client about a third of what the
-    statement does. These come from the autocommit engine (same URL, connect arguments and
-    connect events, so the same session settings), detached from its pool, and wait in a
-    list. A connection the server dropped is closed with the idle ones, as the pool is
-    renewed on a failover. Thread-safe: list pop and append are atomic.
+    statement does; a consumer's fetch and ack check out three or four. These come from
+    the autocommit engine (same URL, connect arguments and connect events, so the same
+    session settings, and on a cluster the same node and catch-up), detached from its
+    pool, and wait in a list, the last one back taken first (a few stay warm). At most
+    `limit` are in use at once (the pool's bound); a caller past it waits up to WAIT. A
+    connection the server dropped is closed with the idle ones, as the pool is renewed
+    on a failover. Thread-safe: list pop and append are atomic.
     """
 
     def __init__(
@@ -58,13 +75,55 @@ class DirectConnections:
         keep: int,
         on_lost: Callable[[], None],
         stale: Callable[[float], bool],
+        *,
+        session: bytes | None = INSERTS_SESSION,
+        limit: int | None = None,
     ) -> None:
         self._connect = connect
         self._keep = keep
         self._on_lost = on_lost
         #: Whether a connection made then may go to a cluster node no longer current.
         self._stale = stale
+        self._session = session
+        self._limit = limit
+        self._in_use = None if limit is None else threading.BoundedSemaphore(limit)
         self._idle: list[tuple[Any, float]] = []
+
+    @contextmanager
+    def cursor(self) -> Iterator[Cursor]:
+        """A driver cursor on a connection of the list, for as long as the block runs.
+        A driver error is raised translated (a lost connection renews the list and the
+        pool); after any other error of the block, its connection is given back if it
+        is idle and alive, and closed if not."""
+        if self._in_use is not None and not self._in_use.acquire(timeout=WAIT):
+            raise DatabaseUnavailable(
+                f"no database connection came free within {WAIT:.0f} s "
+                f"({self._limit} in use; EMS_POOL_SIZE sets the bound)"
+            )
+        try:
+            conn, born = self._take()
+            try:
+                with conn.cursor() as cursor:
+                    yield cursor
+            except pymysql.err.Error as exc:
+                error = translate(exc)
+                self._after_error(conn, born, error)
+                raise error from exc
+            except Exception:
+                # The block's own error, between statements or in one: a connection in
+                # the middle of a reply reads as not alive, and is closed.
+                if idle_connection_alive(conn):
+                    self._give_back(conn, born)
+                else:
+                    _close(conn)
+                raise
+            except BaseException:
+                _close(conn)  # interrupted: its state is unknown
+                raise
+            self._give_back(conn, born)
+        finally:
+            if self._in_use is not None:
+                self._in_use.release()
 
     def execute(self, statements: Sequence[bytes]) -> None:
         """Run the statements: one alone in autocommit, several in one transaction."""
@@ -76,14 +135,7 @@ class DirectConnections:
                 self._transaction(conn, statements)
         except pymysql.err.Error as exc:
             error = translate(exc)
-            if connection_lost(error):
-                # The server dropped this connection, and likely its idle mates and the
-                # pool's too (a restart, a failover): the next ones are new.
-                _close(conn)
-                self.close()
-                self._on_lost()
-            else:
-                self._give_back(conn, born)
+            self._after_error(conn, born, error)
             if error_number(exc) in GUARD_REFUSED:
                 # The statements' guard (see ems.store.inserts) and nothing else here
                 # runs a scalar subquery that can return two rows.
@@ -95,6 +147,16 @@ class DirectConnections:
             _close(conn)  # interrupted mid-statement: its state is unknown
             raise
         self._give_back(conn, born)
+
+    def _after_error(self, conn: Any, born: float, error: EmsError) -> None:
+        if connection_lost(error):
+            # The server dropped this connection, and likely its idle mates and the
+            # pool's too (a restart, a failover): the next ones are new.
+            _close(conn)
+            self.close()
+            self._on_lost()
+        else:
+            self._give_back(conn, born)
 
     def connection_ids(self) -> list[int]:
         """Server connection ids of the idle connections (for tests that kill them)."""
@@ -122,10 +184,15 @@ class DirectConnections:
 
     def _new(self) -> Any:
         conn = _detached(self._connect)
-        # The guarded INSERTs read partition_low in their SELECT part; only under
-        # REPEATABLE READ is that a locking read, which makes a purge's raise of the
-        # watermark and this insert take turns (READ COMMITTED would read around it).
-        conn.query(b"SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        if self._session is not None:
+            try:
+                conn.query(self._session)
+            except pymysql.err.Error as exc:
+                _close(conn)
+                raise translate(exc) from exc
+            except BaseException:
+                _close(conn)
+                raise
         return conn
 
     def _give_back(self, conn: Any, born: float) -> None:

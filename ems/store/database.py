@@ -41,9 +41,9 @@ from sqlalchemy.pool import PoolProxiedConnection
 from ems.config import Settings
 from ems.exceptions import DatabaseUnavailable
 from ems.store.connections import DirectConnections, OwnConnection
-from ems.store.engine import make_engine
+from ems.store.engine import make_engine, pool_bound
 from ems.store.nodes import NodeSet
-from ems.store.translation import connection_lost, translate
+from ems.store.translation import translate
 
 T = TypeVar("T")
 
@@ -61,33 +61,32 @@ class Database:
         self._engine = make_engine(settings, self.nodes)
         #: Plain driver connections for the producer's INSERTs (see DirectConnections).
         self.direct = DirectConnections(
+            self._checkout_raw, settings.pool_size, self._lost, self.nodes.stale
+        )
+        #: The hot path's connections (single, transaction, select): READ COMMITTED, as
+        #: the engine's; at most the pool's bound in use at once.
+        self.hot = DirectConnections(
             self._checkout_raw,
             settings.pool_size,
-            lambda: self._engine.dispose(close=False),
+            self._lost,
             self.nodes.stale,
+            session=None,
+            limit=pool_bound(settings),
         )
 
     @contextmanager
     def single(self) -> Iterator[Cursor]:
         """A driver cursor on an autocommit connection, for the hot single-statement path:
         each statement is its own transaction, with no BEGIN, COMMIT or reset round trip."""
-        raw = self._checkout_raw()
-        try:
-            cursor = raw.cursor()
-            try:
-                yield cursor
-            finally:
-                cursor.close()
-        except pymysql.err.Error as exc:
-            error = translate(exc)
-            if connection_lost(error):
-                # The server dropped this connection, so it likely dropped its pool-mates
-                # too (a restart, a failover): start a fresh pool rather than try each.
-                raw.invalidate()
-                self._engine.dispose(close=False)
-            raise error from exc
-        finally:
-            raw.close()
+        with self.hot.cursor() as cursor:
+            yield cursor
+
+    def _lost(self) -> None:
+        """The server dropped a connection, so it likely dropped its mates too (a
+        restart, a failover): every list and the pool start afresh rather than try each."""
+        self.hot.close()
+        self.direct.close()
+        self._engine.dispose(close=False)
 
     @contextmanager
     def transaction(self, *, repeatable_read: bool = False) -> Iterator[Cursor]:
@@ -150,5 +149,6 @@ class Database:
         raise DatabaseUnavailable()  # pragma: no cover - the loop always returns or raises
 
     def dispose(self) -> None:
+        self.hot.close()
         self.direct.close()
         self._engine.dispose()

@@ -22,6 +22,11 @@ from ems.store.translation import NODE_NOT_READY, error_number
 _SESSION_READ_COMMITTED = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"
 
 
+def pool_bound(settings: Settings) -> int:
+    """Most connections of one kind (the pool's, the hot path's) in use at once."""
+    return settings.pool_size * 3
+
+
 def make_engine(settings: Settings, nodes: NodeSet) -> Engine:
     """The autocommit engine of the store's pool: one round trip per statement, no
     BEGIN/COMMIT/reset; explicit transactions (Database.transaction) run READ COMMITTED,
@@ -30,7 +35,7 @@ def make_engine(settings: Settings, nodes: NodeSet) -> Engine:
     engine = create_engine(
         settings.database_nodes[0],
         pool_size=settings.pool_size,
-        max_overflow=settings.pool_size * 2,
+        max_overflow=pool_bound(settings) - settings.pool_size,
         pool_recycle=3600,
         pool_reset_on_return=None,
         # No ping: a connection the server dropped is refused at checkout instead (_refuse_dead).

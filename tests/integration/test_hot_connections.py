@@ -1,0 +1,99 @@
+"""The hot path's connections (Database.single, transaction, select): kept in a list of
+their own, reused without a checkout from SQLAlchemy's pool, bounded as the pool is, and
+never handed on in the middle of a reply."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack
+
+import pytest
+from pymysql.constants import COMMAND
+from sqlalchemy import event
+
+from ems.config import Settings
+from ems.exceptions import DatabaseUnavailable
+from ems.store import connections
+from ems.store.database import Database
+from ems.store.engine import pool_bound
+
+_ID = "SELECT CONNECTION_ID()"
+
+
+@pytest.fixture
+def db(settings: Settings) -> Iterator[Database]:
+    made = Database(dataclasses.replace(settings, pool_size=1))
+    yield made
+    made.dispose()
+
+
+def connection_id(db: Database) -> int:
+    with db.single() as cursor:
+        cursor.execute(_ID)
+        return int(cursor.fetchone()[0])
+
+
+def test_statements_reuse_one_connection_without_a_checkout_from_the_pool(
+    db: Database,
+) -> None:
+    first = connection_id(db)
+    checkouts: list[object] = []
+    event.listen(db._engine, "checkout", lambda *args: checkouts.append(args))
+    assert {connection_id(db) for _ in range(20)} == {first}
+    with db.transaction() as cursor:
+        cursor.execute(_ID)
+        assert int(cursor.fetchone()[0]) == first
+    assert db.select(_ID, ()) == ((first,),)
+    assert checkouts == []
+
+
+def test_a_caller_past_the_bound_waits_then_gets_a_typed_error(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(connections, "WAIT", 0.2)
+    with ExitStack() as held:
+        ids = set()
+        for _ in range(pool_bound(db.settings)):
+            cursor = held.enter_context(db.single())
+            cursor.execute(_ID)
+            ids.add(int(cursor.fetchone()[0]))
+        assert len(ids) == pool_bound(db.settings)
+        with pytest.raises(DatabaseUnavailable, match="no database connection came free"):
+            connection_id(db)
+    assert connection_id(db) in ids  # given back, all of them, and the bound with them
+
+
+def test_a_waiting_caller_gets_a_connection_given_back(db: Database) -> None:
+    got: list[int] = []
+    with ExitStack() as held:
+        ids = set()
+        for _ in range(pool_bound(db.settings)):
+            cursor = held.enter_context(db.single())
+            cursor.execute(_ID)
+            ids.add(int(cursor.fetchone()[0]))
+        waiter = threading.Thread(target=lambda: got.append(connection_id(db)))
+        waiter.start()
+    waiter.join(30)
+    assert not waiter.is_alive() and got[0] in ids
+
+
+def test_the_blocks_own_error_gives_the_connection_back(db: Database) -> None:
+    first = connection_id(db)
+    with pytest.raises(ValueError), db.single() as cursor:
+        cursor.execute("SELECT 1")
+        raise ValueError("the caller's own")
+    assert connection_id(db) == first
+
+
+def test_a_connection_left_in_the_middle_of_a_reply_is_not_handed_on(db: Database) -> None:
+    first = connection_id(db)
+    with pytest.raises(ValueError), db.single() as cursor:
+        # A statement sent and its reply never read: the next caller would read it.
+        cursor.connection._execute_command(COMMAND.COM_QUERY, "SELECT 1")
+        raise ValueError("interrupted before the reply")
+    assert connection_id(db) != first
+    with db.single() as cursor:
+        cursor.execute("SELECT 2")
+        assert cursor.fetchall() == ((2,),)
