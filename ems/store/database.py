@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from typing import Any, TypeVar
 
 import pymysql
@@ -74,12 +74,10 @@ class Database:
             limit=pool_bound(settings),
         )
 
-    @contextmanager
-    def single(self) -> Iterator[Cursor]:
+    def single(self) -> AbstractContextManager[Cursor]:
         """A driver cursor on an autocommit connection, for the hot single-statement path:
         each statement is its own transaction, with no BEGIN, COMMIT or reset round trip."""
-        with self.hot.cursor() as cursor:
-            yield cursor
+        return self.hot.cursor()
 
     def _lost(self) -> None:
         """The server dropped a connection, so it likely dropped its mates too (a
