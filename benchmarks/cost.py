@@ -65,9 +65,9 @@ DATABASE = "ems_bench_cost"
 RESULTS = Path(__file__).resolve().parent / "results" / "cost-latest.md"
 PARTITIONS = 16
 ROUNDS = 4
-SINGLE_SENDS = 1000
+SINGLE_SENDS = 2500
 BATCH = 100
-BATCH_CALLS = 40
+BATCH_CALLS = 100  # every row of readings() once: rounds long enough to read a 10% change
 CONSUME = 20_000
 SYSTEMS = ("ems", "raw+redis+guard", "raw+redis", "raw")
 #: The systems that consume (raw+redis and its guard are publish-side only).
