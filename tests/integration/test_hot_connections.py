@@ -35,6 +35,16 @@ def connection_id(db: Database) -> int:
         return int(cursor.fetchone()[0])
 
 
+def hold_all(db: Database, held: ExitStack) -> set[int]:
+    """Take every connection the bound allows, held until `held` closes; their ids."""
+    ids = set()
+    for _ in range(pool_bound(db.settings)):
+        cursor = held.enter_context(db.single())
+        cursor.execute(_ID)
+        ids.add(int(cursor.fetchone()[0]))
+    return ids
+
+
 def test_statements_reuse_one_connection_without_a_checkout_from_the_pool(
     db: Database,
 ) -> None:
@@ -54,11 +64,7 @@ def test_a_caller_past_the_bound_waits_then_gets_a_typed_error(
 ) -> None:
     monkeypatch.setattr(connections, "WAIT", 0.2)
     with ExitStack() as held:
-        ids = set()
-        for _ in range(pool_bound(db.settings)):
-            cursor = held.enter_context(db.single())
-            cursor.execute(_ID)
-            ids.add(int(cursor.fetchone()[0]))
+        ids = hold_all(db, held)
         assert len(ids) == pool_bound(db.settings)
         with pytest.raises(DatabaseUnavailable, match="no database connection came free"):
             connection_id(db)
@@ -68,11 +74,7 @@ def test_a_caller_past_the_bound_waits_then_gets_a_typed_error(
 def test_a_waiting_caller_gets_a_connection_given_back(db: Database) -> None:
     got: list[int] = []
     with ExitStack() as held:
-        ids = set()
-        for _ in range(pool_bound(db.settings)):
-            cursor = held.enter_context(db.single())
-            cursor.execute(_ID)
-            ids.add(int(cursor.fetchone()[0]))
+        ids = hold_all(db, held)
         waiter = threading.Thread(target=lambda: got.append(connection_id(db)))
         waiter.start()
     waiter.join(30)
