@@ -317,14 +317,14 @@ def _terminate_all(procs: list[Proc], timeout: float = 30) -> None:
         try:
             proc.popen.wait(max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            stacks = {p.name: stacks(p) for p in procs if p.popen.poll() is None}
+            dumps = {p.name: stacks(p) for p in procs if p.popen.poll() is None}
             for p in procs:
                 if p.popen.poll() is None:
                     p.popen.kill()
                     p.popen.wait()
             raise AssertionError(
                 f"{proc.name} did not stop on SIGTERM; the stacks of those still running:\n"
-                + "\n".join(f"--- {name}\n{dump}" for name, dump in stacks.items())
+                + "\n".join(f"--- {name}\n{dump}" for name, dump in dumps.items())
             ) from None
 
 

@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from ems.config import Settings
+from tests.faults import scenario as scenarios
 from tests.faults.checks import first_after
 from tests.faults.proxy import FaultProxy
 from tests.faults.scenario import Scenario, running, skewed_clock, stacks
@@ -379,3 +380,30 @@ def test_a_process_asked_for_its_stacks_writes_every_threads(
         assert producer.popen.poll() is None, "the dump stopped the process"
     main = dump.split("Current thread", 1)[-1]
     assert "workload.py" in main and " in produce\n" in main, dump
+
+
+def test_a_process_that_does_not_stop_on_sigterm_is_named_with_its_stacks(
+    scenario: Scenario, private_mariadb: PrivateMariaDB
+) -> None:
+    """A stop that fails says which process did not stop and where its threads were: a
+    producer whose send waits for a paused server rides it out past SIGTERM."""
+    scenario.wait_acks(5)
+    (producer, *_) = scenario.of("producer")
+    private_mariadb.pause()
+    try:
+        # At 100 messages a second, half a second without an ack is a send waiting.
+        acks, moved = -1, time.monotonic()
+        while time.monotonic() - moved < 0.5:
+            now = producer.outfile.read_text().count("ack ")
+            if now != acks:
+                acks, moved = now, time.monotonic()
+            time.sleep(0.05)
+        with pytest.raises(AssertionError, match="did not stop on SIGTERM") as failed:
+            scenarios._terminate_all([producer], timeout=1)
+    finally:
+        private_mariadb.resume()
+    assert producer.popen.poll() is not None, "left running"
+    report = str(failed.value)
+    assert report.startswith(f"{producer.name} did not stop")
+    main = report.split("Current thread", 1)[-1]
+    assert "ems/producer/producer.py" in main and " in produce\n" in main, report
