@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sys
 
 from ems import Delivery, Settings
 from ems.aio import Consumer
@@ -21,7 +22,10 @@ TOPIC, GROUP = "iot.readings", "data-handlers"
 async def store_reading(reading: dict[str, object], partition: int, offset: int) -> None:
     """Stands in for the service's own storage (an async database or HTTP call)."""
     await asyncio.sleep(0)
-    print(json.dumps({"partition": partition, "offset": offset, **reading}), flush=True)
+    line = json.dumps({"partition": partition, "offset": offset, **reading})
+    # One write per line: members on several threads (--threads) share stdout.
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 async def handle(delivery: Delivery) -> None:

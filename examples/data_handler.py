@@ -9,11 +9,15 @@ ladder and, after the last attempt, moves it to the dead letters.
 from __future__ import annotations
 
 import json
+import sys
 
 from ems import Delivery
 
 
 def store_reading(delivery: Delivery) -> None:
     reading = json.loads(delivery.body)  # a malformed reading raises: retried, then dead
-    print(json.dumps({"partition": delivery.partition, "offset": delivery.offset, **reading}),
-          flush=True)  # fmt: skip
+    line = json.dumps({"partition": delivery.partition, "offset": delivery.offset, **reading})
+    # One write per line: handlers on several threads (--threads) share stdout, and
+    # print() writes the text and its newline apart, so two lines could run together.
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
