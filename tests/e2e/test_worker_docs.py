@@ -10,6 +10,7 @@ import random
 import re
 import shlex
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -55,11 +56,27 @@ def test_the_worker_pages_commands_run_as_printed(settings: Settings, tmp_path: 
         _send(settings, 30, sent)
         sent += 30
         proc = forked.spawn("ems.cli", args, env=env, stdout=forked.PIPE)
-        assert proc.stdout is not None
-        lines = [json.loads(proc.stdout.readline()) for _ in range(30)]
-        assert {line["t"] for line in lines} == set(range(sent - 30, sent))
+        try:
+            assert proc.stdout is not None
+            lines = [json.loads(proc.stdout.readline()) for _ in range(30)]
+            assert {line["t"] for line in lines} == set(range(sent - 30, sent))
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=60) == 0
+        finally:
+            _stop(proc)
+
+
+def _stop(proc: forked.Child) -> None:
+    """A worker a failed test left running is stopped here, not left to the next test
+    (whose table reset it would outlive): SIGTERM, so it stops its member processes too,
+    then SIGKILL if it has not stopped."""
+    if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 0
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def test_the_worker_pages_error_line_is_what_the_command_prints(settings: Settings) -> None:
@@ -93,8 +110,7 @@ def test_the_deployments_container_runs_as_printed(settings: Settings) -> None:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        _stop(proc)
 
 
 def _states(settings: Settings) -> list[tuple[str, int]]:
