@@ -23,7 +23,7 @@ from ems.consumer.state import (
     moved_cursors,
     settle,
 )
-from ems.exceptions import LockConflict
+from ems.exceptions import LockConflict, UnknownGroup
 from ems.offsets.budget import mean_size, rows_to_scan
 from ems.store.errors import StaleGeneration
 from ems.types import (
@@ -143,6 +143,14 @@ class ClusterSession:
                     self.states[p].generation = owned[p].generation
             new = [p for p in owned if p not in self.states]
             cursors = self.store.groups.offsets(self.group.id) if new else {}
+            missing = sorted(p for p in new if p not in cursors)
+            if missing:
+                # Every granted partition has its cursor row from the same transaction:
+                # rows gone means the group was deleted under this member.
+                raise UnknownGroup(
+                    f"group {self.group.name!r} has no cursor for partitions {missing}: it "
+                    "was deleted while this member ran"
+                )
             for p in new:
                 at = cursors[p]
                 self.states[p] = PartitionState(

@@ -233,6 +233,7 @@ class Consumer:
             news = self.inbox.take()
             if news:
                 self.session.mark(news)
+            self.membership.check()
             self.session.sync()
             # Before the read: news of a partition taken now is read with it, or wakes us.
             interest = self.session.interest()

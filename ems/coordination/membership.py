@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from ems.coordination.handoff import plan
 from ems.coordination.identity import client_id, local_ip
-from ems.exceptions import EmsError
+from ems.exceptions import EmsError, UnknownGroup
 from ems.service import Service
 from ems.store.errors import NotLeader
 from ems.types import AssignmentRow, GroupInfo
@@ -81,6 +81,9 @@ class Membership:
         self._identity = threading.Lock()
         #: Set by the heartbeat when a renewal found the lease gone.
         self._lost = threading.Event()
+        #: Why the group cannot be joined again (it was deleted): the threads end, and
+        #: check() raises it to the consume loop.
+        self._gone: str | None = None
         self._renewals = store.leases.heartbeat()
         self._rounds = Service(
             "ems-membership", self._run, wake=self._wake.set, stopping=self._stop
@@ -104,6 +107,11 @@ class Membership:
     def renewing(self) -> bool:
         """Whether the threads that keep the membership run (from start() until leave())."""
         return self._heartbeat.is_alive() or self._rounds.is_alive()
+
+    def check(self) -> None:
+        """UnknownGroup once a rejoin found the group deleted: this member cannot go on."""
+        if self._gone is not None:
+            raise UnknownGroup(self._gone)
 
     def poke(self) -> None:
         """Run a round now (a wake-up arrived or a partition was released)."""
@@ -140,6 +148,14 @@ class Membership:
             self._next_round = time.monotonic() + self.renew_every
             try:
                 self._round()
+            except UnknownGroup as exc:
+                self._gone = (
+                    f"group {self.group.name!r} was deleted (on its own or with its topic) "
+                    f"while this member ran: it cannot join it again ({exc})"
+                )
+                log.error("membership of %s ends: %s", self.client_id, self._gone)
+                self._stop.set()
+                return
             except EmsError as exc:
                 log.warning("membership round of %s failed: %s", self.client_id, exc)
             except Exception:  # keep renewing: a dead thread would cost the lease silently

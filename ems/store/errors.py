@@ -11,11 +11,22 @@ from __future__ import annotations
 
 from ems.exceptions import StoreError
 
-__all__ = ["BelowLowWatermark", "DuplicateKey", "NotLeader", "NotScheduler", "StaleGeneration"]
+__all__ = [
+    "BelowLowWatermark",
+    "DuplicateKey",
+    "NotLeader",
+    "NotScheduler",
+    "ParentMissing",
+    "StaleGeneration",
+]
 
 
 class DuplicateKey(StoreError):
     """A row with the same unique key already exists."""
+
+
+class ParentMissing(StoreError):
+    """A foreign key refused the row: the row it belongs to (a group, a topic) is gone."""
 
 
 class BelowLowWatermark(StoreError):

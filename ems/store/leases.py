@@ -3,11 +3,15 @@ every comparison is with NOW(6): the database clock is the only clock."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from pymysql.cursors import Cursor
 
+from ems.exceptions import UnknownGroup
 from ems.store.connections import OwnConnection
 from ems.store.database import Database
-from ems.store.errors import NotLeader
+from ems.store.errors import NotLeader, ParentMissing
 from ems.types import LeaderInfo, MemberInfo
 
 _US = 1_000_000
@@ -82,7 +86,8 @@ class LeaseStore:
         self.db = db
 
     def register(self, group_id: int, client_id: str, host: str, pid: int, ttl: float) -> None:
-        with self.db.single() as cursor:
+        """A client row for the group; UnknownGroup when the group is gone (deleted)."""
+        with _group_kept(group_id), self.db.single() as cursor:
             cursor.execute(_REGISTER, (client_id, group_id, host, pid, int(ttl * _US)))
 
     def renew(
@@ -156,7 +161,7 @@ class LeaseHeartbeat:
 
     def register(self, group_id: int, client_id: str, host: str, pid: int, ttl: float) -> None:
         """As LeaseStore.register, on the renewals' connection."""
-        with self._conn.cursor() as cursor:
+        with _group_kept(group_id), self._conn.cursor() as cursor:
             cursor.execute(_REGISTER, (client_id, group_id, host, pid, int(ttl * _US)))
 
     def renew(
@@ -173,6 +178,15 @@ class LeaseHeartbeat:
 
     def close(self) -> None:
         self._conn.close()
+
+
+@contextmanager
+def _group_kept(group_id: int) -> Iterator[None]:
+    """A client row refused by its foreign key: the group was deleted under the member."""
+    try:
+        yield
+    except ParentMissing as exc:
+        raise UnknownGroup(f"consumer group id {group_id} no longer exists") from exc
 
 
 def _member(r: tuple[object, ...]) -> MemberInfo:

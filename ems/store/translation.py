@@ -20,7 +20,7 @@ from ems.exceptions import (
     StoreError,
     UnknownDatabase,
 )
-from ems.store.errors import DuplicateKey
+from ems.store.errors import DuplicateKey, ParentMissing
 
 # MySQL / MariaDB error numbers, grouped by what the caller can do about them.
 _UNREACHABLE = {1040, 1053, 1077, 2002, 2003, 2005, 2006, 2013, 2055}
@@ -43,6 +43,8 @@ _NO_DATABASE = {1049}
 #: as lost, and the next ones go to another node (ems.store.nodes).
 NODE_NOT_READY = {1047}
 _DUPLICATE = {1062}
+#: ER_NO_REFERENCED_ROW(_2): the parent row a foreign key names is gone (deleted meanwhile).
+_NO_PARENT = {1216, 1452}
 _LOCK = {1205, 1213}
 _NO_SCHEMA = {1146}
 #: The server takes no writes: --read-only (1290), a read-only transaction (1792), MySQL 8's
@@ -93,6 +95,8 @@ def translate_code(code: int | None, detail: str, *, lost: bool) -> EmsError:
     the driver says the connection is gone."""
     if code in _DUPLICATE:
         return DuplicateKey(detail)
+    if code in _NO_PARENT:
+        return ParentMissing(detail)
     if code in _LOCK:
         return LockConflict(detail)
     if code in _READ_ONLY:

@@ -13,6 +13,7 @@ import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
+from ems.exceptions import UnknownGroup
 from ems.store.errors import DuplicateKey, NotLeader, StaleGeneration
 from ems.testing.messages import MemoryMessages, MemoryTopics
 from ems.testing.tables import (
@@ -136,6 +137,8 @@ class MemoryLeases:
 
     def register(self, group_id: int, client_id: str, host: str, pid: int, ttl: float) -> None:
         with self.t.lock:
+            if group_id not in self.t.groups:
+                raise UnknownGroup(f"consumer group id {group_id} no longer exists")
             if client_id in self.t.clients:
                 raise DuplicateKey(f"client {client_id!r} exists")
             self.t.clients[client_id] = ClientRow(group_id, host, pid, after(self.t.clock(), ttl))

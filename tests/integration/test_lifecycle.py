@@ -406,3 +406,51 @@ def test_a_group_delete_cut_off_is_finished_and_no_consumer_joins_meanwhile(
     # Made again from nothing by its next consumer.
     with Consumer("g", "t", settings=quick) as consumer:
         assert consumer.group.id != group.id
+
+
+def poll_until_refused(consumer: Consumer, within: float = 60.0) -> UnknownGroup:
+    """Poll until the consumer refuses to go on; fails the test if it never does."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            consumer.poll(timeout=0.2)
+        except UnknownGroup as exc:
+            return exc
+    pytest.fail(f"the consumer polled on for {within} s after its group was deleted")
+
+
+def owning(consumer: Consumer, partitions: int, within: float = 60.0) -> None:
+    deadline = time.monotonic() + within
+    while len(consumer.session.states) < partitions:  # type: ignore[attr-defined]
+        assert time.monotonic() < deadline, "the member never got its partitions"
+        consumer.poll(timeout=0.2)
+
+
+def test_a_member_whose_topic_is_deleted_under_it_stops_with_unknown_group(
+    quick: Settings, store: Store, admin: TopicAdmin, producer: Producer
+) -> None:
+    admin.create("t", 2)
+    with Consumer("g", "t", settings=quick) as consumer:
+        owning(consumer, 2)
+        admin.delete("t", force=True)
+
+        refused = poll_until_refused(consumer)
+        assert "'g' was deleted" in str(refused)
+        # It stays refused, and rejoined nothing meanwhile.
+        with pytest.raises(UnknownGroup):
+            consumer.poll(timeout=0.1)
+    assert store.leases.every_member() == {}
+
+
+def test_a_member_whose_cursor_rows_vanish_stops_with_unknown_group(
+    quick: Settings, store: Store, admin: TopicAdmin
+) -> None:
+    admin.create("t", 2)
+    with Consumer("g", "t", settings=quick) as consumer:
+        owning(consumer, 2)
+        with store.db.single() as cursor:
+            cursor.execute("DELETE FROM group_offset WHERE group_id = %s", (consumer.group.id,))
+        consumer.session.read_again({0, 1})  # type: ignore[attr-defined]
+
+        with pytest.raises(UnknownGroup, match=r"'g' has no cursor for partitions \[0, 1\]"):
+            consumer.poll(timeout=0.1)
