@@ -16,7 +16,10 @@ and one run, in rounds whose order of systems alternates, per message:
 - server CPU: user + system CPU of the server threads of the run's connections (MariaDB
   names a connection's OS thread in information_schema.PROCESSLIST.TID), when the server
   runs on this machine: what the statements cost the server, InnoDB's background threads
-  aside.
+  aside;
+- server work: the server's global counters around the round (nothing else uses the
+  server meanwhile): rows the storage engine read and wrote (the handler calls), InnoDB
+  page reads and writes in the buffer pool, redo bytes and data file syncs.
 
 Counts are deterministic (they do not move with the machine's load); CPU times are
 medians of the rounds. After the timed rounds, one profiled round per operation and system
@@ -73,6 +76,27 @@ SYSTEMS = ("ems", "raw+redis+guard", "raw+redis", "raw")
 #: The systems that consume (raw+redis and its guard are publish-side only).
 CONSUMERS = ("ems", "raw")
 KINDS = ("send", "fetch", "ack", "other")
+#: Server work per message: the global status counters summed into each figure. Handler
+#: counts are the engine's row calls (an index lookup, each next row, each row written).
+WORK = {
+    "rows read": (
+        "Handler_read_first",
+        "Handler_read_key",
+        "Handler_read_last",
+        "Handler_read_next",
+        "Handler_read_prev",
+        "Handler_read_rnd",
+        "Handler_read_rnd_next",
+    ),
+    "rows written": ("Handler_write", "Handler_update", "Handler_delete"),
+    "page reads": ("Innodb_buffer_pool_read_requests",),
+    "page writes": ("Innodb_buffer_pool_write_requests",),
+    "redo bytes": ("Innodb_os_log_written",),
+    "syncs": ("Innodb_data_fsyncs",),
+}
+_WORK_STATUS = "SHOW GLOBAL STATUS WHERE Variable_name IN ({})".format(
+    ", ".join(f"'{name}'" for names in WORK.values() for name in names)
+)
 
 
 # -- counting ------------------------------------------------------------------------------
@@ -153,6 +177,12 @@ class ServerThreads:
         return thread_cpu_seconds(self.pid, tid)
 
 
+def server_work(url: str) -> dict[str, int]:
+    """The server's WORK counters now (global: every connection's work)."""
+    found = {str(name): int(value) for name, value in query(url, _WORK_STATUS, ())}
+    return {figure: sum(found.get(n, 0) for n in names) for figure, names in WORK.items()}
+
+
 @dataclass(frozen=True, kw_only=True)
 class Sample:
     messages: int
@@ -161,12 +191,14 @@ class Sample:
     cpu: float
     server: float | None
     wall: float
+    work: dict[str, int] = field(default_factory=dict)
 
 
 @contextmanager
 def measured(threads: ServerThreads, messages: int, out: list[Sample],
              profile: LayerProfile | None = None) -> Iterator[None]:  # fmt: skip
     before_server = threads.cpu()
+    before_work = server_work(threads.url)
     before = dict(COUNTS.statements)
     writes, cpu, wall = _syscalls(), time.process_time(), time.perf_counter()
     if profile is None:
@@ -177,13 +209,15 @@ def measured(threads: ServerThreads, messages: int, out: list[Sample],
     wall, cpu, writes = time.perf_counter() - wall, time.process_time() - cpu, _syscalls() - writes
     statements = {k: COUNTS.statements[k] - before[k] for k in KINDS}
     after_server = threads.cpu()
+    after_work = server_work(threads.url)
+    work = {figure: after_work[figure] - before_work[figure] for figure in WORK}
     server = (
         sum(v - before_server.get(t, 0.0) for t, v in after_server.items())
         if after_server
         else None
     )
     out.append(Sample(messages=messages, statements=statements, writes=writes, cpu=cpu,
-                      server=server, wall=wall))  # fmt: skip
+                      server=server, wall=wall, work=work))  # fmt: skip
 
 
 # -- the operations ------------------------------------------------------------------------
@@ -433,10 +467,40 @@ def render(env: list[str], results: Results, profiles: Profiles | None = None) -
         "of one operation, not runs. Server CPU has a 10 ms clock tick per thread.",
         "",
     ]
+    lines += render_work(results)
     lines += render_floors(results)
     if profiles:
         lines += render_layers(results, profiles)
     return "\n".join(lines)
+
+
+def render_work(results: Results) -> list[str]:
+    """What each operation and system made the server do per message (WORK)."""
+    lines = [
+        "### Server work per message",
+        "",
+        "| operation | system | " + " | ".join(WORK) + " |",
+        "|---|---|" + "---:|" * len(WORK),
+    ]
+    for op, title in OPS.items():
+        for system in SYSTEMS:
+            samples = results[op].get(system, [])
+            if not samples or any(not s.work for s in samples):
+                continue
+            cells = [per_message(samples, lambda s, f=figure: float(s.work[f])) for figure in WORK]
+            text = " | ".join("-" if c is None else f"{c:,.3g}" for c in cells)
+            lines.append(f"| {title} | {system} | {text} |")
+    lines += [
+        "",
+        "Medians of the rounds' global server counters, per message: rows read and written "
+        "are the storage engine's row calls (Handler_*: an index lookup, each next row of a "
+        "range, each row inserted, updated or deleted, the server's own temporary tables "
+        "included); page reads and writes are InnoDB's buffer pool requests; redo bytes "
+        "what InnoDB wrote to its log; syncs its data and log file fsyncs (a durable commit "
+        "costs one, shared by the commits it groups).",
+        "",
+    ]
+    return lines
 
 
 def render_floors(results: Results) -> list[str]:
