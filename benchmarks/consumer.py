@@ -14,7 +14,7 @@ from pathlib import Path
 
 from benchmarks import consumer_latency, consumer_rebalance, latency_floor
 from benchmarks.consumer_procs import Fleet, rss_mb
-from benchmarks.consumer_report import EmsRun, Results, render
+from benchmarks.consumer_report import DrainRound, EmsRun, Results, render
 from benchmarks.consumer_workers import (
     GroupSpec,
     RawSpec,
@@ -37,6 +37,7 @@ from benchmarks.harness import (
     run_parallel,
     server_url,
 )
+from benchmarks.innodb import settle
 from benchmarks.report import environment
 from benchmarks.writers import declare_kombu_queue
 from ems import Consumer
@@ -44,6 +45,8 @@ from ems import Consumer
 RESULTS = Path(__file__).resolve().parent / "results" / "consumer-latest.md"
 TOPIC = "bench.consume"
 WORKERS = 4
+#: Drains of the backlog per system (raw, ems), the order alternating; medians reported.
+DRAIN_ROUNDS = 3
 LATENCY_RATE = 1000.0
 LATENCY_SECONDS = 10.0
 LATENCY_INDEX = 10
@@ -96,14 +99,71 @@ def partition_ranges(cfg: BenchConfig) -> dict[int, tuple[int, int]]:
 # -- throughput --------------------------------------------------------------------------
 
 
-def raw_drain(cfg: BenchConfig, ranges: dict[int, tuple[int, int]]) -> tuple[float, float]:
+def drain_rounds(
+    cfg: BenchConfig, ranges: dict[int, tuple[int, int]], counts: dict[int, int]
+) -> list[DrainRound]:
+    """DRAIN_ROUNDS drains of the backlog by each of raw and ems, the order alternating
+    (raw first, then ems first, ...), each by a group of its own after the server settled
+    (InnoDB's history list short, its dirty pages no longer falling): one side's
+    background work is not measured as the other's."""
+    url = cfg.settings.database_url
+    rounds = []
+    for r in range(DRAIN_ROUNDS):
+        for system in ("raw", "ems") if r % 2 == 0 else ("ems", "raw"):
+            settle(url)
+            if system == "raw":
+                rate, cpu = raw_drain(cfg, ranges, f"bench-raw-{r}")
+                problems: list[str] = []
+            else:
+                rate, cpu, problems = ems_drain(cfg, counts, f"bench-drain-{r}")
+            rounds.append(DrainRound(system=system, rate=rate, cpu_micros=cpu, checks=problems))
+            log(f"round {r + 1}: {system} drained at {rate:,.0f} msg/s")
+            query(url, "TRUNCATE TABLE topic_group_log")
+    return rounds
+
+
+def ems_drain(
+    cfg: BenchConfig, counts: dict[int, int], group: str
+) -> tuple[float, float, list[str]]:
+    """(msg/s, client CPU us per message, check problems) of WORKERS ems members draining
+    the backlog behind a barrier, as ems_run's drain (then they stop)."""
+    fleet = Fleet()
+    members = range(WORKERS)
+    spec = GroupSpec(cfg=cfg, group=group, workers=WORKERS, counts=counts)
+    try:
+        barrier = fleet.ctx.Barrier(WORKERS)
+        for i in members:
+            fleet.spawn(i, ems_consumer, spec, barrier, fleet.stop, None)
+        fleet.wait("ready", members, 120)
+        drained = fleet.wait("drained", members, 900)
+        fleet.stop.value = 1
+        fleet.wait("done", members, 60)
+    finally:
+        fleet.close()
+    rate, cpu = drain_rate(drained)
+    return rate, cpu, check_group(cfg, group)
+
+
+def drain_rate(drained: dict[int, tuple[float, float, int, float]]) -> tuple[float, float]:
+    """(msg/s, client CPU us per message) of members' drain reports (start, end, handled,
+    CPU seconds): from the first start to the last end."""
+    start = min(d[0] for d in drained.values())
+    end = max(d[1] for d in drained.values())
+    handled = sum(d[2] for d in drained.values())
+    return handled / (end - start), sum(d[3] for d in drained.values()) / handled * 1e6
+
+
+def raw_drain(
+    cfg: BenchConfig, ranges: dict[int, tuple[int, int]], group: str
+) -> tuple[float, float]:
     """(msg/s, client CPU us per message) of the hand-written PyMySQL consumer."""
     # The group rows (cursors, assignments) come from ems, so the raw consumer writes the
     # same tables; it never starts a member.
-    Consumer("bench-raw", cfg.topic, settings=cfg.settings, start="earliest").close()
+    Consumer(group, cfg.topic, settings=cfg.settings, start="earliest").close()
     ((group_id, topic_id),) = query(
         cfg.settings.database_url,
-        "SELECT g.id, g.topic_id FROM consumer_group g WHERE g.name = 'bench-raw'",
+        "SELECT g.id, g.topic_id FROM consumer_group g WHERE g.name = %s",
+        (group,),
     )
     spec = RawSpec(cfg=cfg, topic_id=topic_id, group_id=group_id, ranges=ranges)
     result = run_parallel(raw_drain_worker, spec, WORKERS, 600)
@@ -138,13 +198,9 @@ def ems_run(cfg: BenchConfig, counts: dict[int, int], soak: float, warmup: float
         pids = {i: ready[0] for i, ready in fleet.wait("ready", members, 120).items()}
         run.rss_start = [rss_mb(pids[i]) for i in members]
         drained = fleet.wait("drained", members, 900)
-        start = min(d[0] for d in drained.values())
-        end = max(d[1] for d in drained.values())
-        handled = sum(d[2] for d in drained.values())
-        run.rate = handled / (end - start)
-        run.cpu_micros = sum(d[3] for d in drained.values()) / handled * 1e6
+        run.rate, run.cpu_micros = drain_rate(drained)
         run.rss_drained = [rss_mb(pids[i]) for i in members]
-        log(f"ems drained {handled:,} in {end - start:.1f} s: {run.rate:,.0f} msg/s")
+        log(f"ems drained at {run.rate:,.0f} msg/s (before its latency run and soak)")
 
         fleet.spawn(
             LATENCY_INDEX,
@@ -238,10 +294,8 @@ def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
     ranges = partition_ranges(ccfg)
     counts = {p: end - first for p, (first, end) in ranges.items()}
 
-    log("raw drain")
-    results.raw_rate, results.raw_cpu = raw_drain(ccfg, ranges)
-    log(f"raw drained at {results.raw_rate:,.0f} msg/s")
-    query(ccfg.settings.database_url, "TRUNCATE TABLE topic_group_log")
+    log(f"drains: {DRAIN_ROUNDS} rounds of raw and ems, the order alternating")
+    results.drains = drain_rounds(ccfg, ranges, counts)
 
     log("ems drain, latency and soak")
     results.ems = ems_run(ccfg, counts, args.soak_seconds, args.soak_warmup)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 
 from benchmarks.consumer_latency import Budget
@@ -10,6 +11,9 @@ from benchmarks.consumer_rebalance import Timing
 from benchmarks.consumer_workers import BODY_BYTES, RAW_BATCH, SENDERS
 
 RATE_TARGET = 15_000
+#: ems's drain rate over raw's (medians of the alternating rounds): the performance
+#: work's target for consume + ack.
+VS_RAW_TARGET = 0.95
 VS_KOMBU_TARGET = 25.0
 #: Publish-to-handler latency at 1,000 msg/s: the performance work's target (it was
 #: p50 <= 10 ms and p99 <= 50 ms before).
@@ -38,13 +42,23 @@ class EmsRun:
     checks: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True, kw_only=True)
+class DrainRound:
+    """One drain of the whole backlog by one system (raw or ems), by a group of its own."""
+
+    system: str
+    rate: float
+    cpu_micros: float
+    checks: list[str] = field(default_factory=list)
+
+
 @dataclass(kw_only=True)
 class Results:
     messages: int
     soak: float
     fill_rate: float = 0.0
-    raw_rate: float = 0.0
-    raw_cpu: float = 0.0
+    #: The drain rounds, in the order they ran.
+    drains: list[DrainRound] = field(default_factory=list)
     kombu_fill: float = 0.0
     kombu_rate: float = 0.0
     kombu_messages: int = 0
@@ -57,23 +71,41 @@ def _yes(ok: bool, why: str = "") -> str:
     return "yes" if ok else f"**NO**{': ' + why if why else ''}"
 
 
+def median_drain(rounds: list[DrainRound], system: str) -> tuple[float, float]:
+    """(msg/s, client CPU us per message): the system's medians over its rounds."""
+    mine = [d for d in rounds if d.system == system]
+    if not mine:
+        return 0.0, 0.0
+    return (
+        statistics.median(d.rate for d in mine),
+        statistics.median(d.cpu_micros for d in mine),
+    )
+
+
 def throughput_table(r: Results) -> list[str]:
-    ems = r.ems.rate
-    vs_raw = ems / r.raw_rate if r.raw_rate else 0.0
+    ems, ems_cpu = median_drain(r.drains, "ems")
+    raw, raw_cpu = median_drain(r.drains, "raw")
+    vs_raw = ems / raw if raw else 0.0
     vs_kombu = ems / r.kombu_rate if r.kombu_rate else 0.0
     met = _yes(ems >= RATE_TARGET, f"{ems:,.0f} < {RATE_TARGET:,} msg/s")
+    raw_met = _yes(vs_raw >= VS_RAW_TARGET, f"{vs_raw:.2f}x < {VS_RAW_TARGET:g}x")
     kombu_met = (
         "yes" if vs_kombu >= VS_KOMBU_TARGET else f"**NO**: {vs_kombu:.1f}x < {VS_KOMBU_TARGET:g}x"
     )
+    each = "; ".join(f"{d.system} {d.rate:,.0f}" for d in r.drains)
     return [
         "| system | consume+ack msg/s | client CPU us/msg | ems/system | target | met? |",
         "|---|---:|---:|---:|---|---|",
-        f"| ems (Consumer.poll + ack, 4 processes) | {ems:,.0f} | {r.ems.cpu_micros:,.1f} | - "
+        f"| ems (Consumer.poll + ack, 4 processes) | {ems:,.0f} | {ems_cpu:,.1f} | - "
         f"| >= {RATE_TARGET:,} msg/s | {met} |",
-        f"| raw PyMySQL (same durable work) | {r.raw_rate:,.0f} | {r.raw_cpu:,.1f} | "
-        f"{vs_raw:.2f}x | (reference floor) | - |",
+        f"| raw PyMySQL (same durable work) | {raw:,.0f} | {raw_cpu:,.1f} | "
+        f"{vs_raw:.2f}x | ems >= {VS_RAW_TARGET:g}x raw | {raw_met} |",
         f"| kombu SQLAlchemy transport ({r.kombu_messages:,} msgs) | {r.kombu_rate:,.0f} | - | "
         f"{vs_kombu:.1f}x | ems >= {VS_KOMBU_TARGET:g}x kombu | {kombu_met} |",
+        "",
+        f"ems and raw: medians of {len(r.drains) // 2 or 1} drains each of the whole backlog, "
+        "the order alternating, the server let settle before each (InnoDB's history list "
+        f"short, its dirty pages no longer falling); in the order run, msg/s: {each}.",
     ]
 
 
@@ -194,8 +226,9 @@ def render(env: list[str], r: Results) -> str:
         f"- kombu: 4 processes publish for the timed window ({r.kombu_fill:,.0f} msg/s), then "
         "4 processes basic_get + ack until the queue is empty",
     ]
-    checks = r.ems.checks or [
-        "ems: every stored message logged exactly once as done; cursors at the high watermark"
+    checks = [c for d in r.drains for c in d.checks] + r.ems.checks or [
+        "ems: every stored message logged exactly once as done, cursors at the high "
+        "watermark, in each drain"
     ]
     return "\n".join(
         [
