@@ -1,0 +1,35 @@
+"""The producer suite's floor table: every publish row's ems against raw+redis, judged
+against the floor targets, and split into ems's own layers and the guard."""
+
+from __future__ import annotations
+
+from benchmarks.report import Row, floor_table
+
+
+def row(rates: dict[str, float], cpu: dict[str, float]) -> Row:
+    return Row(case="single", target=None, rates=dict(rates), cpu=cpu)
+
+
+def cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip("|").split("|")]
+
+
+def test_a_row_within_both_floor_targets_is_met_and_split_into_layers_and_guard() -> None:
+    r = row(
+        {"ems": 960, "raw+redis+guard": 980, "raw+redis": 1000},
+        {"ems": 110.0, "raw+redis+guard": 105.0, "raw+redis": 100.0},
+    )
+    line = cells(floor_table([r])[-1])
+    assert line[1:6] == ["0.96x", "1.10x", "0.98x", "1.05x", "0.98x"]
+    assert line[-1] == "yes"
+
+
+def test_a_row_missing_either_target_says_which() -> None:
+    slow = row({"ems": 900, "raw+redis": 1000}, {"ems": 100.0, "raw+redis": 100.0})
+    costly = row({"ems": 990, "raw+redis": 1000}, {"ems": 130.0, "raw+redis": 100.0})
+    unmeasured = row({"ems": 990}, {"ems": 100.0})
+    lines = floor_table([slow, costly, unmeasured])
+    assert cells(lines[-3])[-1] == "**NO**: msg/s 0.90x < 0.95x"
+    assert cells(lines[-2])[-1] == "**NO**: client CPU 1.30x > 1.2x"
+    assert cells(lines[-1])[-1] == "**NO**: not measured"
+    assert cells(lines[-1])[3] == "-"  # no guard measurement: no ratio
