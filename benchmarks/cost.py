@@ -476,12 +476,7 @@ def render(env: list[str], results: Results, profiles: Profiles | None = None) -
 
 def render_work(results: Results) -> list[str]:
     """What each operation and system made the server do per message (WORK)."""
-    lines = [
-        "### Server work per message",
-        "",
-        "| operation | system | " + " | ".join(WORK) + " |",
-        "|---|---|" + "---:|" * len(WORK),
-    ]
+    lines = _heading("Server work per message", ["operation", "system"], list(WORK))
     for op, title in OPS.items():
         for system in SYSTEMS:
             samples = results[op].get(system, [])
@@ -545,6 +540,16 @@ def render_floors(results: Results) -> list[str]:
     return lines
 
 
+def _heading(title: str, names: list[str], figures: list[str]) -> list[str]:
+    """A section's title and its table's head: name columns, then right-aligned figures."""
+    return [
+        f"### {title}",
+        "",
+        "| " + " | ".join([*names, *figures]) + " |",
+        "|" + "---|" * len(names) + "---:|" * len(figures),
+    ]
+
+
 def _ratio(numerator: float | None, denominator: float | None) -> str:
     """numerator / denominator as a ratio ("-" if either is missing)."""
     if not numerator or not denominator:
@@ -554,12 +559,9 @@ def _ratio(numerator: float | None, denominator: float | None) -> str:
 
 def render_layers(results: Results, profiles: Profiles) -> list[str]:
     """The client CPU per message of each operation and system, split by layer."""
-    lines = [
-        "### Client CPU per message by layer",
-        "",
-        "| operation | system | client CPU us | " + " | ".join(LAYERS) + " |",
-        "|---|---|---:|" + "---:|" * len(LAYERS),
-    ]
+    lines = _heading(
+        "Client CPU per message by layer", ["operation", "system"], ["client CPU us", *LAYERS]
+    )
     for op, title in OPS.items():
         for system in SYSTEMS:
             cpu = per_message(results[op].get(system, []), lambda s: s.cpu)
