@@ -20,6 +20,7 @@ from typing import TypeAlias
 from urllib.parse import unquote, urlsplit
 
 from ems.exceptions import RedisOutcomeUnknown, RedisReplyError, RedisUnavailable
+from ems.store.sockets import kernel_bounds
 
 _CRLF = b"\r\n"
 #: Error reply codes that mean "the server is not ready yet" (or, READONLY, is a replica
@@ -318,6 +319,8 @@ class RespConnection:
             self.address = self.locate()
         sock = socket.create_connection(self.address, timeout=self.timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.timeout:
+            kernel_bounds(sock, self.timeout, self.timeout)  # no poll() around each call
         self._sock, self._buf = sock, b""
         self._poller = select.poll()
         self._poller.register(sock, select.POLLIN)

@@ -19,6 +19,7 @@ from sqlalchemy.pool import PoolProxiedConnection
 
 from ems.exceptions import DatabaseUnavailable, EmsError
 from ems.store.errors import BelowLowWatermark
+from ems.store.sockets import bound_in_kernel
 from ems.store.translation import GUARD_REFUSED, connection_lost, error_number, translate
 
 
@@ -184,6 +185,7 @@ class DirectConnections:
 
     def _new(self) -> Any:
         conn = _detached(self._connect)
+        bound_in_kernel(conn)  # no poll() around each statement's send and receive
         if self._session is not None:
             try:
                 conn.query(self._session)

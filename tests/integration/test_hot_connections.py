@@ -5,7 +5,10 @@ never handed on in the middle of a reply."""
 from __future__ import annotations
 
 import dataclasses
+import socket
+import struct
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 
@@ -99,3 +102,30 @@ def test_a_connection_left_in_the_middle_of_a_reply_is_not_handed_on(db: Databas
     with db.single() as cursor:
         cursor.execute("SELECT 2")
         assert cursor.fetchall() == ((2,),)
+
+
+def test_a_hot_connection_is_bounded_by_the_kernel_not_by_polls(settings: Settings) -> None:
+    """Its socket blocks (CPython polls before each send and receive of a socket with a
+    timeout), and the kernel holds the read and write bounds instead: a read past the
+    bound still ends, as a lost connection."""
+    db = Database(dataclasses.replace(settings, read_timeout=1.0, write_timeout=2.0))
+    try:
+        began = time.monotonic()
+        with pytest.raises(DatabaseUnavailable, match="timed out"), db.single() as cursor:
+            sock = cursor.connection._sock
+            assert sock.gettimeout() is None
+            assert received_bound(sock) == (1, 0)
+            assert sent_bound(sock) == (2, 0)
+            cursor.execute("SELECT SLEEP(30)")
+        assert time.monotonic() - began < 10
+        assert db.select("SELECT 1", ()) == ((1,),)  # the lost one was not handed on
+    finally:
+        db.dispose()
+
+
+def received_bound(sock: socket.socket) -> tuple[int, int]:
+    return struct.unpack("@ll", sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, 16))
+
+
+def sent_bound(sock: socket.socket) -> tuple[int, int]:
+    return struct.unpack("@ll", sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, 16))

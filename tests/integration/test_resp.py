@@ -163,6 +163,31 @@ def test_unreachable_redis_is_a_typed_error_after_bounded_retries(settings: Sett
     assert time.monotonic() - started < 5  # 3 retries: 0.1 + 0.2 + 0.4 s of backoff each
 
 
+def test_a_redis_that_never_answers_ends_each_call_within_the_timeout() -> None:
+    """The socket blocks (no poll() around each call) and the kernel bounds its reads: a
+    server that accepts and never answers costs a call its timeout, not forever."""
+    silent = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+    threading.Thread(target=lambda: accepted.append(silent.accept()[0]), daemon=True).start()
+    conn = RespConnection("127.0.0.1", silent.getsockname()[1], timeout=0.5, retries=0)
+    try:
+        started = time.monotonic()
+        with pytest.raises(RedisUnavailable):
+            conn.call("PING")
+        assert time.monotonic() - started < 5
+        assert conn._sock is None  # the timed-out connection was dropped
+
+        ready = RespConnection("127.0.0.1", silent.getsockname()[1], timeout=0.5, retries=0)
+        sock = ready._connect()
+        assert sock.gettimeout() is None
+        ready.close()
+    finally:
+        conn.close()
+        silent.close()
+        for s in accepted:
+            s.close()
+
+
 def _stored(settings: Settings) -> list[tuple[int, bytes]]:
     store = Store(settings)
     found = db.rows(store, "SELECT offset_no, body FROM message ORDER BY offset_no")
