@@ -94,8 +94,8 @@ class DirectConnections:
     def cursor(self) -> Iterator[Cursor]:
         """A driver cursor on a connection of the list, for as long as the block runs.
         A driver error is raised translated (a lost connection renews the list and the
-        pool); after any other error of the block, its connection is given back if it
-        is idle and alive, and closed if not."""
+        pool); after any other error of the block, its connection is closed: the block
+        may have left a reply unread, which no look at the socket can rule out."""
         if self._in_use is not None and not self._in_use.acquire(timeout=WAIT):
             raise DatabaseUnavailable(
                 f"no database connection came free within {WAIT:.0f} s "
@@ -110,16 +110,11 @@ class DirectConnections:
                 error = translate(exc)
                 self._after_error(conn, born, error)
                 raise error from exc
-            except Exception:
-                # The block's own error, between statements or in one: a connection in
-                # the middle of a reply reads as not alive, and is closed.
-                if idle_connection_alive(conn):
-                    self._give_back(conn, born)
-                else:
-                    _close(conn)
-                raise
             except BaseException:
-                _close(conn)  # interrupted: its state is unknown
+                # The block's own error (or an interruption), between statements or in
+                # one: a statement sent whose reply has not come yet looks as idle as a
+                # finished one, and handed on, its reply would answer the next caller's.
+                _close(conn)
                 raise
             self._give_back(conn, born)
         finally:
