@@ -66,10 +66,6 @@ _PAUSE_LEFT = (
     "SELECT paused_until, TIMESTAMPDIFF(MICROSECOND, NOW(6), paused_until) "
     "FROM consumer_group WHERE id = %s AND paused_until > NOW(6)"
 )
-_FIRST_OFFSETS = (
-    "SELECT partition_no, MIN(offset_no) FROM message WHERE topic_id = %s "
-    "GROUP BY topic_id, partition_no"
-)
 _LAST_OFFSETS = (
     "SELECT partition_no, MAX(offset_no) FROM message WHERE topic_id = %s "
     "GROUP BY topic_id, partition_no"
@@ -220,11 +216,16 @@ def commit_cursors(
 
 
 def start_offsets(cursor: Cursor, topic: TopicInfo, position: str) -> dict[int, int]:
-    """Per partition: the first stored offset (earliest) or the next one (latest)."""
-    earliest = position == "earliest"
-    cursor.execute(_FIRST_OFFSETS if earliest else _LAST_OFFSETS, (topic.id,))
-    found = {int(p): int(o) + (0 if earliest else 1) for p, o in cursor.fetchall()}
-    # A partition a purge emptied starts at its low watermark, not at 0.
+    """Per partition: the start of its log (earliest: its low watermark, 0 when nothing
+    was purged) or the offset after the highest stored one (latest). Not the lowest
+    stored offset: sends allocated lower offsets may still be in flight (offsets are
+    handed out before their rows commit), and a group that started past them would never
+    see them; from the low watermark the reader waits for them as for any hole."""
     cursor.execute(_LOWS, (topic.id,))
     low = {int(p): int(o) for p, o in cursor.fetchall()}
+    if position == "earliest":
+        return {p: low.get(p, 0) for p in range(topic.partitions)}
+    cursor.execute(_LAST_OFFSETS, (topic.id,))
+    found = {int(p): int(o) + 1 for p, o in cursor.fetchall()}
+    # A partition a purge emptied starts at its low watermark, not at 0.
     return {p: found.get(p, low.get(p, 0)) for p in range(topic.partitions)}

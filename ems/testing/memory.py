@@ -82,9 +82,9 @@ class MemoryGroups:
 
     def _start(self, topic_id: int, partition: int, position: str) -> int:
         stored = self.t.stored_offsets(topic_id, partition)
-        if not stored:
+        if not stored or position == "earliest":  # the log's start, as the store's
             return self.t.lows.get((topic_id, partition), 0)
-        return stored[0] if position == "earliest" else stored[-1] + 1
+        return stored[-1] + 1
 
     def offsets(self, group_id: int) -> dict[int, int]:
         with self.t.lock:

@@ -211,3 +211,23 @@ def test_one_guard_covers_every_partition_of_a_statement(settings: Settings, sto
     assert seed.offsets(store, topic, 0) == []
     store.messages.insert([fine, NewMessage(topic.id, 1, 10, None, None, b"on time")])
     assert (seed.offsets(store, topic, 0), seed.offsets(store, topic, 1)) == ([0], [9, 10])
+
+
+def test_an_earliest_group_made_while_the_first_sends_are_in_flight_gets_them(
+    settings: Settings, store: Store, topic: TopicInfo
+) -> None:
+    """Offsets are handed out before their rows commit: a group made from the earliest
+    offset while the sends of offsets 0-4 are still in flight and offset 5 has committed
+    starts at the log's start, not at 5, and gets all six once the late ones land."""
+    store.messages.insert([NewMessage(topic.id, 0, 5, None, None, b"first to commit")])
+    consumer = Consumer("g", "t", settings=settings, start="earliest", **FAST)
+    try:
+        consumer.start()
+        assert store.groups.offsets(consumer.group.id) == {0: 0}
+        late = [NewMessage(topic.id, 0, o, None, None, f"late {o}".encode()) for o in range(5)]
+        store.messages.insert(late)
+        got = seed.poll_until(consumer, 6)
+        assert [d.offset for d in got] == [0, 1, 2, 3, 4, 5]
+        consumer.ack(got)
+    finally:
+        consumer.close()
