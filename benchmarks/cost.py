@@ -58,7 +58,7 @@ from benchmarks.harness import (
     readings,
 )
 from benchmarks.layers import LAYERS, LayerProfile, shares
-from benchmarks.report import environment
+from benchmarks.report import FLOOR_COLUMNS, FLOOR_HEAD, environment, floor_cells
 from benchmarks.writers import EmsWriter, GuardedWriter, RawRedisWriter, RawWriter
 from ems import Consumer, TopicAdmin
 from ems.consumer.cluster import ClusterSession
@@ -505,8 +505,7 @@ def render_floors(results: Results) -> list[str]:
     lines = [
         "### ems against the design's floor, and the guard's share",
         "",
-        "| operation | ems / raw+redis: msg/s | client CPU | ems / raw+redis+guard: msg/s "
-        "| client CPU | the guard (raw+redis+guard / raw+redis): msg/s | server CPU us added |",
+        f"| operation | {FLOOR_HEAD} | server CPU us added |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for op in ("single", "batch"):
@@ -515,23 +514,18 @@ def render_floors(results: Results) -> list[str]:
         server = {s: per_message(results[op][s], lambda x: x.server) for s in SYSTEMS}
         if None in (wall["ems"], wall["raw+redis"], wall["raw+redis+guard"]):
             continue
-        ems, guard, floor = "ems", "raw+redis+guard", "raw+redis"
+        guard, floor = "raw+redis+guard", "raw+redis"
         added = (
             "-"
             if server[guard] is None or server[floor] is None
             else f"{(server[guard] - server[floor]) * 1e6:.1f}"  # type: ignore[operator]
         )
-        lines.append(
-            f"| {OPS[op]} | {_ratio(wall[floor], wall[ems])} | {_ratio(cpu[ems], cpu[floor])} "
-            f"| {_ratio(wall[guard], wall[ems])} | {_ratio(cpu[ems], cpu[guard])} "
-            f"| {_ratio(wall[floor], wall[guard])} | {added} |"
-        )
+        rate = {s: 1 / w for s, w in wall.items() if w}
+        lines.append(f"| {OPS[op]} | {' | '.join(floor_cells(rate, cpu))} | {added} |")
     lines += [
         "",
-        "msg/s columns: the first system's rate over the second's (1.00x = as fast); client "
-        "CPU columns: the first's CPU per message over the second's (1.00x = as cheap). "
-        "raw+redis+guard sends ems's own statement (the guard's locking read of the "
-        "partitions' low-watermark rows, the fence, the write token) with raw+redis's "
+        f"{FLOOR_COLUMNS} raw+redis+guard sends ems's own statement (the guard's locking "
+        "read of the partitions' low-watermark rows, the fence, the write token) with raw+redis's "
         "Python: ems against it is the cost of ems's own layers; it against raw+redis is "
         "the cost of the guard, which the design keeps (a purge or a partition change and "
         "the inserts take turns on those rows).",
@@ -548,13 +542,6 @@ def _heading(title: str, names: list[str], figures: list[str]) -> list[str]:
         "| " + " | ".join([*names, *figures]) + " |",
         "|" + "---|" * len(names) + "---:|" * len(figures),
     ]
-
-
-def _ratio(numerator: float | None, denominator: float | None) -> str:
-    """numerator / denominator as a ratio ("-" if either is missing)."""
-    if not numerator or not denominator:
-        return "-"
-    return f"{numerator / denominator:.2f}x"
 
 
 def render_layers(results: Results, profiles: Profiles) -> list[str]:

@@ -35,6 +35,7 @@ from benchmarks.harness import (
     timed_loop,
 )
 from benchmarks.report import (
+    FLOOR_COLUMNS,
     FLOOR_CPU_TARGET,
     FLOOR_RATE_TARGET,
     SYSTEMS,
@@ -371,9 +372,7 @@ def render(
             "",
             *floor_table(rows),
             "",
-            "msg/s columns: the first system's rate over the second's (1.00x = as fast); "
-            "client CPU columns: the first's CPU per message over the second's (1.00x = as "
-            "cheap). The target is the performance work's: every publish row at least "
+            f"{FLOOR_COLUMNS} The target is the performance work's: every publish row at least "
             f"{FLOOR_RATE_TARGET:g}x of raw+redis's rate and within {FLOOR_CPU_TARGET:g}x of "
             "its client CPU, with the guard kept.",
             "",
