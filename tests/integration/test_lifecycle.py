@@ -4,6 +4,7 @@ nothing), alter (checked as create, picked up by producers within the metadata a
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 
@@ -11,6 +12,7 @@ import pytest
 import redis
 
 from ems import Consumer, Producer, Record, TopicAdmin
+from ems.aio import Consumer as AsyncConsumer
 from ems.config import Settings
 from ems.exceptions import (
     BodyTooLarge,
@@ -454,3 +456,25 @@ def test_a_member_whose_cursor_rows_vanish_stops_with_unknown_group(
 
         with pytest.raises(UnknownGroup, match=r"'g' has no cursor for partitions \[0, 1\]"):
             consumer.poll(timeout=0.1)
+
+
+def test_an_asyncio_member_whose_topic_is_deleted_under_it_stops_with_unknown_group(
+    quick: Settings, admin: TopicAdmin
+) -> None:
+    admin.create("t", 2)
+
+    async def run() -> UnknownGroup:
+        async with AsyncConsumer("g", "t", settings=quick) as consumer:
+            deadline = time.monotonic() + 60
+            while consumer._member.session.states.keys() != {0, 1}:  # type: ignore[attr-defined]
+                assert time.monotonic() < deadline, "the member never got its partitions"
+                await consumer.poll(timeout=0.2)
+            admin.delete("t", force=True)
+            while time.monotonic() < deadline + 60:
+                try:
+                    await consumer.poll(timeout=0.2)
+                except UnknownGroup as exc:
+                    return exc
+            pytest.fail("the consumer polled on after its group was deleted")
+
+    assert "'g' was deleted" in str(asyncio.run(run()))
