@@ -199,6 +199,9 @@ class MessageLog(Protocol):
     def low_offset(self, topic_id: int, partition: int) -> int | None:
         """The partition's low watermark after a purge (None when never purged)."""
 
+    def low_offsets(self, topic_id: int) -> dict[int, int]:
+        """Per partition of the topic that has been purged, its low watermark."""
+
     def now(self) -> dt.datetime: ...
 
     def insert_tombstones(self, topic_id: int, partition: int, offsets: Iterable[int]) -> None:

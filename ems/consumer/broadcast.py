@@ -29,10 +29,14 @@ class BroadcastSession:
         self.topics = topics
         self.topic = topic
         self.metrics = metrics
-        stats = topics.partition_stats(topic)
         if start == "earliest":
-            self.positions = {s.partition: s.low_watermark or 0 for s in stats}
+            # The start of each partition's log, not its lowest stored offset: sends given
+            # lower offsets may still be in flight, and the reader waits on them as on any
+            # hole (ems.store.groups.start_offsets says the same for cluster groups).
+            lows = reader.messages.low_offsets(topic.id)
+            self.positions = {p: lows.get(p, 0) for p in range(topic.partitions)}
         else:
+            stats = topics.partition_stats(topic)
             self.positions = {s.partition: s.high_watermark for s in stats}
         self.dirty = set(self.positions)
         self._turn = 0

@@ -55,6 +55,9 @@ class KeysOnly:
     def low_offset(self, topic_id: int, partition: int) -> int | None:
         return self.messages.low_offset(topic_id, partition)
 
+    def low_offsets(self, topic_id: int) -> dict[int, int]:
+        return self.messages.low_offsets(topic_id)
+
     def now(self) -> dt.datetime:
         return self.messages.now()
 

@@ -15,9 +15,11 @@ from ems.types import GroupInfo, TopicInfo
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Span:
-    """The offsets a partition holds: [earliest, high). earliest is the lowest stored
-    offset, raised to the low watermark when one is recorded; high is one past the highest
-    stored offset (Kafka's log end). An empty partition has earliest == high."""
+    """The offsets a partition holds: [earliest, high). earliest is the start of its log
+    (Kafka's log start offset): its low watermark, or 0 when nothing was purged; high is
+    one past the highest stored offset, never below earliest (Kafka's log end). Not the
+    lowest stored offset: sends given lower offsets may still be in flight (offsets are
+    handed out before their rows commit), and a cursor put past them would skip them."""
 
     earliest: int
     high: int
@@ -27,17 +29,15 @@ class Span:
 
 
 def spans(
-    bounds: Mapping[int, tuple[int, int, int | None]], partitions: Iterable[int]
+    bounds: Mapping[int, tuple[int, int | None]], partitions: Iterable[int]
 ) -> dict[int, Span]:
-    """Spans from ResetStore.bounds rows: (lowest stored or -1, highest stored or -1, low
-    watermark or None) per partition; a partition without a row is empty at 0."""
+    """Spans from ResetStore.bounds rows: (highest stored or -1, low watermark or None)
+    per partition; a partition without a row is empty at 0."""
     out = {}
     for p in partitions:
-        lowest, highest, low = bounds.get(p, (-1, -1, None))
-        floor = low or 0
-        high = max(highest + 1, floor)
-        earliest = high if lowest < 0 else min(max(lowest, floor), high)
-        out[p] = Span(earliest=earliest, high=high)
+        highest, low = bounds.get(p, (-1, None))
+        earliest = low or 0
+        out[p] = Span(earliest=earliest, high=max(highest + 1, earliest))
     return out
 
 

@@ -15,7 +15,7 @@ from ems.store.time_index import TimeIndexStore
 from ems.types import IN_FLIGHT_SPAN
 
 _BOUNDS = (
-    "SELECT partition_no, MIN(offset_no), MAX(offset_no) FROM message "
+    "SELECT partition_no, MAX(offset_no) FROM message "
     "WHERE topic_id = %s GROUP BY topic_id, partition_no"
 )
 _LOWS = "SELECT partition_no, low_offset FROM partition_low WHERE topic_id = %s"
@@ -110,16 +110,16 @@ class ResetStore:
         self.db = db
         self.time_index = time_index
 
-    def bounds(self, topic_id: int) -> dict[int, tuple[int, int, int | None]]:
-        """Per partition that has rows or a low watermark: (lowest stored offset or -1,
-        highest stored offset or -1, low watermark or None). Index dives only."""
+    def bounds(self, topic_id: int) -> dict[int, tuple[int, int | None]]:
+        """Per partition that has rows or a low watermark: (highest stored offset or -1,
+        low watermark or None). Index dives only."""
         rows = self.db.select(_BOUNDS, (topic_id,))
         lows = {int(p): int(o) for p, o in self.db.select(_LOWS, (topic_id,))}
-        found: dict[int, tuple[int, int, int | None]] = {
-            int(p): (int(lo), int(hi), lows.get(int(p))) for p, lo, hi in rows
+        found: dict[int, tuple[int, int | None]] = {
+            int(p): (int(hi), lows.get(int(p))) for p, hi in rows
         }
         for p, low in lows.items():
-            found.setdefault(p, (-1, -1, low))
+            found.setdefault(p, (-1, low))
         return found
 
     def first_at(

@@ -290,6 +290,10 @@ class MemoryMessages:
         with self.t.lock:
             return self.t.lows.get((topic_id, partition))
 
+    def low_offsets(self, topic_id: int) -> dict[int, int]:
+        with self.t.lock:
+            return {p: low for (t, p), low in self.t.lows.items() if t == topic_id}
+
     def now(self) -> dt.datetime:
         return self.t.clock()
 

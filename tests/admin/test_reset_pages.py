@@ -148,7 +148,13 @@ def test_a_target_purged_by_retention_is_refused(
     topic, group = orders
     _, _, plan = _preview(otto, to="offset", offset="1")
     assert plan is not None
+    # What a purge does: the rows go, and the low watermark rises past them.
     seed.sql(store, "DELETE FROM message WHERE topic_id = %s AND offset_no < 3", (topic.id,))
+    seed.sql(
+        store,
+        "INSERT INTO partition_low (topic_id, partition_no, low_offset) VALUES (%s, 0, 3)",
+        (topic.id,),
+    )
     status, page = _apply(otto, plan)
     assert status == 409 and "offset 1 now lies outside [3, 10]" in page
     assert "cannot be previewed again" in page

@@ -231,3 +231,20 @@ def test_an_earliest_group_made_while_the_first_sends_are_in_flight_gets_them(
         consumer.ack(got)
     finally:
         consumer.close()
+
+
+def test_an_earliest_broadcast_member_started_while_the_first_sends_are_in_flight_gets_them(
+    settings: Settings, store: Store, topic: TopicInfo
+) -> None:
+    """The same for a broadcast member: its in-memory cursors start at the log's start,
+    not at the lowest stored offset, so the late sends of offsets 0-4 reach it."""
+    store.messages.insert([NewMessage(topic.id, 0, 5, None, None, b"first to commit")])
+    consumer = Consumer("b", "t", settings=settings, start="earliest", broadcast=True, **FAST)
+    try:
+        consumer.start()
+        late = [NewMessage(topic.id, 0, o, None, None, f"late {o}".encode()) for o in range(5)]
+        store.messages.insert(late)
+        got = seed.poll_until(consumer, 6)
+        assert [d.offset for d in got] == [0, 1, 2, 3, 4, 5]
+    finally:
+        consumer.close()

@@ -168,6 +168,24 @@ def test_earliest_respects_the_low_watermark(
         resets.reset("g", resets.target(offset=7), partition=0)
 
 
+def test_earliest_made_while_the_first_sends_are_in_flight_keeps_them(
+    settings: Settings, store: Store, resets: OffsetReset
+) -> None:
+    """Offsets are handed out before their rows commit: a reset to the earliest offset
+    while the sends of offsets 0-4 of a partition are still in flight and 5 has committed
+    lands on the log's start (0), not on 5, and an explicit offset there is in range."""
+    info = TopicAdmin(settings, store=store).create("late", 1)
+    insert(store, info, 0, [(5, T0)])
+    ensure_group(store, "lg", info, options())
+    resets.reset("lg", resets.target(latest=True), topic="late")
+    done = resets.reset("lg", resets.target(earliest=True), topic="late")
+    assert [(c.partition, c.new) for c in done.changes] == [(0, 0)]
+    resets.reset("lg", resets.target(offset=2), topic="late")
+    lg = store.groups.get("lg", info.id)
+    assert lg is not None
+    assert store.groups.offsets(lg.id) == {0: 2}
+
+
 @pytest.mark.parametrize(
     ("call", "error"),
     [
