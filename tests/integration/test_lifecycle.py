@@ -444,6 +444,22 @@ def test_a_member_whose_topic_is_deleted_under_it_stops_with_unknown_group(
     assert store.leases.every_member() == {}
 
 
+def test_a_broadcast_member_whose_topic_is_deleted_under_it_stops_with_unknown_group(
+    quick: Settings, store: Store, admin: TopicAdmin
+) -> None:
+    admin.create("t", 2)
+    with Consumer("b", "t", settings=quick, broadcast=True) as consumer:
+        consumer.poll(timeout=0.1)
+        assert len(store.leases.every_member()) == 1
+        admin.delete("t", force=True)
+
+        refused = poll_until_refused(consumer)
+        assert "'b' was deleted" in str(refused)
+        with pytest.raises(UnknownGroup):
+            consumer.poll(timeout=0.1)
+    assert store.leases.every_member() == {}
+
+
 def test_a_member_whose_cursor_rows_vanish_stops_with_unknown_group(
     quick: Settings, store: Store, admin: TopicAdmin
 ) -> None:
