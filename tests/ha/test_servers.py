@@ -42,7 +42,10 @@ def _write(node: GaleraNode, note: str) -> None:
 
 
 def _notes(node: GaleraNode) -> list[object]:
-    return [row[0] for row in _execute(node, "SELECT note FROM ha.notes ORDER BY id")]
+    """The notes a node holds, sorted: which writes reached it, not their order (the ids
+    of rows written on different nodes do not follow the order of the writes: each node
+    hands out auto-increment values from an offset of its own, as Galera sets them)."""
+    return sorted(row[0] for row in _execute(node, "SELECT note FROM ha.notes"))
 
 
 @pytest.fixture
