@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ems.consumer.cluster import body_bytes
-from ems.consumer.state import Outcome
+from ems.consumer.state import Acks, Outcome, Settled
 from ems.types import Delivery, StartPosition, TopicInfo
 
 if TYPE_CHECKING:
@@ -49,8 +49,11 @@ class BroadcastSession:
     def expire(self) -> list[Outcome]:
         return []
 
-    def settle(self, outcomes: list[Outcome], *, wait: bool = True) -> None:
-        self.metrics.broadcast(sum(1 for o in outcomes if o.error is None))
+    def settle(self, outcomes: Settled, *, wait: bool = True) -> None:
+        if isinstance(outcomes, Acks):
+            self.metrics.broadcast(len(outcomes))
+        else:
+            self.metrics.broadcast(sum(1 for o in outcomes if o.error is None))
 
     def lag(self, known_high: Mapping[int, int]) -> None:
         return None

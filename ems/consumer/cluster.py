@@ -5,9 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from itertools import repeat
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
@@ -16,12 +15,15 @@ from ems.consumer.barrier import Barrier
 from ems.consumer.errors import LeaseLost
 from ems.consumer.reads import read_together, within
 from ems.consumer.state import (
+    Acks,
     Outcome,
     PartitionState,
     Policy,
+    Settled,
     expired,
     moved_cursors,
     settle,
+    settle_acks,
 )
 from ems.exceptions import LockConflict, UnknownGroup
 from ems.offsets.budget import mean_size, rows_to_scan
@@ -59,7 +61,6 @@ def again(d: Delivery, failures: int | None) -> Delivery:
     return d if failures is None else replace(d, attempt=failures + 1)
 
 
-_OFFSET = attrgetter("offset")
 _BODY = attrgetter("body")
 
 
@@ -337,7 +338,7 @@ class ClusterSession:
                 out = out[:held]
         if state.failures:  # ordered: the message the partition waits on comes again
             out = [again(d, state.failures.get(d.offset)) for d in out]
-        state.outstanding.update(zip(map(_OFFSET, out), zip(out, repeat(now)), strict=True))
+        state.outstanding.add(out, now)
         return out
 
     def _partitions_added(self) -> None:
@@ -379,7 +380,7 @@ class ClusterSession:
         for d in due:
             state = self.states[d.partition]
             if d.offset not in state.redelivered:
-                state.redelivered[d.offset] = (d, now)
+                state.redelivered.add([d], now)
                 fresh.append(d)
         return fresh
 
@@ -388,11 +389,14 @@ class ClusterSession:
     def expire(self) -> list[Outcome]:
         return expired(self.states.values(), time.monotonic(), self.policy.ack_timeout)
 
-    def settle(self, outcomes: Iterable[Outcome], *, wait: bool = True) -> None:
+    def settle(self, outcomes: Settled, *, wait: bool = True) -> None:
         """Apply an ack batch and write it: at once (wait) or on the ack writer, which
         commits while the next batch is fetched. Nothing is written once the lease
         deadline has passed; a partition reassigned meanwhile is dropped from the write."""
-        settlement = settle(outcomes, self.states, self.policy, time.monotonic())
+        if isinstance(outcomes, Acks):
+            settlement = settle_acks(outcomes.deliveries, self.states)
+        else:
+            settlement = settle(outcomes, self.states, self.policy, time.monotonic())
         if self._stale.is_set():
             self._stale.clear()
             self._version = -1

@@ -32,7 +32,7 @@ from ems.consumer.exactly_once import (
     check_use,
 )
 from ems.consumer.groups import ConsumerOptions, GroupOptions, with_options
-from ems.consumer.state import Outcome, acks, holds_back
+from ems.consumer.state import Acks, Outcome, Settled, holds_back
 from ems.exceptions import (
     EmsError,
     InvalidHandler,
@@ -263,7 +263,7 @@ class Consumer:
         return {p: high - 1 for p, high in highs.items() if high > 0}
 
     def ack(self, deliveries: Delivery | Iterable[Delivery]) -> None:
-        self.settle(acks(many(deliveries)))
+        self.settle(Acks(many(deliveries)))
 
     def nack(
         self,
@@ -278,12 +278,12 @@ class Consumer:
         error = str(error)[:ERROR_CHARS]
         self.settle(Outcome(d, error, delay) for d in many(deliveries))
 
-    def settle(self, outcomes: Iterable[Outcome], *, wait: bool = True) -> None:
-        """Apply outcomes (an error of None acks): written before returning (wait), or
-        by the ack writer while the next batch is fetched."""
+    def settle(self, outcomes: Iterable[Outcome] | Acks, *, wait: bool = True) -> None:
+        """Apply outcomes (an error of None acks), or a batch of successes: written
+        before returning (wait), or by the ack writer while the next batch is fetched."""
         if self._exactly_once is not None:
             raise InvalidSetting(PULL_REFUSED)
-        outcomes = list(outcomes)
+        outcomes = outcomes if isinstance(outcomes, Acks) else list(outcomes)
         self.meter.add(len(outcomes))
         self.session.settle(outcomes, wait=wait)
 
@@ -322,9 +322,10 @@ class Consumer:
             self._stopping.wait(POLL_WAIT)
             return 0
 
-    def _handle(self, batch: list[Delivery]) -> list[Outcome]:
+    def _handle(self, batch: list[Delivery]) -> Settled:
         assert self.handler is not None
-        outcomes = []
+        handled: list[Delivery] = []
+        failures: list[Outcome] = []
         blocked: set[int] = set()
         observe = self.metrics.handler_seconds.observe
         # One clock read per message: a handler call ends where the next one begins.
@@ -337,7 +338,7 @@ class Consumer:
             except Exception as exc:  # the handler's failure is the message's, not ours
                 observe(time.perf_counter() - began)
                 outcome = failed(d, exc)
-                outcomes.append(outcome)
+                failures.append(outcome)
                 if holds_back(outcome, self.policy):
                     blocked.add(d.partition)
                 began = time.perf_counter()
@@ -345,8 +346,11 @@ class Consumer:
                 ended = time.perf_counter()
                 observe(ended - began)
                 began = ended
-                outcomes.append(Outcome(d))
-        return outcomes
+                handled.append(d)
+        if not failures:
+            return Acks(handled)
+        # Settling sorts outcomes by their place: the order of this list is not theirs.
+        return [*map(Outcome, handled), *failures]
 
     # -- gauges ------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from ems.consumer.state import Outcome
+from ems.consumer.state import Outcome, Settled
 from ems.types import Delivery, TopicInfo
 
 
@@ -31,9 +31,9 @@ class Session(Protocol):
         """The next batch: at most `limit` deliveries, whose bodies total at most
         max_bytes unless the batch is a single larger message."""
 
-    def settle(self, outcomes: list[Outcome], *, wait: bool = True) -> None:
-        """Apply acks and failures: written at once (wait) or while the next batch is
-        fetched."""
+    def settle(self, outcomes: Settled, *, wait: bool = True) -> None:
+        """Apply acks and failures (or a batch of successes, Acks): written at once
+        (wait) or while the next batch is fetched."""
 
     def lag(self, known_high: Mapping[int, int]) -> dict[int, int] | None:
         """Lag per owned partition from the high watermarks known from wake-ups (or the

@@ -16,7 +16,7 @@ import pytest
 from ems import Consumer, Delivery, TopicAdmin
 from ems.config import Settings
 from ems.consumer import ack_writer
-from ems.consumer.state import acks
+from ems.consumer.state import Acks
 from ems.exceptions import DatabaseUnavailable
 from ems.maintenance.purge import purge_retention
 from ems.store import Store
@@ -193,6 +193,10 @@ def test_the_next_batch_is_read_while_the_last_acks_commit_and_handed_out_once_w
     produce(settings, 3, keys=1)
     read_offsets: list[int] = []
     with Consumer("g", "t", settings=settings, start="earliest", lease_ttl=30.0) as c:
+        # Start rows handed to the writer at once, as a large batch's are: a small batch's
+        # held start rows are settled on the settling thread when the writer is idle,
+        # which would wait here for the lock below (for the lock wait timeout).
+        c.session.writer.hold = 0  # type: ignore[attr-defined]
         read = c.session.reader.read_deliveries
 
         def recording(*args: Any, **kwargs: Any) -> Any:
@@ -205,7 +209,7 @@ def test_the_next_batch_is_read_while_the_last_acks_commit_and_handed_out_once_w
         polled: list[list[Delivery]] = []
         lock = "SELECT * FROM group_offset WHERE group_id = %s FOR UPDATE"
         with holding(store, lock, (c.group.id,)):
-            c.settle(acks(got), wait=False)  # its cursor commit waits on the lock
+            c.settle(Acks(got), wait=False)  # its cursor commit waits on the lock
             produce(settings, 3, keys=1, first=3)
             poller = threading.Thread(target=lambda: polled.append(c.poll(timeout=30)))
             poller.start()

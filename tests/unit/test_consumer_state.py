@@ -16,6 +16,7 @@ from ems.consumer.state import (
     expired,
     failure_delay,
     settle,
+    settle_acks,
 )
 from ems.types import Delivery
 
@@ -41,8 +42,7 @@ def state_with(offsets: range, partition: int = 0, since: float = 0.0) -> Partit
     state = PartitionState(
         partition=partition, generation=7, position=offsets.stop, committed=offsets.start
     )
-    for o in offsets:
-        state.outstanding[o] = (delivery(partition, o), since)
+    state.outstanding.add([delivery(partition, o) for o in offsets], since)
     return state
 
 
@@ -66,8 +66,8 @@ def test_unordered_failure_goes_to_the_retry_table_and_the_cursor_moves_on() -> 
 
 def test_last_attempt_is_dead_and_an_explicit_delay_wins() -> None:
     state = state_with(range(0, 0))
-    state.redelivered[5] = (delivery(0, 5, attempt=3), 0.0)
-    state.redelivered[6] = (delivery(0, 6, attempt=1), 0.0)
+    state.redelivered.add([delivery(0, 5, attempt=3)], 0.0)
+    state.redelivered.add([delivery(0, 6, attempt=1)], 0.0)
     s = settle(
         [Outcome(delivery(0, 5, 3), "x"), Outcome(delivery(0, 6, 1), "y", delay=2.5)],
         {0: state},
@@ -118,7 +118,7 @@ def test_an_ordered_retry_waits_in_place_for_the_delay_asked() -> None:
 
 def test_acked_redelivery_clears_its_retry_row() -> None:
     state = state_with(range(0, 0))
-    state.redelivered[4] = (delivery(0, 4, attempt=2), 0.0)
+    state.redelivered.add([delivery(0, 4, attempt=2)], 0.0)
     s = settle([Outcome(delivery(0, 4, 2))], {0: state}, UNORDERED, 0.0)
     assert s.done == [(0, 4)] and s.cleared == [(0, 4)]
     assert state.in_flight() == 0
@@ -139,7 +139,7 @@ def test_ordered_failure_blocks_the_partition_and_hands_back_the_rest() -> None:
 def test_ordered_message_dies_after_the_last_attempt_and_the_partition_moves_on() -> None:
     state = state_with(range(0, 0))
     state.position = 3
-    state.outstanding[2] = (delivery(0, 2, attempt=3), 0.0)
+    state.outstanding.add([delivery(0, 2, attempt=3)], 0.0)
     state.failures[2] = 2
     s = settle([Outcome(delivery(0, 2, 3), "bad")], {0: state}, ORDERED, 0.0)
     assert [(f.offset, f.delay) for f in s.failed] == [(2, None)]
@@ -155,7 +155,7 @@ def test_outcomes_for_unknown_partitions_or_settled_deliveries_are_ignored() -> 
 
 def test_ack_timeout_turns_old_deliveries_into_failures() -> None:
     state = state_with(range(0, 2), since=0.0)
-    state.redelivered[9] = (delivery(0, 9, 2), 50.0)
+    state.redelivered.add([delivery(0, 9, 2)], 50.0)
     late = expired([state], now=61.0, timeout=60.0)
     assert sorted(o.delivery.offset for o in late) == [0, 1]
     assert {o.error for o in late} == {ACK_TIMEOUT_ERROR}
@@ -175,3 +175,34 @@ def test_committed_cursor_never_passes_an_unsettled_offset(acks: list[tuple[int,
             state.committed = cursor
             assert all(o in settled for o in range(cursor))
             assert cursor == 50 or cursor not in settled
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 19)), max_size=60),
+    st.sets(st.integers(0, 19), max_size=5),
+)
+def test_a_batch_of_acks_settles_as_its_outcomes_of_success_do(
+    places: list[tuple[int, int]], from_retry: set[int]
+) -> None:
+    """settle_acks (ack() and a handled batch without a failure) makes the settlement
+    and leaves the states that settle() of the same successes does, but for the order
+    of done: unknown partitions, offsets not in flight and repeats are ignored alike."""
+
+    def states() -> dict[int, PartitionState]:
+        made = {p: state_with(range(0, 20), p) for p in (0, 1)}
+        for o in from_retry:  # offset o of partition 1 comes from the retry table
+            made[1].outstanding.pop(o)
+            made[1].redelivered.add([delivery(1, o, attempt=2)], 0.0)
+        return made
+
+    given_states, reference = states(), states()
+    acked = settle_acks([delivery(p, o) for p, o in places], given_states)
+    expected = settle([Outcome(delivery(p, o)) for p, o in places], reference, UNORDERED, 0.0)
+    assert sorted(acked.done) == expected.done
+    assert sorted(acked.cleared) == expected.cleared
+    assert acked.cursors == expected.cursors
+    assert not acked.failed and not acked.logged_only and not acked.handed_back
+    for p in (0, 1):
+        assert dict(given_states[p].outstanding.deliveries) == reference[p].outstanding.deliveries
+        assert given_states[p].outstanding.since == reference[p].outstanding.since
+        assert list(given_states[p].redelivered) == list(reference[p].redelivered)

@@ -10,7 +10,6 @@ import datetime as dt
 import pymysql.converters
 import pytest
 
-from ems.consumer.state import Outcome, acks
 from ems.store.driver import CONVERSIONS, datetime_value
 from ems.types import (
     Delivery,
@@ -105,10 +104,3 @@ def test_rows_become_the_values_the_dataclasses_build_each_with_its_own_headers(
         tombstone=True,
     )  # fmt: skip
     assert stored[0].tombstone is False
-
-
-def test_acks_are_the_outcomes_of_success() -> None:
-    batch = [delivery("t", 0, o, None, {}, b"", AT, 1, o) for o in range(3)]
-    made = acks(batch)
-    assert made == [Outcome(d) for d in batch]
-    assert all(type(o) is Outcome and o.error is None and o.dead is False for o in made)
