@@ -31,7 +31,7 @@ from ems.consumer.consumer import Consumer as SyncConsumer
 from ems.consumer.errors import LeaseLost
 from ems.consumer.exactly_once import PULL_REFUSED
 from ems.consumer.groups import ConsumerOptions, GroupOptions, with_options
-from ems.consumer.state import Outcome, holds_back
+from ems.consumer.state import Acks, Outcome, Settled, holds_back
 from ems.exceptions import InvalidHandler, InvalidSetting, LockConflict, ServerUnavailable
 from ems.retry.requested import ERROR_CHARS, check_delay
 from ems.store import Store
@@ -256,7 +256,7 @@ class Consumer:
         """Ack deliveries, written before this returns. Cancelled, the ack is still
         written or the deliveries come again: nothing acked is lost either way."""
         self._refuse_pull_settling()
-        await self._settle([Outcome(d) for d in many(deliveries)], wait=True)
+        await self._settle(Acks(many(deliveries)), wait=True)
 
     async def nack(
         self,
@@ -276,7 +276,7 @@ class Consumer:
         if self._transactional is not None:
             raise InvalidSetting(PULL_REFUSED)
 
-    async def _settle(self, outcomes: list[Outcome], *, wait: bool) -> None:
+    async def _settle(self, outcomes: Settled, *, wait: bool) -> None:
         if self._closed:
             # Closed meanwhile by another task: close() wrote what was pending and left;
             # these come again to the partitions' next owners.
