@@ -428,33 +428,23 @@ def owning(consumer: Consumer, partitions: int, within: float = 60.0) -> None:
         consumer.poll(timeout=0.2)
 
 
+@pytest.mark.parametrize("broadcast", [False, True], ids=["cluster", "broadcast"])
 def test_a_member_whose_topic_is_deleted_under_it_stops_with_unknown_group(
-    quick: Settings, store: Store, admin: TopicAdmin, producer: Producer
+    quick: Settings, store: Store, admin: TopicAdmin, broadcast: bool
 ) -> None:
+    """A broadcast member too: its membership renews a lease like a cluster member's."""
     admin.create("t", 2)
-    with Consumer("g", "t", settings=quick) as consumer:
-        owning(consumer, 2)
+    with Consumer("g", "t", settings=quick, broadcast=broadcast) as consumer:
+        if broadcast:
+            consumer.poll(timeout=0.1)
+            assert len(store.leases.every_member()) == 1
+        else:
+            owning(consumer, 2)
         admin.delete("t", force=True)
 
         refused = poll_until_refused(consumer)
         assert "'g' was deleted" in str(refused)
         # It stays refused, and rejoined nothing meanwhile.
-        with pytest.raises(UnknownGroup):
-            consumer.poll(timeout=0.1)
-    assert store.leases.every_member() == {}
-
-
-def test_a_broadcast_member_whose_topic_is_deleted_under_it_stops_with_unknown_group(
-    quick: Settings, store: Store, admin: TopicAdmin
-) -> None:
-    admin.create("t", 2)
-    with Consumer("b", "t", settings=quick, broadcast=True) as consumer:
-        consumer.poll(timeout=0.1)
-        assert len(store.leases.every_member()) == 1
-        admin.delete("t", force=True)
-
-        refused = poll_until_refused(consumer)
-        assert "'b' was deleted" in str(refused)
         with pytest.raises(UnknownGroup):
             consumer.poll(timeout=0.1)
     assert store.leases.every_member() == {}
