@@ -31,7 +31,7 @@ from ems.consumer.consumer import Consumer as SyncConsumer
 from ems.consumer.errors import LeaseLost
 from ems.consumer.exactly_once import PULL_REFUSED
 from ems.consumer.groups import ConsumerOptions, GroupOptions, with_options
-from ems.consumer.state import Acks, Outcome, Settled, holds_back
+from ems.consumer.state import Acks, Outcome, Settled, batch_settled, holds_back
 from ems.exceptions import InvalidHandler, InvalidSetting, LockConflict, ServerUnavailable
 from ems.retry.requested import ERROR_CHARS, check_delay
 from ems.store import Store
@@ -316,7 +316,8 @@ class Consumer:
         return handled
 
     async def _run_once(self, room: int | None) -> int:
-        outcomes: list[Outcome] = []
+        successes: list[Delivery] = []
+        failures: list[Outcome] = []
         try:
             batch = await self.poll(timeout=IDLE_WAIT, max_messages=room)
             if self._exactly_once is not None:
@@ -324,57 +325,70 @@ class Consumer:
                 await self._exactly_once.handle(batch)
                 return len(batch)
             try:
-                await self._handle(batch, outcomes)
+                await self._handle(batch, successes, failures)
             finally:
                 # Acks commit on the ack writer while the next batch is fetched;
                 # cancelled, what finished is acked and the rest comes again.
-                await self._settle(outcomes, wait=False)
+                await self._settle(batch_settled(successes, failures), wait=False)
             return len(batch)
         except (ServerUnavailable, LockConflict, StaleGeneration, LeaseLost) as exc:
             log.warning("consume round failed, retrying: %s", exc)
             await asyncio.sleep(POLL_WAIT)
             return 0
 
-    async def _handle(self, batch: list[Delivery], outcomes: list[Outcome]) -> None:
+    async def _handle(
+        self, batch: list[Delivery], successes: list[Delivery], failures: list[Outcome]
+    ) -> None:
+        """Handle the batch, each partition's deliveries in order, recording each
+        delivery in successes or failures as its handler call ends."""
         by_partition: dict[int, list[Delivery]] = defaultdict(list)
         for d in batch:
             by_partition[d.partition].append(d)
-        runs = [self._partition(ds, outcomes) for ds in by_partition.values()]
+        runs = [self._partition(ds, successes, failures) for ds in by_partition.values()]
         if len(runs) == 1:
             await runs[0]
         elif runs:
             await asyncio.gather(*runs)
 
-    async def _partition(self, deliveries: list[Delivery], outcomes: list[Outcome]) -> None:
+    async def _partition(
+        self, deliveries: list[Delivery], successes: list[Delivery], failures: list[Outcome]
+    ) -> None:
         if self.concurrency == 1:
             policy = self._member.policy
             for d in deliveries:
-                outcome = await self._call(d)
-                outcomes.append(outcome)
-                if holds_back(outcome, policy):
+                failure = await self._call(d)
+                if failure is None:
+                    successes.append(d)
+                    continue
+                failures.append(failure)
+                if holds_back(failure, policy):
                     return  # ordered: a retry in place blocks the rest of its partition's batch
             return
         room = asyncio.Semaphore(self.concurrency)
 
         async def one(d: Delivery) -> None:
             async with room:
-                outcomes.append(await self._call(d))
+                failure = await self._call(d)
+            if failure is None:
+                successes.append(d)
+            else:
+                failures.append(failure)
 
         await asyncio.gather(*(one(d) for d in deliveries))
 
-    async def _call(self, d: Delivery) -> Outcome:
+    async def _call(self, d: Delivery) -> Outcome | None:
+        """The handler's call on d: its failure, or None when it succeeded."""
         handler = cast(AsyncHandler, self.handler)
         began = time.perf_counter()
+        failure = None
         try:
             result = handler(d)
             if inspect.isawaitable(result):
                 await result
         except Exception as exc:  # the handler's failure is the message's, not ours
-            outcome = failed(d, exc)
-        else:
-            outcome = Outcome(d)
+            failure = failed(d, exc)
         self._member.metrics.handler_seconds.observe(time.perf_counter() - began)
-        return outcome
+        return failure
 
     # -- the worker thread ---------------------------------------------------------------
 

@@ -32,7 +32,7 @@ from ems.consumer.exactly_once import (
     check_use,
 )
 from ems.consumer.groups import ConsumerOptions, GroupOptions, with_options
-from ems.consumer.state import Acks, Outcome, Settled, holds_back
+from ems.consumer.state import Acks, Outcome, Settled, batch_settled, holds_back
 from ems.exceptions import (
     EmsError,
     InvalidHandler,
@@ -347,10 +347,7 @@ class Consumer:
                 observe(ended - began)
                 began = ended
                 handled.append(d)
-        if not failures:
-            return Acks(handled)
-        # Settling sorts outcomes by their place: the order of this list is not theirs.
-        return [*map(Outcome, handled), *failures]
+        return batch_settled(handled, failures)
 
     # -- gauges ------------------------------------------------------------------------
 

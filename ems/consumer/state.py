@@ -52,6 +52,15 @@ class Acks:
 #: What a session settles: outcomes, or a batch of successes.
 Settled = list[Outcome] | Acks
 
+
+def batch_settled(successes: Sequence[Delivery], failures: Sequence[Outcome]) -> Settled:
+    """What a handled batch settles: its successes as Acks when nothing failed, else the
+    outcomes of both (in any order: settle() sorts them by place)."""
+    if not failures:
+        return Acks(successes)
+    return [*map(Outcome, successes), *failures]
+
+
 _OFFSET = attrgetter("offset")
 
 

@@ -10,9 +10,11 @@ from hypothesis import strategies as st
 
 from ems.consumer.state import (
     ACK_TIMEOUT_ERROR,
+    Acks,
     Outcome,
     PartitionState,
     Policy,
+    batch_settled,
     expired,
     failure_delay,
     settle,
@@ -206,3 +208,11 @@ def test_a_batch_of_acks_settles_as_its_outcomes_of_success_do(
         assert dict(given_states[p].outstanding.deliveries) == reference[p].outstanding.deliveries
         assert given_states[p].outstanding.since == reference[p].outstanding.since
         assert list(given_states[p].redelivered) == list(reference[p].redelivered)
+
+
+def test_a_handled_batch_settles_as_acks_unless_something_failed() -> None:
+    ok = [delivery(0, 1), delivery(1, 2)]
+    assert batch_settled(ok, []) == Acks(ok)
+    boom = Outcome(delivery(0, 3), "boom")
+    assert batch_settled(ok, [boom]) == [Outcome(ok[0]), Outcome(ok[1]), boom]
+    assert batch_settled([], []) == Acks([])
