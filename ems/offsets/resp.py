@@ -20,7 +20,7 @@ from typing import TypeAlias
 from urllib.parse import unquote, urlsplit
 
 from ems.exceptions import RedisOutcomeUnknown, RedisReplyError, RedisUnavailable
-from ems.store.sockets import kernel_bounds
+from ems.sockets import kernel_bounds
 
 _CRLF = b"\r\n"
 #: Error reply codes that mean "the server is not ready yet" (or, READONLY, is a replica

@@ -18,8 +18,8 @@ from pymysql.cursors import Cursor
 from sqlalchemy.pool import PoolProxiedConnection
 
 from ems.exceptions import DatabaseUnavailable, EmsError
+from ems.sockets import bound_in_kernel
 from ems.store.errors import BelowLowWatermark
-from ems.store.sockets import bound_in_kernel
 from ems.store.translation import GUARD_REFUSED, connection_lost, error_number, translate
 
 
