@@ -1,9 +1,11 @@
 """The producer suite's floor table: every publish row's ems against raw+redis, judged
-against the floor targets, and split into ems's own layers and the guard."""
+against the floor targets, and split into ems's own layers and the guard; the order of
+the runs behind it."""
 
 from __future__ import annotations
 
-from benchmarks.report import Row, floor_table
+from benchmarks.producer import run_order
+from benchmarks.report import SYSTEMS, Row, floor_table
 
 
 def row(rates: dict[str, float], cpu: dict[str, float]) -> Row:
@@ -33,3 +35,16 @@ def test_a_row_missing_either_target_says_which() -> None:
     assert cells(lines[-2])[-1] == "**NO**: client CPU 1.30x > 1.2x"
     assert cells(lines[-1])[-1] == "**NO**: not measured"
     assert cells(lines[-1])[3] == "-"  # no guard measurement: no ratio
+
+
+def test_the_floor_systems_run_in_rounds_their_order_turning() -> None:
+    order = run_order(3)
+    assert order == [
+        "ems", "raw+redis+guard", "raw+redis",
+        "raw+redis+guard", "raw+redis", "ems",
+        "raw+redis", "ems", "raw+redis+guard",
+        "raw", "kombu",
+    ]  # fmt: skip
+    assert {s: order.count(s) for s in SYSTEMS} == {
+        "ems": 3, "raw+redis+guard": 3, "raw+redis": 3, "raw": 1, "kombu": 1,
+    }  # fmt: skip
