@@ -5,12 +5,12 @@ from __future__ import annotations
 import signal
 import threading
 from contextlib import closing
-from types import FrameType
 
 import click
 
 from ems.cli.common import settings
 from ems.config import check_address
+from ems.signals import relayed
 
 
 @click.command()
@@ -41,15 +41,10 @@ def exporter(addr: str | None, port: int | None) -> None:
         registry.register(lag_collector(store, config.exporter_cache))
         server = start_server(port, addr, registry)
         stop = threading.Event()
-
-        def _stop(signum: int, frame: FrameType | None) -> None:
-            stop.set()
-
-        signal.signal(signal.SIGTERM, _stop)
-        signal.signal(signal.SIGINT, _stop)
         click.echo(f"lag exporter on port {server.port} ({addr})", err=True)
         try:
-            while not stop.wait(1.0):
-                pass
+            with relayed((signal.SIGTERM, signal.SIGINT), lambda signum: stop.set()):
+                while not stop.wait(1.0):
+                    pass
         finally:
             server.close()

@@ -7,7 +7,6 @@ import math
 import signal
 from contextlib import closing
 from dataclasses import asdict
-from types import FrameType
 
 import click
 
@@ -19,6 +18,7 @@ from ems.exit_codes import EXIT_FAILURE
 from ems.maintenance.jobs import DESTRUCTIVE, JOBS, job, run_job
 from ems.maintenance.jobs import dry_run as preview
 from ems.maintenance.scheduler import DEFAULT_INTERVALS, Scheduler, SchedulerConfig, holder_id
+from ems.signals import relayed
 from ems.store import Store
 from ems.values.schedule import JobRunInfo
 
@@ -89,13 +89,9 @@ def scheduler(
                 raise SystemExit(EXIT_FAILURE)
             return
 
-        def _stop(signum: int, frame: FrameType | None) -> None:
-            runner.stop.set()
-
-        signal.signal(signal.SIGTERM, _stop)
-        signal.signal(signal.SIGINT, _stop)
         click.echo(f"scheduler {runner.holder} started", err=True)
-        runner.run_forever()
+        with relayed((signal.SIGTERM, signal.SIGINT), lambda signum: runner.stop.set()):
+            runner.run_forever()
 
 
 def _serve_metrics(store: Store, port: int, lag_metrics: bool) -> None:

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from types import FrameType, TracebackType
+from types import TracebackType
 from typing import Unpack
 
 from sqlalchemy import Engine
@@ -44,6 +44,7 @@ from ems.exceptions import (
 from ems.metrics import MetricsServer, start_server
 from ems.retry.requested import ERROR_CHARS, DeadLetter, Retry, check_delay, verdict
 from ems.retry.tracebacks import format_traceback
+from ems.signals import relayed
 from ems.store import Store
 from ems.store.errors import StaleGeneration
 from ems.types import Delivery
@@ -183,7 +184,7 @@ class Consumer:
 
     def stop(self) -> None:
         """Ask run() to finish its batch, ack it, commit and leave. Safe from any thread
-        or a signal handler."""
+        (from a signal handler through ems.signals.relayed: it sets events)."""
         self._stopping.set()
         self.inbox.wake.set()
 
@@ -430,13 +431,9 @@ def _signals(stop: Callable[[], None], *, enabled: bool) -> Iterator[None]:
         yield
         return
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
+    def on_signal(signum: int) -> None:
         log.info("signal %d: finishing the batch in hand, then leaving", signum)
         stop()
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
+    with relayed((signal.SIGTERM, signal.SIGINT), on_signal):
         yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)

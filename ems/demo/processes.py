@@ -22,6 +22,7 @@ from ems.consumer import Consumer
 from ems.demo.readings import parse, readings
 from ems.exceptions import EmsError
 from ems.producer import Producer
+from ems.signals import relayed
 from ems.types import Delivery
 
 
@@ -105,8 +106,8 @@ def run_handler(
         _leave_with_parent(consumer)
         # SIGTERM only: a Ctrl-C in the terminal reaches every process of the group, and
         # the handlers are to drain what the gateways published before they leave.
-        signal.signal(signal.SIGTERM, lambda signum, frame: consumer.stop())
-        consumer.run(handle_signals=False)
+        with relayed((signal.SIGTERM,), lambda signum: consumer.stop()):
+            consumer.run(handle_signals=False)
     except EmsError as exc:
         errors.put(exc)
         raise SystemExit(1) from None

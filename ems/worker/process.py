@@ -10,7 +10,6 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from types import FrameType
 from typing import Any
 
 from ems.aio.consumer import Consumer as AsyncConsumer
@@ -18,6 +17,7 @@ from ems.config import Settings
 from ems.consumer import Consumer
 from ems.exceptions import InvalidSetting
 from ems.metrics import MetricsServer, start_server
+from ems.signals import relayed
 from ems.worker.handlers import Handler, is_async, load_handler
 from ems.worker.options import WorkerConfig
 
@@ -147,15 +147,8 @@ def _on_signal(signum: int, stop: Callable[[], None]) -> None:
 
 @contextmanager
 def _on_signals(stop: Callable[[], None]) -> Iterator[None]:
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        _on_signal(signum, stop)
-
-    previous = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
-    try:
+    with relayed(STOP_SIGNALS, lambda signum: _on_signal(signum, stop)):
         yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 # -- async def: ems.aio Consumers on one event loop ----------------------------------------

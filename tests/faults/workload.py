@@ -25,6 +25,7 @@ half a line from a live process.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import faulthandler
 import os
 import random
@@ -32,25 +33,30 @@ import signal
 import sys
 import threading
 import time
-from types import FrameType
 
 from ems import Consumer, Delivery, Producer, Record, RecordMetadata, Settings, aio
 from ems.exceptions import EmsError
+from ems.signals import relayed
 from tests.faults.checks import label
 
 TOPIC = "faults"
 HEARTBEAT = b"heartbeat"
 
 
+_RELAYS: list[contextlib.AbstractContextManager[None]] = []
+
+
 def _stop_on_term() -> threading.Event:
     """An event SIGTERM sets. (A handler that raised instead could land inside a __del__,
-    where Python prints the exception and drops it: the producer would never stop.)"""
+    where Python prints the exception and drops it: the producer would never stop.) The
+    event is set on ems.signals' relay thread: a handler runs on the main thread between
+    any two bytecodes, also inside that event's wait() while it holds the event's lock,
+    and a set() there waited on that lock for ever (a CI run saw the producer hang so on
+    SIGTERM)."""
     stopping = threading.Event()
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        stopping.set()
-
-    signal.signal(signal.SIGTERM, handler)
+    relay = relayed((signal.SIGTERM,), lambda signum: stopping.set())
+    relay.__enter__()
+    _RELAYS.append(relay)  # for the life of the process: freed, it would put SIG_DFL back
     return stopping
 
 

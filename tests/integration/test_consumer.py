@@ -3,6 +3,9 @@ broadcast, start positions, handoff, bad input."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -356,3 +359,38 @@ def test_a_member_whose_lease_expired_rejoins_under_a_new_id(
             == 4
         )
     )
+
+
+# A handler of the consumer below that holds the stop event's lock while SIGTERM comes, as
+# the main thread does inside Event.wait() between taking the lock back and leaving.
+_HELD_STOP = """
+import os, signal, sys
+import ems
+def handler(d):
+    with c._stopping._cond:
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):  # bytecodes: Python runs its signal handler among them
+            pass
+c = ems.Consumer("g", "t", handler, start="earliest")
+print("handled", c.run(), flush=True)
+"""
+
+
+def test_sigterm_while_the_main_thread_holds_the_stop_events_lock_still_stops_run(
+    settings: Settings, topic: str
+) -> None:
+    """A signal handler that set the stop event itself waited for ever on the lock its
+    own thread held; the handler's call now runs on a relay thread (ems.signals)."""
+    produce(settings, 1)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMS_")}
+    env.update(EMS_DATABASE_URL=settings.database_url, EMS_REDIS_URL=settings.redis_url)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _HELD_STOP], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        out, _ = child.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        pytest.fail("the consumer never stopped on SIGTERM")
+    assert child.returncode == 0 and out == "handled 1\n"
