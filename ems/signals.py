@@ -1,4 +1,4 @@
-"""Signal handlers whose work runs on a thread of their own.
+"""Signal handlers whose work runs on a thread of their own, and an event a handler may set.
 
 A Python signal handler runs on the main thread between two bytecodes, also while that
 thread holds a lock: inside Event.wait(), between taking the event's lock back and
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -49,3 +50,32 @@ def relayed(signals: Iterable[int], call: Callable[[int], None]) -> Iterator[Non
         thread.join(_RELAY_LEFT)
         if not thread.is_alive():  # else a call still runs: its read end stays open
             os.close(read)
+
+
+class Wakeup:
+    """An event that a signal handler may set on the main thread: set() writes a byte to a
+    pipe, which takes no lock, and wait() waits for the pipe to be readable. (An Event's
+    set() from a handler can wait for ever on the lock of the event's own wait().)"""
+
+    def __init__(self) -> None:
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._read, False)
+        os.set_blocking(self._write, False)
+
+    def set(self) -> None:
+        with contextlib.suppress(OSError):  # a full pipe: the waiter wakes all the same
+            os.write(self._write, b"x")
+
+    def wait(self, timeout: float) -> bool:
+        """Whether it was set within timeout seconds (it stays set until clear())."""
+        readable, _, _ = select.select([self._read], [], [], max(0.0, timeout))
+        return bool(readable)
+
+    def clear(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._read, 4096):
+                pass
+
+    def close(self) -> None:
+        os.close(self._read)
+        os.close(self._write)

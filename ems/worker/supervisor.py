@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from types import FrameType
 from ems.config import WORKER_PREFIX
 from ems.exceptions import WorkersFailing
 from ems.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK
+from ems.signals import Wakeup
 from ems.worker.options import WorkerConfig
 from ems.worker.process import STOP_SIGNALS, Say
 from ems.worker.restarts import GiveUp, RestartPolicy, after_exit, describe_exit
@@ -62,7 +62,9 @@ class Supervisor:
         self.env = {k: v for k, v in environ.items() if not k.startswith(WORKER_PREFIX)}
         self.python = list(python)
         self.slots = [_Slot(i) for i in range(config.processes)]
-        self.wake = threading.Event()
+        #: Set by the signal handlers, which run on this (the main) thread: a pipe, not
+        #: an Event, whose set() there could wait on the lock of its own wait().
+        self.wake = Wakeup()
         self.stopping: int | None = None
 
     def run(self) -> int:
@@ -79,6 +81,7 @@ class Supervisor:
             for s, handler in previous.items():
                 signal.signal(s, handler)
             signal.signal(signal.SIGCHLD, previous_chld)
+            self.wake.close()
         if given_up is not None:
             index, verdict = given_up
             message = f"worker process {index} {verdict.reason}; the supervisor gave up"
