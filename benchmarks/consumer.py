@@ -36,6 +36,7 @@ from benchmarks.harness import (
     run_in_child,
     run_parallel,
     server_url,
+    turns,
 )
 from benchmarks.innodb import settle
 from benchmarks.report import environment
@@ -108,8 +109,8 @@ def drain_rounds(
     background work is not measured as the other's."""
     url = cfg.settings.database_url
     rounds = []
-    for r in range(DRAIN_ROUNDS):
-        for system in ("raw", "ems") if r % 2 == 0 else ("ems", "raw"):
+    for r, order in enumerate(turns(("raw", "ems"), DRAIN_ROUNDS)):
+        for system in order:
             settle(url)
             if system == "raw":
                 rate, cpu = raw_drain(cfg, ranges, f"bench-raw-{r}")

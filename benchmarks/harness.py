@@ -233,6 +233,12 @@ class Measurement:
 Worker = Callable[[int, int, Any, Barrier], WorkerResult]
 
 
+def turns(systems: Sequence[str], rounds: int) -> list[tuple[str, ...]]:
+    """The order of the systems in each of `rounds` rounds of side-by-side runs, turned by
+    one every round (with two: alternating), so that no system always runs first."""
+    return [(*systems[r % len(systems) :], *systems[: r % len(systems)]) for r in range(rounds)]
+
+
 def timed_loop(
     barrier: Barrier, seconds: float, step: Callable[[], int], warm: int
 ) -> WorkerResult:

@@ -34,6 +34,7 @@ from benchmarks.harness import (
     run_in_child,
     run_parallel,
     timed_loop,
+    turns,
 )
 from benchmarks.report import (
     FLOOR_COLUMNS,
@@ -200,11 +201,8 @@ def log(message: str) -> None:
 def run_order(rounds: int = FLOOR_ROUNDS) -> list[str]:
     """The runs of a case: ems and its floors `rounds` times each, the order turned by
     one every round (no system always first after the reset), then raw and kombu once."""
-    order: list[str] = []
-    for r in range(rounds):
-        k = r % len(FLOOR_SYSTEMS)
-        order += [*FLOOR_SYSTEMS[k:], *FLOOR_SYSTEMS[:k]]
-    return order + [s for s in SYSTEMS if s not in FLOOR_SYSTEMS]
+    floors = [s for order in turns(FLOOR_SYSTEMS, rounds) for s in order]
+    return floors + [s for s in SYSTEMS if s not in FLOOR_SYSTEMS]
 
 
 def measure(cfg: BenchConfig, case: Case, notes: list[str]) -> Row:

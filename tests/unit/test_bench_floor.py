@@ -4,6 +4,7 @@ the runs behind it."""
 
 from __future__ import annotations
 
+from benchmarks.harness import turns
 from benchmarks.producer import run_order
 from benchmarks.report import SYSTEMS, Row, floor_table
 
@@ -48,3 +49,7 @@ def test_the_floor_systems_run_in_rounds_their_order_turning() -> None:
     assert {s: order.count(s) for s in SYSTEMS} == {
         "ems": 3, "raw+redis+guard": 3, "raw+redis": 3, "raw": 1, "kombu": 1,
     }  # fmt: skip
+
+
+def test_two_systems_turned_alternate_as_the_consumer_suites_drains_do() -> None:
+    assert turns(("raw", "ems"), 3) == [("raw", "ems"), ("ems", "raw"), ("raw", "ems")]
