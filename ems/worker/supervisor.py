@@ -63,14 +63,16 @@ class Supervisor:
         self.python = list(python)
         self.slots = [_Slot(i) for i in range(config.processes)]
         #: Set by the signal handlers, which run on this (the main) thread: a pipe, not
-        #: an Event, whose set() there could wait on the lock of its own wait().
-        self.wake = Wakeup()
+        #: an Event, whose set() there could wait on the lock of its own wait(). Opened
+        #: for each run(), closed at its end.
+        self.wake: Wakeup
         self.stopping: int | None = None
 
     def run(self) -> int:
         """Until a signal (each child is sent it and waited for: EXIT_OK when every one
         left cleanly) or a child that must not be restarted (the others are stopped, then
         EXIT_BAD_INPUT for one that refused its input, else WorkersFailing)."""
+        self.wake = Wakeup()
         previous = {s: signal.signal(s, self._on_signal) for s in STOP_SIGNALS}
         previous_chld = signal.signal(signal.SIGCHLD, self._on_child)
         try:
