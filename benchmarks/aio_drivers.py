@@ -33,10 +33,12 @@ from benchmarks.harness import (
     BenchConfig,
     BenchError,
     WorkerResult,
+    mysql_connect,
     on_database,
     query,
     readings,
     run_parallel,
+    topic_fences,
 )
 from benchmarks.report import environment
 from ems import Settings, TopicAdmin
@@ -77,6 +79,8 @@ class Spec:
     driver: str
     case: Case
     topic_id: int
+    #: The topic's fences (ems.store.fences), which the rows carry.
+    fences: tuple[int, ...]
 
 
 def prepare(cfg: BenchConfig) -> int:
@@ -156,7 +160,7 @@ async def drive(spec: Spec, barrier: Barrier) -> WorkerResult:
     sent = [0] * case.tasks
 
     async def commit(chunk: list[NewMessage]) -> None:
-        (statement,) = insert_statements(chunk, secrets.randbits(63)) or ()
+        (statement,) = insert_statements(chunk, secrets.randbits(63), spec.fences) or ()
         conn = await pool.get()
         try:
             await conn.query(statement)
@@ -194,11 +198,16 @@ def measure(cfg: BenchConfig, topic_id: int) -> list[tuple[Case, dict[str, tuple
     """Per case, per driver: (msg/s, client CPU us per message). The drivers alternate
     which goes first, so neither always meets a warmer server."""
     found = []
+    conn = mysql_connect(cfg.settings.database_url)
+    try:
+        fences = topic_fences(conn, topic_id).fences
+    finally:
+        conn.close()
     for n, case in enumerate(CASES):
         rates: dict[str, tuple[float, float]] = {}
         for driver in DRIVERS if n % 2 == 0 else DRIVERS[::-1]:
             query(cfg.settings.database_url, "TRUNCATE TABLE message")
-            spec = Spec(cfg=cfg, driver=driver, case=case, topic_id=topic_id)
+            spec = Spec(cfg=cfg, driver=driver, case=case, topic_id=topic_id, fences=fences)
             result = run_parallel(driver_worker, spec, 1, cfg.seconds)
             ((stored,),) = query(cfg.settings.database_url, "SELECT COUNT(*) FROM message")
             if stored != result.sent + result.warm:

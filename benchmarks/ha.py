@@ -39,7 +39,7 @@ from pathlib import Path
 
 from benchmarks.cpu import busy_share, machine_ticks
 from benchmarks.docs_figures import results_path
-from benchmarks.harness import BenchConfig, mysql_connect
+from benchmarks.harness import BenchConfig, mysql_connect, topic_fences
 from benchmarks.report import environment
 from ems import Consumer, Delivery, Producer, Record, TopicAdmin
 from ems.config import Settings
@@ -156,12 +156,13 @@ def measure(settings: Settings, name: str) -> Rates:
 def raw_batch(settings: Settings, name: str) -> tuple[float, float]:
     """Batches of BATCH rows over the partitions with PyMySQL on one autocommit
     connection, each the very INSERT ems builds (ems.store.inserts.insert_statements: hex
-    literals, the low-watermark guard, a write token), offsets counted locally: the
+    literals, the partitions' fences, a write token), offsets counted locally: the
     database's share of a batch publish, measured on the same servers. Returns the rate
     and the share of the machine's CPU that was busy meanwhile."""
     reset(settings)
     topic = TopicAdmin(settings).create(name, PARTITIONS)
     conn = mysql_connect(migrate.node_url(settings))
+    fences = topic_fences(conn, topic.id).fences
     offsets = [0] * PARTITIONS
 
     def one_batch() -> int:
@@ -170,7 +171,7 @@ def raw_batch(settings: Settings, name: str) -> tuple[float, float]:
             p = i % PARTITIONS
             rows.append(NewMessage(topic.id, p, offsets[p], f"p{i % 50}".encode(), None, BODY))
             offsets[p] += 1
-        for statement in insert_statements(rows, secrets.randbits(63)) or ():
+        for statement in insert_statements(rows, secrets.randbits(63), fences) or ():
             conn.query(statement)
         return BATCH
 

@@ -26,6 +26,7 @@ from ems import Settings, TopicAdmin
 from ems.exceptions import TopicExists
 from ems.producer.partitioner import partition_for_key
 from ems.store import migrate
+from ems.store.fences import FENCES_QUERY, Fences, fences_of
 
 TOPIC = "bench.readings"
 PARTITIONS = 16
@@ -73,6 +74,29 @@ def on_database(cfg: BenchConfig, database: str, **changes: Any) -> BenchConfig:
     """The same server with a suite's own database (and other BenchConfig changes)."""
     url = f"{server_url(cfg)}/{database}"
     return dataclasses.replace(cfg, settings=cfg.settings.with_(database_url=url), **changes)
+
+
+def bench_topic(settings: Settings, name: str) -> int:
+    """The id of a topic of PARTITIONS partitions in the bench database, made if missing."""
+    admin = TopicAdmin(settings)
+    try:
+        try:
+            return admin.create(name, PARTITIONS).id
+        except TopicExists:
+            return admin.get(name).id
+    finally:
+        admin.close()
+
+
+def topic_fences(conn: pymysql.Connection, topic_id: int) -> Fences:
+    """The topic's fences as a producer reads them (ems.store.fences): what a baseline
+    that sends ems's own statement puts on its rows. No bench moves them while it runs."""
+    with conn.cursor() as cursor:
+        cursor.execute(FENCES_QUERY, (topic_id,))
+        fences = fences_of(cursor.fetchall())
+    if fences is None:
+        raise BenchError(f"topic {topic_id} has no partitions")
+    return fences
 
 
 def mysql_connect(url: str, *, database: bool = True) -> pymysql.Connection:

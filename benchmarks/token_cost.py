@@ -16,12 +16,20 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.harness import HEADERS_JSON, BenchConfig, Reading, mysql_connect, readings
-from ems.store.inserts import INSERT_HEAD, TOKENED_HEAD, insert_statements
+from benchmarks.harness import (
+    HEADERS_JSON,
+    BenchConfig,
+    Reading,
+    bench_topic,
+    mysql_connect,
+    readings,
+    topic_fences,
+)
+from ems.store.inserts import TOKENED_HEAD, insert_statements
 from ems.types import NewMessage
 
-#: A topic id no real topic has: the message table has no foreign keys.
-TOPIC_ID = 2_000_000_000
+#: The topic the rows go to (made if missing; its rows are removed after the run).
+TOPIC = "token-cost"
 ROUNDS = 10
 CASES = (("single publish (1 row per statement)", 1), ("batch publish (100 rows)", 100))
 
@@ -37,32 +45,39 @@ class TokenCost:
 def without_token(statement: bytes, token: int) -> bytes:
     """The same statement as ems would send it without the write token column."""
     plain = statement.replace(b",%d)" % token, b")").replace(b",NULL)", b")")
-    return plain.replace(TOKENED_HEAD, INSERT_HEAD)
+    return plain.replace(TOKENED_HEAD, TOKENED_HEAD.replace(b", write_token", b""))
 
 
 _offsets: dict[int, int] = {}
 
 
-def _place(batch: list[Reading]) -> list[NewMessage]:
+def _place(topic_id: int, batch: list[Reading]) -> list[NewMessage]:
     """The rows with the next offsets of their partitions."""
     messages = []
     for r in batch:
         offset = _offsets.get(r.partition, 0)
         _offsets[r.partition] = offset + 1
         key = r.key.encode()
-        messages.append(NewMessage(TOPIC_ID, r.partition, offset, key, HEADERS_JSON, r.body))
+        messages.append(NewMessage(topic_id, r.partition, offset, key, HEADERS_JSON, r.body))
     return messages
 
 
-def _timed(cursor: Any, rows: list[Reading], size: int, tokened: bool, seconds: float) -> float:
+def _timed(
+    cursor: Any,
+    topic: tuple[int, tuple[int, ...]],
+    rows: list[Reading],
+    size: int,
+    tokened: bool,
+    seconds: float,
+) -> float:
     """Rows/s of ems's statements (with the token or without) sent for `seconds`."""
     rng = random.Random()
     started = time.perf_counter()
     count = 0
     while time.perf_counter() - started < seconds:
-        messages = _place([rows[rng.randrange(len(rows))] for _ in range(size)])
+        messages = _place(topic[0], [rows[rng.randrange(len(rows))] for _ in range(size)])
         token = rng.getrandbits(63)
-        for statement in insert_statements(messages, token) or []:
+        for statement in insert_statements(messages, token, topic[1]) or []:
             cursor.execute(statement if tokened else without_token(statement, token))
         count += size
     return count / (time.perf_counter() - started)
@@ -77,18 +92,21 @@ def measure(cfg: BenchConfig) -> list[TokenCost]:
     results = []
     conn = mysql_connect(cfg.settings.database_url)
     try:
+        topic_id = bench_topic(cfg.settings, TOPIC)
+        topic = (topic_id, topic_fences(conn, topic_id).fences)
         with conn.cursor() as cursor:
+            cursor.execute("DELETE FROM message WHERE topic_id = %s", (topic_id,))
             for case, size in CASES:
                 pairs = []
                 for round_no in range(ROUNDS):
                     order = (True, False) if round_no % 2 == 0 else (False, True)
-                    rates = {t: _timed(cursor, rows, size, t, per_window) for t in order}
+                    rates = {t: _timed(cursor, topic, rows, size, t, per_window) for t in order}
                     pairs.append((rates[True], rates[False]))
                 with_token = statistics.median(a for a, _ in pairs)
                 without = statistics.median(b for _, b in pairs)
                 ratio = statistics.median(a / b for a, b in pairs)
                 results.append(TokenCost(case, with_token, without, ratio))
-            cursor.execute("DELETE FROM message WHERE topic_id = %s", (TOPIC_ID,))
+            cursor.execute("DELETE FROM message WHERE topic_id = %s", (topic_id,))
     finally:
         conn.close()
     return results

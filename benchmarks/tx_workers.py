@@ -51,6 +51,7 @@ from benchmarks.harness import (
     mysql_connect,
     query,
     readings,
+    topic_fences,
 )
 from benchmarks.tx_report import (
     EXACTLY_ONCE,
@@ -403,7 +404,8 @@ def hole_holder(
         conn.autocommit(False)
         offset = int(counters.incrby(offset_key(cfg.settings.redis_prefix, topic_id, 0), 1)) - 1
         message = NewMessage(topic_id, 0, offset, None, None, body(-200))
-        for statement in insert_statements([message], 1) or ():
+        fences = topic_fences(conn, topic_id).fences
+        for statement in insert_statements([message], 1, fences) or ():
             conn.query(statement)
         began = time.time()
         events.put(("holding", index, offset))

@@ -38,10 +38,12 @@ from benchmarks.harness import (
     BenchError,
     Reading,
     mysql_connect,
+    topic_fences,
 )
 from ems import Producer, Record
 from ems.offsets.allocators import offset_key
 from ems.offsets.resp import RespConnection, pack
+from ems.store.fences import refusal
 from ems.store.inserts import INSERT_HEAD, insert_statements, values
 from ems.types import NewMessage
 from ems.wakeups import Publisher
@@ -156,13 +158,16 @@ class RawRedisWriter(RawWriter):
 
 
 class GuardedWriter(RawRedisWriter):
-    """raw+redis sending ems's statement: guarded, fenced by the partition count, tokened."""
+    """raw+redis sending ems's statement: its rows checked against the partitions' fences
+    read once (the watermarks and the count they were routed by) and carrying them, the
+    first with a write token."""
 
     def __init__(self, cfg: BenchConfig, index: int, workers: int) -> None:
         super().__init__(cfg, index, workers)
-        # A guarded INSERT's read is a locking read only under REPEATABLE READ, as ems's.
+        # ems's insert sessions run REPEATABLE READ (the escaped path's locking read).
         self.conn.query("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         self.token = index << 40
+        self.fences = topic_fences(self.conn, self.topic_id)
 
     def statement(self, rows: Sequence[tuple[Reading, int]]) -> bytes:
         self.token += 1
@@ -170,7 +175,10 @@ class GuardedWriter(RawRedisWriter):
             NewMessage(self.topic_id, r.partition, offset, r.key.encode(), HEADERS_JSON, r.body)
             for r, offset in rows
         ]
-        (statement,) = insert_statements(messages, self.token, partitions=PARTITIONS) or [b""]
+        why = refusal(messages, self.fences, PARTITIONS)
+        if why is not None:
+            raise BenchError(why)
+        (statement,) = insert_statements(messages, self.token, self.fences.fences) or [b""]
         return statement
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Boolean, ForeignKey, Integer, text
+from sqlalchemy import BigInteger, Boolean, ForeignKey, Integer, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ems.models.base import TABLE_ARGS, Base, BigId, bigint_pk, created_ts, name_str, optional_ts
@@ -26,16 +26,21 @@ class Topic(Base):
 
 
 class PartitionHead(Base):
-    """Next offset per partition, for deployments that allocate offsets in MySQL."""
+    """Next offset per partition, for deployments that allocate offsets in MySQL; and the
+    partition's fence: every producer row names the fence it was checked against, and
+    message's foreign key refuses a row whose fence has moved on (ems.store.fences)."""
 
     __tablename__ = "partition_head"
-    __table_args__ = TABLE_ARGS
+    __table_args__ = (UniqueConstraint("topic_id", "partition_no", "fence"), TABLE_ARGS)
 
     topic_id: Mapped[int] = mapped_column(
         BigId, ForeignKey("topic.id", ondelete="CASCADE"), primary_key=True
     )
     partition_no: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     next_offset: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default=text("0"))
+    #: Moved on (+1) by every change a producer's rows must be checked against again: a
+    #: raised low watermark, a partition change, a topic's delete.
+    fence: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default=text("0"))
 
 
 class PartitionLow(Base):

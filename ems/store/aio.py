@@ -22,9 +22,10 @@ from sqlalchemy.engine import make_url
 from ems.config import Settings
 from ems.exceptions import DatabaseUnavailable, EmsError, TopicDeleting, UnknownTopic
 from ems.store.connections import RECYCLE, in_transaction
-from ems.store.errors import BelowLowWatermark
+from ems.store.errors import BelowLowWatermark, ParentMissing
+from ems.store.fences import FENCES_QUERY, Fences, fences_of, refusal
 from ems.store.inserts import check_locked_lows, insert_statements, lock_lows_query
-from ems.store.messages import _INSERT, _LOWS, _TOKEN_AT, NEXT_OFFSETS
+from ems.store.messages import _INSERT, _LOWS, _TOKEN_AT, FENCE_READS, NEXT_OFFSETS
 from ems.store.nodes import NodeSet, Vetting, unusable
 from ems.store.translation import error_number, translate_code
 from ems.types import NewMessage, TopicInfo
@@ -48,7 +49,7 @@ _RAISE_HEAD = (
 #: The guarded INSERT's read of partition_low is a locking read only under REPEATABLE READ
 #: (see ems.store.inserts).
 _REPEATABLE_READ = "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"
-#: "Subquery returns more than 1 row": the INSERT's low-watermark guard refused.
+#: "Subquery returns more than 1 row": the escaped INSERT's low-watermark guard refused.
 _GUARD_REFUSED = 1242
 _DRIVER_ERRORS = (asyncmy.errors.Error, OSError, asyncio.IncompleteReadError, EOFError)
 
@@ -84,6 +85,8 @@ class AsyncMessageStore:
             "init_command": settings.session_init,
         }
         self._idle: list[tuple[Any, float]] = []
+        #: Per topic id, its fences as last read (see ems.store.fences).
+        self._fences: dict[int, Fences] = {}
 
     # -- statements ------------------------------------------------------------------
 
@@ -120,12 +123,41 @@ class AsyncMessageStore:
         self, messages: Sequence[NewMessage], token: int | None, *, partitions: int | None = None
     ) -> None:
         """As MessageStore.insert: all rows or none, DuplicateKey or BelowLowWatermark
-        (also when the topic no longer has the `partitions` the rows were routed by)."""
-        statements = insert_statements(messages, token, partitions=partitions)
-        if statements is None:
-            await self._run(self._insert_escaped, messages, token, partitions)
-        else:
-            await self._run(self._statements, statements)
+        (also when the topic no longer has the `partitions` the rows were routed by), the
+        rows checked against the partitions' fences and carrying them."""
+        if not messages:
+            return
+        topic_id = messages[0].topic_id
+        fences = self._fences.get(topic_id)
+        fresh = False
+        for _ in range(FENCE_READS):
+            if fences is None or (not fresh and refusal(messages, fences, partitions)):
+                fences, fresh = await self.fences(topic_id), True
+            why = refusal(messages, fences, partitions)
+            if why is not None:
+                raise BelowLowWatermark(f"{why}; nothing was inserted")
+            statements = insert_statements(messages, token, fences.fences)
+            if statements is None:
+                await self._run(self._insert_escaped, messages, token, partitions)
+                return
+            try:
+                await self._run(self._statements, statements)
+                return
+            except ParentMissing:
+                fences = None  # a fence moved on since the read: read them again
+        raise BelowLowWatermark(
+            f"the fences of topic {topic_id}'s partitions moved on {FENCE_READS} times during "
+            "one insert; nothing was inserted"
+        )
+
+    async def fences(self, topic_id: int) -> Fences:
+        """As MessageStore.fences."""
+        fences = fences_of(await self.select(FENCES_QUERY, (topic_id,)))
+        if fences is None:
+            self._fences.pop(topic_id, None)
+            raise BelowLowWatermark(f"topic {topic_id} has no partitions; nothing was inserted")
+        self._fences[topic_id] = fences
+        return fences
 
     async def allocate_heads(self, topic_id: int, counts: Mapping[int, int]) -> dict[int, int]:
         """The MySQL allocator's UPDATE per partition (see HeadStore.allocate)."""

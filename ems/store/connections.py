@@ -19,8 +19,7 @@ from sqlalchemy.pool import PoolProxiedConnection
 
 from ems.exceptions import DatabaseUnavailable, EmsError
 from ems.sockets import bound_in_kernel
-from ems.store.errors import BelowLowWatermark
-from ems.store.translation import GUARD_REFUSED, connection_lost, error_number, translate
+from ems.store.translation import connection_lost, translate
 
 
 def idle_connection_alive(conn: Any) -> bool:
@@ -132,12 +131,6 @@ class DirectConnections:
         except pymysql.err.Error as exc:
             error = translate(exc)
             self._after_error(conn, born, error)
-            if error_number(exc) in GUARD_REFUSED:
-                # The statements' guard (see ems.store.inserts) and nothing else here
-                # runs a scalar subquery that can return two rows.
-                error = BelowLowWatermark(
-                    "an offset lies below its partition's low watermark; nothing was inserted"
-                )
             raise error from exc
         except BaseException:
             _close(conn)  # interrupted mid-statement: its state is unknown

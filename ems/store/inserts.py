@@ -1,7 +1,8 @@
 """The producer's INSERT statements on the message table, formatted here with every
-binary value as a hex literal (see key_headers), each guarded against offsets below its
-partitions' low watermarks and against a changed count of partitions, the first row of a
-write carrying its write token; and the guard of the driver-escaped path."""
+binary value as a hex literal (see key_headers), each row carrying its partition's fence
+(ems.store.fences) and the first row of a write its write token; and the guard of the
+paths that do not carry fences (the driver-escaped path, the outbox relay's INSERT ...
+SELECT): a locking read of the partitions' low watermarks in the statement."""
 
 from __future__ import annotations
 
@@ -27,19 +28,20 @@ _key_literals: dict[bytes, bytes] = {}
 # The producer's INSERTs also carry a write token, on the first row of a write only: the
 # write is atomic (one statement, or one transaction), so that row being stored with the
 # token proves all of it committed, and a row at its place without it proves none did.
-#: The head of the producer's INSERTs: the columns of INSERT_HEAD and the write token.
+#: The head of the producer's INSERTs: the columns of INSERT_HEAD, the fence and the token.
 TOKENED_HEAD = (
     b"INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body, "
-    b"write_token) VALUES "
+    b"fence, write_token) VALUES "
 )
-#: A row of the producer's INSERT without a token; a statement's first row then has its
-#: offset written as the guard, and the write's first row the token for the NULL.
-_ROW_AT = b"(%d,%d,%d,%b,%b,X'%b',NULL)"
-# No message may be stored below its partition's low watermark: a purge removed that range
-# and readers jump over it, so a row there would be acknowledged and never delivered. In
-# each statement, the first row's offset is written as a scalar subquery that yields the
-# offset alone, or a second row (an error: "Subquery returns more than 1 row", whatever the
-# sql_mode) when the lowest offset of any partition in the statement lies below that
+#: A row of the producer's INSERT with its partition's fence and no token; a write's
+#: first row has the token for the NULL.
+_ROW_AT = b"(%d,%d,%d,%b,%b,X'%b',%d,NULL)"
+_TOKENED_ROW = b"(%d,%d,%d,%b,%b,X'%b',%d,%b)"
+# The paths without fences keep the guard in SQL. No message may be stored below its
+# partition's low watermark: a purge removed that range and readers jump over it, so a row
+# there would be acknowledged and never delivered. The guard is a scalar subquery that
+# yields 0 alone, or a second row (an error: "Subquery returns more than 1 row", whatever
+# the sql_mode) when the lowest offset of any partition in the statement lies below that
 # partition's watermark; the statement then inserts nothing. Offsets of a partition in one
 # statement ascend, so its lowest one stands for all. The producer's sessions run
 # REPEATABLE READ, where a subquery of an INSERT is a locking read: a purge that raised
@@ -48,9 +50,6 @@ _ROW_AT = b"(%d,%d,%d,%b,%b,X'%b',NULL)"
 # A derived table of VALUES or JSON_TABLE would say the same in SQL, but cost up to twice
 # the INSERT for large batches, and MariaDB's table value constructor truncates binary
 # values longer than 64 KiB.
-_GUARDED = (
-    b"(SELECT %d UNION ALL SELECT %d FROM partition_low WHERE topic_id = %d AND (%b) LIMIT 2)"
-)
 _GUARD_ZERO = (
     b"(SELECT 0 UNION ALL SELECT 0 FROM partition_low WHERE topic_id = %d AND (%b) LIMIT 2)"
 )
@@ -68,9 +67,6 @@ _BELOW_MANY = b"partition_no IN (%b) AND low_offset > CASE partition_no %b END"
 _BELOW_MANY_ROUTED = (
     b"partition_no IN (%b) AND (low_offset > CASE partition_no %b END OR partitions <> %d)"
 )
-#: Upper bound on the bytes the guard adds to a statement per partition in it (and once
-#: more for the statement's own part).
-_GUARD_BYTES = 200
 _LOCK_LOWS = (
     "SELECT partition_no, low_offset, partitions FROM partition_low WHERE topic_id = %s "
     "AND partition_no IN ({}) LOCK IN SHARE MODE"
@@ -92,33 +88,41 @@ def lock_lows_query(topic_id: int, partitions: Sequence[int]) -> tuple[str, tupl
 
 
 def insert_statements(
-    messages: Sequence[NewMessage],
-    token: int | None = None,
-    *,
-    partitions: int | None = None,
+    messages: Sequence[NewMessage], token: int | None, fences: Sequence[int]
 ) -> list[bytes] | None:
-    """Multi-row INSERTs of the messages, in order, each under _STATEMENT_BYTES and each
-    guarded against offsets below the low watermark (and, given the count of partitions
-    the rows were routed by, against a topic whose count is no longer that), the first row
-    carrying the write token; None if a row is too large to send as hex."""
+    """Multi-row INSERTs of the messages, in partition order (in their own order within a
+    partition), each under _STATEMENT_BYTES, each row carrying its partition's fence
+    (fences[partition]: see ems.store.fences, which checks the rows first) and the first
+    message's row the write token; None if a row is too large to send as hex."""
     if len(messages) == 1:
-        return _single(messages[0], token, partitions)
+        return _single(messages[0], token, fences)
     if not messages:
         return []
-    found = _rows(messages)
-    if found is None:
+    rows = _rows(messages, fences)
+    if rows is None:
         return None
-    rows, lowest = found
+    if token is not None:
+        rows[0] = rows[0][:-5] + b"%d)" % token
+    partitions = [m.partition for m in messages]
+    if partitions != sorted(partitions):
+        # Each row's fence is checked (and held) as it is inserted, and a purge or a
+        # partition change moves fences in partition order: rows in that order too, or
+        # the two could each hold a fence the other waits for (a deadlock).
+        rows = [row for _, row in sorted(zip(partitions, rows, strict=True), key=_first)]
     size = len(TOKENED_HEAD) + sum(map(len, rows)) + len(rows)
-    if size + _GUARD_BYTES * (len(lowest) + 1) <= _STATEMENT_BYTES:
+    if size <= _STATEMENT_BYTES:
         # One statement (the common case): the sizes need no row by row account.
-        return [_statement(messages[0], rows, lowest, token, partitions)]
-    return _split(messages, rows, token, partitions)
+        return [TOKENED_HEAD + b",".join(rows)]
+    return _split(rows)
 
 
-def _single(m: NewMessage, token: int | None, routed: int | None) -> list[bytes] | None:
+def _first(pair: tuple[int, bytes]) -> int:
+    return pair[0]
+
+
+def _single(m: NewMessage, token: int | None, fences: Sequence[int]) -> list[bytes] | None:
     """insert_statements of one message (a single send), in one format: the same bytes
-    as the rows, statement and guard of the general path give it."""
+    as the rows and statement of the general path give it."""
     topic_id, partition, offset, key, headers, body = m
     size = len(body)
     if key is None:
@@ -133,29 +137,28 @@ def _single(m: NewMessage, token: int | None, routed: int | None) -> list[bytes]
         size += len(headers)
     if size > _HEX_ROW_BYTES:
         return None
-    guarded = _GUARDED % (offset, offset, topic_id, _below_one(partition, offset, routed))
     return [
         TOKENED_HEAD
-        + b"(%d,%d,%b,%b,%b,X'%b',%b)"
+        + _TOKENED_ROW
         % (
             topic_id,
             partition,
-            guarded,
+            offset,
             key_sql,
             headers_sql,
             hexlify(body),
+            fences[partition],
             b"NULL" if token is None else b"%d" % token,
         )
     ]
 
 
-def _rows(messages: Sequence[NewMessage]) -> tuple[list[bytes], dict[int, int]] | None:
-    """The messages' VALUES tuples without a token, and the lowest offset of each
-    partition among them; None if a row is too large to send as hex. One loop that calls
-    out only for a literal not made before (this runs for every message published): the
-    messages of a write mostly share their headers, and keys repeat across writes."""
+def _rows(messages: Sequence[NewMessage], fences: Sequence[int]) -> list[bytes] | None:
+    """The messages' VALUES tuples without a token; None if a row is too large to send as
+    hex. One loop that calls out only for a literal not made before (this runs for every
+    message published): the messages of a write mostly share their headers, and keys
+    repeat across writes."""
     rows: list[bytes] = []
-    lowest: dict[int, int] = {}
     keys = _key_literals
     texts: dict[str, bytes] = {}
     last_text, last_sql, last_size = None, b"NULL", 0
@@ -178,57 +181,26 @@ def _rows(messages: Sequence[NewMessage]) -> tuple[list[bytes], dict[int, int]] 
             key_sql = keys.get(key) or _key_literal(key)
             if len(body) + len(key) + last_size > _HEX_ROW_BYTES:
                 return None
-        append(_ROW_AT % (topic_id, partition, offset, key_sql, last_sql, hexlify(body)))
-        if partition not in lowest or offset < lowest[partition]:
-            lowest[partition] = offset
-    return rows, lowest
+        append(
+            _ROW_AT
+            % (topic_id, partition, offset, key_sql, last_sql, hexlify(body), fences[partition])
+        )
+    return rows
 
 
-def _split(
-    messages: Sequence[NewMessage], rows: list[bytes], token: int | None, routed: int | None
-) -> list[bytes]:
-    """The rows in statements under _STATEMENT_BYTES, each with its own guard over the
-    lowest offset of each partition in it."""
+def _split(rows: list[bytes]) -> list[bytes]:
+    """The rows (the first with the token) in statements under _STATEMENT_BYTES."""
     statements: list[bytes] = []
     kept: list[bytes] = []
-    lowest: dict[int, int] = {}
-    first, size = messages[0], len(TOKENED_HEAD)
-    for m, row in zip(messages, rows, strict=True):
-        guards = _GUARD_BYTES * (len(lowest) + (m.partition not in lowest) + 1)
-        if kept and size + len(row) + 1 + guards > _STATEMENT_BYTES:
-            tokened = None if statements else token
-            statements.append(_statement(first, kept, lowest, tokened, routed))
-            first, kept, lowest, size = m, [], {}, len(TOKENED_HEAD)
+    size = len(TOKENED_HEAD)
+    for row in rows:
+        if kept and size + len(row) + 1 > _STATEMENT_BYTES:
+            statements.append(TOKENED_HEAD + b",".join(kept))
+            kept, size = [], len(TOKENED_HEAD)
         kept.append(row)
-        if m.offset < lowest.get(m.partition, m.offset + 1):
-            lowest[m.partition] = m.offset
         size += len(row) + 1
-    statements.append(_statement(first, kept, lowest, None if statements else token, routed))
+    statements.append(TOKENED_HEAD + b",".join(kept))
     return statements
-
-
-def _statement(
-    first: NewMessage,
-    rows: list[bytes],
-    lowest: Mapping[int, int],
-    token: int | None,
-    routed: int | None,
-) -> bytes:
-    """The INSERT of the rows, its first row's offset written as the guard over the
-    lowest offset of every partition in it (and over the count the rows were routed by),
-    and the token (if any) on that row."""
-    guarded = _GUARDED % (first.offset, first.offset, first.topic_id, _below(lowest, routed))
-    # rows[0] is _ROW_AT of `first`: its key, headers and body literals are kept as they
-    # are, between the offset (now the guard) and the token (the last "NULL)").
-    placed = len(b"(%d,%d,%d," % (first.topic_id, first.partition, first.offset))
-    rows[0] = b"(%d,%d,%b,%b%b)" % (
-        first.topic_id,
-        first.partition,
-        guarded,
-        rows[0][placed:-5],
-        b"NULL" if token is None else b"%d" % token,
-    )
-    return TOKENED_HEAD + b",".join(rows)
 
 
 def _below(lowest: Mapping[int, int], routed: int | None) -> bytes:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from ems.store import fences
 from ems.store.database import Database
 from ems.types import TopicInfo
 from ems.values.lifecycle import DELETE_FENCE
@@ -155,6 +156,7 @@ class LifecycleStore:
             return
         with self.db.transaction() as cursor:
             cursor.executemany(_RAISE_LOW, rows)
+            fences.move(cursor, topic_id, range(partitions))
 
     def remove_topic(self, topic_id: int) -> None:
         """The topic row, its partition heads and low watermarks (a few rows each), in

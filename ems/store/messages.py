@@ -12,6 +12,8 @@ from operator import itemgetter
 from typing import Any
 
 from ems.store.database import Database
+from ems.store.errors import BelowLowWatermark, ParentMissing
+from ems.store.fences import FENCES_QUERY, Fences, fences_of, refusal
 from ems.store.inserts import check_locked_lows, insert_statements, lock_lows_query
 from ems.store.watermarks import HighWatermarks, all_high_watermarks
 from ems.types import (
@@ -130,9 +132,16 @@ def _fetch_params(
     return (inline, inline, from_offset, topic_id, topic_id, partition, from_offset, limit)
 
 
+#: Reads of a topic's fences one insert makes at most: each follows a change that moved
+#: a fence of its partitions after the read before (a purge round, a partition change).
+FENCE_READS = 8
+
+
 class MessageStore:
     def __init__(self, db: Database) -> None:
         self.db = db
+        #: Per topic id, its fences as last read (see ems.store.fences).
+        self._fences: dict[int, Fences] = {}
 
     def insert(
         self,
@@ -148,15 +157,46 @@ class MessageStore:
         `partitions` the topic no longer has (see ems.store.partitions). named: the token
         names the write (see written), and a write of that name stored before makes this
         one fail with DuplicateKey, inserting nothing."""
-        statements = insert_statements(messages, token, partitions=partitions)
+        if not messages:
+            return
+        topic_id = messages[0].topic_id
         mark = None
         if named:
             assert token is not None
-            mark = _NAMED % (messages[0].topic_id, token, len(messages))
-        if statements is None:
-            self._insert_escaped(messages, token, partitions, mark)
-        else:
-            self.db.direct.execute(statements if mark is None else [mark, *statements])
+            mark = _NAMED % (topic_id, token, len(messages))
+        fences = self._fences.get(topic_id)
+        fresh = False
+        for _ in range(FENCE_READS):
+            if fences is None or (not fresh and refusal(messages, fences, partitions)):
+                # Lows only rise and counts only grow: rows refused by fences read before
+                # may pass newer ones (rows routed by a count learned since).
+                fences, fresh = self.fences(topic_id), True
+            why = refusal(messages, fences, partitions)
+            if why is not None:
+                raise BelowLowWatermark(f"{why}; nothing was inserted")
+            statements = insert_statements(messages, token, fences.fences)
+            if statements is None:
+                self._insert_escaped(messages, token, partitions, mark)
+                return
+            try:
+                self.db.direct.execute(statements if mark is None else [mark, *statements])
+                return
+            except ParentMissing:
+                fences = None  # a fence moved on since the read: read them again
+        raise BelowLowWatermark(
+            f"the fences of topic {topic_id}'s partitions moved on {FENCE_READS} times during "
+            "one insert; nothing was inserted"
+        )
+
+    def fences(self, topic_id: int) -> Fences:
+        """The topic's fences as stored now (kept for the next inserts); BelowLowWatermark
+        for a topic without partitions (deleted)."""
+        fences = fences_of(self.db.select(FENCES_QUERY, (topic_id,)))
+        if fences is None:
+            self._fences.pop(topic_id, None)
+            raise BelowLowWatermark(f"topic {topic_id} has no partitions; nothing was inserted")
+        self._fences[topic_id] = fences
+        return fences
 
     def written(self, topic_id: int, token: int) -> bool:
         """Whether a write named by this token (insert's `named`) is stored: all of it."""

@@ -2,11 +2,13 @@
 
 The change runs in one transaction that takes the topic row FOR UPDATE (changes take
 turns), then writes the new count on the partition_low row of every old partition,
-creating the missing ones (low watermark 0), under X locks. Every producer's INSERT reads
-its partitions' rows with a locking read in its guard (ems.store.inserts; a missing row
-is gap-locked, which the change's insert of it waits for), so the change waits for inserts
-in progress, and inserts that come after it see the new count: one routed by the old count
-is refused (and routed again by the producer). The high watermarks read after that
+creating the missing ones (low watermark 0), under X locks, and moves every old
+partition's fence on (ems.store.fences). A producer's row holds its partition's fence
+under a shared lock until it commits (the escaped path reads the partition_low rows with
+a locking read instead; a missing row is gap-locked, which the change's insert of it
+waits for), so the change waits for inserts in progress, and inserts that come after it
+are refused and checked again against the new count: one routed by the old count is
+refused (and routed again by the producer). The high watermarks read after that
 therefore split each old partition exactly: rows below were routed by the old count, rows
 at or past it by the new one.
 """
@@ -17,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ems.exceptions import PartitionsNotAdded, PlanChanged, UnknownTopic
+from ems.store import fences
 from ems.store.database import Database
 from ems.types import PartitionsAdded, TopicInfo
 
@@ -97,6 +100,7 @@ class PartitionStore:
                 )
             old = range(topic.partitions)
             cursor.executemany(_FENCE, [(topic.id, p, partitions) for p in old])
+            fences.move(cursor, topic.id, old)
             watermarks = _watermarks(cursor, topic)
             cursor.execute(_RAISE, (partitions, topic.id))
             new = range(topic.partitions, partitions)

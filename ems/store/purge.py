@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ems.store import in_flight
+from ems.store import fences, in_flight
 from ems.store.database import Database
 
 # The next `size` rows from `start` in offset order: how many, the last offset, and the
@@ -160,13 +160,17 @@ class PurgeStore:
         deleted: dict[int, int] = {}
         ranges = sorted(ranges)
         with self.db.transaction() as cursor:
-            # Every watermark is raised before any row goes, in partition order: an insert
-            # reads the watermarks of its partitions with a locking read (in that order),
-            # so it either commits before this transaction raises them or waits for its
-            # commit and then is refused; taking them all first means no insert can hold
-            # one of them while waiting on a row this transaction deleted.
+            # Every watermark is raised and fence moved before any row goes, in partition
+            # order: an insert holds its partitions' fences (or, on the escaped path, their
+            # watermarks) under a shared lock, so it either commits before this
+            # transaction moves them or waits for its commit and then is refused; taking
+            # them all first means no insert can hold one while waiting on a row this
+            # transaction deleted.
             for partition, _, end in ranges:
                 cursor.execute(_RAISE_LOW, (topic_id, partition, end))
+            # Producers' rows checked against the watermarks before are refused from
+            # here on, and checked again (ems.store.fences).
+            fences.move(cursor, topic_id, [partition for partition, _, _ in ranges])
             for partition, start, end in ranges:
                 if cutoff is not None:
                     # Inserts into the range committed before the raise are seen here;

@@ -23,7 +23,7 @@ from ems.exceptions import (
     UnknownTopic,
 )
 from ems.producer.partitioner import partition_for_key
-from ems.store import Store
+from ems.store import Store, fences
 from tests import sql as db
 from tests.conftest import connect
 
@@ -145,9 +145,9 @@ def test_a_producer_that_cached_the_old_count_routes_by_the_new_one(
 def test_an_insert_waits_for_a_change_in_progress(
     admin: TopicAdmin, settings: Settings, store: Store
 ) -> None:
-    """The fence: the insert reads its partition's low watermark row under a shared lock
-    (or the gap where it would be), so it waits for a change writing the new count there,
-    and then refuses what it routed by the old count."""
+    """The fence: the insert holds its partition's fence under a shared lock (message's
+    foreign key checks it), so it waits for a change moving the fences, and then refuses
+    what it routed by the old count."""
     info = admin.create("t", 2)
     with Producer(settings) as producer:
         producer.send("t", "warm", key="k0")
@@ -168,6 +168,11 @@ def test_an_insert_waits_for_a_change_in_progress(
             "INSERT INTO partition_low (topic_id, partition_no, low_offset, partitions) "
             "VALUES (%s, %s, 0, 4) ON DUPLICATE KEY UPDATE partitions = VALUES(partitions)",
             [(info.id, 0), (info.id, 1)],
+        )
+        fences.move(cursor, info.id, [0, 1])
+        cursor.executemany(
+            "INSERT INTO partition_head (topic_id, partition_no) VALUES (%s, %s)",
+            [(info.id, 2), (info.id, 3)],
         )
         done: list[object] = []
 

@@ -366,7 +366,9 @@ async def test_a_split_batch_refused_in_a_later_statement_is_stored_once(
     info = store.topics.get("t")
     batch = _big_batch(120, "b")
     split = insert_statements(
-        [NewMessage(info.id, 0, 1 + i, None, None, r.body.encode()) for i, r in enumerate(batch)]
+        [NewMessage(info.id, 0, 1 + i, None, None, r.body.encode()) for i, r in enumerate(batch)],
+        None,
+        [0],
     )
     assert split is not None and len(split) >= 3
     async with Producer(settings) as producer:

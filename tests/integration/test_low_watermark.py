@@ -19,7 +19,7 @@ from ems.config import Settings
 from ems.exceptions import DatabaseUnavailable
 from ems.maintenance.purge import delete_consumed, purge_retention
 from ems.offsets.allocators import offset_key
-from ems.store import Store
+from ems.store import Store, fences
 from ems.store.errors import BelowLowWatermark
 from ems.types import NewMessage, TopicInfo
 from tests.integration import seed
@@ -172,9 +172,11 @@ def test_a_read_that_never_answers_ends_within_the_read_timeout(settings: Settin
 def test_an_insert_racing_a_purge_waits_for_it_and_is_refused(
     store: Store, topic: TopicInfo
 ) -> None:
-    """The guard is a locking read: while a purge's transaction holds the raised watermark,
-    an insert below it waits, then sees the committed watermark (a plain read would see
-    the old one and store the row in the range being purged)."""
+    """The fence is a locking read: while a purge's transaction holds the raised watermark
+    and the moved fence, an insert checked against the fence before (read before the purge
+    committed) waits, then is refused, reads the fences again and sees the committed
+    watermark (a plain read would see the old one and store the row in the range being
+    purged)."""
     seed.messages(store, topic, 0, range(10), 48)
     outcome: list[BaseException | None] = []
     with store.db.transaction() as purge:
@@ -182,6 +184,7 @@ def test_an_insert_racing_a_purge_waits_for_it_and_is_refused(
             "INSERT INTO partition_low (topic_id, partition_no, low_offset) VALUES (%s, 0, 9)",
             (topic.id,),
         )
+        fences.move(purge, topic.id, [0])
         purge.execute("DELETE FROM message WHERE offset_no < 9")
 
         def insert() -> None:

@@ -58,7 +58,7 @@ def test_any_bytes_come_back_unchanged(
 def test_a_batch_of_several_statements_is_all_or_none(store: Store, topic: TopicInfo) -> None:
     body = b"\x00'\\\"x" * 20_000  # 100 kB, every character escaping cares about
     rows = [NewMessage(topic.id, 0, o, b"k", '{"a":"b"}', body) for o in range(12)]
-    assert len(message_sql.insert_statements(rows) or []) > 1
+    assert len(message_sql.insert_statements(rows, None, [0]) or []) > 1
     store.messages.insert(rows[5:6])
     with pytest.raises(DuplicateKey):
         store.messages.insert(rows)  # the second statement hits offset 5
@@ -75,7 +75,7 @@ def test_rows_too_large_for_hex_keep_the_driver_escaping(store: Store, topic: To
         NewMessage(topic.id, 0, 0, None, None, big),
         NewMessage(topic.id, 0, 1, None, None, b"s"),
     ]
-    assert message_sql.insert_statements(rows) is None
+    assert message_sql.insert_statements(rows, None, [0]) is None
     store.messages.insert(rows)
     assert [m.body for m in store.messages.fetch(topic.id, 0, 0, 5, MAX_BATCH_BYTES).rows] == [
         big,
@@ -85,16 +85,17 @@ def test_rows_too_large_for_hex_keep_the_driver_escaping(store: Store, topic: To
 
 def test_statements_keep_order_and_stay_under_the_size_limit(settings: Settings) -> None:
     rows = [NewMessage(1, 0, o, None, None, b"x" * 1000) for o in range(2000)]
-    statements = message_sql.insert_statements(rows)
+    statements = message_sql.insert_statements(rows, 5, [0])
     assert statements is not None and len(statements) > 1
     assert all(len(s) <= message_sql._STATEMENT_BYTES for s in statements)
-    # The first row of each statement carries the low-watermark guard as its offset.
-    offsets = [
-        int(values.split(b",", 3)[2].removeprefix(b"(SELECT ").split(b" ", 1)[0])
+    tuples = [
+        values.removeprefix(b"(").removesuffix(b")").split(b",")
         for s in statements
         for values in s.split(b" VALUES ", 1)[1].split(b"),(")
     ]
-    assert offsets == list(range(2000))
+    assert [int(t[2]) for t in tuples] == list(range(2000))
+    # Only the write's first row carries the token, and each row the fence.
+    assert [t[-1] for t in tuples] == [b"5"] + [b"NULL"] * 1999
 
 
 def test_the_insert_connections_never_wait_inside_a_transaction(

@@ -17,7 +17,7 @@ from ems.partitions import add_partitions
 from ems.ports import Storage
 from ems.producer import Producer
 from ems.producer.planning import Outgoing
-from ems.store import Store
+from ems.store import Store, fences
 from ems.testing import MemoryBroker
 from ems.types import GroupInfo, NewMessage, PartitionsAdded, RecordMetadata, TopicInfo
 from tests.integration import seed
@@ -96,13 +96,17 @@ def mysql(store: Store) -> Twin:
         return [(int(o), int(a), e, t) for o, a, e, t in rows]
 
     def empty(topic: TopicInfo, partition: int, low: int) -> None:
+        """What a purge does: the watermark raised and the fence moved (ems.store.fences),
+        then the rows gone, in one transaction."""
         where = (topic.id, partition)
-        seed.sql(store, "DELETE FROM message WHERE topic_id = %s AND partition_no = %s", where)
-        seed.sql(
-            store,
-            "INSERT INTO partition_low (topic_id, partition_no, low_offset) VALUES (%s, %s, %s)",
-            (*where, low),
-        )
+        with store.db.transaction() as cursor:
+            cursor.execute(
+                "INSERT INTO partition_low (topic_id, partition_no, low_offset) "
+                "VALUES (%s, %s, %s)",
+                (*where, low),
+            )
+            fences.move(cursor, topic.id, [partition])
+            cursor.execute("DELETE FROM message WHERE topic_id = %s AND partition_no = %s", where)
 
     return Twin(
         name="mysql",

@@ -1,5 +1,5 @@
 """The producer benchmark's raw baseline sends what ems sends for the same rows, in the
-same literal encoding, without ems's layers (the low-watermark guard and the write token,
+same literal encoding, without ems's layers (the partitions' fences and the write token,
 which a writer that never re-sends does not need): otherwise ems/raw is not a true ratio."""
 
 from __future__ import annotations
@@ -21,20 +21,14 @@ def test_raw_inserts_ems_rows_in_ems_encoding_without_the_guard() -> None:
     messages = [
         NewMessage(12, r.partition, o, r.key.encode(), HEADERS_JSON, r.body) for r, o in rows
     ]
-    (ems,) = insert_statements(messages, 77) or [b""]
-    # ems's statement is raw's with its first offset written as the guard over the lowest
-    # offset of each partition in it, and a write token column: the token on the first
-    # row, NULL on the others.
-    guard = (
-        b"(SELECT 40 UNION ALL SELECT 40 FROM partition_low WHERE topic_id = 12 AND "
-        b"(partition_no IN (1,3) AND low_offset > CASE partition_no WHEN 1 THEN 40 "
-        b"WHEN 3 THEN 5 END) LIMIT 2)"
-    )
-    assert guard in ems
-    head = INSERT_HEAD.replace(b"body)", b"body, write_token)")
+    (ems,) = insert_statements(messages, 77, (0, 8, 0, 9)) or [b""]
+    # ems's statement is raw's with two more columns: each row's partition fence, and the
+    # write token, on the first row (NULL on the others).
+    head = INSERT_HEAD.replace(b"body)", b"body, fence, write_token)")
     assert ems.startswith(head)
-    assert ems.count(b",77)") == 1 and ems.count(b",NULL)") == 2
-    plain = ems.replace(guard, b"40").replace(b",77)", b")").replace(b",NULL)", b")")
+    assert ems.count(b",8,77)") == 1 and ems.count(b",8,NULL)") == 1
+    assert ems.count(b",9,NULL)") == 1
+    plain = ems.replace(b",8,77)", b")").replace(b",8,NULL)", b")").replace(b",9,NULL)", b")")
     assert raw == plain.replace(head, INSERT_HEAD)
     # Hex literals throughout: nothing of the driver's escaping.
     assert b"X'00275c22" in raw and b"\\'" not in raw
@@ -42,10 +36,10 @@ def test_raw_inserts_ems_rows_in_ems_encoding_without_the_guard() -> None:
 
 def test_the_token_cost_compares_ems_statements_with_and_without_the_token() -> None:
     messages = [NewMessage(3, p, 10 + p, b"k", None, b"body") for p in range(3)] * 2
-    (tokened,) = insert_statements(messages, 123456789) or [b""]
+    (tokened,) = insert_statements(messages, 123456789, (4, 5, 6)) or [b""]
     plain = without_token(tokened, 123456789)
     assert b"write_token" not in plain and b"123456789" not in plain
-    assert plain.startswith(INSERT_HEAD)
-    # Only the token column went: the guard and every value stayed.
-    assert plain.count(b"UNION ALL") == 1 and plain.count(b"X'626f6479'") == 6
+    assert plain.startswith(INSERT_HEAD.replace(b"body)", b"body, fence)"))
+    # Only the token column went: the fences and every value stayed.
+    assert plain.count(b"X'626f6479',4)") == 2 and plain.count(b"X'626f6479'") == 6
     assert len(tokened) - len(plain) == len(b", write_token") + len(b",123456789") + 5 * 5

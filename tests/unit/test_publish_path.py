@@ -136,33 +136,16 @@ def test_placed_rows_their_metadata_and_the_ends_a_wake_up_names() -> None:
 # -- the INSERT ----------------------------------------------------------------------------
 
 
-def reference_statement(rows: list[NewMessage], token: int | None, routed: int | None) -> bytes:
-    """The raw baseline's rows (messages.values) with the write token column, the first
-    row's offset written as the guard over each partition's lowest offset."""
-    lowest: dict[int, int] = {}
-    for m in rows:
-        lowest[m.partition] = min(m.offset, lowest.get(m.partition, m.offset))
-    values = [messages.values(m)[:-1] + b",NULL)" for m in rows]
-    first = rows[0]
-    found = sorted(lowest.items())
-    if len(found) == 1:
-        below = b"low_offset > %d" % found[0][1]
-        where = b"partition_no = %d AND " % found[0][0]
-    else:
-        whens = " ".join(f"WHEN {p} THEN {o}" for p, o in found)
-        below = f"low_offset > CASE partition_no {whens} END".encode()
-        where = f"partition_no IN ({','.join(str(p) for p, _ in found)}) AND ".encode()
-    cond = where + (below if routed is None else b"(%b OR partitions <> %d)" % (below, routed))
-    guard = (
-        b"(SELECT %d UNION ALL SELECT %d FROM partition_low WHERE topic_id = %d AND (%b) "
-        b"LIMIT 2)" % (first.offset, first.offset, first.topic_id, cond)
-    )
-    head = b"(%d,%d,%d," % (first.topic_id, first.partition, first.offset)
-    assert values[0].startswith(head)
-    values[0] = b"(%d,%d,%b," % (first.topic_id, first.partition, guard) + values[0][len(head) :]
+def reference_statement(rows: list[NewMessage], token: int | None, fences: list[int]) -> bytes:
+    """The raw baseline's rows (messages.values) with the fence and write token columns:
+    each row its partition's fence, the first message's row the token; in partition order
+    (the messages' own order within a partition), the order the fencers lock fences in."""
+    values = [messages.values(m)[:-1] + b",%d,NULL)" % fences[m.partition] for m in rows]
     if token is not None:
         values[0] = values[0][: -len(b"NULL)")] + b"%d)" % token
-    return messages.INSERT_HEAD.replace(b"body)", b"body, write_token)") + b",".join(values)
+    order = sorted(range(len(rows)), key=lambda i: (rows[i].partition, i))
+    values = [values[i] for i in order]
+    return messages.INSERT_HEAD.replace(b"body)", b"body, fence, write_token)") + b",".join(values)
 
 
 _rows = st.lists(
@@ -180,28 +163,33 @@ _rows = st.lists(
 )
 
 
-@given(_rows, st.sampled_from([None, 5]), st.booleans(), st.sampled_from([None, 99]))
-def test_the_insert_is_the_baseline_rows_with_guard_and_token(
-    rows: list[NewMessage], routed: int | None, warm: bool, token: int | None
+@given(
+    _rows,
+    st.lists(st.integers(0, 2**40), min_size=5, max_size=5),
+    st.booleans(),
+    st.sampled_from([None, 99]),
+)
+def test_the_insert_is_the_baseline_rows_with_fences_and_token(
+    rows: list[NewMessage], fences: list[int], warm: bool, token: int | None
 ) -> None:
     if not warm:
         messages._key_literals.clear()
-    statements = messages.insert_statements(rows, token, partitions=routed)
-    assert statements == [reference_statement(rows, token, routed)]
+    statements = messages.insert_statements(rows, token, fences)
+    assert statements == [reference_statement(rows, token, fences)]
 
 
 def test_a_single_row_too_large_for_hex_goes_to_the_escaped_path() -> None:
     big = NewMessage(3, 0, 1, b"k", '{"a":"b"}', b"x" * (256 * 1024 - 9))
-    assert messages.insert_statements([big], 1) is None
-    assert messages.insert_statements([big._replace(body=b"x" * (256 * 1024 - 10))], 1)
+    assert messages.insert_statements([big], 1, [0]) is None
+    assert messages.insert_statements([big._replace(body=b"x" * (256 * 1024 - 10))], 1, [0])
 
 
 def test_the_key_literals_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(messages, "_KEY_LITERALS", 3)
     messages._key_literals.clear()
     rows = [NewMessage(1, 0, o, b"key-%d" % o, None, b"b") for o in range(8)]
-    (statement,) = messages.insert_statements(rows, 1) or [b""]
-    assert statement == reference_statement(rows, 1, None)
+    (statement,) = messages.insert_statements(rows, 1, [4]) or [b""]
+    assert statement == reference_statement(rows, 1, [4])
     assert len(messages._key_literals) <= 3
 
 

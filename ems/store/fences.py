@@ -1,0 +1,106 @@
+"""The partitions' fences: what a producer's rows are checked against, and how they move.
+
+No message may be stored below its partition's low watermark (a purge removed that range
+and readers jump over it), routed by a count of partitions the topic no longer has (ems.
+store.partitions), or in a topic being deleted. A producer reads, in one statement, each
+partition's fence number (partition_head.fence), low watermark and the topic's count, and
+checks its rows against them in Python (refusal); each row then carries its partition's
+fence, and message's foreign key on (topic_id, partition_no, fence) refuses the INSERT
+when a fence has moved on since. Every change a row must be checked against again moves
+the fence (move, in the change's own transaction): a purge that raises a low watermark, a
+partition change (on every old partition), a delete's fence.
+
+Why that holds: the foreign-key check takes a shared lock on the parent's key entry until
+the insert commits, and moving the fence changes that entry under an exclusive lock. So a
+change waits for the inserts checked against the fence it replaces, and an insert that
+comes after it finds no entry for its fence and is refused. A refused producer reads the
+fences again: rows still above the watermarks and routed by the current count go again at
+the same offsets (no hole); others are refused as the old guard refused them.
+
+The fence is a key value, so moving it is an UPDATE of a referenced key, made with the
+foreign-key checks off for that statement: the rows stored before keep the old value, which
+no later row can name. The check costs the server an index lookup per row (about 7 us for
+a single-row INSERT, against about 55 us for the scalar subquery it replaces: any table a
+statement reads costs that much, benchmarks/guard_cost.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ems.types import NewMessage
+
+#: Each partition's fence and low watermark (0: never purged) and the topic's count, in one
+#: statement (one snapshot: a change writes all three in one transaction).
+FENCES_QUERY = (
+    "SELECT h.partition_no, h.fence, COALESCE(l.low_offset, 0), t.partitions "
+    "FROM partition_head h JOIN topic t ON t.id = h.topic_id "
+    "LEFT JOIN partition_low l ON l.topic_id = h.topic_id AND l.partition_no = h.partition_no "
+    "WHERE h.topic_id = %s"
+)
+_MOVE = (
+    "UPDATE partition_head SET fence = fence + 1 WHERE topic_id = %s AND partition_no IN ({}) "
+    "ORDER BY partition_no"
+)
+_CHECKS_OFF = "SET SESSION foreign_key_checks = 0"
+_CHECKS_ON = "SET SESSION foreign_key_checks = 1"
+#: The MySQL errors of a row whose parent key is gone: its fence moved on.
+FENCE_MOVED = frozenset({1452, 1216})
+
+
+@dataclass(frozen=True, slots=True)
+class Fences:
+    """A topic's fences as read together: by partition, the fence and the low watermark;
+    and the topic's count of partitions."""
+
+    partitions: int
+    fences: tuple[int, ...]
+    lows: tuple[int, ...]
+
+
+def fences_of(rows: Iterable[Sequence[Any]]) -> Fences | None:
+    """FENCES_QUERY's rows as Fences; None for a topic without partitions (gone)."""
+    found = sorted((int(p), int(f), int(low), int(n)) for p, f, low, n in rows)
+    if not found:
+        return None
+    count = found[0][3]
+    fences = [0] * len(found)
+    lows = [0] * len(found)
+    for p, fence, low, _ in found:
+        if p < len(found):
+            fences[p], lows[p] = fence, low
+    return Fences(partitions=count, fences=tuple(fences), lows=tuple(lows))
+
+
+def refusal(messages: Sequence[NewMessage], fences: Fences, routed: int | None) -> str | None:
+    """Why the rows may not be stored by these fences (None: they may, each carrying its
+    partition's fence): routed by another count than the topic's, in a partition it does
+    not have, or below a partition's low watermark."""
+    if routed is not None and routed != fences.partitions:
+        return "the topic's partitions changed since the rows were routed"
+    lows = fences.lows
+    count = len(lows)
+    for m in messages:
+        p = m.partition
+        if p >= count:
+            return f"the topic has no partition {p}"
+        if m.offset < lows[p]:
+            return "an offset lies below its partition's low watermark"
+    return None
+
+
+def move(cursor: Any, topic_id: int, partitions: Iterable[int]) -> None:
+    """Move the partitions' fences on, in the caller's transaction (in partition order,
+    as a purge takes the watermarks), with the foreign-key checks off for this statement
+    only: the session's setting is put back whatever happens (a connection whose checks
+    stayed off would store unchecked rows)."""
+    listed = sorted(set(partitions))
+    if not listed:
+        return
+    cursor.execute(_CHECKS_OFF)
+    try:
+        cursor.execute(_MOVE.format(",".join(["%s"] * len(listed))), (topic_id, *listed))
+    finally:
+        cursor.execute(_CHECKS_ON)
