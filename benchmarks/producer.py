@@ -374,8 +374,9 @@ def render(
         "one wake-up PUBLISH after the commit (replies off). raw+redis/raw is what the design "
         "itself costs on this machine; ems/raw+redis is what ems's own layers and its "
         "low-watermark guard cost",
-        "- raw+redis+guard: raw+redis sending ems's own statement (the guard's locking read "
-        "of the partitions' low-watermark rows, the partition-count fence, the write token; "
+        "- raw+redis+guard: raw+redis sending ems's own statement (its rows checked against "
+        "the partitions' fences, low watermarks and count read once, each row carrying its "
+        "partition's fence, which message's foreign key checks; the write token; "
         "REPEATABLE READ, as ems): ems/raw+redis+guard is what ems's own layers cost, "
         "raw+redis+guard/raw+redis what the guard costs",
         "- kombu: SQLAlchemy transport (`sqla+mysql+pymysql`, database ems_bench_kombu), "

@@ -7,16 +7,17 @@
   lowest call (Connection.query), into the same `message` table and columns; partitions
   precomputed, offsets from a local per-partition counter (strided by worker index so
   workers never collide). The same rows and the same commits as ems, without ems: no
-  low-watermark guard, no offset allocation, no wake-up.
+  fence, no offset allocation, no wake-up.
 - raw+redis: raw plus the two Redis steps the design adds to every publish call and
   nothing else: the call's offsets from Redis INCRBY (one round trip; several partitions
   pipelined) and one wake-up PUBLISH after the commit (one write, replies off). What ems
   adds beyond it is the cost of its own layers; what raw+redis loses against raw is the
   cost of the design on this machine.
-- raw+redis+guard: raw+redis writing ems's own statement (ems.store.inserts): the
-  low-watermark guard and partition-count fence read in the INSERT, and a write token on
-  its first row. The floor of the design with its guard: what ems adds beyond it is the
-  cost of its Python; what it adds to raw+redis is the guard's cost.
+- raw+redis+guard: raw+redis writing ems's own statement (ems.store.inserts): its rows
+  checked against the partitions' fences read once (ems.store.fences) and each carrying
+  its partition's fence, which message's foreign key checks, and a write token on its
+  first row. The floor of the design with its guard: what ems adds beyond it is the cost
+  of its Python; what it adds to raw+redis is the guard's cost.
 - kombu: Kombu's SQLAlchemy transport on the same server, Producer.publish per message.
   Kombu has no batch API, so its "batch" is a loop of single publishes.
 """
