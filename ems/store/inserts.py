@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from binascii import hexlify
 from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 from ems.store.errors import BelowLowWatermark
@@ -22,6 +23,7 @@ INSERT_HEAD = (
 _ROW = b"(%d,%d,%b,%b,%b,X'%b')"
 _KEY = b"X'%b'"
 _HEADERS = b"_utf8mb4 X'%b'"
+_partition = itemgetter(1)  # of a NewMessage
 #: Literals of recent keys (see _key_literal), and how many are kept at most.
 _KEY_LITERALS = 4096
 _key_literals: dict[bytes, bytes] = {}
@@ -103,21 +105,18 @@ def insert_statements(
         return None
     if token is not None:
         rows[0] = rows[0][:-5] + b"%d)" % token
-    partitions = [m.partition for m in messages]
+    partitions = list(map(_partition, messages))
     if partitions != sorted(partitions):
         # Each row's fence is checked (and held) as it is inserted, and a purge or a
         # partition change moves fences in partition order: rows in that order too, or
-        # the two could each hold a fence the other waits for (a deadlock).
-        rows = [row for _, row in sorted(zip(partitions, rows, strict=True), key=_first)]
+        # the two could each hold a fence the other waits for (a deadlock). A stable sort
+        # by a C key: a row's own order within its partition stays.
+        rows = [rows[i] for i in sorted(range(len(rows)), key=partitions.__getitem__)]
     size = len(TOKENED_HEAD) + sum(map(len, rows)) + len(rows)
     if size <= _STATEMENT_BYTES:
         # One statement (the common case): the sizes need no row by row account.
         return [TOKENED_HEAD + b",".join(rows)]
     return _split(rows)
-
-
-def _first(pair: tuple[int, bytes]) -> int:
-    return pair[0]
 
 
 def _single(m: NewMessage, token: int | None, fences: Sequence[int]) -> list[bytes] | None:

@@ -167,13 +167,15 @@ class MessageStore:
         fences = self._fences.get(topic_id)
         fresh = False
         for _ in range(FENCE_READS):
-            if fences is None or (not fresh and refusal(messages, fences, partitions)):
-                # Lows only rise and counts only grow: rows refused by fences read before
-                # may pass newer ones (rows routed by a count learned since).
+            if fences is None:
                 fences, fresh = self.fences(topic_id), True
             why = refusal(messages, fences, partitions)
             if why is not None:
-                raise BelowLowWatermark(f"{why}; nothing was inserted")
+                if fresh:
+                    raise BelowLowWatermark(f"{why}; nothing was inserted")
+                # Read before: rows routed by a count learned since may pass newer ones.
+                fences = None
+                continue
             statements = insert_statements(messages, token, fences.fences)
             if statements is None:
                 self._insert_escaped(messages, token, partitions, mark)

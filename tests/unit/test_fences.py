@@ -1,0 +1,63 @@
+"""The fences' pure parts (ems.store.fences): reading the rows, and the check a
+producer's rows pass before they carry their partitions' fences."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ems.store.fences import Fences, fences_of, refusal
+from ems.types import NewMessage
+
+_fences = st.integers(1, 5).flatmap(
+    lambda n: st.builds(
+        Fences,
+        st.just(n),
+        st.lists(st.integers(0, 9), min_size=n, max_size=n).map(tuple),
+        st.lists(st.sampled_from([0, 0, 3, 7]), min_size=n, max_size=n).map(tuple),
+    )
+)
+_messages = st.lists(
+    st.builds(
+        NewMessage,
+        st.just(4),
+        st.integers(0, 6),
+        st.integers(0, 10),
+        st.none(),
+        st.none(),
+        st.just(b"b"),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+def _reference(messages: list[NewMessage], fences: Fences, routed: int | None) -> str | None:
+    if routed is not None and routed != fences.partitions:
+        return "partitions changed"
+    if any(m.partition >= len(fences.lows) for m in messages):
+        return "no partition"
+    if any(m.offset < fences.lows[m.partition] for m in messages):
+        return "below"
+    return None
+
+
+@given(_messages, _fences, st.sampled_from([None, 1, 2, 3, 4, 5]))
+def test_rows_are_refused_exactly_when_routed_elsewhere_out_of_range_or_below_a_low(
+    messages: list[NewMessage], fences: Fences, routed: int | None
+) -> None:
+    why = refusal(messages, fences, routed)
+    expected = _reference(messages, fences, routed)
+    assert (why is None) == (expected is None)
+    if expected == "partitions changed":
+        assert why is not None and "partitions changed" in why
+    elif expected == "no partition":
+        assert why is not None and "has no partition" in why
+    elif expected == "below":
+        assert why is not None and "below its partition's low watermark" in why
+
+
+def test_the_rows_read_become_fences_by_partition() -> None:
+    rows = [(1, 7, 0, 3), (0, 2, 40, 3), (2, 0, 5, 3)]
+    assert fences_of(rows) == Fences(partitions=3, fences=(2, 7, 0), lows=(40, 0, 5))
+    assert fences_of([]) is None
