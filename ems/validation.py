@@ -136,10 +136,12 @@ def encode_key(key: object) -> bytes | None:
 def encode_headers(headers: object) -> str | None:
     if headers is None:
         return None
-    if not isinstance(headers, Mapping):
+    if type(headers) is not dict and not isinstance(headers, Mapping):
         raise InvalidHeaders(f"headers must be a mapping, not {type(headers).__name__}")
     for name, value in headers.items():
-        if not isinstance(name, str) or not isinstance(value, str):
+        if (type(name) is not str and not isinstance(name, str)) or (
+            type(value) is not str and not isinstance(value, str)
+        ):
             raise InvalidHeaders(
                 f"headers must map str to str; got {type(name).__name__}: "
                 f"{type(value).__name__} for {name!r}"

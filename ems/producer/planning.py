@@ -195,6 +195,8 @@ def place_rows(
 
 def partition_counts(prepared: Sequence[Prepared]) -> dict[int, int]:
     """How many messages go to each partition, in the order partitions first appear."""
+    if len(prepared) == 1:  # a single send
+        return {prepared[0][0]: 1}
     counts: dict[int, int] = {}
     for item in prepared:  # no starred unpacking: it builds a list per message
         counts[item[0]] = counts.get(item[0], 0) + 1
@@ -207,6 +209,9 @@ def place(
     firsts: Mapping[int, int],
 ) -> list[NewMessage]:
     """Give each message the next offset of its partition's range, in input order."""
+    if len(prepared) == 1:  # a single send
+        partition, key, headers, body = prepared[0]
+        return [_new(NewMessage, (topic_id, partition, firsts[partition], key, headers, body))]
     cursor = dict(firsts)
     rows: list[NewMessage] = []
     append = rows.append
@@ -224,6 +229,9 @@ def metadata(topic: str, rows: Sequence[NewMessage]) -> list[RecordMetadata]:
 
 def last_offsets(firsts: Mapping[int, int], counts: Mapping[int, int]) -> dict[int, int]:
     """The last offset place() gave in each partition, from the ranges it placed in."""
+    if len(counts) == 1:  # one partition (every single send)
+        ((p, n),) = counts.items()
+        return {p: firsts[p] + n - 1}
     return {p: firsts[p] + n - 1 for p, n in counts.items()}
 
 
@@ -248,6 +256,13 @@ class RangeEnds:
         ends = self._ends.get(topic_id)
         if ends is None:
             ends = self._ends[topic_id] = {}
+        elif len(firsts) == 1:  # one partition (every single send): no generator
+            ((p, first),) = firsts.items()
+            end = first + counts[p]
+            if end <= ends.get(p, -1):
+                return False
+            ends[p] = end
+            return True
         elif went_back(ends, firsts, counts):
             return False
         for p, first in firsts.items():

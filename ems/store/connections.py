@@ -21,6 +21,9 @@ from ems.exceptions import DatabaseUnavailable, EmsError
 from ems.sockets import bound_in_kernel
 from ems.store.translation import connection_lost, translate
 
+#: The attribute an idle connection's kept poller (with its socket) is stored in.
+_POLLER = "_ems_idle_poller"
+
 
 def idle_connection_alive(conn: Any) -> bool:
     """Whether an idle driver connection (no statement running, no reply due) may still
@@ -31,9 +34,16 @@ def idle_connection_alive(conn: Any) -> bool:
     sock = getattr(conn, "_sock", None)
     if sock is None:
         return False  # closed on the client side
-    poller = select.poll()
+    # The poller is kept with the connection (registering a new one cost more than the
+    # poll): it stays valid while the connection keeps that socket.
+    kept = getattr(conn, _POLLER, None)
     try:
-        poller.register(sock, select.POLLIN | select.POLLPRI)
+        if kept is None or kept[0] is not sock:
+            poller = select.poll()
+            poller.register(sock, select.POLLIN | select.POLLPRI)
+            setattr(conn, _POLLER, (sock, poller))
+        else:
+            poller = kept[1]
         return not poller.poll(0)
     except (OSError, ValueError):
         return False

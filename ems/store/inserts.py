@@ -27,6 +27,9 @@ _partition = itemgetter(1)  # of a NewMessage
 #: Literals of recent keys (see _key_literal), and how many are kept at most.
 _KEY_LITERALS = 4096
 _key_literals: dict[bytes, bytes] = {}
+#: Literals of recent headers JSON (see _headers_literal), and how many are kept at most.
+_HEADERS_LITERALS = 1024
+_headers_literals: dict[str, bytes] = {}
 # The producer's INSERTs also carry a write token, on the first row of a write only: the
 # write is atomic (one statement, or one transaction), so that row being stored with the
 # token proves all of it committed, and a row at its place without it proves none did.
@@ -132,7 +135,7 @@ def _single(m: NewMessage, token: int | None, fences: Sequence[int]) -> list[byt
     if headers is None:
         headers_sql = b"NULL"
     else:
-        headers_sql = _headers_literal(headers)
+        headers_sql = _headers_literals.get(headers) or _headers_literal(headers)
         size += len(headers)
     if size > _HEX_ROW_BYTES:
         return None
@@ -158,8 +161,7 @@ def _rows(messages: Sequence[NewMessage], fences: Sequence[int]) -> list[bytes] 
     message published): the messages of a write mostly share their headers, and keys
     repeat across writes."""
     rows: list[bytes] = []
-    keys = _key_literals
-    texts: dict[str, bytes] = {}
+    keys, texts = _key_literals, _headers_literals
     last_text, last_sql, last_size = None, b"NULL", 0
     append = rows.append
     for topic_id, partition, offset, key, headers, body in messages:
@@ -168,9 +170,7 @@ def _rows(messages: Sequence[NewMessage], fences: Sequence[int]) -> list[bytes] 
             if headers is None:
                 last_sql, last_size = b"NULL", 0
             else:
-                last_sql = texts.get(headers) or texts.setdefault(
-                    headers, _headers_literal(headers)
-                )
+                last_sql = texts.get(headers) or _headers_literal(headers)
                 last_size = len(headers)
         if key is None:
             key_sql = b"NULL"
@@ -286,4 +286,10 @@ def _key_literal(key: bytes) -> bytes:
 
 
 def _headers_literal(text: str) -> bytes:
-    return _HEADERS % hexlify(text.encode())
+    """The headers' literal, kept for the next single sends with the same headers (a
+    bounded number: encode_headers keeps the JSON of at most as many header sets)."""
+    literal = _HEADERS % hexlify(text.encode())
+    if len(_headers_literals) >= _HEADERS_LITERALS:
+        _headers_literals.clear()
+    _headers_literals[text] = literal
+    return literal

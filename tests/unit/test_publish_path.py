@@ -174,6 +174,7 @@ def test_the_insert_is_the_baseline_rows_with_fences_and_token(
 ) -> None:
     if not warm:
         messages._key_literals.clear()
+        messages._headers_literals.clear()
     statements = messages.insert_statements(rows, token, fences)
     assert statements == [reference_statement(rows, token, fences)]
 
@@ -182,6 +183,16 @@ def test_a_single_row_too_large_for_hex_goes_to_the_escaped_path() -> None:
     big = NewMessage(3, 0, 1, b"k", '{"a":"b"}', b"x" * (256 * 1024 - 9))
     assert messages.insert_statements([big], 1, [0]) is None
     assert messages.insert_statements([big._replace(body=b"x" * (256 * 1024 - 10))], 1, [0])
+
+
+def test_the_headers_literals_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(messages, "_HEADERS_LITERALS", 2)
+    messages._headers_literals.clear()
+    for n in range(5):
+        row = NewMessage(1, 0, n, None, f'{{"n":"{n}"}}', b"b")
+        (statement,) = messages.insert_statements([row], None, [0]) or [b""]
+        assert statement == reference_statement([row], None, [0])
+        assert len(messages._headers_literals) <= 2
 
 
 def test_the_key_literals_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
