@@ -63,17 +63,20 @@ class Fences:
 
 
 def fences_of(rows: Iterable[Sequence[Any]]) -> Fences | None:
-    """FENCES_QUERY's rows as Fences; None for a topic without partitions (gone)."""
+    """FENCES_QUERY's rows as Fences; None for a topic without partitions (gone). Only
+    partitions 0, 1, ... up to the first one without a row are kept: rows of a partition
+    past a missing one are refused as in a partition the topic does not have."""
     found = sorted((int(p), int(f), int(low), int(n)) for p, f, low, n in rows)
     if not found:
         return None
-    count = found[0][3]
-    fences = [0] * len(found)
-    lows = [0] * len(found)
+    fences: list[int] = []
+    lows: list[int] = []
     for p, fence, low, _ in found:
-        if p < len(found):
-            fences[p], lows[p] = fence, low
-    return Fences(partitions=count, fences=tuple(fences), lows=tuple(lows))
+        if p != len(fences):
+            break
+        fences.append(fence)
+        lows.append(low)
+    return Fences(partitions=found[0][3], fences=tuple(fences), lows=tuple(lows))
 
 
 def refusal(messages: Sequence[NewMessage], fences: Fences, routed: int | None) -> str | None:

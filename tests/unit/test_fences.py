@@ -61,3 +61,9 @@ def test_the_rows_read_become_fences_by_partition() -> None:
     rows = [(1, 7, 0, 3), (0, 2, 40, 3), (2, 0, 5, 3)]
     assert fences_of(rows) == Fences(partitions=3, fences=(2, 7, 0), lows=(40, 0, 5))
     assert fences_of([]) is None
+    # A partition without its row (never so in a consistent database) ends the partitions
+    # kept: rows of it and past it are refused, never sent with a made-up fence.
+    gap = fences_of([(0, 1, 0, 4), (1, 1, 0, 4), (3, 1, 0, 4)])
+    assert gap == Fences(partitions=4, fences=(1, 1), lows=(0, 0))
+    late = NewMessage(4, 3, 0, None, None, b"b")
+    assert refusal([late], gap, 4) == "the topic has no partition 3"
