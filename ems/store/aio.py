@@ -46,11 +46,9 @@ _RAISE_HEAD = (
     "UPDATE partition_head SET next_offset = GREATEST(next_offset, %s) "
     "WHERE topic_id = %s AND partition_no = %s"
 )
-#: The guarded INSERT's read of partition_low is a locking read only under REPEATABLE READ
+#: The escaped path's read of partition_low is a locking read only under REPEATABLE READ
 #: (see ems.store.inserts).
 _REPEATABLE_READ = "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"
-#: "Subquery returns more than 1 row": the escaped INSERT's low-watermark guard refused.
-_GUARD_REFUSED = 1242
 _DRIVER_ERRORS = (asyncmy.errors.Error, OSError, asyncio.IncompleteReadError, EOFError)
 
 
@@ -58,10 +56,6 @@ def _translate(exc: BaseException) -> EmsError:
     lost = not isinstance(exc, asyncmy.errors.Error) or isinstance(
         exc, asyncmy.errors.InterfaceError
     )
-    if error_number(exc) == _GUARD_REFUSED:
-        return BelowLowWatermark(
-            "an offset lies below its partition's low watermark; nothing was inserted"
-        )
     return translate_code(error_number(exc), str(exc), lost=lost)
 
 
@@ -273,7 +267,7 @@ class AsyncMessageStore:
 
     async def _connect(self) -> Any:
         """A new connection, with the producer's bounded retries on an unreachable
-        server. REPEATABLE READ: the guarded INSERT's read of partition_low is then a
+        server. REPEATABLE READ: the escaped path's read of partition_low is then a
         locking read (see ems.store.inserts)."""
         delay = 0.1
         attempts = self.settings.connect_attempts
