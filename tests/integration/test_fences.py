@@ -4,6 +4,7 @@ message table's foreign key refuses a row whose fence moved on."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pymysql
@@ -155,3 +156,51 @@ def test_the_foreign_key_refuses_a_moved_fence_and_takes_no_fence_unchecked(
     seed.sql(store, insert, (topic.id, 1, 1))
     seed.sql(store, insert, (topic.id, 2, None))  # the escaped path's and tombstones' rows
     assert seed.offsets(store, topic, 0) == [0, 1, 2]
+
+
+def _lock_waits_here(store: Store) -> int:
+    """Transactions of this database's sessions waiting for a row lock (other lanes of the
+    suite share the server)."""
+    rows = seed.sql(
+        store,
+        "SELECT COUNT(*) FROM information_schema.innodb_trx t "
+        "JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id "
+        "WHERE t.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()",
+    )
+    return int(rows[0][0])
+
+
+def test_a_batch_takes_its_fences_in_the_order_fencers_do(settings: Settings, store: Store) -> None:
+    """A fencer moves fences in partition order, and each row's fence is held from its
+    check to the commit: a batch whose rows came in another order must still take them in
+    partition order, or it would hold partition 3's while waiting for partition 1's, which
+    the fencer holds while it waits for 3's (a deadlock, one side rolled back)."""
+    topic = TopicAdmin(settings, store=store).create("ordered", 4)
+    store.messages.insert([_row(topic, 0, 0)])  # reads and keeps the fences
+    move = "UPDATE partition_head SET fence = fence + 1 WHERE topic_id = %s AND partition_no = %s"
+    fencer = connect(settings)
+    outcome: list[BaseException | None] = []
+
+    def insert() -> None:
+        try:
+            store.messages.insert([_row(topic, 3, 0), _row(topic, 1, 0)])
+            outcome.append(None)
+        except BaseException as exc:  # shown by the assertion below
+            outcome.append(exc)
+
+    try:
+        with fencer.cursor() as cursor:
+            fencer.begin()
+            cursor.execute("SET SESSION foreign_key_checks = 0")
+            cursor.execute(move, (topic.id, 1))
+            inserter = threading.Thread(target=insert)
+            inserter.start()
+            seed.wait_until(lambda: _lock_waits_here(store) > 0 or not inserter.is_alive())
+            cursor.execute(move, (topic.id, 3))  # waits for nothing the batch holds
+            cursor.execute("SET SESSION foreign_key_checks = 1")
+            fencer.commit()
+        inserter.join(30)
+    finally:
+        fencer.close()
+    assert outcome == [None]
+    assert (seed.offsets(store, topic, 1), seed.offsets(store, topic, 3)) == ([0], [0])
