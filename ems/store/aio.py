@@ -23,9 +23,16 @@ from ems.config import Settings
 from ems.exceptions import DatabaseUnavailable, EmsError, TopicDeleting, UnknownTopic
 from ems.store.connections import RECYCLE, in_transaction
 from ems.store.errors import BelowLowWatermark, ParentMissing
-from ems.store.fences import FENCES_QUERY, Fences, fences_of, refusal
+from ems.store.fences import (
+    FENCE_READS,
+    FENCES_QUERY,
+    FenceCache,
+    Fences,
+    moved_too_often,
+    stale,
+)
 from ems.store.inserts import check_locked_lows, insert_statements, lock_lows_query
-from ems.store.messages import _INSERT, _LOWS, _TOKEN_AT, FENCE_READS, NEXT_OFFSETS
+from ems.store.messages import _INSERT, _LOWS, _TOKEN_AT, NEXT_OFFSETS
 from ems.store.nodes import NodeSet, Vetting, unusable
 from ems.store.translation import error_number, translate_code
 from ems.types import NewMessage, TopicInfo
@@ -79,8 +86,7 @@ class AsyncMessageStore:
             "init_command": settings.session_init,
         }
         self._idle: list[tuple[Any, float]] = []
-        #: Per topic id, its fences as last read (see ems.store.fences).
-        self._fences: dict[int, Fences] = {}
+        self._fences = FenceCache()
 
     # -- statements ------------------------------------------------------------------
 
@@ -127,11 +133,7 @@ class AsyncMessageStore:
         for _ in range(FENCE_READS):
             if fences is None:
                 fences, fresh = await self.fences(topic_id), True
-            why = refusal(messages, fences, partitions)
-            if why is not None:
-                if fresh:
-                    raise BelowLowWatermark(f"{why}; nothing was inserted")
-                # Read before: rows routed by a count learned since may pass newer ones.
+            if stale(messages, fences, partitions, fresh=fresh):
                 fences = None
                 continue
             statements = insert_statements(messages, token, fences.fences)
@@ -143,19 +145,11 @@ class AsyncMessageStore:
                 return
             except ParentMissing:
                 fences = None  # a fence moved on since the read: read them again
-        raise BelowLowWatermark(
-            f"the fences of topic {topic_id}'s partitions moved on {FENCE_READS} times during "
-            "one insert; nothing was inserted"
-        )
+        raise moved_too_often(topic_id)
 
     async def fences(self, topic_id: int) -> Fences:
         """As MessageStore.fences."""
-        fences = fences_of(await self.select(FENCES_QUERY, (topic_id,)))
-        if fences is None:
-            self._fences.pop(topic_id, None)
-            raise BelowLowWatermark(f"topic {topic_id} has no partitions; nothing was inserted")
-        self._fences[topic_id] = fences
-        return fences
+        return self._fences.keep(topic_id, await self.select(FENCES_QUERY, (topic_id,)))
 
     async def allocate_heads(self, topic_id: int, counts: Mapping[int, int]) -> dict[int, int]:
         """The MySQL allocator's UPDATE per partition (see HeadStore.allocate)."""

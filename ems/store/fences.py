@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from operator import itemgetter, lt
 from typing import Any
 
+from ems.store.errors import BelowLowWatermark
 from ems.types import NewMessage
 
 #: Each partition's fence and low watermark (0: never purged) and the topic's count, in one
@@ -45,6 +46,9 @@ _MOVE = (
     "UPDATE partition_head SET fence = fence + 1 WHERE topic_id = %s AND partition_no IN ({}) "
     "ORDER BY partition_no"
 )
+#: Reads of a topic's fences one insert makes at most: each follows a change that moved
+#: a fence of its partitions after the read before (a purge round, a partition change).
+FENCE_READS = 8
 _CHECKS_OFF = "SET SESSION foreign_key_checks = 0"
 _CHECKS_ON = "SET SESSION foreign_key_checks = 1"
 _partition = itemgetter(1)  # of a NewMessage
@@ -98,6 +102,49 @@ def refusal(messages: Sequence[NewMessage], fences: Fences, routed: int | None) 
     if any(lows) and any(map(lt, map(_offset, messages), map(lows.__getitem__, partitions))):
         return _BELOW
     return None
+
+
+class FenceCache:
+    """Each topic's fences as a store last read them, by topic id."""
+
+    def __init__(self) -> None:
+        self._kept: dict[int, Fences] = {}
+
+    def get(self, topic_id: int) -> Fences | None:
+        return self._kept.get(topic_id)
+
+    def keep(self, topic_id: int, rows: Iterable[Sequence[Any]]) -> Fences:
+        """FENCES_QUERY's rows of the topic, kept for the next inserts; BelowLowWatermark
+        for a topic without partitions (deleted)."""
+        fences = fences_of(rows)
+        if fences is None:
+            self._kept.pop(topic_id, None)
+            raise BelowLowWatermark(f"topic {topic_id} has no partitions; nothing was inserted")
+        self._kept[topic_id] = fences
+        return fences
+
+
+def stale(
+    messages: Sequence[NewMessage], fences: Fences, routed: int | None, *, fresh: bool
+) -> bool:
+    """Whether the fences must be read again before the rows go (False: they may go with
+    these). Fences read for this insert (fresh) that refuse the rows: BelowLowWatermark.
+    Fences read before may refuse rows that newer ones pass (rows routed by a count
+    learned since): those are read again."""
+    why = refusal(messages, fences, routed)
+    if why is None:
+        return False
+    if fresh:
+        raise BelowLowWatermark(f"{why}; nothing was inserted")
+    return True
+
+
+def moved_too_often(topic_id: int) -> BelowLowWatermark:
+    """The refusal of an insert whose fences moved on FENCE_READS times."""
+    return BelowLowWatermark(
+        f"the fences of topic {topic_id}'s partitions moved on {FENCE_READS} times during "
+        "one insert; nothing was inserted"
+    )
 
 
 def move(cursor: Any, topic_id: int, partitions: Iterable[int]) -> None:

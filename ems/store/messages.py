@@ -12,8 +12,15 @@ from operator import itemgetter
 from typing import Any
 
 from ems.store.database import Database
-from ems.store.errors import BelowLowWatermark, ParentMissing
-from ems.store.fences import FENCES_QUERY, Fences, fences_of, refusal
+from ems.store.errors import ParentMissing
+from ems.store.fences import (
+    FENCE_READS,
+    FENCES_QUERY,
+    FenceCache,
+    Fences,
+    moved_too_often,
+    stale,
+)
 from ems.store.inserts import check_locked_lows, insert_statements, lock_lows_query
 from ems.store.watermarks import HighWatermarks, all_high_watermarks
 from ems.types import (
@@ -132,16 +139,10 @@ def _fetch_params(
     return (inline, inline, from_offset, topic_id, topic_id, partition, from_offset, limit)
 
 
-#: Reads of a topic's fences one insert makes at most: each follows a change that moved
-#: a fence of its partitions after the read before (a purge round, a partition change).
-FENCE_READS = 8
-
-
 class MessageStore:
     def __init__(self, db: Database) -> None:
         self.db = db
-        #: Per topic id, its fences as last read (see ems.store.fences).
-        self._fences: dict[int, Fences] = {}
+        self._fences = FenceCache()
 
     def insert(
         self,
@@ -169,11 +170,7 @@ class MessageStore:
         for _ in range(FENCE_READS):
             if fences is None:
                 fences, fresh = self.fences(topic_id), True
-            why = refusal(messages, fences, partitions)
-            if why is not None:
-                if fresh:
-                    raise BelowLowWatermark(f"{why}; nothing was inserted")
-                # Read before: rows routed by a count learned since may pass newer ones.
+            if stale(messages, fences, partitions, fresh=fresh):
                 fences = None
                 continue
             statements = insert_statements(messages, token, fences.fences)
@@ -185,20 +182,12 @@ class MessageStore:
                 return
             except ParentMissing:
                 fences = None  # a fence moved on since the read: read them again
-        raise BelowLowWatermark(
-            f"the fences of topic {topic_id}'s partitions moved on {FENCE_READS} times during "
-            "one insert; nothing was inserted"
-        )
+        raise moved_too_often(topic_id)
 
     def fences(self, topic_id: int) -> Fences:
         """The topic's fences as stored now (kept for the next inserts); BelowLowWatermark
         for a topic without partitions (deleted)."""
-        fences = fences_of(self.db.select(FENCES_QUERY, (topic_id,)))
-        if fences is None:
-            self._fences.pop(topic_id, None)
-            raise BelowLowWatermark(f"topic {topic_id} has no partitions; nothing was inserted")
-        self._fences[topic_id] = fences
-        return fences
+        return self._fences.keep(topic_id, self.db.select(FENCES_QUERY, (topic_id,)))
 
     def written(self, topic_id: int, token: int) -> bool:
         """Whether a write named by this token (insert's `named`) is stored: all of it."""

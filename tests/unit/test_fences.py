@@ -3,10 +3,12 @@ producer's rows pass before they carry their partitions' fences."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ems.store.fences import Fences, fences_of, refusal
+from ems.store.errors import BelowLowWatermark
+from ems.store.fences import FenceCache, Fences, fences_of, refusal, stale
 from ems.types import NewMessage
 
 _fences = st.integers(1, 5).flatmap(
@@ -67,3 +69,23 @@ def test_the_rows_read_become_fences_by_partition() -> None:
     assert gap == Fences(partitions=4, fences=(1, 1), lows=(0, 0))
     late = NewMessage(4, 3, 0, None, None, b"b")
     assert refusal([late], gap, 4) == "the topic has no partition 3"
+
+
+def test_fences_read_before_are_read_again_and_fresh_ones_refuse() -> None:
+    fences = Fences(partitions=2, fences=(0, 0), lows=(5, 0))
+    below = [NewMessage(4, 0, 3, None, None, b"b")]
+    above = [NewMessage(4, 0, 5, None, None, b"b")]
+    assert stale(above, fences, 2, fresh=False) is False
+    assert stale(below, fences, 2, fresh=False) is True
+    assert stale(above, fences, 3, fresh=False) is True  # routed by a count learned since
+    with pytest.raises(BelowLowWatermark, match="below its partition's low watermark"):
+        stale(below, fences, 2, fresh=True)
+
+
+def test_the_cache_keeps_what_was_read_and_forgets_a_topic_gone() -> None:
+    cache = FenceCache()
+    kept = cache.keep(4, [(0, 3, 0, 1)])
+    assert cache.get(4) == kept == Fences(partitions=1, fences=(3,), lows=(0,))
+    with pytest.raises(BelowLowWatermark, match="no partitions"):
+        cache.keep(4, [])
+    assert cache.get(4) is None
