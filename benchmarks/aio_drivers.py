@@ -33,6 +33,7 @@ from benchmarks.harness import (
     BenchConfig,
     BenchError,
     WorkerResult,
+    bench_topic,
     mysql_connect,
     on_database,
     query,
@@ -41,8 +42,7 @@ from benchmarks.harness import (
     topic_fences,
 )
 from benchmarks.report import environment
-from ems import Settings, TopicAdmin
-from ems.exceptions import TopicExists
+from ems import Settings
 from ems.store import migrate
 from ems.store.inserts import insert_statements
 from ems.types import NewMessage
@@ -87,14 +87,7 @@ def prepare(cfg: BenchConfig) -> int:
     """The suite's database at Alembic head with the bench topic; returns its id."""
     migrate.create_database(cfg.settings)
     migrate.upgrade(cfg.settings)
-    admin = TopicAdmin(cfg.settings)
-    try:
-        try:
-            return admin.create(cfg.topic, 16).id
-        except TopicExists:
-            return admin.get(cfg.topic).id
-    finally:
-        admin.close()
+    return bench_topic(cfg.settings, cfg.topic, 16)
 
 
 def connect_args(settings: Settings) -> dict[str, Any]:

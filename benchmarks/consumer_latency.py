@@ -23,9 +23,8 @@ import redis
 from benchmarks.consumer_procs import Fleet
 from benchmarks.consumer_workers import paced_producer
 from benchmarks.cpu import cpu_seconds, local_server_pid, machine_ticks
-from benchmarks.harness import BenchConfig, BenchError, query
-from ems import Consumer, TopicAdmin
-from ems.exceptions import TopicExists
+from benchmarks.harness import BenchConfig, BenchError, bench_topic, query
+from ems import Consumer
 from ems.types import Delivery
 
 TOPIC = "latency"
@@ -129,14 +128,9 @@ def redis_pid(cfg: BenchConfig) -> int | None:
     return pid if os.path.exists(f"/proc/{pid}") else None
 
 
-def ensure_topic(cfg: BenchConfig, topic: str = TOPIC) -> None:
-    admin = TopicAdmin(cfg.settings)
-    try:
-        admin.create(topic, PARTITIONS)
-    except TopicExists:
-        pass
-    finally:
-        admin.close()
+def ensure_topic(cfg: BenchConfig, topic: str = TOPIC) -> int:
+    """The topic's id, made if missing."""
+    return bench_topic(cfg.settings, topic, PARTITIONS)
 
 
 def unacked(cfg: BenchConfig, group: str, topic: str = TOPIC) -> int:

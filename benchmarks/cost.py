@@ -50,6 +50,7 @@ from benchmarks.consumer_workers import _RAW_CURSOR, _RAW_DONE, _RAW_FETCH, _RAW
 from benchmarks.cpu import pid_of_thread, thread_cpu_seconds
 from benchmarks.harness import (
     BenchConfig,
+    bench_topic,
     clear_redis,
     fresh_database,
     mysql_connect,
@@ -60,9 +61,8 @@ from benchmarks.harness import (
 from benchmarks.layers import LAYERS, LayerProfile, shares
 from benchmarks.report import FLOOR_COLUMNS, FLOOR_HEAD, environment, floor_cells
 from benchmarks.writers import EmsWriter, GuardedWriter, RawRedisWriter, RawWriter
-from ems import Consumer, TopicAdmin
+from ems import Consumer
 from ems.consumer.cluster import ClusterSession
-from ems.exceptions import TopicExists
 
 DATABASE = "ems_bench_cost"
 RESULTS = Path(__file__).resolve().parent / "results" / "cost-latest.md"
@@ -225,17 +225,7 @@ def measured(threads: ServerThreads, messages: int, out: list[Sample],
 
 def prepare(cfg: BenchConfig) -> int:
     fresh_database(cfg.settings)
-    admin = TopicAdmin(cfg.settings)
-    try:
-        admin.create(cfg.topic, PARTITIONS)
-    except TopicExists:
-        pass
-    finally:
-        admin.close()
-    ((topic_id,),) = query(
-        cfg.settings.database_url, "SELECT id FROM topic WHERE name = %s", (cfg.topic,)
-    )
-    return int(topic_id)
+    return bench_topic(cfg.settings, cfg.topic, PARTITIONS)
 
 
 WRITERS: dict[str, type[EmsWriter] | type[RawWriter]] = {

@@ -76,12 +76,12 @@ def on_database(cfg: BenchConfig, database: str, **changes: Any) -> BenchConfig:
     return dataclasses.replace(cfg, settings=cfg.settings.with_(database_url=url), **changes)
 
 
-def bench_topic(settings: Settings, name: str) -> int:
-    """The id of a topic of PARTITIONS partitions in the bench database, made if missing."""
+def bench_topic(settings: Settings, name: str, partitions: int = PARTITIONS) -> int:
+    """The id of a topic of the bench database, made with `partitions` if missing."""
     admin = TopicAdmin(settings)
     try:
         try:
-            return admin.create(name, PARTITIONS).id
+            return admin.create(name, partitions).id
         except TopicExists:
             return admin.get(name).id
     finally:

@@ -223,9 +223,8 @@ def raw_member(
 def ensure_topic(cfg: BenchConfig) -> int:
     """The floor's topic (created once), its Redis counters set to the stored offsets:
     the raw producer is its only writer and allocates by INCRBY alone."""
-    consumer_latency.ensure_topic(cfg, TOPIC)
+    topic_id = consumer_latency.ensure_topic(cfg, TOPIC)
     url = cfg.settings.database_url
-    ((topic_id,),) = query(url, "SELECT id FROM topic WHERE name = %s", (TOPIC,))
     highs = dict(
         query(
             url,
