@@ -45,7 +45,7 @@ from benchmarks.report import environment
 from ems import Settings
 from ems.store import migrate
 from ems.store.inserts import insert_statements
-from ems.types import NewMessage
+from ems.types import NewMessage, placed_of
 
 RESULTS = Path(__file__).resolve().parent / "results" / "aio-drivers-latest.md"
 DATABASE = "ems_bench_aio"
@@ -153,7 +153,7 @@ async def drive(spec: Spec, barrier: Barrier) -> WorkerResult:
     sent = [0] * case.tasks
 
     async def commit(chunk: list[NewMessage]) -> None:
-        (statement,) = insert_statements(chunk, secrets.randbits(63), spec.fences) or ()
+        (statement,) = insert_statements(placed_of(chunk), secrets.randbits(63), spec.fences) or ()
         conn = await pool.get()
         try:
             await conn.query(statement)

@@ -33,7 +33,7 @@ from benchmarks.cpu import pid_of_thread, thread_cpu_seconds
 from benchmarks.harness import HEADERS_JSON, BenchConfig, mysql_connect, readings
 from ems.store.fences import FENCES_QUERY, fences_of
 from ems.store.inserts import TOKENED_HEAD, insert_statements, values
-from ems.types import NewMessage
+from ems.types import NewMessage, placed_of
 
 ROUNDS = 4
 PARTITIONS = 16
@@ -71,7 +71,7 @@ def statement(
     """The INSERT of the messages in the given form (see the module's docstring); the
     last two forms take one message."""
     if form == "ems":
-        (fenced,) = insert_statements(messages, token, fences) or [b""]
+        (fenced,) = insert_statements(placed_of(messages), token, fences) or [b""]
         return fenced
     rows = [values(m)[:-1] + b",NULL,NULL)" for m in messages]
     rows[0] = values(messages[0])[:-1] + b",NULL,%d)" % token

@@ -45,7 +45,7 @@ from ems import Consumer, Delivery, Producer, Record, TopicAdmin
 from ems.config import Settings
 from ems.store import migrate
 from ems.store.inserts import insert_statements
-from ems.types import NewMessage
+from ems.types import NewMessage, placed_of
 from tests.conftest import reset_state
 from tests.faults.checks import longest_gap
 from tests.faults.scenario import Scenario, running
@@ -171,7 +171,7 @@ def raw_batch(settings: Settings, name: str) -> tuple[float, float]:
             p = i % PARTITIONS
             rows.append(NewMessage(topic.id, p, offsets[p], f"p{i % 50}".encode(), None, BODY))
             offsets[p] += 1
-        for statement in insert_statements(rows, secrets.randbits(63), fences) or ():
+        for statement in insert_statements(placed_of(rows), secrets.randbits(63), fences) or ():
             conn.query(statement)
         return BATCH
 

@@ -26,7 +26,7 @@ from benchmarks.harness import (
     topic_fences,
 )
 from ems.store.inserts import TOKENED_HEAD, insert_statements
-from ems.types import NewMessage
+from ems.types import NewMessage, placed_of
 
 #: The topic the rows go to (made if missing; its rows are removed after the run).
 TOPIC = "token-cost"
@@ -77,7 +77,7 @@ def _timed(
     while time.perf_counter() - started < seconds:
         messages = _place(topic[0], [rows[rng.randrange(len(rows))] for _ in range(size)])
         token = rng.getrandbits(63)
-        for statement in insert_statements(messages, token, topic[1]) or []:
+        for statement in insert_statements(placed_of(messages), token, topic[1]) or []:
             cursor.execute(statement if tokened else without_token(statement, token))
         count += size
     return count / (time.perf_counter() - started)

@@ -67,7 +67,7 @@ from ems.producer.partitioner import partition_for_key
 from ems.store.caller import quoted_schema
 from ems.store.inserts import insert_statements
 from ems.store.outbox import OutboxItem, outbox_statements
-from ems.types import Delivery, NewMessage
+from ems.types import Delivery, NewMessage, placed_of
 
 SERVICE_DB = "ems_bench_service"
 EMS = "ems"
@@ -405,7 +405,7 @@ def hole_holder(
         offset = int(counters.incrby(offset_key(cfg.settings.redis_prefix, topic_id, 0), 1)) - 1
         message = NewMessage(topic_id, 0, offset, None, None, body(-200))
         fences = topic_fences(conn, topic_id).fences
-        for statement in insert_statements([message], 1, fences) or ():
+        for statement in insert_statements(placed_of([message]), 1, fences) or ():
             conn.query(statement)
         began = time.time()
         events.put(("holding", index, offset))

@@ -25,12 +25,12 @@ from ems.types import (
     GroupInfo,
     LeaderInfo,
     MemberInfo,
-    NewMessage,
     OutboxPlace,
     OutboxRow,
     OutboxWaiting,
     PartitionsAdded,
     PartitionStats,
+    Placed,
     Schedule,
     Settlement,
     TopicInfo,
@@ -279,17 +279,18 @@ class MessageWrites(Protocol):
 
     def insert(
         self,
-        messages: Sequence[NewMessage],
+        placed: Placed,
         token: int | None = None,
         *,
         partitions: int | None = None,
         named: bool = False,
     ) -> None:
-        """Store all rows or none, the first carrying the write token: DuplicateKey if an
-        offset is taken, BelowLowWatermark if one lies below its partition's low
-        watermark, or if the topic's partition count is no longer `partitions` (the count
-        the rows were routed by, when given). named: the token names the write, and
-        DuplicateKey also refuses a second write of that name on the topic."""
+        """Store all the write's rows or none, the first carrying the write token:
+        DuplicateKey if an offset is taken, BelowLowWatermark if one lies below its
+        partition's low watermark, or if the topic's partition count is no longer
+        `partitions` (the count the rows were routed by, when given). named: the token
+        names the write, and DuplicateKey also refuses a second write of that name on the
+        topic."""
 
     def written(self, topic_id: int, token: int) -> bool:
         """Whether a write named by this token (insert's `named`) is stored."""
@@ -354,7 +355,7 @@ class AsyncPublishStore(Protocol):
         """As TopicLookup.get."""
 
     async def insert(
-        self, messages: Sequence[NewMessage], token: int | None, *, partitions: int | None = None
+        self, placed: Placed, token: int | None, *, partitions: int | None = None
     ) -> None:
         """As MessageWrites.insert."""
 

@@ -85,6 +85,59 @@ class NewMessage(NamedTuple):
     body: bytes
 
 
+#: (partition, key, headers JSON, body) of a validated message.
+Prepared = tuple[int, bytes | None, str | None, bytes]
+
+
+class Placed(NamedTuple):
+    """One atomic write of a topic's messages, as the producer has it: the messages
+    (`rows`, in their order), each at the next offset of its partition's range, which
+    starts at firsts[partition]. So a partition's rows take consecutive offsets, the
+    lowest being its first: what the store checks a write by, and builds its statement
+    from, with no row object per message."""
+
+    topic_id: int
+    rows: Sequence[Prepared]
+    firsts: Mapping[int, int]
+
+
+def first_place(placed: Placed) -> tuple[int, int, int]:
+    """The (topic id, partition, offset) of the write's first row, which carries its
+    write token."""
+    partition = placed.rows[0][0]
+    return placed.topic_id, partition, placed.firsts[partition]
+
+
+def placed_messages(placed: Placed) -> list[NewMessage]:
+    """The write's rows as NewMessages, in their order."""
+    cursor = dict(placed.firsts)
+    messages = []
+    for partition, key, headers, body in placed.rows:
+        offset = cursor[partition]
+        cursor[partition] = offset + 1
+        messages.append(NewMessage(placed.topic_id, partition, offset, key, headers, body))
+    return messages
+
+
+def placed_of(messages: Sequence[NewMessage]) -> Placed:
+    """The write of these rows: ValueError unless they are of one topic and each
+    partition's take consecutive offsets in their order."""
+    if not messages:
+        raise ValueError("a write has rows")
+    topic_id = messages[0].topic_id
+    firsts: dict[int, int] = {}
+    following: dict[int, int] = {}
+    for m in messages:
+        if m.topic_id != topic_id:
+            raise ValueError("a write's rows are of one topic")
+        if m.partition not in firsts:
+            firsts[m.partition] = m.offset
+        elif m.offset != following[m.partition]:
+            raise ValueError(f"partition {m.partition}'s rows do not take consecutive offsets")
+        following[m.partition] = m.offset + 1
+    return Placed(topic_id, [(m[1], m[3], m[4], m[5]) for m in messages], firsts)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Schedule:
     """When a scheduled send's message may reach its topic: `delay_us` microseconds after

@@ -25,13 +25,11 @@ from ems.producer.planning import (
     CONFLICT_ATTEMPTS,
     GROUP_MAX,
     Outgoing,
-    Prepared,
     RangeEnds,
     last_offsets,
     metadata,
     offset_conflict,
     partition_counts,
-    place,
     prepare,
     prepare_batch,
     reroute,
@@ -41,7 +39,15 @@ from ems.producer.tokens import write_token
 from ems.producer.transactional import UNKNOWN_OFFSET
 from ems.store import aio_outbox
 from ems.store.errors import BelowLowWatermark, DuplicateKey
-from ems.types import NewMessage, Record, RecordMetadata, Schedule, TopicInfo
+from ems.types import (
+    Placed,
+    Prepared,
+    Record,
+    RecordMetadata,
+    Schedule,
+    TopicInfo,
+    first_place,
+)
 from ems.validation import check_name
 
 log = logging.getLogger(__name__)
@@ -86,7 +92,7 @@ class Producer:
         self._loading: dict[str, asyncio.Future[TopicInfo]] = {}
         self._round_robin = RoundRobin()
         #: One per topic and partition count its messages were routed by.
-        self._committers: dict[tuple[int, int], AsyncGroupCommit[Prepared, NewMessage]] = {}
+        self._committers: dict[tuple[int, int], AsyncGroupCommit[Prepared, RecordMetadata]] = {}
         self._wakeups = backend.notifier
         self._ends = RangeEnds()
         self._allocating = asyncio.Lock()
@@ -124,8 +130,8 @@ class Producer:
         deadline = time.monotonic() + self.settings.send_timeout
         info = self._topics.get(topic) or await self._topic(topic, deadline)
         prepared = prepare(info, body, key, headers, self._round_robin)
-        (placed,) = await self._committer(info).submit((prepared,), deadline)
-        return RecordMetadata(info.name, placed.partition, placed.offset)
+        (landed,) = await self._committer(info).submit((prepared,), deadline)
+        return landed
 
     async def send_batch(
         self,
@@ -147,7 +153,7 @@ class Producer:
         prepared = prepare_batch(info, records, self._round_robin)
         if not prepared:
             return []
-        return metadata(info.name, await self._committer(info).submit(prepared, deadline))
+        return await self._committer(info).submit(prepared, deadline)
 
     async def close(self) -> None:
         """Let the groups under way finish, then close the connections."""
@@ -240,13 +246,13 @@ class Producer:
             self._topics.put(name, info)
             return info
 
-    def _committer(self, info: TopicInfo) -> AsyncGroupCommit[Prepared, NewMessage]:
+    def _committer(self, info: TopicInfo) -> AsyncGroupCommit[Prepared, RecordMetadata]:
         """As Producer._committer: one per topic and partition count routed by."""
         place_key = (info.id, info.partitions)
         committer = self._committers.get(place_key)
         if committer is None:
 
-            async def flush(items: list[Prepared], deadline: float) -> list[NewMessage]:
+            async def flush(items: list[Prepared], deadline: float) -> list[RecordMetadata]:
                 return await self._insert(info, items, deadline)
 
             committer = AsyncGroupCommit(flush, GROUP_MAX, linger=self.linger)
@@ -264,7 +270,7 @@ class Producer:
 
     async def _insert(
         self, info: TopicInfo, prepared: Sequence[Prepared], deadline: float
-    ) -> list[NewMessage]:
+    ) -> list[RecordMetadata]:
         """As Producer._insert: allocate, place and commit, trying again until the
         deadline while a server is away; fresh offsets only once no insert of these rows
         may have committed."""
@@ -277,10 +283,10 @@ class Producer:
                     await self._reseed(info)
                     reseed = False
                 firsts = await self._allocate(info, counts)
-                rows = None if firsts is None else place(info.id, prepared, firsts)
-                if rows is not None and await self._commit(rows, attempts, info.partitions):
+                placed = None if firsts is None else Placed(info.id, prepared, firsts)
+                if placed is not None and await self._commit(placed, attempts, info.partitions):
                     break
-                if rows is not None:
+                if placed is not None:
                     fresh = await self._refreshed(info)
                     if fresh.partitions != info.partitions:
                         # As Producer._insert: refused by the fence, routed again.
@@ -297,10 +303,10 @@ class Producer:
             if conflicts == CONFLICT_ATTEMPTS:
                 raise offset_conflict(info, len(prepared))
             reseed = True
-        assert rows is not None and firsts is not None
+        assert placed is not None and firsts is not None
         await self._wakeups.messages(info.id, last_offsets(firsts, counts))
-        published(info.name).inc(len(rows))  # once per group commit
-        return rows
+        published(info.name).inc(len(prepared))  # once per group commit
+        return metadata(info.name, placed)
 
     def _attempts(self, deadline: float) -> Attempts:
         return Attempts(deadline, self.settings.send_timeout)
@@ -329,7 +335,7 @@ class Producer:
             seeds = self._ends.floors(info.id, seeds)
             await self.allocator.reseed(info.id, seeds)
 
-    async def _commit(self, rows: list[NewMessage], attempts: Attempts, routed: int) -> bool:
+    async def _commit(self, placed: Placed, attempts: Attempts, routed: int) -> bool:
         """As Producer._commit: False if an offset was taken or lies below its partition's
         low watermark and no attempt of ours is stored; a lost connection sends the same
         rows again, until the deadline, with the same write token, whose presence at the
@@ -339,12 +345,9 @@ class Producer:
         while True:
             try:
                 if verify:
-                    first = rows[0]
-                    stored = await self.store.write_token_at(
-                        first.topic_id, first.partition, first.offset
-                    )
+                    stored = await self.store.write_token_at(*first_place(placed))
                     return stored == token
-                await self.store.insert(rows, token, partitions=routed)
+                await self.store.insert(placed, token, partitions=routed)
                 return True
             except (DuplicateKey, BelowLowWatermark):
                 if not tried:

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from ems.exceptions import InvalidInput, OffsetConflict, UnknownPartition
 from ems.producer.partitioner import RoundRobin, partition_for_key
-from ems.types import NewMessage, Record, RecordMetadata, TopicInfo
+from ems.types import Placed, Prepared, Record, RecordMetadata, TopicInfo
 from ems.validation import encode_body, encode_headers, encode_key
 
 MAX_BATCH = 10_000
@@ -24,10 +24,8 @@ _ROUTED_COUNTS = 4
 _routes: dict[int, dict[str, tuple[bytes, int]]] = {}
 
 Outgoing = Record | bytes | str | Mapping[str, object]
-#: (partition, key, headers JSON, body) of a validated message.
-Prepared = tuple[int, bytes | None, str | None, bytes]
-#: _new(NewMessage, fields) is NewMessage(*fields) without the Python-level constructor
-#: a named tuple has: half the cost, on a path taken for every message published.
+#: _new(RecordMetadata, fields) is RecordMetadata(*fields) without the Python-level
+#: constructor a named tuple has: half the cost, on a path taken for every message published.
 _new = tuple.__new__
 
 
@@ -203,28 +201,20 @@ def partition_counts(prepared: Sequence[Prepared]) -> dict[int, int]:
     return counts
 
 
-def place(
-    topic_id: int,
-    prepared: Sequence[Prepared],
-    firsts: Mapping[int, int],
-) -> list[NewMessage]:
-    """Give each message the next offset of its partition's range, in input order."""
-    if len(prepared) == 1:  # a single send
-        partition, key, headers, body = prepared[0]
-        return [_new(NewMessage, (topic_id, partition, firsts[partition], key, headers, body))]
-    cursor = dict(firsts)
-    rows: list[NewMessage] = []
-    append = rows.append
-    for partition, key, headers, body in prepared:
+def metadata(topic: str, placed: Placed) -> list[RecordMetadata]:
+    """Where each of the write's messages landed, in their order."""
+    rows, cursor = placed.rows, dict(placed.firsts)
+    if len(rows) == 1:  # a single send
+        partition = rows[0][0]
+        return [_new(RecordMetadata, (topic, partition, cursor[partition]))]
+    found: list[RecordMetadata] = []
+    append = found.append
+    for item in rows:  # no unpacking of the rows: only their partitions are read
+        partition = item[0]
         offset = cursor[partition]
         cursor[partition] = offset + 1
-        append(_new(NewMessage, (topic_id, partition, offset, key, headers, body)))
-    return rows
-
-
-def metadata(topic: str, rows: Sequence[NewMessage]) -> list[RecordMetadata]:
-    """Where each row landed, in their order."""
-    return [_new(RecordMetadata, (topic, m[1], m[2])) for m in rows]
+        append(_new(RecordMetadata, (topic, partition, offset)))
+    return found
 
 
 def last_offsets(firsts: Mapping[int, int], counts: Mapping[int, int]) -> dict[int, int]:

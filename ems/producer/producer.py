@@ -24,14 +24,12 @@ from ems.producer.planning import (
     GROUP_MAX,
     MAX_BATCH,
     Outgoing,
-    Prepared,
     RangeEnds,
     last_offsets,
     metadata,
     offset_conflict,
     partition_counts,
     pin,
-    place,
     prepare,
     prepare_batch,
     reroute,
@@ -41,7 +39,15 @@ from ems.producer.scheduling import Delay, schedule_of
 from ems.producer.tokens import write_token
 from ems.producer.transactional import Transactions
 from ems.store.errors import BelowLowWatermark, DuplicateKey
-from ems.types import NewMessage, Record, RecordMetadata, Schedule, TopicInfo
+from ems.types import (
+    Placed,
+    Prepared,
+    Record,
+    RecordMetadata,
+    Schedule,
+    TopicInfo,
+    first_place,
+)
 from ems.validation import check_name
 
 __all__ = ["GROUP_MAX", "MAX_BATCH", "Outgoing", "Producer", "went_back"]
@@ -79,7 +85,7 @@ class Producer:
         self._looked_up = TopicCache(self.settings.metadata_max_age)
         self._round_robin = RoundRobin()
         #: One per topic and partition count its messages were routed by.
-        self._committers: dict[tuple[int, int], GroupCommit[Prepared, NewMessage]] = {}
+        self._committers: dict[tuple[int, int], GroupCommit[Prepared, RecordMetadata]] = {}
         self._committers_lock = threading.Lock()
         self._wakeups = backend.notifier
         #: Per topic id and partition, the end of the last range its counter handed out.
@@ -128,8 +134,8 @@ class Producer:
         deadline = time.monotonic() + self.settings.send_timeout
         info = self._topics.get(topic) or self._topic(topic, deadline)
         prepared = prepare(info, body, key, headers, self._round_robin)
-        (placed,) = self._committer(info).submit((prepared,), deadline)
-        return RecordMetadata(info.name, placed.partition, placed.offset)
+        (landed,) = self._committer(info).submit((prepared,), deadline)
+        return landed
 
     def send_batch(
         self,
@@ -151,7 +157,7 @@ class Producer:
         prepared = prepare_batch(info, messages, self._round_robin)
         if not prepared:
             return []
-        return metadata(info.name, self._committer(info).submit(prepared, deadline))
+        return self._committer(info).submit(prepared, deadline)
 
     def send_once(
         self,
@@ -266,7 +272,7 @@ class Producer:
             self._topics.put(name, info)
             return info
 
-    def _committer(self, info: TopicInfo) -> GroupCommit[Prepared, NewMessage]:
+    def _committer(self, info: TopicInfo) -> GroupCommit[Prepared, RecordMetadata]:
         """The group commit of the topic's messages routed by info.partitions: a group's
         rows were all routed by the count its inserts are fenced with."""
         place_key = (info.id, info.partitions)
@@ -300,7 +306,7 @@ class Producer:
     @overload
     def _insert(
         self, info: TopicInfo, prepared: Sequence[Prepared], deadline: float
-    ) -> list[NewMessage]: ...
+    ) -> list[RecordMetadata]: ...
 
     @overload
     def _insert(
@@ -311,7 +317,7 @@ class Producer:
         *,
         named: int,
         pinned: frozenset[int],
-    ) -> list[NewMessage] | None: ...
+    ) -> list[RecordMetadata] | None: ...
 
     def _insert(
         self,
@@ -321,11 +327,11 @@ class Producer:
         *,
         named: int | None = None,
         pinned: frozenset[int] = frozenset(),
-    ) -> list[NewMessage] | None:
+    ) -> list[RecordMetadata] | None:
         """Allocate, place and commit, trying again until the deadline while a server is
-        away. Fresh offsets are taken only while no insert of these rows may have
-        committed: _commit settles that before it returns. A write `named` by a token
-        that another call stored meanwhile: None, nothing written."""
+        away; where each message landed. Fresh offsets are taken only while no insert of
+        these rows may have committed: _commit settles that before it returns. A write
+        `named` by a token that another call stored meanwhile: None, nothing written."""
         counts = partition_counts(prepared)
         attempts = self._attempts(deadline)
         conflicts, reseed = 0, False
@@ -335,13 +341,13 @@ class Producer:
                     self._reseed(info)
                     reseed = False
                 firsts = self._allocate(info, counts)
-                rows = None if firsts is None else place(info.id, prepared, firsts)
-                done = rows is not None and self._commit(rows, attempts, info.partitions, named)
+                placed = None if firsts is None else Placed(info.id, prepared, firsts)
+                done = placed is not None and self._commit(placed, attempts, info.partitions, named)
                 if done is None:
                     return None
                 if done:
                     break
-                if rows is not None:
+                if placed is not None:
                     fresh = self.refreshed_for(info)
                     if fresh.partitions != info.partitions:
                         # Partitions were added: the fence refused rows routed by the
@@ -360,10 +366,10 @@ class Producer:
             if conflicts == CONFLICT_ATTEMPTS:
                 raise offset_conflict(info, len(prepared))
             reseed = True
-        assert rows is not None and firsts is not None
+        assert placed is not None and firsts is not None
         self._wakeups.messages(info.id, last_offsets(firsts, counts))
-        published(info.name).inc(len(rows))  # once per group commit
-        return rows
+        published(info.name).inc(len(prepared))  # once per group commit
+        return metadata(info.name, placed)
 
     def _attempts(self, deadline: float) -> Attempts:
         return Attempts(deadline, self.settings.send_timeout)
@@ -398,9 +404,9 @@ class Producer:
         self.allocator.reseed(info.id, seeds)
 
     def _commit(
-        self, rows: list[NewMessage], attempts: Attempts, routed: int, named: int | None = None
+        self, placed: Placed, attempts: Attempts, routed: int, named: int | None = None
     ) -> bool | None:
-        """Insert the rows; False if an offset was taken or lies below its partition's low
+        """Insert the write's rows; False if an offset was taken or lies below its partition's low
         watermark, and no attempt of ours is stored. A dropped connection leaves the
         outcome unknown, so the same rows are sent again, until the send's deadline, with
         the same random write token, stored on the write's first row; when an offset is
@@ -418,15 +424,12 @@ class Producer:
         while True:
             try:
                 if verify:
-                    first = rows[0]
-                    stored = self.store.messages.write_token_at(
-                        first.topic_id, first.partition, first.offset
-                    )
+                    stored = self.store.messages.write_token_at(*first_place(placed))
                     return stored == token
-                self.store.messages.insert(rows, token, partitions=routed, named=bool(named))
+                self.store.messages.insert(placed, token, partitions=routed, named=bool(named))
                 return True
             except (DuplicateKey, BelowLowWatermark):
-                if named is not None and self.store.messages.written(rows[0].topic_id, named):
+                if named is not None and self.store.messages.written(placed.topic_id, named):
                     return True if tried else None
                 if not tried:
                     return False

@@ -15,9 +15,8 @@ from contextlib import suppress
 
 from ems.exceptions import EmsError, InvalidSchedule, InvalidTransaction
 from ems.ports import Outbox, OutboxWrites
-from ems.producer.planning import Prepared
 from ems.producer.relay import Placer, Relay, RelayLoop
-from ems.types import RecordMetadata, Schedule, TopicInfo
+from ems.types import Prepared, RecordMetadata, Schedule, TopicInfo
 
 #: The offset a transactional send reports: not known until the relay moves the message
 #: (as Kafka reports -1 for an offset it was not told).

@@ -35,7 +35,7 @@ from ems.store.inserts import check_locked_lows, insert_statements, lock_lows_qu
 from ems.store.messages import _INSERT, _LOWS, _TOKEN_AT, NEXT_OFFSETS
 from ems.store.nodes import NodeSet, Vetting, unusable
 from ems.store.translation import error_number, translate_code
-from ems.types import NewMessage, TopicInfo
+from ems.types import NewMessage, Placed, TopicInfo, placed_messages
 from ems.values.lifecycle import check_not_fenced
 
 T = TypeVar("T")
@@ -120,24 +120,25 @@ class AsyncMessageStore:
         return None if not rows or rows[0][0] is None else int(rows[0][0])
 
     async def insert(
-        self, messages: Sequence[NewMessage], token: int | None, *, partitions: int | None = None
+        self, placed: Placed, token: int | None, *, partitions: int | None = None
     ) -> None:
         """As MessageStore.insert: all rows or none, DuplicateKey or BelowLowWatermark
         (also when the topic no longer has the `partitions` the rows were routed by), the
         rows checked against the partitions' fences and carrying them."""
-        if not messages:
+        if not placed.rows:
             return
-        topic_id = messages[0].topic_id
+        topic_id = placed.topic_id
         fences = self._fences.get(topic_id)
         fresh = False
         for _ in range(FENCE_READS):
             if fences is None:
                 fences, fresh = await self.fences(topic_id), True
-            if stale(messages, fences, partitions, fresh=fresh):
+            if stale(placed.firsts, fences, partitions, fresh=fresh):
                 fences = None
                 continue
-            statements = insert_statements(messages, token, fences.fences)
+            statements = insert_statements(placed, token, fences.fences)
             if statements is None:
+                messages = placed_messages(placed)
                 await self._run(self._insert_escaped, messages, token, partitions)
                 return
             try:

@@ -26,13 +26,11 @@ statement reads costs that much, benchmarks/guard_cost.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from operator import itemgetter, lt
 from typing import Any
 
 from ems.store.errors import BelowLowWatermark
-from ems.types import NewMessage
 
 #: Each partition's fence and low watermark (0: never purged) and the topic's count, in one
 #: statement (one snapshot: a change writes all three in one transaction).
@@ -51,8 +49,6 @@ _MOVE = (
 FENCE_READS = 8
 _CHECKS_OFF = "SET SESSION foreign_key_checks = 0"
 _CHECKS_ON = "SET SESSION foreign_key_checks = 1"
-_partition = itemgetter(1)  # of a NewMessage
-_offset = itemgetter(2)
 _BELOW = "an offset lies below its partition's low watermark"
 
 
@@ -83,23 +79,24 @@ def fences_of(rows: Iterable[Sequence[Any]]) -> Fences | None:
     return Fences(partitions=found[0][3], fences=tuple(fences), lows=tuple(lows))
 
 
-def refusal(messages: Sequence[NewMessage], fences: Fences, routed: int | None) -> str | None:
-    """Why the rows may not be stored by these fences (None: they may, each carrying its
-    partition's fence): routed by another count than the topic's, in a partition it does
-    not have, or below a partition's low watermark. (Runs for every message published:
-    map() over C callables, no Python frame per row.)"""
+def refusal(firsts: Mapping[int, int], fences: Fences, routed: int | None) -> str | None:
+    """Why a write whose ranges start at `firsts` (by partition) may not be stored by these
+    fences (None: it may, each row carrying its partition's fence): routed by another count
+    than the topic's, in a partition it does not have, or below a partition's low
+    watermark. A partition's rows take consecutive offsets from its first (ems.types.
+    Placed), so its first stands for all: one check per partition, none per row."""
     if routed is not None and routed != fences.partitions:
         return "the topic's partitions changed since the rows were routed"
     lows = fences.lows
-    if len(messages) == 1:  # a single send: no lists
-        partition, offset = messages[0][1:3]
+    if len(firsts) == 1:  # one partition (every single send): no generator
+        ((partition, first),) = firsts.items()
         if partition >= len(lows):
             return f"the topic has no partition {partition}"
-        return _BELOW if offset < lows[partition] else None
-    partitions = list(map(_partition, messages))
-    if max(partitions) >= len(lows):
-        return f"the topic has no partition {max(partitions)}"
-    if any(lows) and any(map(lt, map(_offset, messages), map(lows.__getitem__, partitions))):
+        return _BELOW if first < lows[partition] else None
+    highest = max(firsts)
+    if highest >= len(lows):
+        return f"the topic has no partition {highest}"
+    if any(first < lows[partition] for partition, first in firsts.items()):
         return _BELOW
     return None
 
@@ -124,14 +121,12 @@ class FenceCache:
         return fences
 
 
-def stale(
-    messages: Sequence[NewMessage], fences: Fences, routed: int | None, *, fresh: bool
-) -> bool:
-    """Whether the fences must be read again before the rows go (False: they may go with
-    these). Fences read for this insert (fresh) that refuse the rows: BelowLowWatermark.
-    Fences read before may refuse rows that newer ones pass (rows routed by a count
-    learned since): those are read again."""
-    why = refusal(messages, fences, routed)
+def stale(firsts: Mapping[int, int], fences: Fences, routed: int | None, *, fresh: bool) -> bool:
+    """Whether the fences must be read again before a write whose ranges start at
+    `firsts` goes (False: it may go with these). Fences read for this insert (fresh) that
+    refuse the write: BelowLowWatermark. Fences read before may refuse rows that newer
+    ones pass (rows routed by a count learned since): those are read again."""
+    why = refusal(firsts, fences, routed)
     if why is None:
         return False
     if fresh:

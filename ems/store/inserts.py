@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from binascii import hexlify
 from collections.abc import Iterable, Mapping, Sequence
-from operator import itemgetter
 from typing import Any
 
 from ems.store.errors import BelowLowWatermark
-from ems.types import NewMessage
+from ems.types import NewMessage, Placed
 from ems.validation import MAX_KEY_BYTES
 
 #: The head of a plain multi-row INSERT of values() tuples (no write token): what a writer
@@ -20,10 +19,11 @@ from ems.validation import MAX_KEY_BYTES
 INSERT_HEAD = (
     b"INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body) VALUES "
 )
-_ROW = b"(%d,%d,%b,%b,%b,X'%b')"
+#: A row of INSERT_HEAD: (topic id, partition, offset, key literal, headers literal, body
+#: hex digits).
+PLAIN_ROW = b"(%d,%d,%d,%b,%b,X'%b')"
 _KEY = b"X'%b'"
 _HEADERS = b"_utf8mb4 X'%b'"
-_partition = itemgetter(1)  # of a NewMessage
 #: Literals of recent keys (see _key_literal), and how many are kept at most.
 _KEY_LITERALS = 4096
 _key_literals: dict[bytes, bytes] = {}
@@ -93,39 +93,38 @@ def lock_lows_query(topic_id: int, partitions: Sequence[int]) -> tuple[str, tupl
 
 
 def insert_statements(
-    messages: Sequence[NewMessage], token: int | None, fences: Sequence[int]
+    placed: Placed, token: int | None, fences: Sequence[int]
 ) -> list[bytes] | None:
-    """Multi-row INSERTs of the messages, in partition order (in their own order within a
-    partition), each under _STATEMENT_BYTES, each row carrying its partition's fence
-    (fences[partition]: see ems.store.fences, which checks the rows first) and the first
-    message's row the write token; None if a row is too large to send as hex."""
-    if len(messages) == 1:
-        return _single(messages[0], token, fences)
-    if not messages:
+    """Multi-row INSERTs of the write's rows, in partition order (in their own order within
+    a partition), each under _STATEMENT_BYTES, each row carrying its partition's fence
+    (fences[partition]: see ems.store.fences, which checks the write first) and the
+    write's first row the write token; None if a row is too large to send as hex."""
+    rows = placed.rows
+    if len(rows) == 1:
+        return _single(placed, token, fences)
+    if not rows:
         return []
-    rows = _rows(messages, fences)
-    if rows is None:
+    by_partition = _rows(placed, fences)
+    if by_partition is None:
         return None
     if token is not None:
-        rows[0] = rows[0][:-5] + b"%d)" % token
-    partitions = list(map(_partition, messages))
-    if partitions != sorted(partitions):
-        # Each row's fence is checked (and held) as it is inserted, and a purge or a
-        # partition change moves fences in partition order: rows in that order too, or
-        # the two could each hold a fence the other waits for (a deadlock). A stable sort
-        # by a C key: a row's own order within its partition stays.
-        rows = [rows[i] for i in sorted(range(len(rows)), key=partitions.__getitem__)]
-    size = len(TOKENED_HEAD) + sum(map(len, rows)) + len(rows)
+        first = by_partition[rows[0][0]]
+        first[0] = first[0][:-5] + b"%d)" % token
+    # Each row's fence is checked (and held) as it is inserted, and a purge or a partition
+    # change moves fences in partition order: rows in that order too, or the two could
+    # each hold a fence the other waits for (a deadlock).
+    ordered = [row for p in sorted(by_partition) for row in by_partition[p]]
+    size = len(TOKENED_HEAD) + sum(map(len, ordered)) + len(ordered)
     if size <= _STATEMENT_BYTES:
         # One statement (the common case): the sizes need no row by row account.
-        return [TOKENED_HEAD + b",".join(rows)]
-    return _split(rows)
+        return [TOKENED_HEAD + b",".join(ordered)]
+    return _split(ordered)
 
 
-def _single(m: NewMessage, token: int | None, fences: Sequence[int]) -> list[bytes] | None:
+def _single(placed: Placed, token: int | None, fences: Sequence[int]) -> list[bytes] | None:
     """insert_statements of one message (a single send), in one format: the same bytes
     as the rows and statement of the general path give it."""
-    topic_id, partition, offset, key, headers, body = m
+    ((partition, key, headers, body),) = placed.rows
     size = len(body)
     if key is None:
         key_sql = b"NULL"
@@ -143,9 +142,9 @@ def _single(m: NewMessage, token: int | None, fences: Sequence[int]) -> list[byt
         TOKENED_HEAD
         + _TOKENED_ROW
         % (
-            topic_id,
+            placed.topic_id,
             partition,
-            offset,
+            placed.firsts[partition],
             key_sql,
             headers_sql,
             hexlify(body),
@@ -155,16 +154,18 @@ def _single(m: NewMessage, token: int | None, fences: Sequence[int]) -> list[byt
     ]
 
 
-def _rows(messages: Sequence[NewMessage], fences: Sequence[int]) -> list[bytes] | None:
-    """The messages' VALUES tuples without a token; None if a row is too large to send as
+def _rows(placed: Placed, fences: Sequence[int]) -> dict[int, list[bytes]] | None:
+    """The write's VALUES tuples without a token, by partition, each partition's in the
+    rows' order at the next offset of its range; None if a row is too large to send as
     hex. One loop that calls out only for a literal not made before (this runs for every
     message published): the messages of a write mostly share their headers, and keys
     repeat across writes."""
-    rows: list[bytes] = []
+    topic_id, cursor = placed.topic_id, dict(placed.firsts)
+    by_partition: dict[int, list[bytes]] = {p: [] for p in cursor}
+    adds = {p: tuples.append for p, tuples in by_partition.items()}
     keys, texts = _key_literals, _headers_literals
     last_text, last_sql, last_size = None, b"NULL", 0
-    append = rows.append
-    for topic_id, partition, offset, key, headers, body in messages:
+    for partition, key, headers, body in placed.rows:
         if headers is not last_text:
             last_text = headers
             if headers is None:
@@ -180,11 +181,13 @@ def _rows(messages: Sequence[NewMessage], fences: Sequence[int]) -> list[bytes] 
             key_sql = keys.get(key) or _key_literal(key)
             if len(body) + len(key) + last_size > _HEX_ROW_BYTES:
                 return None
-        append(
+        offset = cursor[partition]
+        cursor[partition] = offset + 1
+        adds[partition](
             _ROW_AT
             % (topic_id, partition, offset, key_sql, last_sql, hexlify(body), fences[partition])
         )
-    return rows
+    return by_partition
 
 
 def _split(rows: list[bytes]) -> list[bytes]:
@@ -239,7 +242,7 @@ def values(m: NewMessage) -> bytes:
     for m in rows) is the plain multi-row INSERT of the same rows in the same encoding
     (the producer benchmark's raw baseline writes exactly that)."""
     key, headers = key_headers(m.key, m.headers)
-    return _ROW % (m.topic_id, m.partition, b"%d" % m.offset, key, headers, hexlify(m.body))
+    return PLAIN_ROW % (m.topic_id, m.partition, m.offset, key, headers, hexlify(m.body))
 
 
 def below_low(lows: Mapping[int, int], messages: Sequence[NewMessage]) -> bool:

@@ -30,8 +30,10 @@ from ems.types import (
     Fetched,
     FetchedRows,
     NewMessage,
+    Placed,
     StoredMessage,
     TopicInfo,
+    placed_messages,
     stored_messages,
 )
 from ems.values.fetch import decode_headers, within_budget
@@ -146,36 +148,36 @@ class MessageStore:
 
     def insert(
         self,
-        messages: Sequence[NewMessage],
+        placed: Placed,
         token: int | None = None,
         *,
         partitions: int | None = None,
         named: bool = False,
     ) -> None:
-        """Insert all rows in one transaction, the first with the write token (see
+        """Insert the write's rows in one transaction, the first with the write token (see
         write_token_at); DuplicateKey if any offset is taken, BelowLowWatermark if any
         lies below its partition's low watermark, or if the rows were routed by a count of
         `partitions` the topic no longer has (see ems.store.partitions). named: the token
         names the write (see written), and a write of that name stored before makes this
         one fail with DuplicateKey, inserting nothing."""
-        if not messages:
+        if not placed.rows:
             return
-        topic_id = messages[0].topic_id
+        topic_id = placed.topic_id
         mark = None
         if named:
             assert token is not None
-            mark = _NAMED % (topic_id, token, len(messages))
+            mark = _NAMED % (topic_id, token, len(placed.rows))
         fences = self._fences.get(topic_id)
         fresh = False
         for _ in range(FENCE_READS):
             if fences is None:
                 fences, fresh = self.fences(topic_id), True
-            if stale(messages, fences, partitions, fresh=fresh):
+            if stale(placed.firsts, fences, partitions, fresh=fresh):
                 fences = None
                 continue
-            statements = insert_statements(messages, token, fences.fences)
+            statements = insert_statements(placed, token, fences.fences)
             if statements is None:
-                self._insert_escaped(messages, token, partitions, mark)
+                self._insert_escaped(placed_messages(placed), token, partitions, mark)
                 return
             try:
                 self.db.direct.execute(statements if mark is None else [mark, *statements])

@@ -5,10 +5,10 @@ that ems.aio's Producer takes (ems.ports.AsyncPublishStore, AsyncOffsetAllocator
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from ems.testing.memory import MemoryStore
-from ems.types import NewMessage, TopicInfo
+from ems.types import Placed, TopicInfo
 
 
 class MemoryCounters:
@@ -71,9 +71,9 @@ class AsyncMemoryStore:
         return self.store.topics.get(name)
 
     async def insert(
-        self, messages: Sequence[NewMessage], token: int | None, *, partitions: int | None = None
+        self, placed: Placed, token: int | None, *, partitions: int | None = None
     ) -> None:
-        self.store.messages.insert(messages, token, partitions=partitions)
+        self.store.messages.insert(placed, token, partitions=partitions)
 
     async def write_token_at(self, topic_id: int, partition: int, offset: int) -> int | None:
         return self.store.messages.write_token_at(topic_id, partition, offset)

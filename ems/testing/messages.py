@@ -21,8 +21,10 @@ from ems.types import (
     NewMessage,
     PartitionsAdded,
     PartitionStats,
+    Placed,
     StoredMessage,
     TopicInfo,
+    placed_messages,
 )
 from ems.values.fetch import within_budget
 
@@ -152,7 +154,7 @@ class MemoryMessages:
 
     def insert(
         self,
-        messages: Sequence[NewMessage],
+        placed: Placed,
         token: int | None = None,
         *,
         partitions: int | None = None,
@@ -163,10 +165,13 @@ class MemoryMessages:
         the topic has more now (the fence of a partition change), DuplicateKey if one is
         taken (or repeated), or if the write is named by a token already stored; the first
         row carries the write token."""
+        if not placed.rows:
+            return
+        messages = placed_messages(placed)
         with self.t.lock:
-            if messages and partitions is not None:
+            if partitions is not None:
                 self._fence(messages, partitions)
-            name = (messages[0].topic_id, token or 0)
+            name = (placed.topic_id, token or 0)
             if named and name in self.t.named:
                 raise DuplicateKey(f"a write named {token} is stored")
             self._check(messages)

@@ -14,7 +14,7 @@ from ems.cli.app import cli
 from ems.config import Settings
 from ems.consumer.groups import ensure_group
 from ems.store import Store
-from ems.types import GroupInfo, NewMessage
+from ems.types import GroupInfo, NewMessage, placed_of
 from tests import sql as db
 from tests.integration import seed
 
@@ -32,7 +32,9 @@ def group(settings: Settings, store: Store) -> GroupInfo:
     topic = TopicAdmin(settings, store=store).create("t", 2)
     options = seed.options(None)
     group = ensure_group(store, "g", topic, options)
-    store.messages.insert([NewMessage(topic.id, 0, i, None, None, b"x") for i in range(10)])
+    store.messages.insert(
+        placed_of([NewMessage(topic.id, 0, i, None, None, b"x") for i in range(10)])
+    )
     return group
 
 

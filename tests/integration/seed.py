@@ -4,7 +4,7 @@ created/updated times in the past taken from the database clock."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import redis
@@ -13,8 +13,22 @@ from ems import Consumer
 from ems.config import Settings
 from ems.consumer.groups import GroupOptions, ensure_group
 from ems.store import Store
-from ems.types import Delivery, GroupInfo, StartPosition, TopicInfo
+from ems.types import Delivery, GroupInfo, NewMessage, StartPosition, TopicInfo, placed_of
 from tests import sql as db
+
+
+def insert_rows(store: Store, rows: Sequence[NewMessage]) -> None:
+    """Rows placed by hand, holes and all: a write per run of rows that take a partition's
+    consecutive offsets (the offsets a write takes in a partition are consecutive)."""
+    run: list[NewMessage] = []
+    for row in rows:
+        last = run[-1] if run else None
+        if last is not None and (row.partition, row.offset) != (last.partition, last.offset + 1):
+            store.messages.insert(placed_of(run))
+            run = []
+        run.append(row)
+    if run:
+        store.messages.insert(placed_of(run))
 
 
 def options(

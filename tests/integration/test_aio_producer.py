@@ -27,7 +27,7 @@ from ems.exceptions import (
     UnknownTopic,
 )
 from ems.store import Store
-from ems.types import RecordMetadata
+from ems.types import RecordMetadata, placed_of
 from tests import sql as db
 from tests.integration import seed
 
@@ -366,7 +366,12 @@ async def test_a_split_batch_refused_in_a_later_statement_is_stored_once(
     info = store.topics.get("t")
     batch = _big_batch(120, "b")
     split = insert_statements(
-        [NewMessage(info.id, 0, 1 + i, None, None, r.body.encode()) for i, r in enumerate(batch)],
+        placed_of(
+            [
+                NewMessage(info.id, 0, 1 + i, None, None, r.body.encode())
+                for i, r in enumerate(batch)
+            ]
+        ),
         None,
         [0],
     )
@@ -402,8 +407,10 @@ async def test_no_connection_returns_to_the_pool_inside_a_transaction(
     aio_store = AsyncMessageStore(settings)
     try:
         with pytest.raises(DuplicateKey):
-            await aio_store.insert(rows, None)
-        await aio_store.insert([NewMessage(info.id, 0, 500, None, None, b"single")], None)
+            await aio_store.insert(placed_of(rows), None)
+        await aio_store.insert(
+            placed_of([NewMessage(info.id, 0, 500, None, None, b"single")]), None
+        )
         # Read from another connection while the store is still open.
         assert _labels(stored(store)) == ["single"]
     finally:

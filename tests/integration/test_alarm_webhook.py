@@ -18,7 +18,7 @@ from ems.alarms.webhook import WebhookNotifier
 from ems.config import Settings
 from ems.consumer.groups import ensure_group
 from ems.store import Store
-from ems.types import GroupInfo, NewMessage, TopicInfo
+from ems.types import GroupInfo, NewMessage, TopicInfo, placed_of
 from tests import sql as db
 from tests.integration import seed
 from tests.json_times import is_json_time
@@ -72,7 +72,9 @@ def lagging(settings: Settings, store: Store) -> GroupInfo:
     options = seed.options(None)
     group = ensure_group(store, "g", topic, options)
     set_thresholds(store, "g", lag_messages=5)
-    store.messages.insert([NewMessage(topic.id, 0, i, None, None, b"x") for i in range(10)])
+    store.messages.insert(
+        placed_of([NewMessage(topic.id, 0, i, None, None, b"x") for i in range(10)])
+    )
     return group
 
 

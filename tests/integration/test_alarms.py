@@ -15,7 +15,7 @@ from ems.config import Settings
 from ems.consumer.groups import ensure_group
 from ems.exceptions import InvalidInput, InvalidPolicy, UnknownAlarm, UnknownGroup
 from ems.store import Store
-from ems.types import GroupInfo, NewMessage, TopicInfo
+from ems.types import GroupInfo, NewMessage, TopicInfo, placed_of
 from tests import sql as db
 from tests.integration import seed
 
@@ -40,7 +40,7 @@ def publish(store: Store, topic: TopicInfo, partition: int, count: int, age: int
     """count messages after the partition's last, written `age` seconds ago."""
     first = store.messages.next_offsets(topic.id).get(partition, 0)
     rows = [NewMessage(topic.id, partition, first + i, None, None, b"x") for i in range(count)]
-    store.messages.insert(rows)
+    store.messages.insert(placed_of(rows))
     if age:
         sql(
             store,

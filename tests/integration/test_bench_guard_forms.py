@@ -20,7 +20,7 @@ from ems.config import Settings
 from ems.store import Store, fences
 from ems.store.fences import Fences
 from ems.store.inserts import insert_statements
-from ems.types import NewMessage
+from ems.types import NewMessage, placed_of
 from tests.conftest import connect
 
 ROUTED = 4
@@ -99,7 +99,7 @@ def test_the_guarded_floor_sends_ems_statement() -> None:
     messages = [
         NewMessage(12, r.partition, o, r.key.encode(), HEADERS_JSON, r.body) for r, o in rows
     ]
-    (ems,) = insert_statements(messages, 6, tuple(range(16))) or [b""]
+    (ems,) = insert_statements(placed_of(messages), 6, tuple(range(16))) or [b""]
     assert writer.statement(rows) == ems and b",2,6)" in ems and b",0,NULL)" in ems
 
 

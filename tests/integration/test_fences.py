@@ -14,7 +14,7 @@ from ems import TopicAdmin
 from ems.config import Settings
 from ems.store import Store, fences
 from ems.store.errors import BelowLowWatermark, ParentMissing
-from ems.types import NewMessage, TopicInfo
+from ems.types import NewMessage, TopicInfo, placed_of
 from ems.values.lifecycle import DELETE_FENCE
 from tests.conftest import connect
 from tests.integration import seed
@@ -49,14 +49,14 @@ def test_rows_checked_before_a_purge_go_again_at_their_own_offsets(
     once, the fences are read again, and the rows are stored at the offsets they were
     given (no hole for readers to wait on)."""
     seed.messages(store, topic, 0, range(10), 48)
-    store.messages.insert([_row(topic, 0, 10)])  # reads and keeps the fences
+    store.messages.insert(placed_of([_row(topic, 0, 10)]))  # reads and keeps the fences
     reads = _counted_reads(store, monkeypatch)
     store.purge.delete(topic.id, [(0, 0, 5)])
-    store.messages.insert([_row(topic, 0, 11), _row(topic, 1, 0)])
+    store.messages.insert(placed_of([_row(topic, 0, 11), _row(topic, 1, 0)]))
     assert reads == [topic.id]  # one refusal, one read
     assert seed.offsets(store, topic, 0) == list(range(5, 12))
     assert seed.offsets(store, topic, 1) == [0]
-    store.messages.insert([_row(topic, 0, 12)])
+    store.messages.insert(placed_of([_row(topic, 0, 12)]))
     assert reads == [topic.id]  # the fences read are kept
 
 
@@ -64,11 +64,11 @@ def test_rows_below_a_watermark_raised_since_their_check_are_refused(
     store: Store, topic: TopicInfo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seed.messages(store, topic, 0, range(10), 48)
-    store.messages.insert([_row(topic, 0, 10)])
+    store.messages.insert(placed_of([_row(topic, 0, 10)]))
     reads = _counted_reads(store, monkeypatch)
     store.purge.delete(topic.id, [(0, 0, 9)])
     with pytest.raises(BelowLowWatermark, match="below its partition's low watermark"):
-        store.messages.insert([_row(topic, 1, 0), _row(topic, 0, 4)])
+        store.messages.insert(placed_of([_row(topic, 1, 0), _row(topic, 0, 4)]))
     assert reads == [topic.id]
     assert (seed.offsets(store, topic, 0), seed.offsets(store, topic, 1)) == ([9, 10], [])
 
@@ -76,37 +76,37 @@ def test_rows_below_a_watermark_raised_since_their_check_are_refused(
 def test_a_partition_change_moves_every_old_partitions_fence(
     settings: Settings, store: Store, topic: TopicInfo
 ) -> None:
-    store.messages.insert([_row(topic, 0, 0)], partitions=2)
+    store.messages.insert(placed_of([_row(topic, 0, 0)]), partitions=2)
     before = store.messages.fences(topic.id)
     TopicAdmin(settings, store=store).add_partitions("fenced", 3)
     with pytest.raises(BelowLowWatermark, match="partitions changed"):
-        store.messages.insert([_row(topic, 1, 0)], partitions=2)
+        store.messages.insert(placed_of([_row(topic, 1, 0)]), partitions=2)
     after = store.messages.fences(topic.id)
     assert (before.partitions, after.partitions) == (2, 3)
     assert [a - b for a, b in zip(after.fences, before.fences, strict=False)] == [1, 1]
     assert after.fences[2] == 0 and after.lows == (0, 0, 0)
-    store.messages.insert([_row(topic, 1, 0), _row(topic, 2, 0)], partitions=3)
+    store.messages.insert(placed_of([_row(topic, 1, 0), _row(topic, 2, 0)]), partitions=3)
     assert seed.offsets(store, topic, 2) == [0]
 
 
 def test_a_delete_fence_refuses_the_rows_of_producers_that_read_the_fences_before(
     store: Store, topic: TopicInfo
 ) -> None:
-    store.messages.insert([_row(topic, 0, 0)])
+    store.messages.insert(placed_of([_row(topic, 0, 0)]))
     store.lifecycle.fence(topic.id, topic.partitions)
     with pytest.raises(BelowLowWatermark):
-        store.messages.insert([_row(topic, 1, 0)])
+        store.messages.insert(placed_of([_row(topic, 1, 0)]))
     assert store.messages.fences(topic.id).lows == (DELETE_FENCE, DELETE_FENCE)
     assert seed.offsets(store, topic, 1) == []
 
 
 def test_a_deleted_topics_rows_are_refused(store: Store, topic: TopicInfo) -> None:
-    store.messages.insert([_row(topic, 0, 0)])
+    store.messages.insert(placed_of([_row(topic, 0, 0)]))
     store.lifecycle.fence(topic.id, topic.partitions)
     seed.sql(store, "DELETE FROM message WHERE topic_id = %s", (topic.id,))
     store.lifecycle.remove_topic(topic.id)
     with pytest.raises(BelowLowWatermark, match="no partitions"):
-        store.messages.insert([_row(topic, 0, 1)])
+        store.messages.insert(placed_of([_row(topic, 0, 1)]))
 
 
 def test_a_failed_move_leaves_the_connections_foreign_key_checks_on(
@@ -176,14 +176,14 @@ def test_a_batch_takes_its_fences_in_the_order_fencers_do(settings: Settings, st
     partition order, or it would hold partition 3's while waiting for partition 1's, which
     the fencer holds while it waits for 3's (a deadlock, one side rolled back)."""
     topic = TopicAdmin(settings, store=store).create("ordered", 4)
-    store.messages.insert([_row(topic, 0, 0)])  # reads and keeps the fences
+    store.messages.insert(placed_of([_row(topic, 0, 0)]))  # reads and keeps the fences
     move = "UPDATE partition_head SET fence = fence + 1 WHERE topic_id = %s AND partition_no = %s"
     fencer = connect(settings)
     outcome: list[BaseException | None] = []
 
     def insert() -> None:
         try:
-            store.messages.insert([_row(topic, 3, 0), _row(topic, 1, 0)])
+            store.messages.insert(placed_of([_row(topic, 3, 0), _row(topic, 1, 0)]))
             outcome.append(None)
         except BaseException as exc:  # shown by the assertion below
             outcome.append(exc)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -21,7 +20,7 @@ from ems.maintenance.purge import delete_consumed, purge_retention
 from ems.offsets.allocators import offset_key
 from ems.store import Store, fences
 from ems.store.errors import BelowLowWatermark
-from ems.types import NewMessage, TopicInfo
+from ems.types import NewMessage, Placed, TopicInfo, placed_messages, placed_of
 from tests.integration import seed
 
 FAST: dict[str, Any] = {"lease_ttl": 2.0, "renew_every": 0.5}
@@ -56,21 +55,24 @@ def test_a_send_after_redis_loss_lands_above_a_purged_range(
     assert seed.offsets(store, topic, 0) == [99, placed.offset]
 
 
-def test_the_insert_refuses_offsets_below_the_low_watermark(store: Store, topic: TopicInfo) -> None:
+def test_the_insert_refuses_offsets_below_the_low_watermark(
+    settings: Settings, store: Store
+) -> None:
+    topic = TopicAdmin(settings, store=store).create("two", 2, retention_hours=1)
     seed.messages(store, topic, 0, range(10), 48)
     purge_retention(store, store.settings)
     assert seed.low(store, topic, 0) == 9
     below = NewMessage(topic.id, 0, 4, None, None, b"late")
-    above = NewMessage(topic.id, 0, 10, None, None, b"fine")
-    for rows in ([below], [above, below], [below, above]):
+    elsewhere = NewMessage(topic.id, 1, 0, None, None, b"fine")  # partition 1: no purge
+    for rows in ([below], [elsewhere, below], [below, elsewhere]):
         with pytest.raises(BelowLowWatermark):
-            store.messages.insert(rows)
+            store.messages.insert(placed_of(rows))
     # A row too large for a hex literal takes the driver's escaping in a transaction.
     big = NewMessage(topic.id, 0, 5, None, None, b"x" * 300_000)
     with pytest.raises(BelowLowWatermark):
-        store.messages.insert([above, big])
-    assert seed.offsets(store, topic, 0) == [9]
-    store.messages.insert([above])
+        store.messages.insert(placed_of([elsewhere, big]))
+    assert seed.offsets(store, topic, 0) == [9] and seed.offsets(store, topic, 1) == []
+    store.messages.insert(placed_of([NewMessage(topic.id, 0, 10, None, None, b"fine")]))
     assert seed.offsets(store, topic, 0) == [9, 10]
 
 
@@ -92,9 +94,9 @@ class _Recording:
         self.insert = store.messages.insert
         self.offsets: list[int] = []
 
-    def __call__(self, rows: Sequence[NewMessage], *token: int, **routed: Any) -> None:
-        self.offsets += [r.offset for r in rows]
-        self.insert(rows, *token, **routed)
+    def __call__(self, placed: Placed, *token: int, **routed: Any) -> None:
+        self.offsets += [r.offset for r in placed_messages(placed)]
+        self.insert(placed, *token, **routed)
 
 
 def test_a_counter_that_went_back_is_reseeded_before_any_insert(
@@ -123,11 +125,11 @@ def test_a_stalled_producer_does_not_land_below_consumed_and_purged_offsets(
     stalled, release = threading.Event(), threading.Event()
     insert = store.messages.insert
 
-    def stall_first(rows: Sequence[NewMessage], *token: int, **routed: Any) -> None:
+    def stall_first(placed: Placed, *token: int, **routed: Any) -> None:
         if not stalled.is_set():
             stalled.set()
             release.wait(30)
-        insert(rows, *token, **routed)
+        insert(placed, *token, **routed)
 
     monkeypatch.setattr(store.messages, "insert", stall_first)
     slow = Producer(backend=mysql_backend(settings, store))
@@ -189,7 +191,7 @@ def test_an_insert_racing_a_purge_waits_for_it_and_is_refused(
 
         def insert() -> None:
             try:
-                store.messages.insert([NewMessage(topic.id, 0, 4, None, None, b"late")])
+                store.messages.insert(placed_of([NewMessage(topic.id, 0, 4, None, None, b"late")]))
                 outcome.append(None)
             except BelowLowWatermark as exc:
                 outcome.append(exc)
@@ -210,9 +212,11 @@ def test_one_guard_covers_every_partition_of_a_statement(settings: Settings, sto
     fine = NewMessage(topic.id, 0, 0, None, None, b"fine")
     late = NewMessage(topic.id, 1, 4, None, None, b"late")
     with pytest.raises(BelowLowWatermark):
-        store.messages.insert([fine, late])  # the guard sits on the first row, partition 0
+        store.messages.insert(
+            placed_of([fine, late])
+        )  # the guard sits on the first row, partition 0
     assert seed.offsets(store, topic, 0) == []
-    store.messages.insert([fine, NewMessage(topic.id, 1, 10, None, None, b"on time")])
+    store.messages.insert(placed_of([fine, NewMessage(topic.id, 1, 10, None, None, b"on time")]))
     assert (seed.offsets(store, topic, 0), seed.offsets(store, topic, 1)) == ([0], [9, 10])
 
 
@@ -222,13 +226,13 @@ def test_an_earliest_group_made_while_the_first_sends_are_in_flight_gets_them(
     """Offsets are handed out before their rows commit: a group made from the earliest
     offset while the sends of offsets 0-4 are still in flight and offset 5 has committed
     starts at the log's start, not at 5, and gets all six once the late ones land."""
-    store.messages.insert([NewMessage(topic.id, 0, 5, None, None, b"first to commit")])
+    store.messages.insert(placed_of([NewMessage(topic.id, 0, 5, None, None, b"first to commit")]))
     consumer = Consumer("g", "t", settings=settings, start="earliest", **FAST)
     try:
         consumer.start()
         assert store.groups.offsets(consumer.group.id) == {0: 0}
         late = [NewMessage(topic.id, 0, o, None, None, f"late {o}".encode()) for o in range(5)]
-        store.messages.insert(late)
+        store.messages.insert(placed_of(late))
         got = seed.poll_until(consumer, 6)
         assert [d.offset for d in got] == [0, 1, 2, 3, 4, 5]
         consumer.ack(got)
@@ -241,12 +245,12 @@ def test_an_earliest_broadcast_member_started_while_the_first_sends_are_in_fligh
 ) -> None:
     """The same for a broadcast member: its in-memory cursors start at the log's start,
     not at the lowest stored offset, so the late sends of offsets 0-4 reach it."""
-    store.messages.insert([NewMessage(topic.id, 0, 5, None, None, b"first to commit")])
+    store.messages.insert(placed_of([NewMessage(topic.id, 0, 5, None, None, b"first to commit")]))
     consumer = Consumer("b", "t", settings=settings, start="earliest", broadcast=True, **FAST)
     try:
         consumer.start()
         late = [NewMessage(topic.id, 0, o, None, None, f"late {o}".encode()) for o in range(5)]
-        store.messages.insert(late)
+        store.messages.insert(placed_of(late))
         got = seed.poll_until(consumer, 6)
         assert [d.offset for d in got] == [0, 1, 2, 3, 4, 5]
     finally:

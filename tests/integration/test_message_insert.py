@@ -16,7 +16,7 @@ from ems.config import Settings
 from ems.store import Store
 from ems.store import inserts as message_sql
 from ems.store.errors import DuplicateKey
-from ems.types import NewMessage, TopicInfo
+from ems.types import NewMessage, TopicInfo, placed_of
 from ems.validation import MAX_BATCH_BYTES
 from tests import sql as db
 
@@ -49,7 +49,7 @@ def test_any_bytes_come_back_unchanged(
 ) -> None:
     offset = _count(store)
     headers_json = json.dumps(headers, ensure_ascii=False) if headers else None
-    store.messages.insert([NewMessage(topic.id, 1, offset, key, headers_json, body)])
+    store.messages.insert(placed_of([NewMessage(topic.id, 1, offset, key, headers_json, body)]))
     (stored,) = store.messages.fetch(topic.id, 1, offset, 1, MAX_BATCH_BYTES).rows
     assert (stored.offset, stored.key, stored.body) == (offset, key, body)
     assert stored.headers == (headers or {})
@@ -58,12 +58,13 @@ def test_any_bytes_come_back_unchanged(
 def test_a_batch_of_several_statements_is_all_or_none(store: Store, topic: TopicInfo) -> None:
     body = b"\x00'\\\"x" * 20_000  # 100 kB, every character escaping cares about
     rows = [NewMessage(topic.id, 0, o, b"k", '{"a":"b"}', body) for o in range(12)]
-    assert len(message_sql.insert_statements(rows, None, [0]) or []) > 1
-    store.messages.insert(rows[5:6])
+    assert len(message_sql.insert_statements(placed_of(rows), None, [0]) or []) > 1
+    store.messages.insert(placed_of(rows[5:6]))
     with pytest.raises(DuplicateKey):
-        store.messages.insert(rows)  # the second statement hits offset 5
+        store.messages.insert(placed_of(rows))  # the second statement hits offset 5
     assert _count(store) == 1
-    store.messages.insert(rows[:5] + rows[6:])
+    store.messages.insert(placed_of(rows[:5]))
+    store.messages.insert(placed_of(rows[6:]))
     assert [m.body for m in store.messages.fetch(topic.id, 0, 0, 20, MAX_BATCH_BYTES).rows] == [
         body
     ] * 12
@@ -75,8 +76,8 @@ def test_rows_too_large_for_hex_keep_the_driver_escaping(store: Store, topic: To
         NewMessage(topic.id, 0, 0, None, None, big),
         NewMessage(topic.id, 0, 1, None, None, b"s"),
     ]
-    assert message_sql.insert_statements(rows, None, [0]) is None
-    store.messages.insert(rows)
+    assert message_sql.insert_statements(placed_of(rows), None, [0]) is None
+    store.messages.insert(placed_of(rows))
     assert [m.body for m in store.messages.fetch(topic.id, 0, 0, 5, MAX_BATCH_BYTES).rows] == [
         big,
         b"s",
@@ -85,7 +86,7 @@ def test_rows_too_large_for_hex_keep_the_driver_escaping(store: Store, topic: To
 
 def test_statements_keep_order_and_stay_under_the_size_limit(settings: Settings) -> None:
     rows = [NewMessage(1, 0, o, None, None, b"x" * 1000) for o in range(2000)]
-    statements = message_sql.insert_statements(rows, 5, [0])
+    statements = message_sql.insert_statements(placed_of(rows), 5, [0])
     assert statements is not None and len(statements) > 1
     assert all(len(s) <= message_sql._STATEMENT_BYTES for s in statements)
     tuples = [

@@ -5,7 +5,7 @@ apart by the write token stored with it, never by content) means the first attem
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,7 +16,7 @@ from ems.config import Settings
 from ems.exceptions import DatabaseUnavailable, SendTimeout
 from ems.store import Store
 from ems.store.messages import MessageStore
-from ems.types import NewMessage
+from ems.types import Placed
 from tests import sql as db
 
 
@@ -27,13 +27,13 @@ class _LosesAnswers(MessageStore):
         super().__init__(store.db)
         self.times, self.commit_first, self.calls = times, commit_first, 0
 
-    def insert(self, messages: Sequence[NewMessage], *token: int, **how: Any) -> None:
+    def insert(self, placed: Placed, *token: int, **how: Any) -> None:
         self.calls += 1
         if self.calls <= self.times:
             if self.commit_first:
-                super().insert(messages, *token, **how)
+                super().insert(placed, *token, **how)
             raise DatabaseUnavailable("connection lost")
-        super().insert(messages, *token, **how)
+        super().insert(placed, *token, **how)
 
 
 def _stored(store: Store) -> list[tuple[int, bytes]]:
@@ -68,23 +68,13 @@ def test_lost_connection_before_commit_is_sent_again(store: Store) -> None:
 
 def test_someone_elses_rows_mean_fresh_offsets(store: Store) -> None:
     class _Raced(_LosesAnswers):
-        def insert(self, messages: Sequence[NewMessage], *token: int, **how: Any) -> None:
+        def insert(self, placed: Placed, *token: int, **how: Any) -> None:
             self.calls += 1
             if self.calls == 1:  # another producer takes the same offsets meanwhile
-                other = [
-                    NewMessage(
-                        topic_id=m.topic_id,
-                        partition=m.partition,
-                        offset=m.offset,
-                        key=None,
-                        headers=None,
-                        body=b"other",
-                    )
-                    for m in messages
-                ]
-                MessageStore.insert(self, other)
+                other = [(p, None, None, b"other") for p, _, _, _ in placed.rows]
+                MessageStore.insert(self, placed._replace(rows=other))
                 raise DatabaseUnavailable("connection lost")
-            MessageStore.insert(self, messages, *token, **how)
+            MessageStore.insert(self, placed, *token, **how)
 
     store.messages = _Raced(store, times=0, commit_first=False)
     with Producer(backend=mysql_backend(store.settings, store)) as producer:
@@ -98,13 +88,13 @@ class _TwinTakesTheOffsets(_LosesAnswers):
     write of identical messages (a heartbeat, a repeated reading) there; then this
     producer's first attempt loses its connection before anything of it was stored."""
 
-    def insert(self, messages: Sequence[NewMessage], *token: int, **how: Any) -> None:
+    def insert(self, placed: Placed, *token: int, **how: Any) -> None:
         self.calls += 1
         if self.calls == 1:
             # The twin's own write, not this one.
-            MessageStore.insert(self, messages, partitions=how.get("partitions"))
+            MessageStore.insert(self, placed, partitions=how.get("partitions"))
             raise DatabaseUnavailable("connection lost")
-        MessageStore.insert(self, messages, *token, **how)
+        MessageStore.insert(self, placed, *token, **how)
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from ems.exceptions import InvalidOffset, InvalidSetting, UnknownPartition, Unkn
 from ems.offsets.allocators import RedisAllocator
 from ems.store import Store
 from ems.store.errors import DuplicateKey
-from ems.types import NewMessage, TopicInfo
+from ems.types import NewMessage, TopicInfo, placed_of
 from ems.validation import MAX_BATCH_BYTES
 from tests.integration import seed
 
@@ -60,14 +60,14 @@ def test_reads_back_in_order_and_continues(
 def test_young_hole_blocks_then_old_hole_is_tombstoned(
     settings: Settings, topic: TopicInfo, reader: Reader, store: Store
 ) -> None:
-    store.messages.insert([_row(topic, 0, b"a"), _row(topic, 2, b"c")])  # 1 was abandoned
+    seed.insert_rows(store, [_row(topic, 0, b"a"), _row(topic, 2, b"c")])  # 1 was abandoned
     batch = reader.read_partition("t", 0, 0)
     assert [m.offset for m in batch.messages] == [0] and batch.next_offset == 1
     time.sleep(settings.gap_timeout + 0.2)
     batch = reader.read_partition("t", 0, 1)
     assert [m.offset for m in batch.messages] == [2] and batch.next_offset == 3
     with pytest.raises(DuplicateKey):  # the late producer now fails on the unique key
-        store.messages.insert([_row(topic, 1, b"late")])
+        store.messages.insert(placed_of([_row(topic, 1, b"late")]))
     admin = TopicAdmin(settings, store=store)
     stats = admin.describe("t", exact=True)[0]
     assert (stats.messages, stats.tombstones, stats.high_watermark) == (2, 1, 3)
@@ -79,7 +79,7 @@ def test_a_read_cut_by_the_byte_budget_is_not_taken_for_a_hole(
     settings: Settings, topic: TopicInfo, reader: Reader, store: Store
 ) -> None:
     # 0, 1, 2 committed, 3 still open (a young hole), 4 committed: 100 bytes each.
-    store.messages.insert([_row(topic, o, b"%d" % o * 100) for o in (0, 1, 2, 4)])
+    seed.insert_rows(store, [_row(topic, o, b"%d" % o * 100) for o in (0, 1, 2, 4)])
     batches = []
     at = 0
     for _ in range(4):
@@ -102,7 +102,7 @@ def _slow_insert_of_offset_1(
 ) -> pymysql.Connection:
     """Offsets 0 and 2 committed; offset 1 inserted by a transaction left open, until
     the hole it makes is older than the gap timeout."""
-    store.messages.insert([_row(topic, 0, b"a")])
+    store.messages.insert(placed_of([_row(topic, 0, b"a")]))
     slow = pymysql.connect(host="127.0.0.1", user="root", database=settings.database_name)
     slow.begin()
     with slow.cursor() as cur:
@@ -110,7 +110,7 @@ def _slow_insert_of_offset_1(
             "INSERT INTO message (topic_id, partition_no, offset_no, body) VALUES (%s, 0, 1, %s)",
             (topic.id, body),
         )
-    store.messages.insert([_row(topic, 2, b"c")])
+    store.messages.insert(placed_of([_row(topic, 2, b"c")]))
     time.sleep(settings.gap_timeout + 0.2)
     return slow
 

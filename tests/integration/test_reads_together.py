@@ -14,6 +14,7 @@ from ems.config import Settings
 from ems.offsets.reader import PartitionReader
 from ems.store import Store
 from ems.types import NewMessage, TopicInfo
+from tests.integration import seed
 from tests.integration.test_consumer import wait_for
 
 #: Per partition: (offset, body size); partition 2 has a hole at 2, partition 3 is empty.
@@ -35,7 +36,7 @@ def topic(settings: Settings, store: Store) -> TopicInfo:
         for p, layout in LAYOUT.items()
         for o, size in layout
     ]
-    store.messages.insert(rows)
+    seed.insert_rows(store, rows)  # partition 2's hole at 2
     return info
 
 

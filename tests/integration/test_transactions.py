@@ -17,7 +17,7 @@ from ems.config import Settings
 from ems.exceptions import InvalidInput, InvalidTransaction, UnknownTopic
 from ems.store import Store
 from ems.testing import MemoryBroker
-from ems.types import NewMessage
+from ems.types import NewMessage, placed_of
 from tests.conftest import BASE_URL, connect
 from tests.integration.seed import wait_until
 
@@ -172,7 +172,7 @@ def test_the_relay_re_seeds_when_its_offsets_are_taken(
         NewMessage(info.id, meta.partition, meta.offset + 1 + i, None, None, b"squatter")
         for i in range(3)
     ]
-    store.messages.insert(squat)
+    store.messages.insert(placed_of(squat))
     with Session(engine) as session:
         producer.send("orders", b"moved", key="k", transaction=session)
         session.commit()

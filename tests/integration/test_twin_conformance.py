@@ -37,6 +37,7 @@ from ems.types import (
     Record,
     Settlement,
     TopicInfo,
+    placed_of,
 )
 from ems.validation import MAX_BATCH_BYTES
 from tests.integration import seed, twins
@@ -489,25 +490,33 @@ def test_a_write_is_all_or_nothing_under_the_key_and_the_low_watermark(
     messages = twin.store.messages
     t = topic.id
     messages.insert(
-        [
-            NewMessage(t, 0, 0, b"k", '{"h":"v"}', b"a"),
-            NewMessage(t, 0, 1, None, None, b"b"),
-            NewMessage(t, 1, 0, None, None, b"c"),
-        ],
+        placed_of(
+            [
+                NewMessage(t, 0, 0, b"k", '{"h":"v"}', b"a"),
+                NewMessage(t, 0, 1, None, None, b"b"),
+                NewMessage(t, 1, 0, None, None, b"c"),
+            ]
+        ),
         42,
     )
     places = [(0, 0), (0, 1), (1, 0), (0, 2)]
     assert [messages.write_token_at(t, p, o) for p, o in places] == [42, None, None, None]
     with pytest.raises(DuplicateKey):  # the second row's offset is taken: neither is stored
         messages.insert(
-            [NewMessage(t, 0, 2, None, None, b"new"), NewMessage(t, 0, 1, None, None, b"b2")], 43
+            placed_of(
+                [NewMessage(t, 1, 1, None, None, b"new"), NewMessage(t, 0, 1, None, None, b"b2")]
+            ),
+            43,
         )
     twin.empty(topic, 2, 5)
     with pytest.raises(BelowLowWatermark):  # partition 2's row lies below 5: neither is
         messages.insert(
-            [NewMessage(t, 3, 0, None, None, b"x"), NewMessage(t, 2, 4, None, None, b"y")], 44
+            placed_of(
+                [NewMessage(t, 3, 0, None, None, b"x"), NewMessage(t, 2, 4, None, None, b"y")]
+            ),
+            44,
         )
-    messages.insert([NewMessage(t, 2, 5, None, None, b"d")])
+    messages.insert(placed_of([NewMessage(t, 2, 5, None, None, b"d")]))
     assert _rows(twin, topic) == {
         (0, 0): (b"k", {"h": "v"}, b"a"),
         (0, 1): (None, {}, b"b"),
@@ -765,8 +774,8 @@ def test_partitions_added_reroute_keys_and_fence_writes_routed_by_the_old_count(
         twin.add_partitions("t", 6)
     # A write routed by the old count is refused whole: the change's fence.
     with pytest.raises(BelowLowWatermark):
-        twin.store.messages.insert([NewMessage(topic.id, 0, counts[0], None, None, b"x")],
-                                   partitions=4)  # fmt: skip
+        late = placed_of([NewMessage(topic.id, 0, counts[0], None, None, b"x")])
+        twin.store.messages.insert(late, partitions=4)
     # The producer still routes by the 4 it looked up: refused by the fence, it learns
     # the new count and routes the same rows again, with no message stored twice.
     after = producer.send_batch("t", [Record(b"new", k) for k in keys])

@@ -19,7 +19,7 @@ from ems.producer import Producer
 from ems.producer.planning import Outgoing
 from ems.store import Store, fences
 from ems.testing import MemoryBroker
-from ems.types import GroupInfo, NewMessage, PartitionsAdded, RecordMetadata, TopicInfo
+from ems.types import GroupInfo, NewMessage, PartitionsAdded, RecordMetadata, TopicInfo, placed_of
 from tests.integration import seed
 
 
@@ -55,7 +55,9 @@ def mysql(store: Store) -> Twin:
     settings = store.settings
 
     def put(topic: TopicInfo, partition: int, offset: int, body: bytes) -> None:
-        store.messages.insert([NewMessage(topic.id, partition, offset, None, None, body)])
+        store.messages.insert(
+            placed_of([NewMessage(topic.id, partition, offset, None, None, body)])
+        )
 
     def log_state(group: GroupInfo, partition: int, offset: int) -> tuple[str, int] | None:
         rows = seed.sql(

@@ -7,8 +7,8 @@ from __future__ import annotations
 from benchmarks.harness import HEADERS_JSON, Reading
 from benchmarks.token_cost import without_token
 from benchmarks.writers import raw_statement
-from ems.store.inserts import INSERT_HEAD, insert_statements
-from ems.types import NewMessage
+from ems.store.inserts import INSERT_HEAD, insert_statements, values
+from ems.types import NewMessage, placed_of
 
 
 def test_raw_inserts_ems_rows_in_ems_encoding_without_the_guard() -> None:
@@ -17,11 +17,16 @@ def test_raw_inserts_ems_rows_in_ems_encoding_without_the_guard() -> None:
         (Reading(key="project-7", body=b"{}", partition=1), 41),
         (Reading(key="project-9", body=b"r", partition=3), 5),
     ]
-    raw = raw_statement(12, rows)
+    keys: dict[str, bytes] = {}
+    raw = raw_statement(12, rows, keys)
     messages = [
         NewMessage(12, r.partition, o, r.key.encode(), HEADERS_JSON, r.body) for r, o in rows
     ]
-    (ems,) = insert_statements(messages, 77, (0, 8, 0, 9)) or [b""]
+    # The same bytes as values() of each row, with its literals made once or kept.
+    assert raw == INSERT_HEAD + b",".join(map(values, messages))
+    assert sorted(keys) == ["project-7", "project-9"]
+    assert raw_statement(12, rows, keys) == raw
+    (ems,) = insert_statements(placed_of(messages), 77, (0, 8, 0, 9)) or [b""]
     # ems's statement is raw's with two more columns: each row's partition fence, and the
     # write token, on the first row (NULL on the others).
     head = INSERT_HEAD.replace(b"body)", b"body, fence, write_token)")
@@ -35,8 +40,10 @@ def test_raw_inserts_ems_rows_in_ems_encoding_without_the_guard() -> None:
 
 
 def test_the_token_cost_compares_ems_statements_with_and_without_the_token() -> None:
-    messages = [NewMessage(3, p, 10 + p, b"k", None, b"body") for p in range(3)] * 2
-    (tokened,) = insert_statements(messages, 123456789, (4, 5, 6)) or [b""]
+    messages = [
+        NewMessage(3, p, 10 + p + i, b"k", None, b"body") for i in range(2) for p in range(3)
+    ]
+    (tokened,) = insert_statements(placed_of(messages), 123456789, (4, 5, 6)) or [b""]
     plain = without_token(tokened, 123456789)
     assert b"write_token" not in plain and b"123456789" not in plain
     assert plain.startswith(INSERT_HEAD.replace(b"body)", b"body, fence)"))

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from ems.store.errors import BelowLowWatermark
 from ems.store.fences import FenceCache, Fences, fences_of, refusal, stale
-from ems.types import NewMessage
+from ems.types import Placed, placed_messages
 
 _fences = st.integers(1, 5).flatmap(
     lambda n: st.builds(
@@ -19,22 +19,20 @@ _fences = st.integers(1, 5).flatmap(
         st.lists(st.sampled_from([0, 0, 3, 7]), min_size=n, max_size=n).map(tuple),
     )
 )
-_messages = st.lists(
-    st.builds(
-        NewMessage,
+#: Writes of 1 to 6 rows over partitions 0 to 6, each partition's range starting at 0-10.
+_writes = st.lists(st.integers(0, 6), min_size=1, max_size=6).flatmap(
+    lambda partitions: st.builds(
+        Placed,
         st.just(4),
-        st.integers(0, 6),
-        st.integers(0, 10),
-        st.none(),
-        st.none(),
-        st.just(b"b"),
-    ),
-    min_size=1,
-    max_size=6,
+        st.just([(p, None, None, b"b") for p in partitions]),
+        st.fixed_dictionaries({p: st.integers(0, 10) for p in partitions}),
+    )
 )
 
 
-def _reference(messages: list[NewMessage], fences: Fences, routed: int | None) -> str | None:
+def _reference(placed: Placed, fences: Fences, routed: int | None) -> str | None:
+    """The check row by row, over every row the write stores."""
+    messages = placed_messages(placed)
     if routed is not None and routed != fences.partitions:
         return "partitions changed"
     if any(m.partition >= len(fences.lows) for m in messages):
@@ -44,12 +42,12 @@ def _reference(messages: list[NewMessage], fences: Fences, routed: int | None) -
     return None
 
 
-@given(_messages, _fences, st.sampled_from([None, 1, 2, 3, 4, 5]))
+@given(_writes, _fences, st.sampled_from([None, 1, 2, 3, 4, 5]))
 def test_rows_are_refused_exactly_when_routed_elsewhere_out_of_range_or_below_a_low(
-    messages: list[NewMessage], fences: Fences, routed: int | None
+    placed: Placed, fences: Fences, routed: int | None
 ) -> None:
-    why = refusal(messages, fences, routed)
-    expected = _reference(messages, fences, routed)
+    why = refusal(placed.firsts, fences, routed)
+    expected = _reference(placed, fences, routed)
     assert (why is None) == (expected is None)
     if expected == "partitions changed":
         assert why is not None and "partitions changed" in why
@@ -67,14 +65,12 @@ def test_the_rows_read_become_fences_by_partition() -> None:
     # kept: rows of it and past it are refused, never sent with a made-up fence.
     gap = fences_of([(0, 1, 0, 4), (1, 1, 0, 4), (3, 1, 0, 4)])
     assert gap == Fences(partitions=4, fences=(1, 1), lows=(0, 0))
-    late = NewMessage(4, 3, 0, None, None, b"b")
-    assert refusal([late], gap, 4) == "the topic has no partition 3"
+    assert refusal({3: 0}, gap, 4) == "the topic has no partition 3"
 
 
 def test_fences_read_before_are_read_again_and_fresh_ones_refuse() -> None:
     fences = Fences(partitions=2, fences=(0, 0), lows=(5, 0))
-    below = [NewMessage(4, 0, 3, None, None, b"b")]
-    above = [NewMessage(4, 0, 5, None, None, b"b")]
+    below, above = {0: 3}, {0: 5}
     assert stale(above, fences, 2, fresh=False) is False
     assert stale(below, fences, 2, fresh=False) is True
     assert stale(above, fences, 3, fresh=False) is True  # routed by a count learned since

@@ -21,15 +21,23 @@ from ems.offsets.resp import Reply, pack
 from ems.producer import planning
 from ems.producer.partitioner import RoundRobin, partition_for_key
 from ems.producer.planning import (
-    Prepared,
     last_offsets,
     metadata,
     partition_counts,
-    place,
     prepare_batch,
 )
 from ems.store import inserts as messages
-from ems.types import NewMessage, Record, RecordMetadata, TopicInfo
+from ems.types import (
+    NewMessage,
+    Placed,
+    Prepared,
+    Record,
+    RecordMetadata,
+    TopicInfo,
+    first_place,
+    placed_messages,
+    placed_of,
+)
 from ems.validation import encode_body, encode_headers, encode_key
 
 TOPIC = TopicInfo(
@@ -116,30 +124,45 @@ def test_the_keys_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(planning._routes) <= planning._ROUTED_COUNTS
 
 
-def test_placed_rows_their_metadata_and_the_ends_a_wake_up_names() -> None:
-    prepared = [(1, None, None, b"a"), (0, b"k", "{}", b"b"), (1, None, None, b"c")]
+def test_a_placed_write_its_rows_metadata_and_the_ends_a_wake_up_names() -> None:
+    prepared: list[Prepared] = [(1, None, None, b"a"), (0, b"k", "{}", b"b"), (1, None, None, b"c")]
     firsts = {1: 10, 0: 3}
-    rows = place(7, prepared, firsts)
+    placed = Placed(7, prepared, firsts)
+    rows = placed_messages(placed)
     assert rows == [
         NewMessage(7, 1, 10, None, None, b"a"),
         NewMessage(7, 0, 3, b"k", "{}", b"b"),
         NewMessage(7, 1, 11, None, None, b"c"),
     ]
-    assert all(type(r) is NewMessage for r in rows)
+    assert placed_of(rows) == placed and first_place(placed) == (7, 1, 10)
     expected = [RecordMetadata("t", 1, 10), RecordMetadata("t", 0, 3), RecordMetadata("t", 1, 11)]
-    assert metadata("t", rows) == expected
+    assert metadata("t", placed) == expected
+    assert all(type(m) is RecordMetadata for m in metadata("t", placed))
+    assert metadata("t", Placed(7, prepared[1:2], {0: 3})) == [RecordMetadata("t", 0, 3)]
     counts = partition_counts(prepared)
     assert list(counts.items()) == [(1, 2), (0, 1)]
     assert last_offsets(firsts, counts) == {r.partition: r.offset for r in rows}
 
 
+def test_a_write_is_of_one_topic_with_each_partitions_offsets_consecutive() -> None:
+    with pytest.raises(ValueError, match="consecutive"):
+        placed_of([NewMessage(7, 0, 1, None, None, b"a"), NewMessage(7, 0, 3, None, None, b"b")])
+    with pytest.raises(ValueError, match="consecutive"):  # nor out of order
+        placed_of([NewMessage(7, 0, 2, None, None, b"a"), NewMessage(7, 0, 1, None, None, b"b")])
+    with pytest.raises(ValueError, match="one topic"):
+        placed_of([NewMessage(7, 0, 1, None, None, b"a"), NewMessage(8, 1, 1, None, None, b"b")])
+    with pytest.raises(ValueError, match="has rows"):
+        placed_of([])
+
+
 # -- the INSERT ----------------------------------------------------------------------------
 
 
-def reference_statement(rows: list[NewMessage], token: int | None, fences: list[int]) -> bytes:
+def reference_statement(placed: Placed, token: int | None, fences: list[int]) -> bytes:
     """The raw baseline's rows (messages.values) with the fence and write token columns:
     each row its partition's fence, the first message's row the token; in partition order
     (the messages' own order within a partition), the order the fencers lock fences in."""
+    rows = placed_messages(placed)
     values = [messages.values(m)[:-1] + b",%d,NULL)" % fences[m.partition] for m in rows]
     if token is not None:
         values[0] = values[0][: -len(b"NULL)")] + b"%d)" % token
@@ -148,41 +171,52 @@ def reference_statement(rows: list[NewMessage], token: int | None, fences: list[
     return messages.INSERT_HEAD.replace(b"body)", b"body, fence, write_token)") + b",".join(values)
 
 
-_rows = st.lists(
-    st.builds(
-        NewMessage,
-        st.just(3),
+_writes = st.lists(
+    st.tuples(
         st.integers(0, 4),
-        st.integers(0, 50),
         st.sampled_from([None, b"", b"k1", b"k2", b"\x00'\\"]),
         st.sampled_from([None, "", '{"a":"b"}', '{"é":"\\u0000"}']),
         st.binary(max_size=20),
     ),
     min_size=1,
     max_size=15,
+).flatmap(
+    lambda rows: st.builds(
+        Placed,
+        st.just(3),
+        st.just(rows),
+        st.fixed_dictionaries({row[0]: st.integers(0, 50) for row in rows}),
+    )
 )
 
 
 @given(
-    _rows,
+    _writes,
     st.lists(st.integers(0, 2**40), min_size=5, max_size=5),
     st.booleans(),
     st.sampled_from([None, 99]),
 )
 def test_the_insert_is_the_baseline_rows_with_fences_and_token(
-    rows: list[NewMessage], fences: list[int], warm: bool, token: int | None
+    placed: Placed, fences: list[int], warm: bool, token: int | None
 ) -> None:
     if not warm:
         messages._key_literals.clear()
         messages._headers_literals.clear()
-    statements = messages.insert_statements(rows, token, fences)
-    assert statements == [reference_statement(rows, token, fences)]
+    statements = messages.insert_statements(placed, token, fences)
+    assert statements == [reference_statement(placed, token, fences)]
 
 
 def test_a_single_row_too_large_for_hex_goes_to_the_escaped_path() -> None:
     big = NewMessage(3, 0, 1, b"k", '{"a":"b"}', b"x" * (256 * 1024 - 9))
-    assert messages.insert_statements([big], 1, [0]) is None
-    assert messages.insert_statements([big._replace(body=b"x" * (256 * 1024 - 10))], 1, [0])
+    assert messages.insert_statements(placed_of([big]), 1, [0]) is None
+    fits = big._replace(body=b"x" * (256 * 1024 - 10))
+    assert messages.insert_statements(placed_of([fits]), 1, [0])
+    # So does a write of several rows with one too large among them.
+    small = NewMessage(3, 1, 0, None, None, b"y")
+    fine = [fits, small, fits._replace(offset=2)]
+    assert messages.insert_statements(placed_of(fine), 1, [0, 0])
+    too_large = [fits, small, big._replace(offset=2)]
+    assert messages.insert_statements(placed_of(too_large), 1, [0, 0]) is None
 
 
 def test_the_headers_literals_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -190,8 +224,8 @@ def test_the_headers_literals_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) 
     messages._headers_literals.clear()
     for n in range(5):
         row = NewMessage(1, 0, n, None, f'{{"n":"{n}"}}', b"b")
-        (statement,) = messages.insert_statements([row], None, [0]) or [b""]
-        assert statement == reference_statement([row], None, [0])
+        (statement,) = messages.insert_statements(placed_of([row]), None, [0]) or [b""]
+        assert statement == reference_statement(placed_of([row]), None, [0])
         assert len(messages._headers_literals) <= 2
 
 
@@ -199,8 +233,8 @@ def test_the_key_literals_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(messages, "_KEY_LITERALS", 3)
     messages._key_literals.clear()
     rows = [NewMessage(1, 0, o, b"key-%d" % o, None, b"b") for o in range(8)]
-    (statement,) = messages.insert_statements(rows, 1, [4]) or [b""]
-    assert statement == reference_statement(rows, 1, [4])
+    (statement,) = messages.insert_statements(placed_of(rows), 1, [4]) or [b""]
+    assert statement == reference_statement(placed_of(rows), 1, [4])
     assert len(messages._key_literals) <= 3
 
 
