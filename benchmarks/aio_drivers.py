@@ -124,9 +124,14 @@ async def close_connection(conn: Any) -> None:
     await conn.ensure_closed()
 
 
+#: Offsets of a partition each task may take (far more than a case sends).
+TASK_OFFSETS = 10**9
+
+
 def batches(topic_id: int, case: Case, task: int) -> Iterator[list[NewMessage]]:
-    """Each task's rows with offsets of its own (task, task + tasks, ...) per partition,
-    so tasks never collide (the table is emptied per case)."""
+    """Each task's rows with offsets of its own per partition, consecutive from
+    task * TASK_OFFSETS as a producer's ranges are, so tasks never collide (the table is
+    emptied per case)."""
     rows = readings()
     position = task * len(rows) // case.tasks
     nexts: dict[int, int] = {}
@@ -135,8 +140,8 @@ def batches(topic_id: int, case: Case, task: int) -> Iterator[list[NewMessage]]:
         for _ in range(case.batch):
             r = rows[position % len(rows)]
             position += 1
-            offset = nexts.get(r.partition, task)
-            nexts[r.partition] = offset + case.tasks
+            offset = nexts.get(r.partition, task * TASK_OFFSETS)
+            nexts[r.partition] = offset + 1
             chunk.append(
                 NewMessage(topic_id, r.partition, offset, r.key.encode(), HEADERS_JSON, r.body)
             )

@@ -3,8 +3,9 @@
 - ems: the public Producer (Redis offset range + one INSERT per call).
 - raw: the floor ems is measured against: one multi-row INSERT per call on an autocommit
   PyMySQL connection, built as bytes in ems's own literal encoding (hex literals, the
-  headers' utf8mb4 introducer: ems.store.inserts.values) and written with the driver's
-  lowest call (Connection.query), into the same `message` table and columns; partitions
+  headers' utf8mb4 introducer: ems.store.inserts.values; each key's literal and the
+  headers' made once and kept, as ems keeps them) and written with the driver's lowest call
+  (Connection.query), into the same `message` table and columns; partitions
   precomputed, offsets from a local per-partition counter (strided by worker index so
   workers never collide). The same rows and the same commits as ems, without ems: no
   fence, no offset allocation, no wake-up.
