@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
 from types import TracebackType
 from typing import Self, overload
 
@@ -53,6 +54,7 @@ from ems.validation import check_name
 __all__ = ["GROUP_MAX", "MAX_BATCH", "Outgoing", "Producer", "went_back"]
 
 log = logging.getLogger(__name__)
+_new = tuple.__new__
 
 
 class Producer:
@@ -127,9 +129,9 @@ class Producer:
         database's clock), at the end of its partition; its offset is not known yet
         (-1). With a transaction too: stored if and only if it commits. See
         docs/scheduled.md."""
-        schedule = self._schedule(delay, deliver_at)
-        if transaction is not None or schedule is not None:
+        if transaction is not None or delay is not None or deliver_at is not None:
             record = (Record(body, key, headers),)
+            schedule = self._schedule(delay, deliver_at)
             return self._send_later(transaction, topic, record, schedule)[0]
         deadline = time.monotonic() + self.settings.send_timeout
         info = self._topics.get(topic) or self._topic(topic, deadline)
@@ -281,9 +283,7 @@ class Producer:
             with self._committers_lock:
                 committer = self._committers.get(place_key)
                 if committer is None:
-                    committer = GroupCommit(
-                        lambda items, deadline: self._insert(info, items, deadline), GROUP_MAX
-                    )
+                    committer = GroupCommit(partial(self._insert, info), GROUP_MAX)
                     self._committers[place_key] = committer
         return committer
 
@@ -341,7 +341,8 @@ class Producer:
                     self._reseed(info)
                     reseed = False
                 firsts = self._allocate(info, counts)
-                placed = None if firsts is None else Placed(info.id, prepared, firsts)
+                # _new(Placed, ...): Placed(...) without a named tuple's Python __new__.
+                placed = None if firsts is None else _new(Placed, (info.id, prepared, firsts))
                 done = placed is not None and self._commit(placed, attempts, info.partitions, named)
                 if done is None:
                     return None
@@ -389,7 +390,7 @@ class Producer:
         stored or purged offsets. Ranges are taken under a lock so that the ends of one
         partition are seen in the order Redis gave them."""
         with self._allocating:
-            firsts = self.allocator.allocate(info.id, counts)
+            firsts = (self._allocator or self.allocator).allocate(info.id, counts)
             if not self._ends.accept(info.id, firsts, counts):
                 return None
         return firsts
