@@ -45,7 +45,7 @@ from typing import Any
 
 import pymysql
 
-from benchmarks import guard_cost
+from benchmarks import batch_steps, guard_cost
 from benchmarks.consumer_workers import _RAW_CURSOR, _RAW_DONE, _RAW_FETCH, _RAW_LOG, RAW_BATCH
 from benchmarks.cpu import pid_of_thread, thread_cpu_seconds
 from benchmarks.harness import (
@@ -569,7 +569,8 @@ def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
     results = collect(ccfg, topic_id)
     profiles = profile_round(ccfg, topic_id)
     guard = guard_cost.measure(ccfg, topic_id)
-    text = "\n".join([render(env, results, profiles), *guard_cost.render(guard)])
+    steps = batch_steps.render(batch_steps.measure())
+    text = "\n".join([render(env, results, profiles), *guard_cost.render(guard), *steps])
     print(text)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(text)

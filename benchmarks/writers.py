@@ -125,6 +125,24 @@ class RawWriter:
         self.conn.close()
 
 
+def batch_counts(rows: Sequence[Reading]) -> dict[int, int]:
+    """raw+redis's count of a batch's rows per partition (its INCRBYs)."""
+    counts: dict[int, int] = {}
+    for r in rows:
+        counts[r.partition] = counts.get(r.partition, 0) + 1
+    return counts
+
+
+def placed_pairs(rows: Sequence[Reading], cursor: dict[int, int]) -> list[tuple[Reading, int]]:
+    """raw+redis's (reading, offset) pairs: each row at the next offset of its partition's
+    range, `cursor` (each range's first) moved past the range."""
+    placed = []
+    for r in rows:
+        placed.append((r, cursor[r.partition]))
+        cursor[r.partition] += 1
+    return placed
+
+
 class RawRedisWriter(RawWriter):
     def __init__(self, cfg: BenchConfig, index: int, workers: int) -> None:
         super().__init__(cfg, index, workers)
@@ -156,15 +174,8 @@ class RawRedisWriter(RawWriter):
         self.wakeups.messages(self.topic_id, {row.partition: offset})
 
     def send_batch(self, rows: Sequence[Reading]) -> None:
-        counts: dict[int, int] = {}
-        for r in rows:
-            counts[r.partition] = counts.get(r.partition, 0) + 1
-        cursor = self._allocate(counts)
-        placed = []
-        for r in rows:
-            placed.append((r, cursor[r.partition]))
-            cursor[r.partition] += 1
-        self.conn.query(self.statement(placed))
+        cursor = self._allocate(batch_counts(rows))
+        self.conn.query(self.statement(placed_pairs(rows, cursor)))
         self.wakeups.messages(self.topic_id, {p: o - 1 for p, o in cursor.items()})
 
     def close(self) -> None:
