@@ -22,7 +22,7 @@ from sqlalchemy.engine import make_url
 from ems.config import Settings
 from ems.exceptions import DatabaseUnavailable, EmsError, TopicDeleting, UnknownTopic
 from ems.store.connections import RECYCLE, in_transaction
-from ems.store.errors import BelowLowWatermark, ParentMissing
+from ems.store.errors import ParentMissing
 from ems.store.fences import (
     FENCE_READS,
     FENCES_QUERY,
@@ -31,11 +31,11 @@ from ems.store.fences import (
     moved_too_often,
     stale,
 )
-from ems.store.inserts import check_locked_lows, insert_statements, lock_lows_query
-from ems.store.messages import _INSERT, _LOWS, _TOKEN_AT, NEXT_OFFSETS
+from ems.store.inserts import ESCAPED_INSERT, escaped_params, insert_statements
+from ems.store.messages import _LOWS, _TOKEN_AT, NEXT_OFFSETS
 from ems.store.nodes import NodeSet, Vetting, unusable
 from ems.store.translation import error_number, translate_code
-from ems.types import NewMessage, Placed, TopicInfo, placed_messages
+from ems.types import Placed, TopicInfo
 from ems.values.lifecycle import check_not_fenced
 
 T = TypeVar("T")
@@ -137,12 +137,12 @@ class AsyncMessageStore:
                 fences = None
                 continue
             statements = insert_statements(placed, token, fences.fences)
-            if statements is None:
-                messages = placed_messages(placed)
-                await self._run(self._insert_escaped, messages, token, partitions)
-                return
             try:
-                await self._run(self._statements, statements)
+                if statements is None:
+                    params = escaped_params(placed, token, fences.fences)
+                    await self._run(self._insert_escaped, params)
+                else:
+                    await self._run(self._statements, statements)
                 return
             except ParentMissing:
                 fences = None  # a fence moved on since the read: read them again
@@ -206,26 +206,12 @@ class AsyncMessageStore:
         await conn.commit()
 
     @staticmethod
-    async def _insert_escaped(
-        conn: Any, messages: Sequence[NewMessage], token: int | None, routed: int | None
-    ) -> None:
-        """See MessageStore._insert_escaped: the lows (and the partitions' counts, given
-        the count the rows were routed by) taken with a locking read first."""
-        params: list[tuple[object, ...]] = [
-            (m.topic_id, m.partition, m.offset, m.key, m.headers, m.body, None) for m in messages
-        ]
-        params[0] = (*params[0][:-1], token)
-        partitions = sorted({m.partition for m in messages})
-        lock, lock_params = lock_lows_query(messages[0].topic_id, partitions)
+    async def _insert_escaped(conn: Any, params: list[tuple[object, ...]]) -> None:
+        """See MessageStore._insert_escaped: one transaction, the rows with their fences
+        (a refusal leaves it open: _run's give-back rolls it back)."""
         await conn.begin()
         async with conn.cursor() as cursor:
-            await cursor.execute(lock, lock_params)
-            try:
-                check_locked_lows(await cursor.fetchall(), messages, routed)
-            except BelowLowWatermark:
-                await conn.rollback()
-                raise
-            await cursor.executemany(_INSERT, params)
+            await cursor.executemany(ESCAPED_INSERT, params)
         await conn.commit()
 
     @staticmethod

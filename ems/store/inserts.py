@@ -1,17 +1,17 @@
 """The producer's INSERT statements on the message table, formatted here with every
 binary value as a hex literal (see key_headers), each row carrying its partition's fence
-(ems.store.fences) and the first row of a write its write token; and the guard of the
-paths that do not carry fences (the driver-escaped path, the outbox relay's INSERT ...
-SELECT): a locking read of the partitions' low watermarks in the statement."""
+(ems.store.fences) and the first row of a write its write token; the same rows for the
+driver's escaping, for rows too large for hex (escaped_params); and the guard of the path
+that does not carry fences (the outbox relay's INSERT ... SELECT): a locking read of the
+partitions' low watermarks in the statement."""
 
 from __future__ import annotations
 
 from binascii import hexlify
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from operator import itemgetter
 
-from ems.store.errors import BelowLowWatermark
-from ems.types import NewMessage, Placed
+from ems.types import NewMessage, Placed, placed_messages
 from ems.validation import MAX_KEY_BYTES
 
 #: The head of a plain multi-row INSERT of values() tuples (no write token): what a writer
@@ -42,13 +42,14 @@ TOKENED_HEAD = (
 #: first row has the token for the NULL.
 _ROW_AT = b"(%d,%d,%d,%b,%b,X'%b',%d,NULL)"
 _TOKENED_ROW = b"(%d,%d,%d,%b,%b,X'%b',%d,%b)"
-# The paths without fences keep the guard in SQL. No message may be stored below its
-# partition's low watermark: a purge removed that range and readers jump over it, so a row
-# there would be acknowledged and never delivered. The guard is a scalar subquery that
-# yields 0 alone, or a second row (an error: "Subquery returns more than 1 row", whatever
-# the sql_mode) when the lowest offset of any partition in the statement lies below that
-# partition's watermark; the statement then inserts nothing. Offsets of a partition in one
-# statement ascend, so its lowest one stands for all. The producer's sessions run
+# The relay's INSERT ... SELECT, which carries no fences, keeps the guard in SQL. No
+# message may be stored below its partition's low watermark: a purge removed that range and
+# readers jump over it, so a row there would be acknowledged and never delivered. The
+# guard is a scalar subquery that yields 0 alone, or a second row (an error: "Subquery
+# returns more than 1 row", whatever the sql_mode) when the lowest offset of any partition
+# in the statement lies below that partition's watermark; the statement then inserts
+# nothing. Offsets of a partition in one
+# statement ascend, so its lowest one stands for all. The relay's transaction runs
 # REPEATABLE READ, where a subquery of an INSERT is a locking read: a purge that raised
 # the watermark (before it deletes) holds the row, so the insert waits for its commit and
 # then sees the new one (a partition without a watermark row is gap-locked instead).
@@ -72,11 +73,14 @@ _BELOW_MANY = b"partition_no IN (%b) AND low_offset > CASE partition_no %b END"
 _BELOW_MANY_ROUTED = (
     b"partition_no IN (%b) AND (low_offset > CASE partition_no %b END OR partitions <> %d)"
 )
-_LOCK_LOWS = (
-    "SELECT partition_no, low_offset, partitions FROM partition_low WHERE topic_id = %s "
-    "AND partition_no IN ({}) LOCK IN SHARE MODE"
-)
 
+#: The INSERT of the driver-escaped path (rows too large for hex literals), one row's
+#: parameters: the columns of TOKENED_HEAD.
+ESCAPED_INSERT = (
+    "INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body, fence, "
+    "write_token) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+)
+_partition = itemgetter(1)  # of escaped_params' rows
 #: Statements stay under this size (PyMySQL's executemany packs up to 1,024,000 bytes; the
 #: server takes up to max_allowed_packet, 16 MiB by default).
 _STATEMENT_BYTES = 900_000
@@ -87,9 +91,20 @@ _ROW_OVERHEAD = 120
 _HEX_ROW_BYTES = 256 * 1024
 
 
-def lock_lows_query(topic_id: int, partitions: Sequence[int]) -> tuple[str, tuple[object, ...]]:
-    """The locking read of the partitions' low watermarks (the escaped insert's guard)."""
-    return _LOCK_LOWS.format(",".join(["%s"] * len(partitions))), (topic_id, *partitions)
+def escaped_params(
+    placed: Placed, token: int | None, fences: Sequence[int]
+) -> list[tuple[object, ...]]:
+    """The write's rows as ESCAPED_INSERT's parameters, for rows too large for hex (the
+    driver's escaping does not double their size): in partition order as insert_statements
+    puts them (each partition's in their own order), each with its partition's fence, the
+    write's first row with the write token."""
+    params: list[tuple[object, ...]] = [
+        (m.topic_id, m.partition, m.offset, m.key, m.headers, m.body, fences[m.partition], None)
+        for m in placed_messages(placed)
+    ]
+    params[0] = (*params[0][:-1], token)
+    params.sort(key=_partition)  # stable
+    return params
 
 
 def insert_statements(
@@ -243,27 +258,6 @@ def values(m: NewMessage) -> bytes:
     (the producer benchmark's raw baseline writes exactly that)."""
     key, headers = key_headers(m.key, m.headers)
     return PLAIN_ROW % (m.topic_id, m.partition, m.offset, key, headers, hexlify(m.body))
-
-
-def below_low(lows: Mapping[int, int], messages: Sequence[NewMessage]) -> bool:
-    """Whether any message's offset lies below its partition's low watermark."""
-    return any(m.offset < lows.get(m.partition, 0) for m in messages)
-
-
-def check_locked_lows(
-    rows: Iterable[Sequence[Any]], messages: Sequence[NewMessage], routed: int | None
-) -> None:
-    """The guard of the driver-escaped path, over the rows of lock_lows_query read in the
-    insert's transaction: BelowLowWatermark when an offset lies below its partition's low
-    watermark, or (given the count the rows were routed by) when a partition's row says
-    another count of partitions."""
-    lows: dict[int, int] = {}
-    for p, low, count in rows:
-        if routed is not None and count is not None and int(count) != routed:
-            raise BelowLowWatermark("the topic's partitions changed since the rows were routed")
-        lows[int(p)] = int(low)
-    if below_low(lows, messages):
-        raise BelowLowWatermark("an offset lies below its partition's low watermark")
 
 
 def key_headers(key: bytes | None, text: str | None) -> tuple[bytes, bytes]:

@@ -21,7 +21,7 @@ from ems.store.fences import (
     moved_too_often,
     stale,
 )
-from ems.store.inserts import check_locked_lows, insert_statements, lock_lows_query
+from ems.store.inserts import ESCAPED_INSERT, escaped_params, insert_statements
 from ems.store.watermarks import HighWatermarks, all_high_watermarks
 from ems.types import (
     ROW_BODY,
@@ -29,20 +29,14 @@ from ems.types import (
     ROW_OFFSET,
     Fetched,
     FetchedRows,
-    NewMessage,
     Placed,
     StoredMessage,
     TopicInfo,
-    placed_messages,
     stored_messages,
 )
 from ems.values.fetch import decode_headers, within_budget
 from ems.values.lifecycle import check_not_fenced
 
-_INSERT = (
-    "INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body, "
-    "write_token) VALUES (%s, %s, %s, %s, %s, %s, %s)"
-)
 _INSERT_TOMBSTONE = (
     "INSERT INTO message (topic_id, partition_no, offset_no, body, tombstone) "
     "VALUES (%s, %s, %s, '', 1)"
@@ -176,11 +170,11 @@ class MessageStore:
                 fences = None
                 continue
             statements = insert_statements(placed, token, fences.fences)
-            if statements is None:
-                self._insert_escaped(placed_messages(placed), token, partitions, mark)
-                return
             try:
-                self.db.direct.execute(statements if mark is None else [mark, *statements])
+                if statements is None:
+                    self._insert_escaped(escaped_params(placed, token, fences.fences), mark)
+                else:
+                    self.db.direct.execute(statements if mark is None else [mark, *statements])
                 return
             except ParentMissing:
                 fences = None  # a fence moved on since the read: read them again
@@ -201,28 +195,13 @@ class MessageStore:
         with self.db.single() as cursor:
             return int(cursor.execute(_PURGE_WRITES, (int(older_than), limit)))
 
-    def _insert_escaped(
-        self,
-        messages: Sequence[NewMessage],
-        token: int | None,
-        routed: int | None,
-        mark: bytes | None,
-    ) -> None:
-        """The driver's own escaping and batching, for rows too large for hex literals,
-        in a transaction that first takes the partitions' low watermarks (and counts) with a
-        locking read (REPEATABLE READ: a partition without one is gap-locked, so no purge can
-        create it meanwhile)."""
-        params: list[tuple[object, ...]] = [
-            (m.topic_id, m.partition, m.offset, m.key, m.headers, m.body, None) for m in messages
-        ]
-        params[0] = (*params[0][:-1], token)
-        partitions = sorted({m.partition for m in messages})
-        with self.db.transaction(repeatable_read=True) as cursor:
+    def _insert_escaped(self, params: list[tuple[object, ...]], mark: bytes | None) -> None:
+        """The driver's own escaping and batching (escaped_params), for rows too large for
+        hex literals, in one transaction: the rows carry their fences as the hex path's do."""
+        with self.db.transaction() as cursor:
             if mark is not None:
                 cursor.execute(mark.decode())
-            cursor.execute(*lock_lows_query(messages[0].topic_id, partitions))
-            check_locked_lows(cursor.fetchall(), messages, routed)
-            cursor.executemany(_INSERT, params)
+            cursor.executemany(ESCAPED_INSERT, params)
 
     def insert_tombstones(self, topic_id: int, partition: int, offsets: Iterable[int]) -> None:
         params = [(topic_id, partition, o) for o in offsets]

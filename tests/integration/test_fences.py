@@ -38,12 +38,19 @@ def _counted_reads(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return reads
 
 
-def _row(topic: TopicInfo, partition: int, offset: int) -> NewMessage:
-    return NewMessage(topic.id, partition, offset, None, None, b"%d:%d" % (partition, offset))
+def _row(topic: TopicInfo, partition: int, offset: int, big: bool = False) -> NewMessage:
+    """A row; big: too large for a hex literal (the driver-escaped path)."""
+    body = b"%d:%d" % (partition, offset) + (b"x" * 300_000 if big else b"")
+    return NewMessage(topic.id, partition, offset, None, None, body)
 
 
+#: Both insert paths carry the fences: hex literals, and the driver's escaping.
+BOTH_PATHS = pytest.mark.parametrize("big", [False, True], ids=["hex", "driver-escaped"])
+
+
+@BOTH_PATHS
 def test_rows_checked_before_a_purge_go_again_at_their_own_offsets(
-    store: Store, topic: TopicInfo, monkeypatch: pytest.MonkeyPatch
+    store: Store, topic: TopicInfo, monkeypatch: pytest.MonkeyPatch, big: bool
 ) -> None:
     """A purge below the rows moves the fence their producer read: the INSERT is refused
     once, the fences are read again, and the rows are stored at the offsets they were
@@ -52,7 +59,7 @@ def test_rows_checked_before_a_purge_go_again_at_their_own_offsets(
     store.messages.insert(placed_of([_row(topic, 0, 10)]))  # reads and keeps the fences
     reads = _counted_reads(store, monkeypatch)
     store.purge.delete(topic.id, [(0, 0, 5)])
-    store.messages.insert(placed_of([_row(topic, 0, 11), _row(topic, 1, 0)]))
+    store.messages.insert(placed_of([_row(topic, 0, 11, big), _row(topic, 1, 0, big)]))
     assert reads == [topic.id]  # one refusal, one read
     assert seed.offsets(store, topic, 0) == list(range(5, 12))
     assert seed.offsets(store, topic, 1) == [0]
@@ -60,15 +67,16 @@ def test_rows_checked_before_a_purge_go_again_at_their_own_offsets(
     assert reads == [topic.id]  # the fences read are kept
 
 
+@BOTH_PATHS
 def test_rows_below_a_watermark_raised_since_their_check_are_refused(
-    store: Store, topic: TopicInfo, monkeypatch: pytest.MonkeyPatch
+    store: Store, topic: TopicInfo, monkeypatch: pytest.MonkeyPatch, big: bool
 ) -> None:
     seed.messages(store, topic, 0, range(10), 48)
     store.messages.insert(placed_of([_row(topic, 0, 10)]))
     reads = _counted_reads(store, monkeypatch)
     store.purge.delete(topic.id, [(0, 0, 9)])
     with pytest.raises(BelowLowWatermark, match="below its partition's low watermark"):
-        store.messages.insert(placed_of([_row(topic, 1, 0), _row(topic, 0, 4)]))
+        store.messages.insert(placed_of([_row(topic, 1, 0, big), _row(topic, 0, 4, big)]))
     assert reads == [topic.id]
     assert (seed.offsets(store, topic, 0), seed.offsets(store, topic, 1)) == ([9, 10], [])
 
@@ -170,7 +178,10 @@ def _lock_waits_here(store: Store) -> int:
     return int(rows[0][0])
 
 
-def test_a_batch_takes_its_fences_in_the_order_fencers_do(settings: Settings, store: Store) -> None:
+@BOTH_PATHS
+def test_a_batch_takes_its_fences_in_the_order_fencers_do(
+    settings: Settings, store: Store, big: bool
+) -> None:
     """A fencer moves fences in partition order, and each row's fence is held from its
     check to the commit: a batch whose rows came in another order must still take them in
     partition order, or it would hold partition 3's while waiting for partition 1's, which
@@ -183,7 +194,7 @@ def test_a_batch_takes_its_fences_in_the_order_fencers_do(settings: Settings, st
 
     def insert() -> None:
         try:
-            store.messages.insert(placed_of([_row(topic, 3, 0), _row(topic, 1, 0)]))
+            store.messages.insert(placed_of([_row(topic, 3, 0, big), _row(topic, 1, 0, big)]))
             outcome.append(None)
         except BaseException as exc:  # shown by the assertion below
             outcome.append(exc)

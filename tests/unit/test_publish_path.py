@@ -219,6 +219,21 @@ def test_a_single_row_too_large_for_hex_goes_to_the_escaped_path() -> None:
     assert messages.insert_statements(placed_of(too_large), 1, [0, 0]) is None
 
 
+def test_the_escaped_rows_are_the_statements_rows_with_their_fences_in_its_order() -> None:
+    rows = [
+        NewMessage(3, 2, 7, b"k", None, b"a"),
+        NewMessage(3, 0, 1, None, '{"a":"b"}', b"b"),
+        NewMessage(3, 2, 8, None, None, b"c"),
+    ]
+    # Partition order, each partition's rows in their order; the write's first row (not
+    # the first sent) carries the token.
+    assert messages.escaped_params(placed_of(rows), 99, [5, 6, 7]) == [
+        (3, 0, 1, None, '{"a":"b"}', b"b", 5, None),
+        (3, 2, 7, b"k", None, b"a", 7, 99),
+        (3, 2, 8, None, None, b"c", 7, None),
+    ]
+
+
 def test_the_headers_literals_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(messages, "_HEADERS_LITERALS", 2)
     messages._headers_literals.clear()
