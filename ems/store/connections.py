@@ -54,10 +54,10 @@ def idle_connection_alive(conn: Any) -> bool:
 RECYCLE = 3600.0
 
 
-#: What a connection of the producer's INSERTs runs once, when made. The guarded INSERTs
-#: read partition_low in their SELECT part; only under REPEATABLE READ is that a locking
-#: read, which makes a purge's raise of the watermark and this insert take turns (READ
-#: COMMITTED would read around it).
+#: What a connection of the producer's INSERTs runs once, when made: REPEATABLE READ, the
+#: level their guard was proven under. Their guard is now the foreign key's check of the
+#: partitions' fences (ems.store.fences), a locking check at any level; the level stays
+#: so that the locks an INSERT takes (its unique key's, its fences') stay those tested.
 INSERTS_SESSION = b"SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"
 #: Seconds a caller waits for a connection when `limit` of them are in use (as long as
 #: SQLAlchemy's pool would).

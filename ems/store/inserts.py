@@ -1,14 +1,12 @@
 """The producer's INSERT statements on the message table, formatted here with every
 binary value as a hex literal (see key_headers), each row carrying its partition's fence
-(ems.store.fences) and the first row of a write its write token; the same rows for the
-driver's escaping, for rows too large for hex (escaped_params); and the guard of the path
-that does not carry fences (the outbox relay's INSERT ... SELECT): a locking read of the
-partitions' low watermarks in the statement."""
+(ems.store.fences) and the first row of a write its write token; and the same rows for
+the driver's escaping, for rows too large for hex (escaped_params)."""
 
 from __future__ import annotations
 
 from binascii import hexlify
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from operator import itemgetter
 
 from ems.types import NewMessage, Placed, placed_messages
@@ -42,38 +40,6 @@ TOKENED_HEAD = (
 #: first row has the token for the NULL.
 _ROW_AT = b"(%d,%d,%d,%b,%b,X'%b',%d,NULL)"
 _TOKENED_ROW = b"(%d,%d,%d,%b,%b,X'%b',%d,%b)"
-# The relay's INSERT ... SELECT, which carries no fences, keeps the guard in SQL. No
-# message may be stored below its partition's low watermark: a purge removed that range and
-# readers jump over it, so a row there would be acknowledged and never delivered. The
-# guard is a scalar subquery that yields 0 alone, or a second row (an error: "Subquery
-# returns more than 1 row", whatever the sql_mode) when the lowest offset of any partition
-# in the statement lies below that partition's watermark; the statement then inserts
-# nothing. Offsets of a partition in one
-# statement ascend, so its lowest one stands for all. The relay's transaction runs
-# REPEATABLE READ, where a subquery of an INSERT is a locking read: a purge that raised
-# the watermark (before it deletes) holds the row, so the insert waits for its commit and
-# then sees the new one (a partition without a watermark row is gap-locked instead).
-# A derived table of VALUES or JSON_TABLE would say the same in SQL, but cost up to twice
-# the INSERT for large batches, and MariaDB's table value constructor truncates binary
-# values longer than 64 KiB.
-_GUARD_ZERO = (
-    b"(SELECT 0 UNION ALL SELECT 0 FROM partition_low WHERE topic_id = %d AND (%b) LIMIT 2)"
-)
-# The fence of a partition change (ems.store.partitions): the rows were routed by a count
-# of partitions, and each of their partitions' partition_low row must still say that count
-# (or NULL: no change since a purge created the row). The same locking read on the same
-# rows makes a change (which writes that count on every old partition's row, creating the
-# missing ones, under X locks) and the inserts take turns: an insert routed by the old count
-# that comes after the change is refused (as the low-watermark guard refuses), and the
-# producer routes its rows again by the new count. No insert reads the topic's row, which
-# every producer of the topic would share.
-_BELOW = b"partition_no = %d AND low_offset > %d"
-_BELOW_ROUTED = b"partition_no = %d AND (low_offset > %d OR partitions <> %d)"
-_BELOW_MANY = b"partition_no IN (%b) AND low_offset > CASE partition_no %b END"
-_BELOW_MANY_ROUTED = (
-    b"partition_no IN (%b) AND (low_offset > CASE partition_no %b END OR partitions <> %d)"
-)
-
 #: The INSERT of the driver-escaped path (rows too large for hex literals), one row's
 #: parameters: the columns of TOKENED_HEAD.
 ESCAPED_INSERT = (
@@ -218,38 +184,6 @@ def _split(rows: list[bytes]) -> list[bytes]:
         size += len(row) + 1
     statements.append(TOKENED_HEAD + b",".join(kept))
     return statements
-
-
-def _below(lowest: Mapping[int, int], routed: int | None) -> bytes:
-    """The guard's condition on partition_low: a partition's lowest offset lies below its
-    low watermark (or, given routed, its row says another count of partitions). Several
-    partitions are one IN list with each one's offset picked by a CASE: the same point
-    reads (and locks) as an OR of one condition per partition, for about a third less of
-    the guard's server CPU on a batch over 16 partitions (benchmarks/guard_cost.py)."""
-    if len(lowest) == 1:
-        ((p, o),) = lowest.items()
-        return _below_one(p, o, routed)
-    found = sorted(lowest.items())
-    cases = b" ".join([b"WHEN %d THEN %d" % po for po in found])
-    listed = b",".join([b"%d" % p for p, _ in found])
-    if routed is None:
-        return _BELOW_MANY % (listed, cases)
-    return _BELOW_MANY_ROUTED % (listed, cases, routed)
-
-
-def _below_one(partition: int, offset: int, routed: int | None) -> bytes:
-    """_below of a statement whose rows are all in one partition."""
-    if routed is None:
-        return _BELOW % (partition, offset)
-    return _BELOW_ROUTED % (partition, offset, routed)
-
-
-def zero_guard(topic_id: int, lowest: Mapping[int, int], routed: int | None) -> bytes:
-    """The guard as a scalar subquery that yields 0, or fails as _GUARDED does when a
-    partition's lowest offset (`lowest`, by partition) lies below its low watermark or
-    (given routed) the partition's row says another count: what a relay's INSERT ...
-    SELECT adds to every offset it writes (the same locking read of the same rows)."""
-    return _GUARD_ZERO % (topic_id, _below(lowest, routed))
 
 
 def values(m: NewMessage) -> bytes:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from binascii import hexlify
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from operator import itemgetter
 from typing import Any
 
 import pymysql
@@ -23,8 +24,9 @@ from ems.exceptions import StoreError
 from ems.store.caller import CallerConnection, Installation
 from ems.store.database import Database
 from ems.store.errors import BelowLowWatermark
-from ems.store.inserts import _HEX_ROW_BYTES, _STATEMENT_BYTES, key_headers, zero_guard
-from ems.store.translation import GUARD_REFUSED, error_number
+from ems.store.fences import FENCES_QUERY, fences_of, refusal
+from ems.store.inserts import _HEX_ROW_BYTES, _STATEMENT_BYTES, key_headers
+from ems.store.translation import NO_PARENT, error_number
 from ems.types import OutboxPlace, OutboxRow, OutboxWaiting, Schedule, Scheduled, TopicInfo
 
 #: (partition, key, headers JSON, body) of a validated message (ems.producer.planning).
@@ -69,25 +71,28 @@ _DUE = (
     "SELECT id, partition_no, msg_key FROM message_outbox "
     f"WHERE topic_id = %s AND deliver_at <= {_NOW} ORDER BY deliver_at, id LIMIT %s"
 )
-# The rows a move takes, each with its place: a JSON array of [id, partition, offset].
+# The rows a move takes, each with its place and its partition's fence: a JSON array of
+# [id, partition, offset, fence].
 _PLACES = (
     "JSON_TABLE('[{places}]', '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$[0]', "
-    "p INT PATH '$[1]', o BIGINT UNSIGNED PATH '$[2]')) AS r"
+    "p INT PATH '$[1]', o BIGINT UNSIGNED PATH '$[2]', f BIGINT PATH '$[3]')) AS r"
 )
-_PLACE = "[%d,%d,%d]"
+_PLACE = "[%d,%d,%d,%d]"
 # The move, on the server: each row copied from the outbox into its topic at the place the
 # relay gave it, marked as published in a transaction (no write token: the outbox itself
 # tells whether a move committed). The places come first (STRAIGHT_JOIN) and each finds
 # its row by the primary key: under REPEATABLE READ this read of the outbox locks what it
 # reads, and so reads the rows moved and no other. A scan would lock its way through rows
 # of open transactions among them (smaller ids committed later) and wait for each. Every
-# offset carries the low-watermark guard and partition fence (zero_guard): 0, or the error
-# that refuses the whole statement. The rows go in the order of the places, so message ids
-# follow the order the rows were read in, as the offsets of each partition do.
+# row carries its partition's fence (ems.store.fences), which message's foreign key checks:
+# the relay checked the places against the fences it read, and a fence moved on since
+# refuses the whole statement. The rows go in the order of the places: by partition, as the
+# producer's rows go and as fencers take the fences (no deadlock between them), each
+# partition's in the order they were read in, so message ids follow it as offsets do.
 _MOVE = (
     "INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body, "
-    "transactional) SELECT STRAIGHT_JOIN {topic}, r.p, r.o + {guard}, o.msg_key, o.headers, "
-    "o.body, 1 FROM {places} JOIN message_outbox o FORCE INDEX (PRIMARY) ON o.id = r.id"
+    "transactional, fence) SELECT STRAIGHT_JOIN {topic}, r.p, r.o, o.msg_key, o.headers, "
+    "o.body, 1, r.f FROM {places} JOIN message_outbox o FORCE INDEX (PRIMARY) ON o.id = r.id"
 )
 # The moved rows' delete, by the same point reads.
 _DELETE = (
@@ -98,24 +103,31 @@ _SCHEDULED = (
     "SELECT COUNT(*), MIN(deliver_at) FROM (SELECT deliver_at FROM message_outbox "
     f"WHERE topic_id = %s AND deliver_at > {_NOW} ORDER BY deliver_at LIMIT %s) AS s"
 )
+_partition_of = itemgetter(1)  # of an OutboxPlace
 #: A LIMIT that reads every row.
 _ALL = 2**63 - 1
 _COUNT = "SELECT COUNT(*) FROM message_outbox WHERE topic_id = %s"
 _MOVED = "UPDATE outbox_relay SET moved = moved + %s, moved_at = NOW(6) WHERE topic_id = %s"
 
 
-def move_statements(
-    topic_id: int, places: Sequence[OutboxPlace], routed: int | None
-) -> tuple[str, str]:
-    """The INSERT ... SELECT that copies the rows to their places (guarded, with the
-    count of partitions they were routed by, if given) and the DELETE of the rows."""
-    table = _PLACES.format(places=",".join([_PLACE % place for place in places]))
+def lowest_places(places: Sequence[OutboxPlace]) -> dict[int, int]:
+    """The lowest offset of each partition among the places: what the fences check."""
     lowest: dict[int, int] = {}
     for _, partition, offset in places:
         if offset < lowest.get(partition, offset + 1):
             lowest[partition] = offset
-    guard = zero_guard(topic_id, lowest, routed).decode()
-    return _MOVE.format(topic=topic_id, guard=guard, places=table), _DELETE.format(places=table)
+    return lowest
+
+
+def move_statements(
+    topic_id: int, places: Sequence[OutboxPlace], fences: Sequence[int]
+) -> tuple[str, str]:
+    """The INSERT ... SELECT that copies the rows to their places, each with its
+    partition's fence (fences[partition]), in partition order, and the DELETE of the
+    rows."""
+    ordered = sorted(places, key=_partition_of)  # stable: a partition's rows in their order
+    table = _PLACES.format(places=",".join([_PLACE % (i, p, o, fences[p]) for i, p, o in ordered]))
+    return _MOVE.format(topic=topic_id, places=table), _DELETE.format(places=table)
 
 
 def due_sql(schedule: Schedule | None) -> str | None:
@@ -216,12 +228,19 @@ class RelayBatch:
         taken, BelowLowWatermark when one lies below its partition's low watermark or when
         the topic no longer has the `partitions` the rows were routed by (the relay's
         transaction then rolls back, the rows stay)."""
-        insert, delete = move_statements(self.topic_id, places, partitions)
+        self._cursor.execute(FENCES_QUERY, (self.topic_id,))
+        found = fences_of(self._cursor.fetchall())
+        if found is None:
+            raise BelowLowWatermark(f"topic {self.topic_id} has no partitions")
+        why = refusal(lowest_places(places), found, partitions)
+        if why is not None:
+            raise BelowLowWatermark(why)
+        insert, delete = move_statements(self.topic_id, places, found.fences)
         try:
             copied = self._cursor.execute(insert)
         except pymysql.err.Error as exc:
-            if error_number(exc) in GUARD_REFUSED:
-                raise BelowLowWatermark("an offset lies below its low watermark") from exc
+            if error_number(exc) in NO_PARENT:  # a fence moved on since the read
+                raise BelowLowWatermark("a partition's fence moved on during the move") from exc
             raise
         # Only a topic's delete removes rows under its relay: move none rather than some.
         if copied != len(places) or self._cursor.execute(delete) != len(places):

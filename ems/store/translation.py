@@ -43,15 +43,14 @@ _NO_DATABASE = {1049}
 #: as lost, and the next ones go to another node (ems.store.nodes).
 NODE_NOT_READY = {1047}
 _DUPLICATE = {1062}
-#: ER_NO_REFERENCED_ROW(_2): the parent row a foreign key names is gone (deleted meanwhile).
-_NO_PARENT = {1216, 1452}
+#: ER_NO_REFERENCED_ROW(_2): the parent row a foreign key names is gone (deleted meanwhile,
+#: or a partition's fence moved on: ems.store.fences).
+NO_PARENT = {1216, 1452}
 _LOCK = {1205, 1213}
 _NO_SCHEMA = {1146}
 #: The server takes no writes: --read-only (1290), a read-only transaction (1792), MySQL 8's
 #: read-only mode (1836).
 _READ_ONLY = {1290, 1792, 1836}
-#: "Subquery returns more than 1 row": the message INSERTs' low-watermark guard refused.
-GUARD_REFUSED = {1242}
 
 
 #: The errors of the drivers ems runs statements through by their DB-API cursors: PyMySQL
@@ -95,7 +94,7 @@ def translate_code(code: int | None, detail: str, *, lost: bool) -> EmsError:
     the driver says the connection is gone."""
     if code in _DUPLICATE:
         return DuplicateKey(detail)
-    if code in _NO_PARENT:
+    if code in NO_PARENT:
         return ParentMissing(detail)
     if code in _LOCK:
         return LockConflict(detail)

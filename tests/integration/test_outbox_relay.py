@@ -1,7 +1,7 @@
 """The relay's move against the real MariaDB and Redis: the rows are copied on the server,
-exactly, at the places the relay gave them, and the move keeps the message INSERT's guards
-(it waits for a purge raising a low watermark and for a partition change in progress, then
-places its rows above the one and by the count of the other)."""
+exactly, at the places the relay gave them, and carry their partitions' fences as every
+message INSERT does (a move waits for a purge raising a low watermark and for a partition
+change in progress, then places its rows above the one and by the count of the other)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from ems import Producer, TopicAdmin
 from ems.config import Settings
 from ems.producer.partitioner import partition_for_key
-from ems.store import Store
+from ems.store import Store, fences
 from ems.store.outbox import OutboxItem
 from ems.types import TopicInfo
 from tests import sql as db
@@ -116,10 +116,11 @@ def test_a_move_copies_every_row_exactly_at_its_place(
         assert producer.relay() == 4
     got = messages(store, topic)
     assert got[0][:2] == (first.partition, first.offset) == (partition_for_key(b"f", 2), 0)
-    # Re-routed by the topic's count (keyed rows by their key), in the order written.
+    # Re-routed by the topic's count (keyed rows by their key), each partition's in the
+    # order written (the move inserts them by partition, as fencers take the fences).
     want = [(partition_for_key(k, 2) if k is not None else p, k, h, b) for p, k, h, b in items]
     moved = [(p, k, h, bytes(b)) for p, _, k, h, b, _ in got[1:]]
-    assert moved == [(p, k, h, b) for p, k, h, b in want]
+    assert moved == sorted(want, key=lambda row: row[0])
     assert [t for *_, t in got] == [0, 1, 1, 1, 1]
     for partition in (0, 1):
         offsets = [o for p, o, *_ in got if p == partition]
@@ -130,19 +131,21 @@ def test_a_move_copies_every_row_exactly_at_its_place(
 def test_a_move_waits_for_a_purge_raising_the_low_watermark_and_lands_above_it(
     admin: TopicAdmin, settings: Settings, store: Store
 ) -> None:
-    """The guard is a locking read of partition_low: a purge that raised the watermark
-    (and has not committed) holds the move, which then places its rows at or past the new
-    watermark. A guard that read without locking would write below it."""
+    """A purge that raised the watermark and moved the fence (and has not committed) holds
+    the move's foreign-key check of that fence; the move, refused once it commits, places
+    its rows at or past the new watermark. A check that did not wait would write below
+    it."""
     topic = admin.create("orders", partitions=1)
     with Producer(settings.with_(**SLEEPY)) as producer:
         producer.send("orders", b"first")  # the counter seeded: the next offset is 1
         commit_outbox(store, topic, [(0, None, None, b"moved")])
 
-        def purge(cursor: Any) -> None:
+        def purge(cursor: Any) -> None:  # as a purge round does
             cursor.execute(
                 "INSERT INTO partition_low (topic_id, partition_no, low_offset) VALUES (%s, 0, 50)",
                 (topic.id,),
             )
+            fences.move(cursor, topic.id, [0])
 
         assert relay_held_by(settings, producer, purge) == [1]
     (moved,) = [o for _, o, _, _, b, _ in messages(store, topic) if bytes(b) == b"moved"]
@@ -153,7 +156,7 @@ def test_a_move_racing_a_partition_change_goes_by_the_new_count(
     admin: TopicAdmin, settings: Settings, store: Store
 ) -> None:
     """The fence: rows routed by the count the relay read wait for a change in progress
-    on their partitions' rows, are refused after it, and are routed again by the new
+    on their partitions' fences, are refused after it, and are routed again by the new
     count."""
     topic = admin.create("orders", partitions=2)
     keys = [f"k{i}".encode() for i in range(20)]
@@ -161,17 +164,24 @@ def test_a_move_racing_a_partition_change_goes_by_the_new_count(
         producer.send("orders", b"first", key="k0")
         commit_outbox(store, topic, [(partition_for_key(k, 2), k, None, b"x") for k in keys])
 
-        def change(cursor: Any) -> None:
+        def change(cursor: Any) -> None:  # as a partition change does
             cursor.execute("SELECT id FROM topic WHERE id = %s FOR UPDATE", (topic.id,))
             cursor.executemany(
                 "INSERT INTO partition_low (topic_id, partition_no, low_offset, partitions) "
                 "VALUES (%s, %s, 0, 4) ON DUPLICATE KEY UPDATE partitions = VALUES(partitions)",
                 [(topic.id, 0), (topic.id, 1)],
             )
+            cursor.executemany(
+                "INSERT INTO partition_head (topic_id, partition_no) VALUES (%s, %s)",
+                [(topic.id, 2), (topic.id, 3)],
+            )
+            fences.move(cursor, topic.id, [0, 1])
             # Committed by relay_held_by once the move is seen waiting.
             cursor.execute("UPDATE topic SET partitions = 4 WHERE id = %s", (topic.id,))
 
         assert relay_held_by(settings, producer, change) == [20]
     moved = [(p, bytes(k)) for p, _, k, _, b, _ in messages(store, topic) if bytes(b) == b"x"]
-    assert moved == [(partition_for_key(k, 4), k) for k in keys]
+    # Each partition's rows in the order written (inserted by partition).
+    want = [(partition_for_key(k, 4), k) for k in keys]
+    assert moved == sorted(want, key=lambda row: row[0])
     assert any(p >= 2 for p, _ in moved)
