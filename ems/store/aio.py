@@ -21,7 +21,7 @@ from sqlalchemy.engine import make_url
 
 from ems.config import Settings
 from ems.exceptions import DatabaseUnavailable, EmsError, TopicDeleting, UnknownTopic
-from ems.store.connections import RECYCLE, in_transaction
+from ems.store.connections import INSERTS_SESSION, RECYCLE, in_transaction
 from ems.store.errors import ParentMissing
 from ems.store.fences import (
     FENCE_READS,
@@ -53,9 +53,7 @@ _RAISE_HEAD = (
     "UPDATE partition_head SET next_offset = GREATEST(next_offset, %s) "
     "WHERE topic_id = %s AND partition_no = %s"
 )
-#: The escaped path's read of partition_low is a locking read only under REPEATABLE READ
-#: (see ems.store.inserts).
-_REPEATABLE_READ = "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"
+_SESSION = INSERTS_SESSION.decode()
 _DRIVER_ERRORS = (asyncmy.errors.Error, OSError, asyncio.IncompleteReadError, EOFError)
 
 
@@ -248,14 +246,14 @@ class AsyncMessageStore:
 
     async def _connect(self) -> Any:
         """A new connection, with the producer's bounded retries on an unreachable
-        server. REPEATABLE READ: the escaped path's read of partition_low is then a
-        locking read (see ems.store.inserts)."""
+        server, in the session the thread store's insert connections run
+        (INSERTS_SESSION)."""
         delay = 0.1
         attempts = self.settings.connect_attempts
         for attempt in range(1, attempts + 1):
             try:
                 conn: Any = await self._connect_node()
-                await conn.query(_REPEATABLE_READ)
+                await conn.query(_SESSION)
                 return conn
             except _DRIVER_ERRORS as exc:
                 error = _translate(exc)
