@@ -101,6 +101,15 @@ def refusal(firsts: Mapping[int, int], fences: Fences, routed: int | None) -> st
     return None
 
 
+def read_fences(topic_id: int, rows: Iterable[Sequence[Any]]) -> Fences:
+    """FENCES_QUERY's rows of the topic as Fences; BelowLowWatermark for a topic without
+    partitions (deleted)."""
+    fences = fences_of(rows)
+    if fences is None:
+        raise BelowLowWatermark(f"topic {topic_id} has no partitions; nothing was inserted")
+    return fences
+
+
 class FenceCache:
     """Each topic's fences as a store last read them, by topic id."""
 
@@ -111,12 +120,12 @@ class FenceCache:
         return self._kept.get(topic_id)
 
     def keep(self, topic_id: int, rows: Iterable[Sequence[Any]]) -> Fences:
-        """FENCES_QUERY's rows of the topic, kept for the next inserts; BelowLowWatermark
-        for a topic without partitions (deleted)."""
-        fences = fences_of(rows)
-        if fences is None:
+        """FENCES_QUERY's rows of the topic (read_fences), kept for the next inserts."""
+        try:
+            fences = read_fences(topic_id, rows)
+        except BelowLowWatermark:
             self._kept.pop(topic_id, None)
-            raise BelowLowWatermark(f"topic {topic_id} has no partitions; nothing was inserted")
+            raise
         self._kept[topic_id] = fences
         return fences
 

@@ -24,7 +24,7 @@ from ems.exceptions import StoreError
 from ems.store.caller import CallerConnection, Installation
 from ems.store.database import Database
 from ems.store.errors import BelowLowWatermark
-from ems.store.fences import FENCES_QUERY, fences_of, refusal
+from ems.store.fences import FENCES_QUERY, read_fences, refusal
 from ems.store.inserts import _HEX_ROW_BYTES, _STATEMENT_BYTES, key_headers
 from ems.store.translation import NO_PARENT, error_number
 from ems.types import OutboxPlace, OutboxRow, OutboxWaiting, Schedule, Scheduled, TopicInfo
@@ -229,9 +229,7 @@ class RelayBatch:
         the topic no longer has the `partitions` the rows were routed by (the relay's
         transaction then rolls back, the rows stay)."""
         self._cursor.execute(FENCES_QUERY, (self.topic_id,))
-        found = fences_of(self._cursor.fetchall())
-        if found is None:
-            raise BelowLowWatermark(f"topic {self.topic_id} has no partitions")
+        found = read_fences(self.topic_id, self._cursor.fetchall())
         why = refusal(lowest_places(places), found, partitions)
         if why is not None:
             raise BelowLowWatermark(why)
