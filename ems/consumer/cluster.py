@@ -97,6 +97,8 @@ class ClusterSession:
         self._cursors: Mapping[int, int] = {}
         self._cursors_at = -HOLD_RECHECK
         self._version = -1
+        #: The client id the states were taken under (the owned rows name it).
+        self._holder: str | None = None
         self._next_retry_scan = 0.0
         #: Mean body size of the retries claimed last (see rows_to_scan).
         self._retry_size: int | None = None
@@ -135,6 +137,13 @@ class ClusterSession:
                 self._cursors_at = -HOLD_RECHECK
             if set(owned) != set(self.states):
                 self.metrics.rebalances.inc()
+            holder = next((row.client_id for row in owned.values()), self._holder)
+            if holder != self._holder:
+                # The membership joined again under a new client id while this loop did
+                # not look (blocked in a handler or a statement throughout the lapse):
+                # others may have owned and committed these partitions meanwhile.
+                self.states.clear()
+                self._holder = holder
             for p in list(self.states):
                 if p not in owned:
                     del self.states[p]

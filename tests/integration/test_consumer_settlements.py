@@ -19,6 +19,7 @@ from ems.exceptions import DatabaseUnavailable
 from ems.offsets.allocators import offset_key
 from ems.store import Store
 from ems.store.leases import LeaseHeartbeat
+from ems.types import Delivery
 from tests.integration import seed
 
 FAST: dict[str, Any] = {"lease_ttl": 2.0, "renew_every": 0.5}
@@ -184,3 +185,43 @@ def test_close_leaves_the_group_whatever_the_last_commit_met(
     assert not consumer.membership.renewing()
     sql = "SELECT COUNT(*) FROM consumer_client WHERE client_id = %s"
     assert seed.sql(store, sql, (client_id,)) == [(0,)]
+
+
+def test_a_member_that_rejoined_unseen_takes_its_partitions_from_the_stored_cursor(
+    settings: Settings, store: Store, topic: str
+) -> None:
+    """The lease lapsed and the membership rejoined under a new client id while the
+    consume loop was away (blocked in a handler or a statement), and the leader granted
+    the same partition to the new id. Meanwhile another member owned it and committed past
+    this one's position: the state taken under the old id must not carry on, or the
+    messages between its position and the stored cursor come again."""
+    consumer = Consumer("g", topic, settings=settings, start="earliest", store=store, **FAST)
+    with consumer:
+        first: list[Delivery] = []
+        seed.wait_until(lambda: bool(first.extend(consumer.poll(0.1, max_messages=1)) or first))
+        assert [d.offset for d in first] == [0]  # the position is 1, the cursor 0
+        membership = consumer.membership
+        old = membership.client_id
+        # The old lease and leadership lapse on the server; the consume loop does not
+        # look (no poll) until the membership has joined again and owns the partition.
+        seed.sql(
+            store,
+            "UPDATE consumer_client SET lease_expires_at = NOW(6) - INTERVAL 1 SECOND "
+            "WHERE client_id = %s",
+            (old,),
+        )
+        seed.sql(store, "UPDATE group_leader SET lease_expires_at = NOW(6)")
+
+        def regranted() -> bool:
+            _, owned = membership.ownership()
+            return membership.client_id != old and 0 in owned and owned[0].client_id != old
+
+        seed.wait_until(regranted, timeout=30)
+        # Another member held the partition in between and acked everything.
+        seed.sql(store, "UPDATE group_offset SET committed_offset = 3")
+        with Producer(settings) as producer:
+            producer.send(topic, "later")
+        got = seed.poll_until(consumer, 1)
+        assert [(d.offset, d.body) for d in got] == [(3, b"later")]
+        consumer.ack(got)
+    assert seed.sql(store, "SELECT committed_offset FROM group_offset") == [(4,)]
