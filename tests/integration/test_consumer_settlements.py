@@ -198,7 +198,12 @@ def test_a_member_that_rejoined_unseen_takes_its_partitions_from_the_stored_curs
     consumer = Consumer("g", topic, settings=settings, start="earliest", store=store, **FAST)
     with consumer:
         first: list[Delivery] = []
-        seed.wait_until(lambda: bool(first.extend(consumer.poll(0.1, max_messages=1)) or first))
+
+        def one() -> bool:
+            first.extend(consumer.poll(0.1, max_messages=1))
+            return bool(first)
+
+        seed.wait_until(one)
         assert [d.offset for d in first] == [0]  # the position is 1, the cursor 0
         membership = consumer.membership
         old = membership.client_id
