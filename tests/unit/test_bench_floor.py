@@ -53,3 +53,29 @@ def test_the_floor_systems_run_in_rounds_their_order_turning() -> None:
 
 def test_two_systems_turned_alternate_as_the_consumer_suites_drains_do() -> None:
     assert turns(("raw", "ems"), 3) == [("raw", "ems"), ("ems", "raw"), ("raw", "ems")]
+
+
+def test_a_missed_row_says_what_ems_own_layers_would_need_and_when_the_guard_alone_misses() -> None:
+    # The guard costs 5% of the rate and 6% of the CPU: ems's layers may cost 1.00x of
+    # the rate (none) and 1.2 / 1.06 = 1.13x of the CPU.
+    at_the_line = row(
+        {"ems": 820, "raw+redis+guard": 950, "raw+redis": 1000},
+        {"ems": 135.0, "raw+redis+guard": 106.0, "raw+redis": 100.0},
+    )
+    # The guard alone costs 9% of the rate and 26% of the CPU: past what any layer can do.
+    beyond = row(
+        {"ems": 840, "raw+redis+guard": 910, "raw+redis": 1000},
+        {"ems": 171.0, "raw+redis+guard": 126.0, "raw+redis": 100.0},
+    )
+    met = row(
+        {"ems": 960, "raw+redis+guard": 980, "raw+redis": 1000},
+        {"ems": 110.0, "raw+redis+guard": 105.0, "raw+redis": 100.0},
+    )
+    lines = floor_table([at_the_line, beyond, met])
+    assert cells(lines[-3])[6] == ("msg/s >= 1.00x (has 0.86x); client CPU <= 1.13x (has 1.27x)")
+    assert cells(lines[-2])[6] == (
+        "msg/s >= 1.04x (has 0.92x, beyond the guard alone); "
+        "client CPU <= 0.95x (has 1.36x, beyond the guard alone)"
+    )
+    assert cells(lines[-1])[6] == "-"
+    assert len(cells(lines[0])) == len(cells(lines[-1]))  # the head names every column
