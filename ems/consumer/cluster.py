@@ -247,13 +247,17 @@ class ClusterSession:
         # window below starts at a cursor that is written.
         self._reload_unwritten()
         batch = self._read_batch(limit, max_bytes)
+        if not batch:
+            # Nothing to hand out, so nothing to wait for: the poll looks again as news
+            # comes, while the last acks still commit.
+            return batch
         # The batch is read while the acks of the last one commit on the writer (two round
         # trips at once); it is handed out only once they are written, so a crash
         # redelivers at most the batch in hand. A partition whose write failed meanwhile
         # is dropped with what was just read of it, and read again from its stored cursor.
         self.writer.wait_written(0)
         dropped = self._reload_unwritten()
-        if dropped and batch:
+        if dropped:
             batch = [d for d in batch if d.partition not in dropped]
         if batch:
             # Logged as started on the writer, while the handler already works on it.

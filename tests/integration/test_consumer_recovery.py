@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ems import Consumer, Delivery, TopicAdmin
+from ems import Consumer, Delivery, Producer, Record, TopicAdmin
 from ems.config import Settings
 from ems.consumer import ack_writer
 from ems.consumer.state import Acks
@@ -222,6 +222,43 @@ def test_the_next_batch_is_read_while_the_last_acks_commit_and_handed_out_once_w
         c.ack(polled[0])
         assert cursor(store, c.group.id) == 6
         assert unsettled_below_cursor(store, c.group.id) == []
+
+
+def test_a_fetch_that_found_nothing_does_not_wait_for_the_last_acks_commit(
+    settings: Settings, store: Store, topic: TopicInfo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Messages that arrive while the last batch's acks commit are read meanwhile, even
+    when the poll's first look found nothing: an empty fetch hands nothing out, so it has
+    nothing to wait for (it waited, and the read came only after the commit)."""
+    produce(settings, 3, keys=1)
+    with Consumer("g", "t", settings=settings, start="earliest", lease_ttl=30.0) as c:
+        c.session.writer.hold = 0  # type: ignore[attr-defined]
+        got = poll_until(c, 3)
+        read = c.session._read_batch  # type: ignore[attr-defined]
+        reads: list[list[int]] = []
+
+        def recording(*args: Any, **kwargs: Any) -> Any:
+            batch = read(*args, **kwargs)
+            reads.append([d.offset for d in batch])
+            return batch
+
+        monkeypatch.setattr(c.session, "_read_batch", recording)
+        polled: list[list[Delivery]] = []
+        lock = "SELECT * FROM group_offset WHERE group_id = %s FOR UPDATE"
+        with holding(store, lock, (c.group.id,)):
+            c.settle(Acks(got), wait=False)  # its cursor commit waits on the lock
+            poller = threading.Thread(target=lambda: polled.append(c.poll(timeout=30)))
+            poller.start()
+            wait_for(lambda: [] in reads)  # a look that found nothing
+            with Producer(settings) as producer:  # one write: read in one look
+                producer.send_batch("t", [Record(f"m{i}", "k0") for i in (3, 4, 5)])
+            wait_for(lambda: [3, 4, 5] in reads)  # read while the commit waits,
+            assert poller.is_alive() and not polled  # but not handed out
+            assert cursor(store, c.group.id) == 0
+        poller.join(timeout=30)
+        assert [bodies(batch) for batch in polled] == [["m3", "m4", "m5"]]
+        c.ack(polled[0])
+        assert cursor(store, c.group.id) == 6
 
 
 def test_a_pull_ack_whose_write_fails_raises_and_its_messages_come_again(
