@@ -48,8 +48,12 @@ from ems.offsets.allocators import offset_key
 from ems.offsets.resp import RespConnection, pack
 from ems.store.fences import refusal
 from ems.store.inserts import INSERT_HEAD, PLAIN_ROW, insert_statements, key_headers
-from ems.types import Placed
+from ems.types import Placed, Prepared
 from ems.wakeups import Publisher
+
+#: _new(Placed, fields): Placed(*fields) without a named tuple's Python __new__, as ems's
+#: producer makes its writes.
+_new = tuple.__new__
 
 
 class Writer(Protocol):
@@ -187,7 +191,8 @@ class RawRedisWriter(RawWriter):
 class GuardedWriter(RawRedisWriter):
     """raw+redis sending ems's statement: its rows checked against the partitions' fences
     read once (the watermarks and the count they were routed by) and carrying them, the
-    first with a write token."""
+    first with a write token. The fastest way to that statement: the write made straight
+    from the readings and the allocated ranges' firsts, as ems's producer has it."""
 
     def __init__(self, cfg: BenchConfig, index: int, workers: int) -> None:
         super().__init__(cfg, index, workers)
@@ -196,20 +201,27 @@ class GuardedWriter(RawRedisWriter):
         self.token = index << 40
         self.fences = topic_fences(self.conn, self.topic_id)
 
-    def statement(self, rows: Sequence[tuple[Reading, int]]) -> bytes:
-        """ems's statement of the rows (each partition's at consecutive offsets)."""
+    def send(self, row: Reading) -> None:
+        firsts = self._allocate({row.partition: 1})
+        prepared = [(row.partition, row.key.encode(), HEADERS_JSON, row.body)]
+        self.conn.query(self.guarded(firsts, prepared))
+        self.wakeups.messages(self.topic_id, firsts)  # one row: its first is its last
+
+    def send_batch(self, rows: Sequence[Reading]) -> None:
+        counts = batch_counts(rows)
+        firsts = self._allocate(counts)
+        prepared = [(r.partition, r.key.encode(), HEADERS_JSON, r.body) for r in rows]
+        self.conn.query(self.guarded(firsts, prepared))
+        self.wakeups.messages(self.topic_id, {p: firsts[p] + n - 1 for p, n in counts.items()})
+
+    def guarded(self, firsts: dict[int, int], prepared: Sequence[Prepared]) -> bytes:
+        """ems's statement of the prepared rows, each partition's at consecutive offsets
+        from its first."""
         self.token += 1
-        firsts: dict[int, int] = {}
-        for r, offset in rows:
-            firsts.setdefault(r.partition, offset)
         why = refusal(firsts, self.fences, PARTITIONS)
         if why is not None:
             raise BenchError(why)
-        placed = Placed(
-            self.topic_id,
-            [(r.partition, r.key.encode(), HEADERS_JSON, r.body) for r, _ in rows],
-            firsts,
-        )
+        placed = _new(Placed, (self.topic_id, prepared, firsts))
         (statement,) = insert_statements(placed, self.token, self.fences.fences) or [b""]
         return statement
 

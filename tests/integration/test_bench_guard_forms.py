@@ -13,7 +13,7 @@ import pymysql
 import pytest
 
 from benchmarks.guard_cost import FORMS, statement
-from benchmarks.harness import HEADERS_JSON, Reading
+from benchmarks.harness import HEADERS_JSON, BenchError, Reading
 from benchmarks.writers import GuardedWriter
 from ems import TopicAdmin
 from ems.config import Settings
@@ -100,7 +100,12 @@ def test_the_guarded_floor_sends_ems_statement() -> None:
         NewMessage(12, r.partition, o, r.key.encode(), HEADERS_JSON, r.body) for r, o in rows
     ]
     (ems,) = insert_statements(placed_of(messages), 6, tuple(range(16))) or [b""]
-    assert writer.statement(rows) == ems and b",2,6)" in ems and b",0,NULL)" in ems
+    prepared = [(r.partition, r.key.encode(), HEADERS_JSON, r.body) for r, _ in rows]
+    guarded = writer.guarded({r.partition: o for r, o in rows}, prepared)
+    assert guarded == ems and b",2,6)" in ems and b",0,NULL)" in ems
+    # Rows routed past the count the fences were read with are refused, as ems's are.
+    with pytest.raises(BenchError):
+        writer.guarded({16: 0}, [(16, b"k", HEADERS_JSON, b"z")])
 
 
 def test_a_batch_under_the_scalar_subquery_is_the_plain_statement_with_the_guard() -> None:
