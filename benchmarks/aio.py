@@ -59,7 +59,6 @@ from benchmarks.producer import BATCH, bench_worker
 from benchmarks.producer import Spec as WriterSpec
 from benchmarks.purge import percentile
 from benchmarks.report import environment, profile_summary
-from ems import Record
 from ems.aio import Producer
 
 RESULTS = Path(__file__).resolve().parent / "results" / "aio-latest.md"
@@ -233,7 +232,7 @@ async def drive(
                 r = chunk[0]
                 await producer.send(topic, r.body, key=r.key, headers=HEADERS)
             else:
-                await producer.send_batch(topic, [Record(r.body, r.key, HEADERS) for r in chunk])
+                await producer.send_batch(topic, [(r.body, r.key, HEADERS) for r in chunk])
 
         async def task(t: int, calls: int | None) -> None:
             position = t * len(chunks) // spec.tasks  # tasks start at different rows

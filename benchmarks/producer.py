@@ -366,7 +366,9 @@ def render(
         f"- rows: the same 10,000 IoT readings for every system (JSON bodies 100-150 bytes, "
         f'key = one of 50 project_ids, header {{"type": "reading.v1"}}); ems topic with '
         f"{PARTITIONS} partitions; {cfg.seconds:g} s timed per measurement after "
-        f"{WARM_CALLS} warm-up calls per process; processes start together behind a barrier",
+        f"{WARM_CALLS} warm-up calls per process; processes start together behind a barrier; "
+        "ems's batches are lists of plain (body, key, headers) tuples, the cheapest form its "
+        "send_batch takes",
         f"- ems, raw+redis+guard and raw+redis: medians of {FLOOR_ROUNDS} runs each per case, "
         "their order turned by one every round; raw and kombu: one run",
         "- raw: PyMySQL, autocommit, same `message` table and columns, partition precomputed, "

@@ -144,7 +144,9 @@ class Producer:
     ) -> list[RecordMetadata]:
         """Publish messages with one allocation per partition and one multi-row INSERT
         (shared with concurrent sends). All or none are committed; results in input order.
-        With a transaction, a delay or a deliver_at: as send's."""
+        Messages take the forms ems.Producer.send_batch takes (a Record, a plain tuple of
+        its fields, a body, a mapping). With a transaction, a delay or a deliver_at: as
+        send's."""
         schedule = self._schedule(delay, deliver_at)
         if transaction is not None or schedule is not None:
             return await self._send_later(transaction, topic, records, schedule)

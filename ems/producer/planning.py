@@ -23,7 +23,21 @@ _ROUTES_SIZE = 4096
 _ROUTED_COUNTS = 4
 _routes: dict[int, dict[str, tuple[bytes, int]]] = {}
 
-Outgoing = Record | bytes | str | Mapping[str, object]
+_Body = bytes | str
+_Key = str | bytes | None
+#: A message to publish: a Record; a plain tuple of a Record's fields, (body, key,
+#: headers), (body, key) or (body,), the cheapest to build (a Record is made by a Python
+#: function, a tuple by none); a body alone; or a mapping with 'body' and optional 'key'
+#: and 'headers'.
+Outgoing = (
+    Record
+    | tuple[_Body, _Key, Mapping[str, str] | None]
+    | tuple[_Body, _Key]
+    | tuple[_Body]
+    | bytes
+    | str
+    | Mapping[str, object]
+)
 #: _new(RecordMetadata, fields) is RecordMetadata(*fields) without the Python-level
 #: constructor a named tuple has: half the cost, on a path taken for every message published.
 _new = tuple.__new__
@@ -34,12 +48,22 @@ def as_record(item: Outgoing) -> Record:
         return item
     if isinstance(item, bytes | str):
         return Record(item)
+    if type(item) is tuple and 1 <= len(item) <= 3:
+        return Record(*item)
     if isinstance(item, Mapping):
         unknown = set(item) - {"body", "key", "headers"}
         if "body" not in item or unknown:
             raise InvalidInput("a message mapping has 'body' and optional 'key' and 'headers'")
         return Record(item["body"], item.get("key"), item.get("headers"))  # type: ignore[arg-type]
-    raise InvalidInput(f"cannot publish a {type(item).__name__}; use ems.Record, bytes or str")
+    if type(item) is tuple:
+        raise InvalidInput(
+            f"a message tuple is (body, key, headers), (body, key) or (body,); "
+            f"this one has {len(item)} items"
+        )
+    raise InvalidInput(
+        f"cannot publish a {type(item).__name__}; use ems.Record, a (body, key, headers) "
+        "tuple, bytes or str"
+    )
 
 
 def prepare(
@@ -84,7 +108,11 @@ def prepare_batch(
     prepared: list[Prepared] = []
     append = prepared.append
     for item in items:
-        body, key, headers = item if type(item) is Record else as_record(item)
+        kind = type(item)
+        if kind is Record or (kind is tuple and len(item) == 3):
+            body, key, headers = item  # type: ignore[misc,str-unpack]
+        else:
+            body, key, headers = as_record(item)
         if type(body) is not bytes or len(body) > max_body:
             body = encode_body(body, max_body)
         if key is not None:

@@ -149,8 +149,11 @@ class Producer:
         deliver_at: dt.datetime | None = None,
     ) -> list[RecordMetadata]:
         """Publish messages with one allocation per partition and one multi-row INSERT.
-        All or none are committed. Results are in input order. With a transaction, a
-        delay or a deliver_at: as send's, all of them in their order."""
+        All or none are committed. Results are in input order. A message is an ems.Record,
+        a plain tuple of its fields ((body, key, headers), (body, key) or (body,): the
+        cheapest to build), a body alone, or a mapping with 'body' and optional 'key' and
+        'headers'. With a transaction, a delay or a deliver_at: as send's, all of them in
+        their order."""
         schedule = self._schedule(delay, deliver_at)
         if transaction is not None or schedule is not None:
             return self._send_later(transaction, topic, messages, schedule)

@@ -96,6 +96,26 @@ def test_batch_accepts_mappings_and_plain_bodies(topics: TopicAdmin, producer: P
     assert producer.send_batch("t", []) == []
 
 
+def test_batch_takes_plain_tuples_as_records_of_their_fields(
+    topics: TopicAdmin, producer: Producer, store: Store
+) -> None:
+    topics.create("t", 1)
+    out = producer.send_batch(
+        "t", [(b"a", "k", {"h": "v"}), ("b", b"k2"), (b"c",), Record(b"d", "k", {"h": "v"})]
+    )
+    assert [m.offset for m in out] == [0, 1, 2, 3]
+    rows = db.rows(store, "SELECT msg_key, headers, body FROM message ORDER BY offset_no")
+    assert [(k and bytes(k), h, bytes(b)) for k, h, b in rows] == [
+        (b"k", '{"h":"v"}', b"a"),
+        (b"k2", None, b"b"),
+        (None, None, b"c"),
+        (b"k", '{"h":"v"}', b"d"),
+    ]
+    with pytest.raises(InvalidInput, match="has 4 items"):
+        producer.send_batch("t", [(b"e",), (b"f", None, None, None)])  # type: ignore[list-item]
+    assert len(db.rows(store, "SELECT offset_no FROM message")) == 4
+
+
 def test_topic_describe_counts(topics: TopicAdmin, producer: Producer) -> None:
     topics.create("t", 2)
     producer.send_batch("t", [Record(b"x", key="a")] * 3)

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ems.exceptions import EmsError
+from ems.exceptions import EmsError, InvalidInput
 from ems.offsets.allocators import RespAllocator
 from ems.offsets.resp import Reply, pack
 from ems.producer import planning
@@ -72,7 +72,17 @@ _bodies = st.sampled_from([b"x", b"", b"y" * 41, "text", "\udcff", bytearray(b"b
 _keys = st.sampled_from([None, "k1", "k2", b"k1", "é", "k" * 256, "\udcff", 5, b"b" * 255])
 _headers = st.sampled_from([None, SHARED, {}, {"a": "b"}, {"a": 1}, ["x"]])
 _records = st.builds(Record, _bodies, _keys, _headers)
-_items = _records | st.sampled_from([b"plain", "str", {"body": b"m", "key": "k1"}, {"x": 1}, 3])
+_tuples = (
+    st.tuples(_bodies, _keys, _headers)
+    | st.tuples(_bodies, _keys)
+    | st.tuples(_bodies)
+    | st.sampled_from([(), (b"a", "k1", None, None)])
+)
+_items = (
+    _records
+    | _tuples
+    | st.sampled_from([b"plain", "str", {"body": b"m", "key": "k1"}, {"x": 1}, 3])
+)
 
 
 def _outcome(info: TopicInfo, items: list[Any], prepare: Any) -> tuple[object, int]:
@@ -100,6 +110,20 @@ def test_a_single_send_is_prepared_as_a_batch_of_one(record: Record, warm: bool)
     if warm:
         _outcome(TOPIC, [record], prepare_batch)
     assert _outcome(TOPIC, [record], single) == _outcome(TOPIC, [record], prepare_batch)
+
+
+@given(_tuples)
+def test_a_plain_tuple_is_published_as_the_record_of_its_fields(item: tuple[Any, ...]) -> None:
+    if 1 <= len(item) <= 3:
+        record: object = Record(*item)
+        assert _outcome(TOPIC, [item], prepare_batch) == _outcome(TOPIC, [record], prepare_batch)
+    else:
+        found, _ = _outcome(TOPIC, [item], prepare_batch)
+        assert found == (
+            InvalidInput,
+            "a message tuple is (body, key, headers), (body, key) or (body,); "
+            f"this one has {len(item)} items",
+        )
 
 
 def test_a_cached_key_is_routed_as_a_new_one() -> None:
