@@ -57,7 +57,7 @@ def as_record(item: Outgoing) -> Record:
         return Record(item["body"], item.get("key"), item.get("headers"))  # type: ignore[arg-type]
     if type(item) is tuple:
         raise InvalidInput(
-            f"a message tuple is (body, key, headers), (body, key) or (body,); "
+            "a message tuple is (body, key, headers), (body, key) or (body,); "
             f"this one has {len(item)} items"
         )
     raise InvalidInput(
