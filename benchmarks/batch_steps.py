@@ -66,16 +66,17 @@ def measure(rows: list[Reading] | None = None) -> list[Step]:
     )
     fences = tuple(range(PARTITIONS))
     round_robin = RoundRobin()
-    records = [[(r.body, r.key, HEADERS) for r in b] for b in batches]
+
+    def make_tuples() -> list[list[tuple[bytes, str, dict[str, str]]]]:
+        return [[(r.body, r.key, HEADERS) for r in b] for b in batches]
+
+    records = make_tuples()
     prepared = [prepare_batch(info, b, round_robin) for b in records]
     firsts = [dict.fromkeys(partition_counts(p), 1000) for p in prepared]
     placed = [Placed(info.id, p, f) for p, f in zip(prepared, firsts, strict=True)]
     counts = [batch_counts(b) for b in batches]
     pairs = [placed_pairs(b, f) for b, f in zip(batches, _firsts(counts), strict=True)]
     literals: dict[str, bytes] = {}
-
-    def make_tuples() -> object:
-        return [[(r.body, r.key, HEADERS) for r in b] for b in batches]
 
     def make_records() -> object:
         return [[Record(r.body, r.key, HEADERS) for r in b] for b in batches]

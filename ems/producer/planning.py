@@ -48,18 +48,18 @@ def as_record(item: Outgoing) -> Record:
         return item
     if isinstance(item, bytes | str):
         return Record(item)
-    if type(item) is tuple and 1 <= len(item) <= 3:
+    if type(item) is tuple:
+        if not 1 <= len(item) <= 3:
+            raise InvalidInput(
+                "a message tuple is (body, key, headers), (body, key) or (body,); "
+                f"this one has {len(item)} items"
+            )
         return Record(*item)
     if isinstance(item, Mapping):
         unknown = set(item) - {"body", "key", "headers"}
         if "body" not in item or unknown:
             raise InvalidInput("a message mapping has 'body' and optional 'key' and 'headers'")
         return Record(item["body"], item.get("key"), item.get("headers"))  # type: ignore[arg-type]
-    if type(item) is tuple:
-        raise InvalidInput(
-            "a message tuple is (body, key, headers), (body, key) or (body,); "
-            f"this one has {len(item)} items"
-        )
     raise InvalidInput(
         f"cannot publish a {type(item).__name__}; use ems.Record, a (body, key, headers) "
         "tuple, bytes or str"

@@ -40,9 +40,9 @@ TOKENED_HEAD = (
 #: A row of the producer's INSERT: (topic id, partition, offset, key literal, headers
 #: literal, body hex digits, its partition's fence, the write token or NULL).
 _TOKENED_ROW = b"(%d,%d,%d,%b,%b,X'%b',%d,%b)"
-#: A row without the token (a write's first row has the token for the NULL), to be filled
-#: in two steps: the topic id, partition and fence (_template), then the row's offset,
-#: key, headers and body.
+#: A row without the token (a write's first row has the token for the NULL), filled in
+#: two steps: the topic id, partition and fence once per partition of a write (its
+#: template), then each row's offset, key literal, headers literal and body hex digits.
 _PARTITION_ROW = b"(%d,%d,%%d,%%b,%%b,X'%%b',%d,NULL)"
 #: The INSERT of the driver-escaped path (rows too large for hex literals), one row's
 #: parameters: the columns of TOKENED_HEAD.
@@ -145,14 +145,15 @@ def _rows(placed: Placed, fences: Sequence[int]) -> dict[int, list[bytes]] | Non
     hex. One loop that calls out only for a literal not made before (this runs for every
     message published): the messages of a write mostly share their headers, and keys
     repeat across writes. What a partition's rows share (the topic, the partition, its
-    fence) is formatted once, into that partition's template (_template), and its offsets
+    fence) is formatted once, into that partition's template (_PARTITION_ROW), and its offsets
     are counted by an iterator: a row formats four values, not seven."""
     topic_id = placed.topic_id
     by_partition: dict[int, list[bytes]] = {}
     slots: dict[int, tuple[bytes, Callable[[], int], Callable[[bytes], None]]] = {}
     for p, first in placed.firsts.items():
         tuples = by_partition[p] = []
-        slots[p] = (_template(topic_id, p, fences[p]), count(first).__next__, tuples.append)
+        template = _PARTITION_ROW % (topic_id, p, fences[p])
+        slots[p] = (template, count(first).__next__, tuples.append)
     keys, texts = _key_literals, _headers_literals
     last_text, last_sql, last_size = None, b"NULL", 0
     for partition, key, headers, body in placed.rows:
@@ -174,12 +175,6 @@ def _rows(placed: Placed, fences: Sequence[int]) -> dict[int, list[bytes]] | Non
         template, offset, add = slots[partition]
         add(template % (offset(), key_sql, last_sql, hexlify(body)))
     return by_partition
-
-
-def _template(topic_id: int, partition: int, fence: int) -> bytes:
-    """_PARTITION_ROW with the topic id, the partition and its fence filled in: a row of that
-    partition is template % (offset, key literal, headers literal, body hex digits)."""
-    return _PARTITION_ROW % (topic_id, partition, fence)
 
 
 def _split(rows: list[bytes]) -> list[bytes]:
