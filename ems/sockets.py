@@ -16,13 +16,15 @@ import socket
 import struct
 from typing import Any
 
+_socket_readinto = socket.SocketIO.readinto
+
 
 class _BoundedReads(socket.SocketIO):
     """A socket's reader that raises TimeoutError when SO_RCVTIMEO ends a read (a blocking
     socket's receive then fails with EAGAIN, which SocketIO returns as None)."""
 
     def readinto(self, b: Any) -> int:
-        count = super().readinto(b)
+        count = _socket_readinto(self, b)  # as super().readinto, without the super object
         if count is None:
             raise TimeoutError("timed out")
         return count

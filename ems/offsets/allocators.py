@@ -232,6 +232,8 @@ def _bulk(data: bytes) -> bytes:
 
 
 def _integer(reply: Reply) -> int:
+    if type(reply) is int:  # the usual reply: not an error, so no check()
+        return reply
     if isinstance(check(reply), int):
         return reply  # type: ignore[return-value]
     raise RedisReplyError(f"Redis answered INCRBY with {reply!r}")

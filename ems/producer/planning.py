@@ -79,7 +79,8 @@ def prepare(
         body = encode_body(body, info.max_body_bytes)
     encoded: bytes | None = None
     if key is not None:
-        found = _routes_for(info.partitions).get(key) if type(key) is str else None
+        routes = _routes.get(info.partitions)  # _routes_for's lookup, without its frame
+        found = routes.get(key) if routes is not None and type(key) is str else None
         encoded, partition = found or route(key, info.partitions)
     text = None if headers is None else encode_headers(headers)
     if encoded is None:
@@ -231,10 +232,11 @@ def partition_counts(prepared: Sequence[Prepared]) -> dict[int, int]:
 
 def metadata(topic: str, placed: Placed) -> list[RecordMetadata]:
     """Where each of the write's messages landed, in their order."""
-    rows, cursor = placed.rows, dict(placed.firsts)
-    if len(rows) == 1:  # a single send
+    rows = placed.rows
+    if len(rows) == 1:  # a single send: its offset is its partition's first
         partition = rows[0][0]
-        return [_new(RecordMetadata, (topic, partition, cursor[partition]))]
+        return [_new(RecordMetadata, (topic, partition, placed.firsts[partition]))]
+    cursor = dict(placed.firsts)
     found: list[RecordMetadata] = []
     append = found.append
     for item in rows:  # no unpacking of the rows: only their partitions are read
@@ -245,11 +247,11 @@ def metadata(topic: str, placed: Placed) -> list[RecordMetadata]:
     return found
 
 
-def last_offsets(firsts: Mapping[int, int], counts: Mapping[int, int]) -> dict[int, int]:
+def last_offsets(firsts: Mapping[int, int], counts: Mapping[int, int]) -> Mapping[int, int]:
     """The last offset place() gave in each partition, from the ranges it placed in."""
     if len(counts) == 1:  # one partition (every single send)
         ((p, n),) = counts.items()
-        return {p: firsts[p] + n - 1}
+        return firsts if n == 1 else {p: firsts[p] + n - 1}  # one message: its first
     return {p: firsts[p] + n - 1 for p, n in counts.items()}
 
 

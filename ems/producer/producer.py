@@ -136,7 +136,8 @@ class Producer:
         deadline = time.monotonic() + self.settings.send_timeout
         info = self._topics.get(topic) or self._topic(topic, deadline)
         prepared = prepare(info, body, key, headers, self._round_robin)
-        (landed,) = self._committer(info).submit((prepared,), deadline)
+        committer = self._committers.get((info.id, info.partitions)) or self._committer(info)
+        (landed,) = committer.submit((prepared,), deadline)
         return landed
 
     def send_batch(
@@ -262,7 +263,7 @@ class Producer:
 
     def _topic(self, name: str, deadline: float) -> TopicInfo:
         check_name(name, "topic")
-        attempts = self._attempts(deadline)
+        attempts = Attempts(deadline, self.settings.send_timeout)
         while True:
             try:
                 info = self.store.topics.get(name)
@@ -336,7 +337,7 @@ class Producer:
         these rows may have committed: _commit settles that before it returns. A write
         `named` by a token that another call stored meanwhile: None, nothing written."""
         counts = partition_counts(prepared)
-        attempts = self._attempts(deadline)
+        attempts = Attempts(deadline, self.settings.send_timeout)
         conflicts, reseed = 0, False
         while True:
             try:
@@ -374,9 +375,6 @@ class Producer:
         self._wakeups.messages(info.id, last_offsets(firsts, counts))
         published(info.name).inc(len(prepared))  # once per group commit
         return metadata(info.name, placed)
-
-    def _attempts(self, deadline: float) -> Attempts:
-        return Attempts(deadline, self.settings.send_timeout)
 
     @staticmethod
     def _pause(attempts: Attempts, error: EmsError) -> None:

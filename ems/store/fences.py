@@ -26,7 +26,7 @@ statement reads costs that much, benchmarks/guard_cost.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,9 +115,9 @@ class FenceCache:
 
     def __init__(self) -> None:
         self._kept: dict[int, Fences] = {}
-
-    def get(self, topic_id: int) -> Fences | None:
-        return self._kept.get(topic_id)
+        #: The topic's fences as kept, or None: the dict's own get, which every insert
+        #: calls (no Python frame).
+        self.get: Callable[[int], Fences | None] = self._kept.get
 
     def keep(self, topic_id: int, rows: Iterable[Sequence[Any]]) -> Fences:
         """FENCES_QUERY's rows of the topic (read_fences), kept for the next inserts."""

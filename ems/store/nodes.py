@@ -144,7 +144,10 @@ class NodeSet:
         old node is back in the primary component, its writes would meet this process's
         own in certification. Away from the first node, every connection also counts as
         stale once a fail-back is due: the next one made searches from the first node."""
-        return born < self.switched_at or self._failback_due()
+        # _failback_due() written out: every statement's connection is checked so.
+        return born < self.switched_at or (
+            self.current != 0 and time.monotonic() >= self.first_again_at
+        )
 
     def connect(self, connect: Connect) -> Any:
         """A driver connection to the current node, or to the next usable one in order.

@@ -1,16 +1,19 @@
-"""The per-message histogram exposes exactly what prometheus_client's Histogram does, and
-the consumer metrics count a settlement by outcome."""
+"""The per-message histogram and the publish counter expose exactly what
+prometheus_client's Histogram and Counter do, and the consumer metrics count a settlement
+by outcome."""
 
 from __future__ import annotations
 
 import gc
+import threading
 import uuid
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
-from ems.metrics import LAG, REGISTRY, ConsumerMetrics, FastHistogram
+from ems.metrics import LAG, REGISTRY, ConsumerMetrics, FastCounter, FastHistogram
 from ems.types import Failure, Settlement
 
 BUCKETS = (0.001, 0.01, 0.1, 1.0, 10.0)
@@ -38,6 +41,39 @@ def test_the_fast_histogram_matches_prometheus_client(values: list[float]) -> No
     for k in sums:
         assert abs(expected.pop(k) - got.pop(k)) < 1e-9
     assert got == expected
+
+
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", 'q"\\n']), st.integers(0, 10**6))))
+def test_the_fast_counter_matches_prometheus_client(incs: list[tuple[str, int]]) -> None:
+    theirs, ours = CollectorRegistry(), CollectorRegistry()
+    reference = Counter("c", "doc", ["topic"], registry=theirs)
+    fast = FastCounter("c", "doc", ["topic"], ours)
+    for label, amount in incs:
+        reference.labels(label).inc(amount)
+        fast.labels(label).inc(amount)
+    assert samples(ours) == samples(theirs)
+    # The same text, but for the _created timestamps (each counter's own).
+    text = [line for line in generate_latest(ours).splitlines() if b"_created{" not in line]
+    assert text == [
+        line for line in generate_latest(theirs).splitlines() if b"_created{" not in line
+    ]
+    created = {s.labels["topic"] for f in ours.collect() for s in f.samples if "created" in s.name}
+    assert created == {label for label, _ in incs}
+
+
+def test_the_fast_counter_only_goes_up_and_counts_every_thread() -> None:
+    counter = FastCounter("c", "doc", ["topic"], CollectorRegistry())
+    child = counter.labels("t")
+    with pytest.raises(ValueError, match="only goes up"):
+        child.inc(-1)
+    threads = [
+        threading.Thread(target=lambda: [child.inc() for _ in range(20_000)]) for _ in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert child.value() == 80_000
 
 
 def test_a_settlement_is_counted_by_outcome() -> None:
