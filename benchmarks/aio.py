@@ -108,6 +108,7 @@ class Row:
     goal: Goal | None = None
     lag: Lag | None = None
     error: str | None = None  # the row could not be measured
+    rounds: tuple[float, ...] = ()  # msg/s of each round a median was taken over
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -346,6 +347,7 @@ def consume(cfg: BenchConfig, messages: int, notes: list[str]) -> list[Row]:
         notes += d.checks
         if d.error is not None:
             notes.append(f"{CONSUME_CASES[d.system]}: FAILED: {d.error}")
+
         rows.append(
             Row(
                 kind=CONSUME,
@@ -355,6 +357,7 @@ def consume(cfg: BenchConfig, messages: int, notes: list[str]) -> list[Row]:
                 cpu=d.cpu_micros,
                 goal=CONSUME_GOAL if d.system == "aio" else None,
                 error=d.error,
+                rounds=d.rounds,
             )
         )
     return rows
@@ -415,10 +418,22 @@ def method(cfg: BenchConfig, messages: int) -> list[str]:
         f"- consume + ack: a backlog of {messages:,} unkeyed messages of {BODY_BYTES} bytes "
         f"in {PARTITIONS} partitions, drained by one group of {CONSUMERS} member processes "
         f"lined up behind a barrier with {share} partitions each; push form (run()), handlers "
-        "that only count; msg/s from the group's first delivery to its last",
+        "that only count; msg/s from the group's first delivery to its last; medians of "
+        f"{aio_consume.DRAIN_ROUNDS} drains per system, the order alternating, each by a new "
+        "group after the server settled",
         f"- event-loop lag: while {LAG_TASKS} tasks publish at full rate, a monitor task on "
         f"the same loop sleeps {TICK * 1000:g} ms at a time and records how late it wakes",
     ]
+
+
+def rounds_lines(rows: list[Row]) -> list[str]:
+    """The rates a median row was taken over, each system's in the order run."""
+    parts = [
+        f"{r.system} " + ", ".join(f"{rate:,.0f}" for rate in r.rounds) for r in rows if r.rounds
+    ]
+    if not parts:
+        return []
+    return [f"{CONSUME}: msg/s of each drain, in the order run: {'; '.join(parts)}.", ""]
 
 
 def lag_lines(rows: list[Row]) -> list[str]:
@@ -451,6 +466,7 @@ def render(
             "",
             *table(rows),
             "",
+            *rounds_lines(rows),
             "Checks:",
             *[f"- {n}" for n in checks],
             "",
