@@ -69,7 +69,7 @@ _BLOCK = re.compile(
     re.DOTALL,
 )
 _DATE = re.compile(r"(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2})")
-_FACTS = ("uname -m", "nproc", "MariaDB", "Redis")
+_FACTS = ("uname -m", "nproc", "MariaDB", "Redis", "CPU steal")
 _NPROC = re.compile(r"\bnproc:? (\d+)")
 
 
