@@ -13,7 +13,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from prometheus_client import (
     CollectorRegistry,
@@ -58,7 +58,46 @@ class _HistogramChild:
             return list(self._counts), self._sum
 
 
-class FastHistogram(Collector):
+#: A labelled metric's child type.
+C = TypeVar("C")
+
+
+class _Labelled(Collector, Generic[C]):
+    """A labelled metric of ems's own: a child per label set, made on first use, and
+    read under the lock when scraped."""
+
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        labelnames: Sequence[str],
+        registry: CollectorRegistry,
+    ) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.labelnames = tuple(labelnames)
+        self._children: dict[tuple[str, ...], C] = {}
+        self._lock = threading.Lock()
+        registry.register(self)
+
+    def labels(self, *values: str) -> C:
+        key = tuple(str(v) for v in values)
+        with self._lock:
+            child = self._children.get(key)
+            if child is None:
+                child = self._children[key] = self._child()
+            return child
+
+    def _child(self) -> C:
+        """A new label set's child."""
+        raise NotImplementedError
+
+    def _children_now(self) -> list[tuple[tuple[str, ...], C]]:
+        with self._lock:
+            return list(self._children.items())
+
+
+class FastHistogram(_Labelled[_HistogramChild]):
     """A labelled histogram for per-message observations, exposed like a Histogram
     (name_bucket{le=...}, name_count, name_sum)."""
 
@@ -70,30 +109,18 @@ class FastHistogram(Collector):
         buckets: Sequence[float],
         registry: CollectorRegistry,
     ) -> None:
-        self.name = name
-        self.documentation = documentation
-        self.labelnames = tuple(labelnames)
         self.bounds = tuple(float(b) for b in buckets)
-        self._children: dict[tuple[str, ...], _HistogramChild] = {}
-        self._lock = threading.Lock()
-        registry.register(self)
+        super().__init__(name, documentation, labelnames, registry)
 
-    def labels(self, *values: str) -> _HistogramChild:
-        key = tuple(str(v) for v in values)
-        with self._lock:
-            child = self._children.get(key)
-            if child is None:
-                child = self._children[key] = _HistogramChild(self.bounds)
-            return child
+    def _child(self) -> _HistogramChild:
+        return _HistogramChild(self.bounds)
 
     def describe(self) -> list[Metric]:
         return [HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)]
 
     def collect(self) -> list[Metric]:
         family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
-        with self._lock:
-            children = list(self._children.items())
-        for values, child in children:
+        for values, child in self._children_now():
             counts, total = child.snapshot()
             cumulative = list(itertools.accumulate(counts))
             les = [*map(floatToGoString, self.bounds), "+Inf"]
@@ -123,40 +150,19 @@ class _CounterChild:
             return self._value
 
 
-class FastCounter(Collector):
+class FastCounter(_Labelled[_CounterChild]):
     """A labelled counter for the publish path, exposed like a Counter (name_total and
     name_created per label set)."""
 
-    def __init__(
-        self,
-        name: str,
-        documentation: str,
-        labelnames: Sequence[str],
-        registry: CollectorRegistry,
-    ) -> None:
-        self.name = name
-        self.documentation = documentation
-        self.labelnames = tuple(labelnames)
-        self._children: dict[tuple[str, ...], _CounterChild] = {}
-        self._lock = threading.Lock()
-        registry.register(self)
-
-    def labels(self, *values: str) -> _CounterChild:
-        key = tuple(str(v) for v in values)
-        with self._lock:
-            child = self._children.get(key)
-            if child is None:
-                child = self._children[key] = _CounterChild()
-            return child
+    def _child(self) -> _CounterChild:
+        return _CounterChild()
 
     def describe(self) -> list[Metric]:
         return [CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)]
 
     def collect(self) -> list[Metric]:
         family = CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
-        with self._lock:
-            children = list(self._children.items())
-        for values, child in children:
+        for values, child in self._children_now():
             family.add_metric(list(values), child.value(), created=child.created)
         return [family]
 
