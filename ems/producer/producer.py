@@ -136,6 +136,7 @@ class Producer:
         deadline = time.monotonic() + self.settings.send_timeout
         info = self._topics.get(topic) or self._topic(topic, deadline)
         prepared = prepare(info, body, key, headers, self._round_robin)
+        # _committer(info), found with one lookup once made (as every send but the first).
         committer = self._committers.get((info.id, info.partitions)) or self._committer(info)
         (landed,) = committer.submit((prepared,), deadline)
         return landed
