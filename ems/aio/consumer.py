@@ -125,6 +125,9 @@ class Consumer:
         #: Deliveries fetched by a poll whose caller was cancelled: the next poll returns them.
         self._held: deque[Delivery] = deque()
         self._iterated: deque[Delivery] = deque()
+        #: run()'s outcomes of its last batch, handed to the member with the next poll (or
+        #: by close()): one trip to the worker thread for both, not one each.
+        self._unsettled: Settled = []
 
     #: What inspect.signature and help() show: every option of GroupOptions by name.
     __signature__ = with_options(__init__)
@@ -216,7 +219,8 @@ class Consumer:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._starting)
             if self._sync is not None:
-                await asyncio.shield(self._off_loop(self._sync.close))
+                settled, self._unsettled = self._unsettled, []
+                await asyncio.shield(self._off_loop(_settle_then_close, self._sync, settled))
         finally:
             self._worker.shutdown(wait=False)
 
@@ -238,10 +242,18 @@ class Consumer:
         """Deliveries from this member's partitions, waiting up to timeout seconds for
         some. A poll cancelled while fetching keeps what it fetched for the next poll."""
         await self.start()
+        # Under run(): the last batch's outcomes go to the member first, in the same trip
+        # to the worker thread (as the sync Consumer's run() settles a batch and polls
+        # the next on its thread); if that trip fails they are dropped, and their batch
+        # comes again, as when a settle fails.
+        settled, self._unsettled = self._unsettled, []
         if self._held:
+            await self._settle(settled, wait=False)
             limit = max_messages or len(self._held)
             return [self._held.popleft() for _ in range(min(limit, len(self._held)))]
-        fetching = asyncio.ensure_future(self._off_loop(self._member.poll, timeout, max_messages))
+        fetching = asyncio.ensure_future(
+            self._off_loop(_settle_then_poll, self._member, settled, timeout, max_messages)
+        )
         try:
             return await asyncio.shield(fetching)
         except asyncio.CancelledError:
@@ -328,8 +340,9 @@ class Consumer:
                 await self._handle(batch, successes, failures)
             finally:
                 # Acks commit on the ack writer while the next batch is fetched;
-                # cancelled, what finished is acked and the rest comes again.
-                await self._settle(batch_settled(successes, failures), wait=False)
+                # cancelled or stopped, close() hands them over: what finished is acked
+                # and the rest comes again.
+                self._unsettled = batch_settled(successes, failures)
             return len(batch)
         except (ServerUnavailable, LockConflict, StaleGeneration, LeaseLost) as exc:
             log.warning("consume round failed, retrying: %s", exc)
@@ -406,6 +419,25 @@ class Consumer:
         """fn on this consumer's worker thread: one database step at a time, in order."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._worker, functools.partial(fn, *args, **kwargs))
+
+
+def _settle_then_poll(
+    member: SyncConsumer, settled: Settled, timeout: float, max_messages: int | None
+) -> list[Delivery]:
+    """On the worker thread: hand the outcomes to the ack writer, then poll."""
+    if settled:
+        member.settle(settled, wait=False)
+    return member.poll(timeout, max_messages)
+
+
+def _settle_then_close(member: SyncConsumer, settled: Settled) -> None:
+    """On the worker thread: hand the outcomes to the ack writer, then close (which
+    writes them, commits the cursors and leaves)."""
+    try:
+        if settled:
+            member.settle(settled, wait=False)
+    finally:
+        member.close()
 
 
 @contextlib.contextmanager
