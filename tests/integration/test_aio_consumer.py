@@ -342,6 +342,22 @@ async def test_a_cancelled_run_acks_what_finished_and_the_rest_comes_again(
     assert bodies(successor.seen) == [f"m{i}" for i in range(5, 10)]
 
 
+async def test_run_acks_its_last_batch_before_it_returns(settings: Settings, topic: str) -> None:
+    """run() hands a batch's outcomes to the member with its next poll; the last batch,
+    with no poll after it, is acked by the close that ends run()."""
+    produce(settings, 10, keys=1)
+    seen: list[int] = []
+
+    async def record(d: Delivery) -> None:
+        seen.append(d.offset)
+
+    consumer = Consumer("g", "t", record, settings=settings, start="earliest", **FAST)
+    assert await asyncio.wait_for(consumer.run(max_messages=10, handle_signals=False), 15) == 10
+    assert seen == list(range(10))
+    assert scalar(settings, "SELECT MAX(committed_offset) FROM group_offset") == 10
+    assert sorted(acked(settings)) == list(range(10))
+
+
 async def test_stop_before_the_first_batch_leaves_cleanly(
     settings: Settings, topic: str, members: Callable[..., Member]
 ) -> None:
