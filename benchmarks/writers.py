@@ -201,17 +201,29 @@ class GuardedWriter(RawRedisWriter):
         self.conn.query("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         self.token = index << 40
         self.fences = topic_fences(self.conn, self.topic_id)
+        #: Each key encoded once, as ems's producer keeps its keys' encodings: the same
+        #: bytes object each time, whose hash the literals' cache finds made.
+        self.encoded: dict[str, bytes] = {}
+
+    def _key(self, key: str) -> bytes:
+        """A key met for the first time, encoded and kept (then found in self.encoded)."""
+        encoded = self.encoded[key] = key.encode()
+        return encoded
 
     def send(self, row: Reading) -> None:
         firsts = self._allocate({row.partition: 1})
-        prepared = [(row.partition, row.key.encode(), HEADERS_JSON, row.body)]
+        key = self.encoded.get(row.key) or self._key(row.key)
+        prepared = [(row.partition, key, HEADERS_JSON, row.body)]
         self.conn.query(self.guarded(firsts, prepared))
         self.wakeups.messages(self.topic_id, firsts)  # one row: its first is its last
 
     def send_batch(self, rows: Sequence[Reading]) -> None:
         counts = batch_counts(rows)
         firsts = self._allocate(counts)
-        prepared = [(r.partition, r.key.encode(), HEADERS_JSON, r.body) for r in rows]
+        encoded, key = self.encoded, self._key
+        prepared = [
+            (r.partition, encoded.get(r.key) or key(r.key), HEADERS_JSON, r.body) for r in rows
+        ]
         self.conn.query(self.guarded(firsts, prepared))
         self.wakeups.messages(self.topic_id, {p: firsts[p] + n - 1 for p, n in counts.items()})
 
