@@ -22,8 +22,11 @@ import asyncio
 import math
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
+from operator import attrgetter
 from typing import Generic, TypeVar
 
+#: A request's deadline (min over a group without a generator frame per request).
+_deadline = attrgetter("deadline")
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -107,7 +110,7 @@ class AsyncGroupCommit(Generic[T, R]):
     async def _run(self, group: list[_Request[T, R]]) -> None:
         items = [item for request in group for item in request.items]
         try:
-            results = await self._flush(items, min(request.deadline for request in group))
+            results = await self._flush(items, min(map(_deadline, group)))
         except asyncio.CancelledError:
             for request in group:
                 request.future.cancel()

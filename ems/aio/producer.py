@@ -123,14 +123,16 @@ class Producer:
         With a transaction (a SQLAlchemy AsyncSession or AsyncConnection on the server of
         this ems database): as ems.Producer.send's, published if and only if it commits.
         With delay or deliver_at: as ems.Producer.send's, scheduled (offset -1)."""
-        schedule = self._schedule(delay, deliver_at)
-        if transaction is not None or schedule is not None:
+        if transaction is not None or delay is not None or deliver_at is not None:
             record = (Record(body, key, headers),)
+            schedule = self._schedule(delay, deliver_at)
             return (await self._send_later(transaction, topic, record, schedule))[0]
         deadline = time.monotonic() + self.settings.send_timeout
         info = self._topics.get(topic) or await self._topic(topic, deadline)
         prepared = prepare(info, body, key, headers, self._round_robin)
-        (landed,) = await self._committer(info).submit((prepared,), deadline)
+        # _committer(info), found with one lookup once made (as every send but the first).
+        committer = self._committers.get((info.id, info.partitions)) or self._committer(info)
+        (landed,) = await committer.submit((prepared,), deadline)
         return landed
 
     async def send_batch(

@@ -18,8 +18,11 @@ import math
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 from typing import Generic, TypeVar
 
+#: A request's deadline (min over a group without a generator frame per request).
+_deadline = attrgetter("deadline")
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -125,7 +128,7 @@ class GroupCommit(Generic[T, R]):
     def _run(self, group: list[_Request[T, R]]) -> None:
         items = [item for request in group for item in request.items]
         try:
-            results = self._flush(items, min(request.deadline for request in group))
+            results = self._flush(items, min(map(_deadline, group)))
         except BaseException as exc:  # every caller in the group sees the failure
             for request in group:
                 request.error = exc
