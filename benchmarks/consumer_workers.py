@@ -12,7 +12,8 @@ import os
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
 from multiprocessing.synchronize import Barrier
 from typing import Any
@@ -33,7 +34,7 @@ from benchmarks.harness import (
 )
 from benchmarks.writers import KombuWriter
 from ems import Consumer, Producer, Record
-from ems.types import Delivery
+from ems.types import AssignmentRow, Delivery
 
 BODY_BYTES = 256
 #: Sending threads of a paced producer process.
@@ -259,22 +260,42 @@ def stop_when(flag: Any, stop: Callable[[], None]) -> None:
 
 
 def balanced_share(consumer: Consumer, workers: int) -> list[int]:
-    """Follow the handoff (without fetching) until this member holds PARTITIONS/workers
-    assigned partitions and nothing else."""
+    """Follow the handoff (without fetching) until the whole group is balanced and this
+    member's session holds its share; returns that share. Its own share alone is not
+    enough: a member that holds PARTITIONS/workers partitions on its way to more (before
+    the last member joined) would stop following the handoff at the barrier, never release
+    a partition the leader then moves, and leave the member waiting for it short."""
     from ems.consumer.cluster import ClusterSession
 
     session = consumer.session
     assert isinstance(session, ClusterSession)
-    want = PARTITIONS // workers
+    store, group_id = session.store, session.group.id
     deadline = time.monotonic() + BARRIER_TIMEOUT
     while time.monotonic() < deadline:
         session.sync()
-        _, owned = consumer.membership.ownership()
-        assigned = [p for p, row in owned.items() if row.state == "assigned"]
-        if len(owned) == len(assigned) == want and set(session.states) == set(assigned):
-            return sorted(assigned)
+        rows = store.assignments.rows(group_id)
+        live = {m.client_id for m in store.leases.members(group_id) if m.expires_in > 0}
+        if group_balanced(rows, live, workers):
+            share = {r.partition for r in rows if r.client_id == consumer.client_id}
+            _, owned = consumer.membership.ownership()
+            if set(owned) == set(session.states) == share:
+                return sorted(share)
         time.sleep(0.02)
-    raise TimeoutError(f"no balanced share of {want} partitions within {BARRIER_TIMEOUT} s")
+    raise TimeoutError(
+        f"the group was not balanced over {workers} members within {BARRIER_TIMEOUT} s"
+    )
+
+
+def group_balanced(rows: Sequence[AssignmentRow], live: Set[str], workers: int) -> bool:
+    """Whether `workers` live members each hold PARTITIONS/workers partitions, all assigned
+    (none unowned, revoking or released): the leader's plan moves nothing from here."""
+    held = Counter(r.client_id for r in rows if r.state == "assigned" and r.client_id in live)
+    return (
+        len(live) == workers
+        and len(rows) == PARTITIONS == sum(held.values())
+        and set(held) == live
+        and set(held.values()) == {PARTITIONS // workers}
+    )
 
 
 def _drain(consumer: Consumer, expected: int) -> tuple[float, float, int, float]:
