@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ems.retry.requested import DeadLetter, Retry
     from ems.topics import TopicAdmin
     from ems.types import (
+        BatchMetadata,
         Delivery,
         PartitionBatch,
         PartitionStats,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 #: Public name -> the module that defines it.
 _HOMES = {
+    "BatchMetadata": "ems.types",
     "Consumer": "ems.consumer",
     "DeadLetter": "ems.retry.requested",
     "Delivery": "ems.types",
@@ -51,6 +53,7 @@ _HOMES = {
 }
 
 __all__ = [
+    "BatchMetadata",
     "Consumer",
     "DeadLetter",
     "Delivery",

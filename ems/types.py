@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from operator import itemgetter
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, overload
 
 #: A member reads a partition at most this many offsets past the cursor it last committed
 #: (as RocketMQ's consumeConcurrentlyMaxSpan). So the consumption log's rows in flight of a
@@ -72,6 +72,111 @@ class RecordMetadata(NamedTuple):
     topic: str
     partition: int
     offset: int
+
+
+#: _tuple_new(RecordMetadata, fields) is RecordMetadata(*fields) without the Python-level
+#: constructor a named tuple has: half the cost, for every message whose place is read.
+_tuple_new = tuple.__new__
+
+
+class _Write:
+    """The places of one write's messages, shared by a BatchMetadata and its slices: the
+    topic, each message's partition in order, and each partition's first offset."""
+
+    __slots__ = ("firsts", "made", "partitions", "topic")
+
+    def __init__(self, topic: str, partitions: Sequence[int], firsts: Mapping[int, int]) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.firsts = firsts
+        self.made: Sequence[RecordMetadata] | None = None
+
+    def make(self) -> Sequence[RecordMetadata]:
+        """Every message's RecordMetadata, made once (two threads may both make it: the
+        lists are equal, and either is kept)."""
+        made = self.made
+        if made is None:
+            topic, cursor, made = self.topic, dict(self.firsts), []
+            append = made.append
+            for partition in self.partitions:
+                offset = cursor[partition]
+                cursor[partition] = offset + 1
+                append(_tuple_new(RecordMetadata, (topic, partition, offset)))
+            self.made = made
+        return made
+
+
+class BatchMetadata(Sequence[RecordMetadata]):
+    """Where each message of one write landed, in input order: a read-only sequence of
+    RecordMetadata, made on first access. A message's offset is its partition's first
+    offset in the write plus the number of the write's messages before it in that
+    partition, as Kafka's producer derives a record's offset from its batch's base offset
+    when asked; so a caller that does not read the results pays for no object per message.
+    A slice is a BatchMetadata too. Equal to any sequence of the same RecordMetadata in
+    the same order (a list of them included)."""
+
+    __slots__ = ("_start", "_stop", "_write")
+
+    def __init__(self, topic: str, partitions: Sequence[int], firsts: Mapping[int, int]) -> None:
+        self._write = _Write(topic, partitions, firsts)
+        self._start, self._stop = 0, len(partitions)
+
+    def __len__(self) -> int:
+        return self._stop - self._start
+
+    @overload
+    def __getitem__(self, index: int) -> RecordMetadata: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> BatchMetadata: ...
+
+    def __getitem__(self, index: int | slice) -> RecordMetadata | BatchMetadata:
+        if not isinstance(index, slice):
+            return self._list()[index]
+        start, stop, step = index.indices(len(self))
+        if step != 1:
+            return _made(self._list()[index])
+        view = object.__new__(BatchMetadata)
+        view._write = self._write
+        view._start, view._stop = self._start + start, self._start + max(start, stop)
+        return view
+
+    def __iter__(self) -> Iterator[RecordMetadata]:
+        return iter(self._list())
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return len(self) == len(other) and self._list() == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __add__(self, other: Sequence[RecordMetadata]) -> list[RecordMetadata]:
+        """Results joined, as lists join: a list."""
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return [*self._list(), *other]
+
+    def __radd__(self, other: Sequence[RecordMetadata]) -> list[RecordMetadata]:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return [*other, *self._list()]
+
+    def __repr__(self) -> str:
+        return f"BatchMetadata({self._list()!r})"
+
+    def _list(self) -> Sequence[RecordMetadata]:
+        made = self._write.make()
+        if self._start == 0 and self._stop == len(made):
+            return made
+        return made[self._start : self._stop]
+
+
+def _made(found: Sequence[RecordMetadata]) -> BatchMetadata:
+    """A BatchMetadata of RecordMetadata already made (an extended slice's)."""
+    batch = BatchMetadata(found[0].topic if found else "", [m.partition for m in found], {})
+    batch._write.made = found
+    return batch
 
 
 class NewMessage(NamedTuple):

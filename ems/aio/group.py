@@ -35,7 +35,7 @@ class _Request(Generic[T, R]):
     __slots__ = ("deadline", "future", "items", "taken")
 
     def __init__(
-        self, items: Sequence[T], deadline: float, future: asyncio.Future[list[R]]
+        self, items: Sequence[T], deadline: float, future: asyncio.Future[Sequence[R]]
     ) -> None:
         self.items = items
         self.deadline = deadline
@@ -49,7 +49,7 @@ class AsyncGroupCommit(Generic[T, R]):
 
     def __init__(
         self,
-        flush: Callable[[list[T], float], Awaitable[list[R]]],
+        flush: Callable[[list[T], float], Awaitable[Sequence[R]]],
         max_items: int,
         *,
         max_flushes: int = 2,
@@ -65,7 +65,7 @@ class AsyncGroupCommit(Generic[T, R]):
         self._running = 0
         self._flushers: set[asyncio.Task[None]] = set()
 
-    async def submit(self, items: Sequence[T], deadline: float = math.inf) -> list[R]:
+    async def submit(self, items: Sequence[T], deadline: float = math.inf) -> Sequence[R]:
         loop = asyncio.get_running_loop()
         request: _Request[T, R] = _Request(items, deadline, loop.create_future())
         self._queue.append(request)

@@ -143,9 +143,10 @@ class Producer:
         transaction: object = None,
         delay: Delay | None = None,
         deliver_at: dt.datetime | None = None,
-    ) -> list[RecordMetadata]:
+    ) -> Sequence[RecordMetadata]:
         """Publish messages with one allocation per partition and one multi-row INSERT
-        (shared with concurrent sends). All or none are committed; results in input order.
+        (shared with concurrent sends). All or none are committed; results in input order,
+        as ems.Producer.send_batch returns them (made when read).
         Messages take the forms ems.Producer.send_batch takes (a Record, a plain tuple of
         its fields, a body, a mapping). With a transaction, a delay or a deliver_at: as
         send's."""
@@ -195,7 +196,7 @@ class Producer:
         topic: str,
         records: Iterable[Outgoing],
         schedule: Schedule | None,
-    ) -> list[RecordMetadata]:
+    ) -> Sequence[RecordMetadata]:
         """A transactional send: validated and partitioned as any, written in tx by the
         relay producer's outbox writer, awaited; no offset is taken. A scheduled send
         without tx: written by the relay producer in a thread (one INSERT)."""
@@ -256,7 +257,7 @@ class Producer:
         committer = self._committers.get(place_key)
         if committer is None:
 
-            async def flush(items: list[Prepared], deadline: float) -> list[RecordMetadata]:
+            async def flush(items: list[Prepared], deadline: float) -> Sequence[RecordMetadata]:
                 return await self._insert(info, items, deadline)
 
             committer = AsyncGroupCommit(flush, GROUP_MAX, linger=self.linger)
@@ -274,7 +275,7 @@ class Producer:
 
     async def _insert(
         self, info: TopicInfo, prepared: Sequence[Prepared], deadline: float
-    ) -> list[RecordMetadata]:
+    ) -> Sequence[RecordMetadata]:
         """As Producer._insert: allocate, place and commit, trying again until the
         deadline while a server is away; fresh offsets only once no insert of these rows
         may have committed."""

@@ -33,7 +33,7 @@ class _Request(Generic[T, R]):
     def __init__(self, items: Sequence[T], deadline: float) -> None:
         self.items = items
         self.deadline = deadline
-        self.result: list[R] = []
+        self.result: Sequence[R] = ()
         self.error: BaseException | None = None
         self.finished = False
         self.lead = False
@@ -55,7 +55,7 @@ class GroupCommit(Generic[T, R]):
 
     def __init__(
         self,
-        flush: Callable[[list[T], float], list[R]],
+        flush: Callable[[list[T], float], Sequence[R]],
         max_items: int,
         max_flushes: int = 2,
     ) -> None:
@@ -66,7 +66,7 @@ class GroupCommit(Generic[T, R]):
         self._queue: deque[_Request[T, R]] = deque()
         self._leaders = 0
 
-    def submit(self, items: Sequence[T], deadline: float = math.inf) -> list[R]:
+    def submit(self, items: Sequence[T], deadline: float = math.inf) -> Sequence[R]:
         with self._lock:
             alone = not self._queue and self._leaders < self._max_flushes
             if alone:

@@ -6,10 +6,11 @@ a Redis that lost writes). No I/O here: both producers await or block around the
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
 
 from ems.exceptions import InvalidInput, OffsetConflict, UnknownPartition
 from ems.producer.partitioner import RoundRobin, partition_for_key
-from ems.types import Placed, Prepared, Record, RecordMetadata, TopicInfo
+from ems.types import BatchMetadata, Placed, Prepared, Record, RecordMetadata, TopicInfo
 from ems.validation import encode_body, encode_headers, encode_key
 
 MAX_BATCH = 10_000
@@ -41,6 +42,7 @@ Outgoing = (
 #: _new(RecordMetadata, fields) is RecordMetadata(*fields) without the Python-level
 #: constructor a named tuple has: half the cost, on a path taken for every message published.
 _new = tuple.__new__
+_partition = itemgetter(0)
 
 
 def as_record(item: Outgoing) -> Record:
@@ -230,21 +232,15 @@ def partition_counts(prepared: Sequence[Prepared]) -> dict[int, int]:
     return counts
 
 
-def metadata(topic: str, placed: Placed) -> list[RecordMetadata]:
-    """Where each of the write's messages landed, in their order."""
+def metadata(topic: str, placed: Placed) -> Sequence[RecordMetadata]:
+    """Where each of the write's messages landed, in their order: a single send's at once,
+    a batch's made when the caller reads them (BatchMetadata)."""
     rows = placed.rows
     if len(rows) == 1:  # a single send: its offset is its partition's first
         partition = rows[0][0]
         return [_new(RecordMetadata, (topic, partition, placed.firsts[partition]))]
-    cursor = dict(placed.firsts)
-    found: list[RecordMetadata] = []
-    append = found.append
-    for item in rows:  # no unpacking of the rows: only their partitions are read
-        partition = item[0]
-        offset = cursor[partition]
-        cursor[partition] = offset + 1
-        append(_new(RecordMetadata, (topic, partition, offset)))
-    return found
+    # The partitions only: the rows hold the bodies, which the results must not keep.
+    return BatchMetadata(topic, list(map(_partition, rows)), placed.firsts)
 
 
 def last_offsets(firsts: Mapping[int, int], counts: Mapping[int, int]) -> Mapping[int, int]:

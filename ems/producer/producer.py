@@ -149,9 +149,11 @@ class Producer:
         transaction: object = None,
         delay: Delay | None = None,
         deliver_at: dt.datetime | None = None,
-    ) -> list[RecordMetadata]:
+    ) -> Sequence[RecordMetadata]:
         """Publish messages with one allocation per partition and one multi-row INSERT.
-        All or none are committed. Results are in input order. A message is an ems.Record,
+        All or none are committed. Returns where each landed, in input order: a sequence of
+        RecordMetadata (an ems.BatchMetadata, which makes them when read, so a caller that
+        does not read them pays for no object per message). A message is an ems.Record,
         a plain tuple of its fields ((body, key, headers), (body, key) or (body,): the
         cheapest to build), a body alone, or a mapping with 'body' and optional 'key' and
         'headers'. With a transaction, a delay or a deliver_at: as send's, all of them in
@@ -236,7 +238,7 @@ class Producer:
         topic: str,
         messages: Iterable[Outgoing],
         schedule: Schedule | None,
-    ) -> list[RecordMetadata]:
+    ) -> Sequence[RecordMetadata]:
         """A transactional or scheduled send: validated and partitioned as any, written
         into the outbox (in tx, if given). No offset is taken, so neither Redis nor the
         counters are needed here."""
@@ -311,7 +313,7 @@ class Producer:
     @overload
     def _insert(
         self, info: TopicInfo, prepared: Sequence[Prepared], deadline: float
-    ) -> list[RecordMetadata]: ...
+    ) -> Sequence[RecordMetadata]: ...
 
     @overload
     def _insert(
@@ -322,7 +324,7 @@ class Producer:
         *,
         named: int,
         pinned: frozenset[int],
-    ) -> list[RecordMetadata] | None: ...
+    ) -> Sequence[RecordMetadata] | None: ...
 
     def _insert(
         self,
@@ -332,7 +334,7 @@ class Producer:
         *,
         named: int | None = None,
         pinned: frozenset[int] = frozenset(),
-    ) -> list[RecordMetadata] | None:
+    ) -> Sequence[RecordMetadata] | None:
         """Allocate, place and commit, trying again until the deadline while a server is
         away; where each message landed. Fresh offsets are taken only while no insert of
         these rows may have committed: _commit settles that before it returns. A write

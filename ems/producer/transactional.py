@@ -40,7 +40,7 @@ class Transactions:
         info: TopicInfo,
         prepared: Sequence[Prepared],
         schedule: Schedule | None = None,
-    ) -> list[RecordMetadata]:
+    ) -> Sequence[RecordMetadata]:
         """Write the messages in tx (scheduled, with a schedule); their partitions,
         offsets unknown until moved."""
         outbox = self._checked()
@@ -51,7 +51,7 @@ class Transactions:
 
     def schedule(
         self, info: TopicInfo, prepared: Sequence[Prepared], schedule: Schedule
-    ) -> list[RecordMetadata]:
+    ) -> Sequence[RecordMetadata]:
         """Write a scheduled send's messages (committed when this returns) and wake the
         relay, which then waits for their time; offsets unknown until moved."""
         if self._outbox is None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -86,7 +86,7 @@ class MemoryBroker:
         """Producer.send, by the broker's own Producer."""
         return self._producer.send(topic, body, key, headers)
 
-    def send_batch(self, topic: str, records: Iterable[Outgoing]) -> list[RecordMetadata]:
+    def send_batch(self, topic: str, records: Iterable[Outgoing]) -> Sequence[RecordMetadata]:
         """Producer.send_batch, by the broker's own Producer."""
         return self._producer.send_batch(topic, records)
 
