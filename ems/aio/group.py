@@ -120,9 +120,16 @@ class AsyncGroupCommit(Generic[T, R]):
                 if not request.future.done():
                     request.future.set_exception(exc)
             return
+        if len(group) == 1:
+            if not group[0].future.done():  # a cancelled caller is not told
+                group[0].future.set_result(results)
+            return
+        # Each caller reads its share (a single send its one result): made once as a list,
+        # so that a share is a list's slice.
+        made = list(results)
         start = 0
         for request in group:
             end = start + len(request.items)
-            if not request.future.done():  # a cancelled caller is not told
-                request.future.set_result(results[start:end])
+            if not request.future.done():
+                request.future.set_result(made[start:end])
             start = end

@@ -133,10 +133,16 @@ class GroupCommit(Generic[T, R]):
             for request in group:
                 request.error = exc
         else:
-            start = 0
-            for request in group:
-                request.result = results[start : start + len(request.items)]
-                start += len(request.items)
+            if len(group) == 1:
+                group[0].result = results
+            else:
+                # Each caller reads its share (a single send its one result): made once as
+                # a list, so that a share is a list's slice.
+                made = list(results)
+                start = 0
+                for request in group:
+                    request.result = made[start : start + len(request.items)]
+                    start += len(request.items)
         with self._lock:
             for request in group:
                 request.finished = True

@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from ems.producer.group_commit import GroupCommit
+from ems.types import BatchMetadata
 
 
 class Recorder:
@@ -134,3 +135,31 @@ def test_a_flush_is_given_the_earliest_deadline_of_its_group() -> None:
         release.set()
         assert first.result() == [0] and [f.result() for f in queued] == [[1], [2], [3]]
     assert seen == [([0], 99.0), ([1, 2, 3], 10.0)]
+
+
+def test_a_lone_caller_gets_the_flush_results_and_a_group_list_shares_of_them() -> None:
+    """A batch sent alone keeps its results made when read (ems.types.BatchMetadata); in
+    a group every caller reads its share, so the results are made once, as a list."""
+    firsts = {p: 100 * p for p in range(4)}
+    rec = Recorder(delay=0.005)
+
+    def flush(items: list[int], deadline: float) -> BatchMetadata:
+        rec.flush(items, deadline)
+        return BatchMetadata("t", [i % 4 for i in items], firsts)
+
+    gc = GroupCommit(flush, max_items=1000)
+    lone = gc.submit([1, 2, 5])
+    assert isinstance(lone, BatchMetadata)
+    assert lone == [("t", 1, 100), ("t", 2, 200), ("t", 1, 101)]
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        shares = list(pool.map(lambda i: gc.submit([i]), range(200)))
+    shared = {i for g in rec.groups[1:] if len(g) > 1 for i in g}
+    assert shared  # callers rode along with each other
+    expected = {}  # each item's place within its group's flush
+    for g in rec.groups[1:]:
+        seen: dict[int, int] = {}
+        for i in g:
+            expected[i] = ("t", i % 4, firsts[i % 4] + seen.get(i % 4, 0))
+            seen[i % 4] = seen.get(i % 4, 0) + 1
+    assert [list(share) for share in shares] == [[expected[i]] for i in range(200)]
+    assert all(type(shares[i]) is list for i in shared)
