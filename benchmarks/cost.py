@@ -515,8 +515,8 @@ def render_floors(results: Results) -> list[str]:
     lines += [
         "",
         f"{FLOOR_COLUMNS} raw+redis+guard sends ems's own statement (its rows checked against "
-        "the partitions' fences read once, each row carrying its partition's fence, which "
-        "message's foreign key checks; the write token) with raw+redis's Python: ems against "
+        "the partitions' fences read once, each partition's first row carrying its fence, "
+        "which message's foreign key checks; the write token) with raw+redis's Python: ems against "
         "it is the cost of ems's own layers; it against raw+redis is the cost of the guard, "
         "which the design keeps (a purge or a partition change and the inserts take turns "
         "on the fences).",

@@ -227,11 +227,11 @@ def render(costs: list[GuardCost] | None) -> list[str]:
         + " and ".join(f"{c.statements:,} statements of {c.title}" for c in CASES)
         + f", {ROUNDS} rounds in alternating order, on one autocommit REPEATABLE READ "
         "connection; server CPU: that connection's own server thread (10 ms clock ticks); "
-        "medians of the rounds. ems: each row carries its partition's fence, which message's "
-        "foreign key checks; scalar subquery: the guard ems sent before the fence, a locking "
-        "read of partition_low in the INSERT. The last two forms read a row that must exist, "
-        "so they are not drop-in replacements: they bound what any cheaper statement of the "
-        "same read could save.",
+        "medians of the rounds. ems: each partition's first row carries its fence, which "
+        "message's foreign key checks; scalar subquery: the guard ems sent before the fence, "
+        "a locking read of partition_low in the INSERT. The last two forms read a row that "
+        "must exist, so they are not drop-in replacements: they bound what any cheaper "
+        "statement of the same read could save.",
         "",
         "| case | form | server CPU us per row | over no fence | rows/s |",
         "|---|---|---:|---:|---:|",

@@ -379,8 +379,8 @@ def render(
         "itself costs on this machine; ems/raw+redis is what ems's own layers and its "
         "low-watermark guard cost",
         "- raw+redis+guard: raw+redis sending ems's own statement (its rows checked against "
-        "the partitions' fences, low watermarks and count read once, each row carrying its "
-        "partition's fence, which message's foreign key checks; the write token; "
+        "the partitions' fences, low watermarks and count read once, each partition's first "
+        "row carrying its fence, which message's foreign key checks; the write token; "
         "REPEATABLE READ, as ems): ems/raw+redis+guard is what ems's own layers cost, "
         "raw+redis+guard/raw+redis what the guard costs",
         "- kombu: SQLAlchemy transport (`sqla+mysql+pymysql`, database ems_bench_kombu), "

@@ -4,24 +4,29 @@ No message may be stored below its partition's low watermark (a purge removed th
 and readers jump over it), routed by a count of partitions the topic no longer has (ems.
 store.partitions), or in a topic being deleted. A producer reads, in one statement, each
 partition's fence number (partition_head.fence), low watermark and the topic's count, and
-checks its rows against them in Python (refusal); each row then carries its partition's
-fence, and message's foreign key on (topic_id, partition_no, fence) refuses the INSERT
-when a fence has moved on since. Every change a row must be checked against again moves
+checks its rows against them in Python (refusal); the write's first row in each partition
+then carries that partition's fence (the others NULL, which is never checked), and
+message's foreign key on (topic_id, partition_no, fence) refuses the INSERT when a fence
+has moved on since. Every change a row must be checked against again moves
 the fence (move, in the change's own transaction): a purge that raises a low watermark, a
 partition change (on every old partition), a delete's fence.
 
 Why that holds: the foreign-key check takes a shared lock on the parent's key entry until
 the insert commits, and moving the fence changes that entry under an exclusive lock. So a
 change waits for the inserts checked against the fence it replaces, and an insert that
-comes after it finds no entry for its fence and is refused. A refused producer reads the
-fences again: rows still above the watermarks and routed by the current count go again at
-the same offsets (no hole); others are refused as the old guard refused them.
+comes after it finds no entry for its fence and is refused. One row per partition is
+enough: a write is atomic (one statement, or several in one transaction with each
+partition's fenced row in the first of them that holds the partition), so its refusal
+refuses every row, and the lock its check took holds until every row has committed. A
+refused producer reads the fences again: rows still above the watermarks and routed by
+the current count go again at the same offsets (no hole); others are refused as the old
+guard refused them.
 
 The fence is a key value, so moving it is an UPDATE of a referenced key, made with the
 foreign-key checks off for that statement: the rows stored before keep the old value, which
-no later row can name. The check costs the server an index lookup per row (about 7 us for
-a single-row INSERT, against about 55 us for the scalar subquery it replaces: any table a
-statement reads costs that much, benchmarks/guard_cost.py).
+no later row can name. The check costs the server an index lookup per fenced row (about
+7 us for a single-row INSERT, against about 55 us for the scalar subquery it replaces: any
+table a statement reads costs that much, benchmarks/guard_cost.py).
 """
 
 from __future__ import annotations
@@ -81,7 +86,7 @@ def fences_of(rows: Iterable[Sequence[Any]]) -> Fences | None:
 
 def refusal(firsts: Mapping[int, int], fences: Fences, routed: int | None) -> str | None:
     """Why a write whose ranges start at `firsts` (by partition) may not be stored by these
-    fences (None: it may, each row carrying its partition's fence): routed by another count
+    fences (None: it may, each partition's first row carrying its fence): routed by another count
     than the topic's, in a partition it does not have, or below a partition's low
     watermark. A partition's rows take consecutive offsets from its first (ems.types.
     Placed), so its first stands for all: one check per partition, none per row."""

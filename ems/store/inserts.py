@@ -1,7 +1,8 @@
 """The producer's INSERT statements on the message table, formatted here with every
-binary value as a hex literal (see key_headers), each row carrying its partition's fence
-(ems.store.fences) and the first row of a write its write token; and the same rows for
-the driver's escaping, for rows too large for hex (escaped_params)."""
+binary value as a hex literal (see key_headers), the first row of each partition in a
+write carrying that partition's fence (ems.store.fences) and the first row of the write
+its write token; and the same rows for the driver's escaping, for rows too large for hex
+(escaped_params), each carrying its fence."""
 
 from __future__ import annotations
 
@@ -40,10 +41,12 @@ TOKENED_HEAD = (
 #: A row of the producer's INSERT: (topic id, partition, offset, key literal, headers
 #: literal, body hex digits, its partition's fence, the write token or NULL).
 _TOKENED_ROW = b"(%d,%d,%d,%b,%b,X'%b',%d,%b)"
-#: A row without the token (a write's first row has the token for the NULL), filled in
-#: two steps: the topic id, partition and fence once per partition of a write (its
-#: template), then each row's offset, key literal, headers literal and body hex digits.
-_PARTITION_ROW = b"(%d,%d,%%d,%%b,%%b,X'%%b',%d,NULL)"
+#: A row without the fence and the token, filled in two steps: the topic id and partition
+#: once per partition of a write (its template), then each row's offset, key literal,
+#: headers literal and body hex digits. A partition's first row then takes its fence for
+#: the first NULL (_UNFENCED), and the write's first row its token for the second.
+_PARTITION_ROW = b"(%d,%d,%%d,%%b,%%b,X'%%b',NULL,NULL)"
+_UNFENCED = len(b"NULL,NULL)")
 #: The INSERT of the driver-escaped path (rows too large for hex literals), one row's
 #: parameters: the columns of TOKENED_HEAD.
 ESCAPED_INSERT = (
@@ -81,21 +84,28 @@ def insert_statements(
     placed: Placed, token: int | None, fences: Sequence[int]
 ) -> list[bytes] | None:
     """Multi-row INSERTs of the write's rows, in partition order (in their own order within
-    a partition), each under _STATEMENT_BYTES, each row carrying its partition's fence
-    (fences[partition]: see ems.store.fences, which checks the write first) and the
+    a partition), each under _STATEMENT_BYTES, each partition's first row carrying its
+    fence (fences[partition]: see ems.store.fences, which checks the write first) and the
     write's first row the write token; None if a row is too large to send as hex."""
     rows = placed.rows
     if len(rows) == 1:
         return _single(placed, token, fences)
     if not rows:
         return []
-    by_partition = _rows(placed, fences)
+    by_partition = _rows(placed)
     if by_partition is None:
         return None
+    # One row of each partition carries its fence: the foreign key's check of it holds a
+    # shared lock on the fence until the write commits, and the write is atomic (one
+    # statement, or _split's in one transaction, where a partition's first row comes
+    # first), so it guards the partition's other rows as well as their own checks would,
+    # for one index lookup a partition instead of one a row.
+    for p, tuples in by_partition.items():
+        tuples[0] = tuples[0][:-_UNFENCED] + b"%d,NULL)" % fences[p]
     if token is not None:
         first = by_partition[rows[0][0]]
         first[0] = first[0][:-5] + b"%d)" % token
-    # Each row's fence is checked (and held) as it is inserted, and a purge or a partition
+    # A fence is checked (and held) as its row is inserted, and a purge or a partition
     # change moves fences in partition order: rows in that order too, or the two could
     # each hold a fence the other waits for (a deadlock).
     ordered = [row for p in sorted(by_partition) for row in by_partition[p]]
@@ -139,20 +149,20 @@ def _single(placed: Placed, token: int | None, fences: Sequence[int]) -> list[by
     ]
 
 
-def _rows(placed: Placed, fences: Sequence[int]) -> dict[int, list[bytes]] | None:
-    """The write's VALUES tuples without a token, by partition, each partition's in the
-    rows' order at the next offset of its range; None if a row is too large to send as
+def _rows(placed: Placed) -> dict[int, list[bytes]] | None:
+    """The write's VALUES tuples without fence and token, by partition, each partition's in
+    the rows' order at the next offset of its range; None if a row is too large to send as
     hex. One loop that calls out only for a literal not made before (this runs for every
     message published): the messages of a write mostly share their headers, and keys
-    repeat across writes. What a partition's rows share (the topic, the partition, its
-    fence) is formatted once, into that partition's template (_PARTITION_ROW), and its offsets
-    are counted by an iterator: a row formats four values, not seven."""
+    repeat across writes. What a partition's rows share (the topic, the partition) is
+    formatted once, into that partition's template (_PARTITION_ROW), and its offsets are
+    counted by an iterator: a row formats four values, not six."""
     topic_id = placed.topic_id
     by_partition: dict[int, list[bytes]] = {}
     slots: dict[int, tuple[bytes, Callable[[], int], Callable[[bytes], None]]] = {}
     for p, first in placed.firsts.items():
         tuples = by_partition[p] = []
-        template = _PARTITION_ROW % (topic_id, p, fences[p])
+        template = _PARTITION_ROW % (topic_id, p)
         slots[p] = (template, count(first).__next__, tuples.append)
     keys, texts = _key_literals, _headers_literals
     last_text, last_sql, last_size = None, b"NULL", 0

@@ -14,6 +14,7 @@ from ems import TopicAdmin
 from ems.config import Settings
 from ems.store import Store, fences
 from ems.store.errors import BelowLowWatermark, ParentMissing
+from ems.store.inserts import insert_statements
 from ems.types import NewMessage, TopicInfo, placed_of
 from ems.values.lifecycle import DELETE_FENCE
 from tests.conftest import connect
@@ -215,3 +216,66 @@ def test_a_batch_takes_its_fences_in_the_order_fencers_do(
         fencer.close()
     assert outcome == [None]
     assert (seed.offsets(store, topic, 1), seed.offsets(store, topic, 3)) == ([0], [0])
+
+
+@BOTH_PATHS
+def test_a_moved_fence_refuses_every_row_of_its_partition_in_a_write(
+    store: Store, topic: TopicInfo, monkeypatch: pytest.MonkeyPatch, big: bool
+) -> None:
+    """Only a partition's first row in a write names the fence (on the hex path): its
+    refusal refuses the write's other rows of that partition too, and the rest of the
+    write, all of it going again once the fences are read again."""
+    seed.messages(store, topic, 0, range(10), 48)
+    store.messages.insert(placed_of([_row(topic, 0, 10)]))  # reads and keeps the fences
+    reads = _counted_reads(store, monkeypatch)
+    store.purge.delete(topic.id, [(0, 0, 5)])
+    rows = [_row(topic, 0, 11, big), _row(topic, 1, 0), _row(topic, 0, 12), _row(topic, 0, 13)]
+    store.messages.insert(placed_of(rows))
+    assert reads == [topic.id]  # refused once (by partition 0's first row), read again
+    assert seed.offsets(store, topic, 0) == list(range(5, 14))
+    assert seed.offsets(store, topic, 1) == [0]
+    store.purge.delete(topic.id, [(0, 0, 13)])
+    with pytest.raises(BelowLowWatermark):  # checked again: 0@12 now lies below
+        store.messages.insert(placed_of([_row(topic, 1, 1), _row(topic, 0, 12, big)]))
+    assert (seed.offsets(store, topic, 0), seed.offsets(store, topic, 1)) == ([13], [0])
+
+
+def test_a_fence_move_waits_for_a_writes_rows_that_do_not_name_the_fence(
+    settings: Settings, store: Store, topic: TopicInfo
+) -> None:
+    """The lock the first row's check takes holds until the write commits, so a move of
+    the fence waits for the write's later rows of the partition, which carry no fence."""
+    fenced = store.messages.fences(topic.id).fences
+    rows = [_row(topic, 0, 0), _row(topic, 0, 1), _row(topic, 0, 2)]
+    (statement,) = insert_statements(placed_of(rows), 7, fenced) or [b""]
+    assert statement.count(b",NULL,NULL)") == 2  # the rows after the first name no fence
+    writer, fencer = connect(settings), connect(settings)
+    moved = threading.Event()
+
+    def move() -> None:
+        with fencer.cursor() as cursor:
+            fencer.begin()
+            fences.move(cursor, topic.id, [0])
+            fencer.commit()
+        moved.set()
+
+    try:
+        writer.begin()
+        with writer.cursor() as cursor:
+            cursor.execute(statement)
+        mover = threading.Thread(target=move)
+        mover.start()
+        seed.wait_until(lambda: _lock_waits_here(store) > 0)
+        assert not moved.is_set()
+        writer.commit()
+        mover.join(30)
+    finally:
+        writer.close()
+        fencer.close()
+    assert moved.is_set()
+    assert seed.offsets(store, topic, 0) == [0, 1, 2]
+    later = [_row(topic, 0, 3), _row(topic, 0, 4)]
+    (stale,) = insert_statements(placed_of(later), 8, fenced) or [b""]
+    with pytest.raises(ParentMissing):  # the fence the write named has moved on since
+        seed.sql(store, stale.decode())
+    assert seed.offsets(store, topic, 0) == [0, 1, 2]

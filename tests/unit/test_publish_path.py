@@ -184,10 +184,16 @@ def test_a_write_is_of_one_topic_with_each_partitions_offsets_consecutive() -> N
 
 def reference_statement(placed: Placed, token: int | None, fences: list[int]) -> bytes:
     """The raw baseline's rows (messages.values) with the fence and write token columns:
-    each row its partition's fence, the first message's row the token; in partition order
-    (the messages' own order within a partition), the order the fencers lock fences in."""
+    each partition's first row its fence (a single send's row too), the others NULL; the
+    first message's row the token; in partition order (the messages' own order within a
+    partition), the order the fencers lock fences in."""
     rows = placed_messages(placed)
-    values = [messages.values(m)[:-1] + b",%d,NULL)" % fences[m.partition] for m in rows]
+    firsts = {m.partition: i for i, m in reversed(list(enumerate(rows)))}
+    values = [
+        messages.values(m)[:-1]
+        + (b",%d,NULL)" % fences[m.partition] if firsts[m.partition] == i else b",NULL,NULL)")
+        for i, m in enumerate(rows)
+    ]
     if token is not None:
         values[0] = values[0][: -len(b"NULL)")] + b"%d)" % token
     order = sorted(range(len(rows)), key=lambda i: (rows[i].partition, i))
