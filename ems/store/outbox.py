@@ -71,24 +71,27 @@ _DUE = (
     "SELECT id, partition_no, msg_key FROM message_outbox "
     f"WHERE topic_id = %s AND deliver_at <= {_NOW} ORDER BY deliver_at, id LIMIT %s"
 )
-# The rows a move takes, each with its place and its partition's fence: a JSON array of
-# [id, partition, offset, fence].
+# The rows a move takes, each with its place and, the first of each partition, that
+# partition's fence: a JSON array of [id, partition, offset, fence or null].
 _PLACES = (
     "JSON_TABLE('[{places}]', '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$[0]', "
     "p INT PATH '$[1]', o BIGINT UNSIGNED PATH '$[2]', f BIGINT PATH '$[3]')) AS r"
 )
 _PLACE = "[%d,%d,%d,%d]"
+_UNFENCED_PLACE = "[%d,%d,%d,null]"
 # The move, on the server: each row copied from the outbox into its topic at the place the
 # relay gave it, marked as published in a transaction (no write token: the outbox itself
 # tells whether a move committed). The places come first (STRAIGHT_JOIN) and each finds
 # its row by the primary key: under REPEATABLE READ this read of the outbox locks what it
 # reads, and so reads the rows moved and no other. A scan would lock its way through rows
-# of open transactions among them (smaller ids committed later) and wait for each. Every
-# row carries its partition's fence (ems.store.fences), which message's foreign key checks:
-# the relay checked the places against the fences it read, and a fence moved on since
-# refuses the whole statement. The rows go in the order of the places: by partition, as the
-# producer's rows go and as fencers take the fences (no deadlock between them), each
-# partition's in the order they were read in, so message ids follow it as offsets do.
+# of open transactions among them (smaller ids committed later) and wait for each. Each
+# partition's first row carries its fence (ems.store.fences), which message's foreign key
+# checks: the relay checked the places against the fences it read, and a fence moved on
+# since refuses the whole statement (the check's lock guards the partition's other rows,
+# which carry none, until the move commits, as the producer's writes do). The rows go in
+# the order of the places: by partition, as the producer's rows go and as fencers take the
+# fences (no deadlock between them), each partition's in the order they were read in, so
+# message ids follow it as offsets do.
 _MOVE = (
     "INSERT INTO message (topic_id, partition_no, offset_no, msg_key, headers, body, "
     "transactional, fence) SELECT STRAIGHT_JOIN {topic}, r.p, r.o, o.msg_key, o.headers, "
@@ -122,11 +125,14 @@ def lowest_places(places: Sequence[OutboxPlace]) -> dict[int, int]:
 def move_statements(
     topic_id: int, places: Sequence[OutboxPlace], fences: Sequence[int]
 ) -> tuple[str, str]:
-    """The INSERT ... SELECT that copies the rows to their places, each with its
-    partition's fence (fences[partition]), in partition order, and the DELETE of the
-    rows."""
+    """The INSERT ... SELECT that copies the rows to their places, each partition's first
+    with its fence (fences[partition]), in partition order, and the DELETE of the rows."""
     ordered = sorted(places, key=_partition_of)  # stable: a partition's rows in their order
-    table = _PLACES.format(places=",".join([_PLACE % (i, p, o, fences[p]) for i, p, o in ordered]))
+    cells, last = [], None
+    for i, p, o in ordered:
+        cells.append(_UNFENCED_PLACE % (i, p, o) if p == last else _PLACE % (i, p, o, fences[p]))
+        last = p
+    table = _PLACES.format(places=",".join(cells))
     return _MOVE.format(topic=topic_id, places=table), _DELETE.format(places=table)
 
 

@@ -27,13 +27,14 @@ def test_raw_inserts_ems_rows_in_ems_encoding_without_the_guard() -> None:
     assert sorted(keys) == ["project-7", "project-9"]
     assert raw_statement(12, rows, keys) == raw
     (ems,) = insert_statements(placed_of(messages), 77, (0, 8, 0, 9)) or [b""]
-    # ems's statement is raw's with two more columns: each row's partition fence, and the
-    # write token, on the first row (NULL on the others).
+    # ems's statement is raw's with two more columns: the partition's fence on each
+    # partition's first row, and the write token, on the write's first row (NULL on the
+    # others).
     head = INSERT_HEAD.replace(b"body)", b"body, fence, write_token)")
     assert ems.startswith(head)
-    assert ems.count(b",8,77)") == 1 and ems.count(b",8,NULL)") == 1
-    assert ems.count(b",9,NULL)") == 1
-    plain = ems.replace(b",8,77)", b")").replace(b",8,NULL)", b")").replace(b",9,NULL)", b")")
+    assert ems.count(b",8,77)") == 1 and ems.count(b",NULL,NULL)") == 1
+    assert ems.count(b",9,NULL)") == 1 and ems.count(b",8,NULL)") == 0
+    plain = ems.replace(b",8,77)", b")").replace(b",NULL,NULL)", b")").replace(b",9,NULL)", b")")
     assert raw == plain.replace(head, INSERT_HEAD)
     # Hex literals throughout: nothing of the driver's escaping.
     assert b"X'00275c22" in raw and b"\\'" not in raw
@@ -47,6 +48,8 @@ def test_the_token_cost_compares_ems_statements_with_and_without_the_token() -> 
     plain = without_token(tokened, 123456789)
     assert b"write_token" not in plain and b"123456789" not in plain
     assert plain.startswith(INSERT_HEAD.replace(b"body)", b"body, fence)"))
-    # Only the token column went: the fences and every value stayed.
-    assert plain.count(b"X'626f6479',4)") == 2 and plain.count(b"X'626f6479'") == 6
+    # Only the token column went: the fences (each partition's first row's) and every
+    # value stayed.
+    assert plain.count(b"X'626f6479',4)") == 1 and plain.count(b"X'626f6479',NULL)") == 3
+    assert plain.count(b"X'626f6479'") == 6
     assert len(tokened) - len(plain) == len(b", write_token") + len(b",123456789") + 5 * 5
