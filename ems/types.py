@@ -89,9 +89,9 @@ class _Write:
         self.topic = topic
         self.partitions = partitions
         self.firsts = firsts
-        self.made: Sequence[RecordMetadata] | None = None
+        self.made: list[RecordMetadata] | None = None
 
-    def make(self) -> Sequence[RecordMetadata]:
+    def make(self) -> list[RecordMetadata]:
         """Every message's RecordMetadata, made once (two threads may both make it: the
         lists are equal, and either is kept)."""
         made = self.made
@@ -165,14 +165,14 @@ class BatchMetadata(Sequence[RecordMetadata]):
     def __repr__(self) -> str:
         return f"BatchMetadata({self._list()!r})"
 
-    def _list(self) -> Sequence[RecordMetadata]:
+    def _list(self) -> list[RecordMetadata]:
         made = self._write.make()
         if self._start == 0 and self._stop == len(made):
             return made
         return made[self._start : self._stop]
 
 
-def _made(found: Sequence[RecordMetadata]) -> BatchMetadata:
+def _made(found: list[RecordMetadata]) -> BatchMetadata:
     """A BatchMetadata of RecordMetadata already made (an extended slice's)."""
     batch = BatchMetadata(found[0].topic if found else "", [m.partition for m in found], {})
     batch._write.made = found
