@@ -132,7 +132,11 @@ class BatchMetadata(Sequence[RecordMetadata]):
 
     def __getitem__(self, index: int | slice) -> RecordMetadata | BatchMetadata:
         if not isinstance(index, slice):
-            return self._list()[index]
+            made = self._write.make()
+            if self._start == 0 and self._stop == len(made):
+                return made[index]
+            # A slice's item without copying the slice (range() bounds it as a list would).
+            return made[range(self._start, self._stop)[index]]
         start, stop, step = index.indices(len(self))
         if step != 1:
             return _made(self._list()[index])

@@ -45,6 +45,11 @@ def test_it_is_the_eager_list_its_slices_and_items(
     assert isinstance(part, BatchMetadata)
     assert part == expected[start:stop:step] and len(part) == len(expected[start:stop:step])
     assert list(part[1:]) == expected[start:stop:step][1:]  # a slice of a slice
+    view = expected[start:stop:step]
+    assert [part[i] for i in range(-len(view), len(view))] == view + view
+    for outside in (len(view), -len(view) - 1):
+        with pytest.raises(IndexError):
+            part[outside]
     for i in (0, -1, len(expected) - 1, start % len(expected)):
         assert batch[i] == expected[i] and type(batch[i]) is RecordMetadata
 
