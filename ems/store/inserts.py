@@ -44,9 +44,9 @@ _TOKENED_ROW = b"(%d,%d,%d,%b,%b,X'%b',%d,%b)"
 #: A row without the fence and the token, filled in two steps: the topic id and partition
 #: once per partition of a write (its template), then each row's offset, key literal,
 #: headers literal and body hex digits. A partition's first row then takes its fence for
-#: the first NULL (_UNFENCED), and the write's first row its token for the second.
+#: the first NULL (of _UNFENCED_TAIL), and the write's first row its token for the second.
 _PARTITION_ROW = b"(%d,%d,%%d,%%b,%%b,X'%%b',NULL,NULL)"
-_UNFENCED = len(b"NULL,NULL)")
+_UNFENCED_TAIL = b"NULL,NULL)"
 #: The INSERT of the driver-escaped path (rows too large for hex literals), one row's
 #: parameters: the columns of TOKENED_HEAD.
 ESCAPED_INSERT = (
@@ -101,7 +101,7 @@ def insert_statements(
     # first), so it guards the partition's other rows as well as their own checks would,
     # for one index lookup a partition instead of one a row.
     for p, tuples in by_partition.items():
-        tuples[0] = tuples[0][:-_UNFENCED] + b"%d,NULL)" % fences[p]
+        tuples[0] = tuples[0][: -len(_UNFENCED_TAIL)] + b"%d,NULL)" % fences[p]
     if token is not None:
         first = by_partition[rows[0][0]]
         first[0] = first[0][:-5] + b"%d)" % token
