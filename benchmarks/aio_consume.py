@@ -41,6 +41,7 @@ from benchmarks.harness import (
     turns,
 )
 from benchmarks.innodb import settle
+from benchmarks.pairing import paired
 from ems import Consumer
 from ems.aio import Consumer as AioConsumer
 from ems.types import Delivery, StartPosition
@@ -249,15 +250,13 @@ def measure(cfg: BenchConfig, messages: int, log: Callable[[str], None]) -> list
 
 def paired_ratio(drains: list[Drain]) -> float | None:
     """aio against sync: the median over the rounds of aio's rate over sync's in the same
-    round; None unless both drained in every round. A round's two drains run back to back,
-    while the host's slow and fast phases last longer (eight sync drains in a row measured
-    80,157-83,458 msg/s five times, then 104,564-110,522 three times), so a round's ratio
-    compares drains made in the same phase, where a ratio of medians may not."""
+    round (benchmarks.pairing); None unless both drained in every round."""
     found = {d.system: d for d in drains if d.error is None}
     sync, aio = found.get("sync"), found.get("aio")
-    if sync is None or aio is None or not sync.rounds or len(sync.rounds) != len(aio.rounds):
+    if sync is None or aio is None:
         return None
-    return statistics.median(a / s for a, s in zip(aio.rounds, sync.rounds, strict=True))
+    ratio = paired(aio.rounds, sync.rounds)
+    return None if ratio is None else ratio.median
 
 
 def median_drain(drains: list[Drain]) -> Drain:

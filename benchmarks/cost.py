@@ -59,7 +59,7 @@ from benchmarks.harness import (
     readings,
 )
 from benchmarks.layers import LAYERS, LayerProfile, shares
-from benchmarks.report import FLOOR_COLUMNS, FLOOR_HEAD, environment, floor_cells
+from benchmarks.report import FLOOR_COLUMNS, FLOOR_HEAD, environment, floor_cells, floor_ratios
 from benchmarks.writers import EmsWriter, GuardedWriter, RawRedisWriter, RawWriter
 from ems import Consumer
 from ems.consumer.cluster import ClusterSession
@@ -499,10 +499,12 @@ def render_floors(results: Results) -> list[str]:
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for op in ("single", "batch"):
-        wall = {s: per_message(results[op][s], lambda x: x.wall) for s in SYSTEMS}
-        cpu = {s: per_message(results[op][s], lambda x: x.cpu) for s in SYSTEMS}
         server = {s: per_message(results[op][s], lambda x: x.server) for s in SYSTEMS}
-        if None in (wall["ems"], wall["raw+redis"], wall["raw+redis+guard"]):
+        ratios = floor_ratios(
+            {s: [x.messages / x.wall for x in results[op][s]] for s in SYSTEMS},
+            {s: [x.cpu / x.messages for x in results[op][s]] for s in SYSTEMS},
+        )
+        if ratios["rate"] is None or ratios["layers rate"] is None:
             continue
         guard, floor = "raw+redis+guard", "raw+redis"
         added = (
@@ -510,8 +512,7 @@ def render_floors(results: Results) -> list[str]:
             if server[guard] is None or server[floor] is None
             else f"{(server[guard] - server[floor]) * 1e6:.1f}"  # type: ignore[operator]
         )
-        rate = {s: 1 / w for s, w in wall.items() if w}
-        lines.append(f"| {OPS[op]} | {' | '.join(floor_cells(rate, cpu))} | {added} |")
+        lines.append(f"| {OPS[op]} | {' | '.join(floor_cells(ratios))} | {added} |")
     lines += [
         "",
         f"{FLOOR_COLUMNS} raw+redis+guard sends ems's own statement (its rows checked against "

@@ -58,8 +58,10 @@ BATCH = 100
 #: single run on this host moved by a third from one to the next, and the system run
 #: first after a case's reset met a server still busy with the last case's rows. Medians
 #: of 3 still moved a single producer's row by about 8% between two runs of the same code
-#: (its floors' ratio read 0.97x and 0.86x): 5 runs each.
-FLOOR_ROUNDS = 5
+#: (its floors' ratio read 0.97x and 0.86x): 5 runs each. The floor table pairs them by
+#: round (benchmarks.pairing); 6 rounds, so that each of the three systems runs first,
+#: second and third equally often.
+FLOOR_ROUNDS = 6
 FLOOR_SYSTEMS = ("ems", "raw+redis+guard", "raw+redis")
 
 
@@ -235,6 +237,7 @@ def measure(cfg: BenchConfig, case: Case, notes: list[str]) -> Row:
         if system not in row.errors:
             row.rates[system] = statistics.median(found)
             row.cpu[system] = statistics.median(cpus[system])
+            row.rounds[system], row.cpu_rounds[system] = found, cpus[system]
     return row
 
 
@@ -256,6 +259,9 @@ def compare_with_best(rows: list[Row]) -> list[str]:
                 row.rates[system] = theirs
                 if system in other.cpu:
                     row.cpu[system] = other.cpu[system]
+                if system in other.rounds:
+                    row.rounds[system] = other.rounds[system]
+                    row.cpu_rounds[system] = other.cpu_rounds[system]
     return notes
 
 
@@ -353,6 +359,21 @@ def latency_line(first: Row, cfg: BenchConfig) -> str:
 # -- the report --------------------------------------------------------------------------
 
 
+def rounds_lines(rows: list[Row]) -> list[str]:
+    """Each case's floor systems' msg/s in every round, in the order of the rounds: what
+    the floor table's ratios pair."""
+    lines = []
+    for row in rows:
+        runs = [
+            f"{system} " + ", ".join(f"{rate:,.0f}" for rate in row.rounds[system])
+            for system in FLOOR_SYSTEMS
+            if system in row.rounds
+        ]
+        if runs:
+            lines.append(f"- {row.case}: " + "; ".join(runs))
+    return lines
+
+
 def render(
     env: list[str],
     rows: list[Row],
@@ -369,8 +390,10 @@ def render(
         f"{WARM_CALLS} warm-up calls per process; processes start together behind a barrier; "
         "ems's batches are lists of plain (body, key, headers) tuples, the cheapest form its "
         "send_batch takes",
-        f"- ems, raw+redis+guard and raw+redis: medians of {FLOOR_ROUNDS} runs each per case, "
-        "their order turned by one every round; raw and kombu: one run",
+        f"- ems, raw+redis+guard and raw+redis: {FLOOR_ROUNDS} rounds per case, each one run "
+        "of every system, their order turned by one every round; the first table shows "
+        "medians of the runs, the floor table the median of the rounds' ratios; raw and "
+        "kombu: one run",
         "- raw: PyMySQL, autocommit, same `message` table and columns, partition precomputed, "
         "offsets from a local counter; batch = executemany (one multi-row INSERT)",
         "- raw+redis: raw plus the two Redis steps the design adds to every publish call and "
@@ -409,6 +432,10 @@ def render(
             "ems's guarded statement, sent bare, already misses: ems meets it only by sending "
             "fewer statements than the floor, as its group commit does for threads sharing a "
             "producer.",
+            "",
+            "msg/s of each round (a round: one run of each system, back to back):",
+            "",
+            *rounds_lines(rows),
             "",
             "Checks:",
             *[f"- {n}" for n in checks],

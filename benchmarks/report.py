@@ -8,7 +8,7 @@ import platform
 import pstats
 import sysconfig
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
@@ -16,6 +16,7 @@ from pathlib import Path
 import redis
 
 from benchmarks.harness import BenchConfig, query
+from benchmarks.pairing import Ratio, paired
 
 SYSTEMS = ("ems", "raw+redis+guard", "raw+redis", "raw", "kombu")
 #: Every publish row against the design's floor (raw+redis): ems's rate at least this
@@ -64,9 +65,13 @@ class Target:
 class Row:
     case: str
     target: Target | None
-    rates: dict[str, float | None] = field(default_factory=dict)
+    rates: dict[str, float | None] = field(default_factory=dict)  # medians of the rounds
     cpu: dict[str, float] = field(default_factory=dict)  # client CPU us per message
     errors: dict[str, str] = field(default_factory=dict)
+    #: Each floor system's msg/s and client CPU per message in every round, in the order
+    #: of the rounds: what the floor table pairs (benchmarks.pairing).
+    rounds: dict[str, list[float]] = field(default_factory=dict)
+    cpu_rounds: dict[str, list[float]] = field(default_factory=dict)
 
     def cells(self) -> list[str]:
         rates = [self._rate(s) for s in SYSTEMS]
@@ -140,42 +145,61 @@ FLOOR_HEAD = (
 #: What those columns mean, for the text under a table of them.
 FLOOR_COLUMNS = (
     "msg/s columns: the first system's rate over the second's (1.00x = as fast); client "
-    "CPU columns: the first's CPU per message over the second's (1.00x = as cheap)."
+    "CPU columns: the first's CPU per message over the second's (1.00x = as cheap). Each is "
+    "the median of the rounds' ratios, the two systems' runs of a round set side by side "
+    "(the host runs in slow and fast phases longer than a round), and in brackets the "
+    "rounds' lowest and highest ratio."
 )
 
 
-def floor_cells(rate: Mapping[str, float | None], cpu: Mapping[str, float | None]) -> list[str]:
-    """The FLOOR_HEAD cells of one operation, from each system's msg/s and client CPU per
-    message: ems against raw+redis, ems against raw+redis+guard (what ems's own layers
+#: A system's figure in each round, in the order of the rounds.
+Rounds = Mapping[str, Sequence[float]]
+_EMS, _GUARD, _FLOOR = "ems", "raw+redis+guard", "raw+redis"
+
+
+def floor_ratios(rate: Rounds, cpu: Rounds) -> dict[str, Ratio | None]:
+    """The FLOOR_HEAD comparisons of one operation, each paired round by round
+    (benchmarks.pairing) from the systems' msg/s and client CPU per message in every
+    round: ems against raw+redis, ems against raw+redis+guard (what ems's own layers
     cost), and raw+redis+guard against raw+redis (what the guard costs)."""
-    ems, guard, floor = "ems", "raw+redis+guard", "raw+redis"
-    return [
-        _ratio(rate.get(ems), rate.get(floor)),
-        _ratio(cpu.get(ems), cpu.get(floor)),
-        _ratio(rate.get(ems), rate.get(guard)),
-        _ratio(cpu.get(ems), cpu.get(guard)),
-        _ratio(rate.get(guard), rate.get(floor)),
-    ]
+    no: Sequence[float] = ()
+    return {
+        "rate": paired(rate.get(_EMS, no), rate.get(_FLOOR, no)),
+        "cpu": paired(cpu.get(_EMS, no), cpu.get(_FLOOR, no)),
+        "layers rate": paired(rate.get(_EMS, no), rate.get(_GUARD, no)),
+        "layers cpu": paired(cpu.get(_EMS, no), cpu.get(_GUARD, no)),
+        "guard rate": paired(rate.get(_GUARD, no), rate.get(_FLOOR, no)),
+        "guard cpu": paired(cpu.get(_GUARD, no), cpu.get(_FLOOR, no)),
+    }
+
+
+def floor_cells(ratios: Mapping[str, Ratio | None]) -> list[str]:
+    """The FLOOR_HEAD cells of floor_ratios: each the median of the rounds' ratios, with
+    their range."""
+    names = ("rate", "cpu", "layers rate", "layers cpu", "guard rate")
+    return [_text(ratios[name]) for name in names]
+
+
+def _text(ratio: Ratio | None) -> str:
+    return "-" if ratio is None else ratio.with_range()
 
 
 def floor_table(rows: list[Row]) -> list[str]:
     """Each row's ems against the design's floor (raw+redis), judged against the floor
     targets, and split: ems against the floor with ems's own guarded statement
     (raw+redis+guard: what ems's own layers cost) and that against raw+redis (what the
-    guard costs, which the design keeps)."""
+    guard costs, which the design keeps). Every ratio pairs the rounds' runs."""
     lines = [
         f"| case | {FLOOR_HEAD} | {LAYERS_HEAD} | target | met? |",
         "|---|---:|---:|---:|---:|---:|---|---|---|",
     ]
     target = f">= {FLOOR_RATE_TARGET:g}x msg/s, <= {FLOOR_CPU_TARGET:g}x client CPU"
     for row in rows:
-        rate, cpu = row.rates, row.cpu
-        misses = floor_misses(
-            rate.get("ems"), rate.get("raw+redis"), cpu.get("ems"), cpu.get("raw+redis")
-        )
+        ratios = floor_ratios(row.rounds, row.cpu_rounds)
+        misses = floor_misses(ratios["rate"], ratios["cpu"])
         met = "yes" if not misses else "**NO**: " + "; ".join(misses)
-        cells = " | ".join(floor_cells(rate, cpu))
-        need = "; ".join(layers_needed(rate, cpu)) or "-"
+        cells = " | ".join(floor_cells(ratios))
+        need = "; ".join(layers_needed(ratios)) or "-"
         lines.append(f"| {row.case} | {cells} | {need} | {target} | {met} |")
     return lines
 
@@ -184,39 +208,37 @@ def floor_table(rows: list[Row]) -> list[str]:
 LAYERS_HEAD = "for the targets, ems / raw+redis+guard would need"
 
 
-def layers_needed(rate: Mapping[str, float | None], cpu: Mapping[str, float | None]) -> list[str]:
+def layers_needed(ratios: Mapping[str, Ratio | None]) -> list[str]:
     """For a row short of a floor target: the ratio ems's own layers (ems against
     raw+redis+guard, which sends ems's statement with nothing around it) would have to
     reach, the guard's cost taken as measured, next to what they reach. Where that is
     beyond 1.00x, the guard alone already misses the target: ems could meet it only by
     being faster, or cheaper, than its own statement sent bare. [] when the row meets
     both targets or was not measured in full."""
-    systems = ("ems", "raw+redis+guard", "raw+redis")
     out: list[str] = []
-    e, g, f = (rate.get(s) for s in systems)
-    if e and g and f and e / f < FLOOR_RATE_TARGET:
-        need = FLOOR_RATE_TARGET / (g / f)
+    ems, layers, guard = ratios["rate"], ratios["layers rate"], ratios["guard rate"]
+    if ems and layers and guard and ems.median < FLOOR_RATE_TARGET:
+        need = FLOOR_RATE_TARGET / guard.median
         beyond = ", beyond the guard alone" if need > 1 else ""
-        out.append(f"msg/s >= {need:.2f}x (has {e / g:.2f}x{beyond})")
-    e, g, f = (cpu.get(s) for s in systems)
-    if e and g and f and e / f > FLOOR_CPU_TARGET:
-        need = FLOOR_CPU_TARGET / (g / f)
+        out.append(f"msg/s >= {need:.2f}x (has {layers}{beyond})")
+    ems, layers, guard = ratios["cpu"], ratios["layers cpu"], ratios["guard cpu"]
+    if ems and layers and guard and ems.median > FLOOR_CPU_TARGET:
+        need = FLOOR_CPU_TARGET / guard.median
         beyond = ", beyond the guard alone" if need < 1 else ""
-        out.append(f"client CPU <= {need:.2f}x (has {e / g:.2f}x{beyond})")
+        out.append(f"client CPU <= {need:.2f}x (has {layers}{beyond})")
     return out
 
 
-def floor_misses(
-    rate: float | None, floor_rate: float | None, cpu: float | None, floor_cpu: float | None
-) -> list[str]:
-    """Why ems misses the floor targets; [] when met. A missing measurement is a miss."""
-    if not rate or not floor_rate or not cpu or not floor_cpu:
+def floor_misses(rate: Ratio | None, cpu: Ratio | None) -> list[str]:
+    """Why ems misses the floor targets (ems against raw+redis, msg/s and client CPU per
+    message, paired by round); [] when met. A missing measurement is a miss."""
+    if rate is None or cpu is None:
         return ["not measured"]
     out = []
-    if rate / floor_rate < FLOOR_RATE_TARGET:
-        out.append(f"msg/s {rate / floor_rate:.2f}x < {FLOOR_RATE_TARGET:g}x")
-    if cpu / floor_cpu > FLOOR_CPU_TARGET:
-        out.append(f"client CPU {cpu / floor_cpu:.2f}x > {FLOOR_CPU_TARGET:g}x")
+    if rate.median < FLOOR_RATE_TARGET:
+        out.append(f"msg/s {rate} < {FLOOR_RATE_TARGET:g}x")
+    if cpu.median > FLOOR_CPU_TARGET:
+        out.append(f"client CPU {cpu} > {FLOOR_CPU_TARGET:g}x")
     return out
 
 

@@ -4,13 +4,27 @@ the runs behind it."""
 
 from __future__ import annotations
 
+import statistics
+
 from benchmarks.harness import turns
-from benchmarks.producer import run_order
+from benchmarks.producer import rounds_lines, run_order
 from benchmarks.report import SYSTEMS, Row, floor_table
 
 
 def row(rates: dict[str, float], cpu: dict[str, float]) -> Row:
-    return Row(case="single", target=None, rates=dict(rates), cpu=cpu)
+    """A row of one round."""
+    return rounds({s: [r] for s, r in rates.items()}, {s: [c] for s, c in cpu.items()})
+
+
+def rounds(rates: dict[str, list[float]], cpu: dict[str, list[float]]) -> Row:
+    return Row(
+        case="single",
+        target=None,
+        rates={s: statistics.median(r) for s, r in rates.items()},
+        cpu={s: statistics.median(c) for s, c in cpu.items()},
+        rounds=rates,
+        cpu_rounds=cpu,
+    )
 
 
 def cells(line: str) -> list[str]:
@@ -79,3 +93,41 @@ def test_a_missed_row_says_what_ems_own_layers_would_need_and_when_the_guard_alo
     )
     assert cells(lines[-1])[6] == "-"
     assert len(cells(lines[0])) == len(cells(lines[-1]))  # the head names every column
+
+
+def test_a_row_is_judged_by_its_rounds_ratios_not_by_a_ratio_of_medians() -> None:
+    # The host is slow in rounds 3-5, and slows down again in round 6 between the
+    # floor's run and ems's: ems's median rate over the floor's median says 0.85x, the
+    # rounds say 0.96x, 0.95x, 0.95x, 0.96x, 0.96x and (round 6) 0.77x.
+    floor = [1000.0, 1000.0, 800.0, 800.0, 800.0, 1000.0]
+    ems = [960.0, 950.0, 760.0, 768.0, 768.0, 770.0]
+    guard = [990.0, 990.0, 792.0, 792.0, 792.0, 990.0]
+    floor_cpu = [100.0, 104.0, 100.0, 104.0, 100.0, 104.0]
+    ems_cpu = [110.0, 124.8, 110.0, 124.8, 110.0, 124.8]  # 1.10x and 1.20x
+    r = rounds(
+        {"ems": ems, "raw+redis+guard": guard, "raw+redis": floor},
+        {"ems": ems_cpu, "raw+redis+guard": floor_cpu, "raw+redis": floor_cpu},
+    )
+    assert round(r.rates["ems"] / r.rates["raw+redis"], 2) == 0.85  # by medians: a miss
+    line = cells(floor_table([r])[-1])
+    assert line[1] == "0.95x (0.77-0.96)"
+    assert line[2] == "1.15x (1.10-1.20)"
+    assert line[5] == "0.99x"  # the same in every round: no range
+    assert line[-1] == "yes"
+
+
+def test_rounds_that_do_not_pair_are_not_measured() -> None:
+    r = rounds(
+        {"ems": [960.0, 950.0], "raw+redis": [1000.0]},  # a floor run failed
+        {"ems": [100.0, 100.0], "raw+redis": [100.0]},
+    )
+    line = cells(floor_table([r])[-1])
+    assert line[1] == "-"
+    assert line[-1] == "**NO**: not measured"
+
+
+def test_the_page_lists_each_floor_systems_rounds_in_their_order() -> None:
+    r = rounds({"ems": [960.0, 1200.5], "raw+redis": [1000.0, 1250.0]}, {})
+    assert rounds_lines([r, Row(case="none", target=None)]) == [
+        "- single: ems 960, 1,200; raw+redis 1,000, 1,250"
+    ]
