@@ -46,3 +46,6 @@ class GroupLeader(Base):
     client_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
     epoch: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
     lease_expires_at: Mapped[timestamp]
+    #: Leader transactions begun (each one's fence moves it on): the fence writes the
+    #: row, so a leader stalled inside one is ended by the server's idle write bound.
+    fences: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")

@@ -103,6 +103,9 @@ class SchedulerLease(Base):
     holder: Mapped[str | None] = mapped_column(String(255), nullable=True)
     epoch: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
     lease_expires_at: Mapped[timestamp]
+    #: Fenced job starts (each moves it on): the fence writes the row, so a scheduler
+    #: stalled inside one is ended by the server's idle write bound.
+    fences: Mapped[int] = mapped_column(BigInteger, nullable=False, server_default="0")
 
 
 class JobRun(Base):

@@ -52,9 +52,13 @@ _LEADER = (
     "TIMESTAMPDIFF(MICROSECOND, NOW(6), lease_expires_at) FROM group_leader WHERE group_id = %s"
 )
 # The fence every leader transaction starts with: it matches only while this client holds
-# the row at its epoch, and the row lock it takes keeps a takeover out until commit.
+# the row at its epoch, and the row lock it takes keeps a takeover out until commit. It
+# writes the row (fences + 1): a statement that changes nothing is no write to the server,
+# whose bound on idle write transactions (Settings.idle_transaction_timeout) would then
+# never end a leader stalled inside one, and the row would stay locked while its session
+# lived, lease lapsed or not.
 _FENCE = (
-    "UPDATE group_leader SET lease_expires_at = lease_expires_at "
+    "UPDATE group_leader SET fences = fences + 1 "
     "WHERE group_id = %s AND client_id = %s AND epoch = %s AND lease_expires_at > NOW(6)"
 )
 
@@ -64,13 +68,6 @@ _EXPIRED = (
 )
 # The expiry is checked again, under the row lock the read did not take.
 _REAP = "DELETE FROM consumer_client WHERE client_id IN ({ids}) AND lease_expires_at <= NOW(6)"
-
-# The leader row, locked for the rest of the caller's transaction if this client leads at
-# this epoch: nobody can take the row over (every takeover is an UPDATE of it) until then.
-_HOLD = (
-    "SELECT epoch FROM group_leader WHERE group_id = %s AND client_id = %s AND epoch = %s "
-    "AND lease_expires_at > NOW(6) FOR UPDATE"
-)
 
 
 _DELETE_CLIENT = "DELETE FROM consumer_client WHERE client_id = %s"
@@ -214,9 +211,10 @@ def fence(cursor: Cursor, group_id: int, client_id: str, epoch: int) -> None:
 def hold(cursor: Cursor, group_id: int, client_id: str, epoch: int) -> None:
     """Within the caller's transaction: lock the leader row if this client leads at this
     epoch, else NotLeader. Until the transaction ends no takeover happens, so what the
-    leader does meanwhile outside the database is done by the leader."""
-    if not cursor.execute(_HOLD, (group_id, client_id, epoch)):
-        raise NotLeader(f"{client_id} no longer leads group {group_id} at epoch {epoch}")
+    leader does meanwhile outside the database is done by the leader, unless it stalls
+    past idle_transaction_timeout, when the server ends the transaction. The fence's
+    write, not a locking read, which the server's idle bound would not end."""
+    fence(cursor, group_id, client_id, epoch)
 
 
 def reap(cursor: Cursor, group_id: int) -> int:

@@ -37,8 +37,10 @@ _TAKE_FROM = (
     "UPDATE scheduler_lease SET epoch = epoch + 1, holder = %s, "
     "lease_expires_at = NOW(6) + INTERVAL %s MICROSECOND WHERE name = %s AND holder = %s"
 )
+# A fence writes the row (fences + 1), so that the server's bound on idle write
+# transactions ends a scheduler stalled inside a fenced one (see ems.store.leases._FENCE).
 _FENCE = (
-    "UPDATE scheduler_lease SET lease_expires_at = lease_expires_at "
+    "UPDATE scheduler_lease SET fences = fences + 1 "
     "WHERE name = %s AND holder = %s AND epoch = %s AND lease_expires_at > NOW(6)"
 )
 _RENEW_FENCED = (
@@ -157,10 +159,7 @@ class SchedulerStore:
         is no longer held. Older runs of the job still marked running are abandoned."""
         with self.db.transaction() as cursor:
             for hold in fences:
-                if not _check(cursor, hold, None):
-                    raise NotScheduler(
-                        f"{hold.holder} no longer holds {hold.name} at epoch {hold.epoch}"
-                    )
+                fence(cursor, hold)
             cursor.execute(_ABANDON, (job,))
             cursor.execute(_START, (job, runner))
             return int(cursor.lastrowid)
@@ -188,6 +187,13 @@ class SchedulerStore:
         seconds ago; the rows deleted."""
         with self.db.single() as cursor:
             return int(cursor.execute(_PRUNE, (job, int(older_than), chunk)))
+
+
+def fence(cursor: Cursor, hold: Hold) -> None:
+    """Within the caller's transaction: hold lease row `hold` until it ends (nobody takes
+    the row over meanwhile), or NotScheduler if it is no longer held at that epoch."""
+    if not _check(cursor, hold, None):
+        raise NotScheduler(f"{hold.holder} no longer holds {hold.name} at epoch {hold.epoch}")
 
 
 def _check(cursor: Cursor, hold: Hold, ttl: float | None) -> bool:

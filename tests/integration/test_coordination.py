@@ -15,7 +15,11 @@ from ems.exceptions import DatabaseUnavailable
 from ems.store import Store
 from ems.store.errors import NotLeader, StaleGeneration
 from ems.store.groups import commit_cursors
+from ems.store.leases import fence
+from ems.store.scheduler import fence as scheduler_fence
 from ems.types import GroupInfo
+from ems.values.autoscale import ScaleDecision
+from ems.values.schedule import Hold
 from tests import sql as db
 from tests.integration import seed
 
@@ -198,5 +202,100 @@ def test_a_member_stalled_inside_a_commit_loses_its_locks_and_the_leader_moves_o
         assert store.groups.offsets(group.id)[0] == 0  # the stalled commit wrote nothing
         store.groups.commit(group.id, "b", {0: (7, moved)})
         assert store.groups.offsets(group.id)[0] == 7
+    finally:
+        stalled.close()
+
+
+def _lapsed(store: Store, group: GroupInfo) -> None:
+    """Until the group's leader lease has run out (the database's clock): observed, not
+    slept for."""
+    deadline = time.monotonic() + 60
+    while (leader := store.leases.leader(group.id)) is not None and leader.expires_in > 0:
+        assert time.monotonic() < deadline, "the leader lease never ran out"
+        time.sleep(0.05)
+
+
+def test_a_leader_stalled_inside_its_fenced_transaction_loses_the_row_and_another_takes_over(
+    settings: Settings, store: Store, group: GroupInfo
+) -> None:
+    """A leader transaction starts with the fence, which locks the leader row until the
+    transaction ends. The fence used to set a column to its own value: the server saw no
+    write, so its bound on idle write transactions never ended the session of a leader
+    stalled inside one (a paused process, a cut link), and no member could take the row
+    over once the lease ran out, for as long as that session lived. The fence writes the
+    row: the stalled session ends after idle_transaction_timeout, and the takeover goes
+    on at once."""
+    for client in ("a", "b"):
+        store.leases.register(group.id, client, "h", 1, ttl=30)
+    epoch = store.leases.lead(group.id, "b", ttl=4)
+    assert epoch is not None
+    stalled = Store(settings.with_(idle_transaction_timeout=1))
+    try:
+        with pytest.raises(DatabaseUnavailable), stalled.db.transaction() as cursor:
+            fence(cursor, group.id, "b", epoch)
+            _lapsed(store, group)
+            started = time.monotonic()
+            taken = store.leases.lead(group.id, "a", ttl=30)
+            waited = time.monotonic() - started
+        assert waited < 3, f"the takeover waited {waited:.1f} s on a stalled leader's lock"
+        assert taken == epoch + 1
+    finally:
+        stalled.close()
+
+
+def test_a_leader_stalled_inside_a_scaling_change_loses_the_row_and_another_takes_over(
+    settings: Settings, store: Store, group: GroupInfo
+) -> None:
+    """An autoscaling change runs while its leader holds the leader row (so no takeover
+    happens while it is on the wire): a leader stalled there keeps the row no longer than
+    idle_transaction_timeout, and the decision of a session so ended is not recorded."""
+    for client in ("a", "b"):
+        store.leases.register(group.id, client, "h", 1, ttl=30)
+    epoch = store.leases.lead(group.id, "b", ttl=4)
+    assert epoch is not None
+    stalled = Store(settings.with_(idle_transaction_timeout=1))
+    took: list[tuple[int | None, float]] = []
+
+    def change() -> tuple[bool, str | None]:
+        _lapsed(store, group)
+        started = time.monotonic()
+        took.append((store.leases.lead(group.id, "a", ttl=30), time.monotonic() - started))
+        return True, None
+
+    decision = ScaleDecision(current=1, desired=2, recommendation=2, reason="test")
+    try:
+        with pytest.raises(DatabaseUnavailable):
+            stalled.autoscale.apply_as_leader(
+                group.id, ("b", epoch), decision, backend="test", change=change
+            )
+        ((taken, waited),) = took
+        assert waited < 3, f"the takeover waited {waited:.1f} s on a stalled leader's lock"
+        assert taken == epoch + 1
+        assert store.autoscale.decisions(group.id) == []
+    finally:
+        stalled.close()
+
+
+def test_a_scheduler_stalled_inside_a_fenced_run_start_loses_its_lease_row(
+    settings: Settings, store: Store
+) -> None:
+    """A job run starts in a transaction that first fences the scheduler's lease rows and
+    holds them until commit: a scheduler stalled there keeps them no longer than
+    idle_transaction_timeout, and the next scheduler takes the lapsed lease at once."""
+    epoch = store.scheduler.hold("scheduler", "a", ttl=4)
+    assert epoch is not None
+    stalled = Store(settings.with_(idle_transaction_timeout=1))
+    try:
+        with pytest.raises(DatabaseUnavailable), stalled.db.transaction() as cursor:
+            scheduler_fence(cursor, Hold(name="scheduler", holder="a", epoch=epoch))
+            deadline = time.monotonic() + 60
+            while (lease := store.scheduler.lease("scheduler")) and lease.expires_in > 0:
+                assert time.monotonic() < deadline, "the scheduler lease never ran out"
+                time.sleep(0.05)
+            started = time.monotonic()
+            taken = store.scheduler.hold("scheduler", "b", ttl=30)
+            waited = time.monotonic() - started
+        assert waited < 3, f"the next scheduler waited {waited:.1f} s on a stalled one's lock"
+        assert taken == epoch + 1
     finally:
         stalled.close()
