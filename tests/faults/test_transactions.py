@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -88,11 +89,23 @@ class Services:
         return found
 
     def stop(self) -> None:
+        """SIGTERM to every child still running, and wait for each. One a failed test left
+        stopped (SIGSTOP) is continued first: it handles SIGTERM, and a stopped process
+        handles no signal. One that has not exited after 60 s is killed and named: no child
+        outlives its test with its session and the locks it holds."""
         for child in self.procs.values():
             if child.poll() is None:
+                child.send_signal(signal.SIGCONT)
                 child.send_signal(signal.SIGTERM)
-        for child in self.procs.values():
-            child.wait(timeout=60)
+        stuck = []
+        for name, child in self.procs.items():
+            try:
+                child.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait(timeout=60)
+                stuck.append(name)
+        assert not stuck, f"did not exit within 60 s of SIGTERM, killed: {stuck}"
 
 
 def orders(settings: Settings) -> dict[str, int]:
