@@ -212,8 +212,9 @@ def hold(cursor: Cursor, group_id: int, client_id: str, epoch: int) -> None:
     """Within the caller's transaction: lock the leader row if this client leads at this
     epoch, else NotLeader. Until the transaction ends no takeover happens, so what the
     leader does meanwhile outside the database is done by the leader, unless it stalls
-    past idle_transaction_timeout, when the server ends the transaction. The fence's
-    write, not a locking read, which the server's idle bound would not end."""
+    past idle_transaction_timeout, when the server ends the transaction. The lock is
+    the fence's write, not a locking read: the server's idle bound ends only
+    transactions that wrote."""
     fence(cursor, group_id, client_id, epoch)
 
 
