@@ -167,18 +167,6 @@ def test_the_foreign_key_refuses_a_moved_fence_and_takes_no_fence_unchecked(
     assert seed.offsets(store, topic, 0) == [0, 1, 2]
 
 
-def _lock_waits_here(store: Store) -> int:
-    """Transactions of this database's sessions waiting for a row lock (other lanes of the
-    suite share the server)."""
-    rows = seed.sql(
-        store,
-        "SELECT COUNT(*) FROM information_schema.innodb_trx t "
-        "JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id "
-        "WHERE t.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()",
-    )
-    return int(rows[0][0])
-
-
 @BOTH_PATHS
 def test_a_batch_takes_its_fences_in_the_order_fencers_do(
     settings: Settings, store: Store, big: bool
@@ -207,7 +195,7 @@ def test_a_batch_takes_its_fences_in_the_order_fencers_do(
             cursor.execute(move, (topic.id, 1))
             inserter = threading.Thread(target=insert)
             inserter.start()
-            seed.wait_until(lambda: _lock_waits_here(store) > 0 or not inserter.is_alive())
+            seed.wait_until(lambda: seed.lock_waits(store) > 0 or not inserter.is_alive())
             cursor.execute(move, (topic.id, 3))  # waits for nothing the batch holds
             cursor.execute("SET SESSION foreign_key_checks = 1")
             fencer.commit()
@@ -265,7 +253,7 @@ def test_a_fence_move_waits_for_a_writes_rows_that_do_not_name_the_fence(
             cursor.execute(statement)
         mover = threading.Thread(target=move)
         mover.start()
-        seed.wait_until(lambda: _lock_waits_here(store) > 0)
+        seed.wait_until(lambda: seed.lock_waits(store) > 0)
         assert not moved.is_set()
         writer.commit()
         mover.join(30)
