@@ -121,11 +121,12 @@ class Settings:
     #: minutes. Longer than any statement ems issues takes on a healthy server.
     read_timeout: float = 60.0
     write_timeout: float = 60.0
-    #: Seconds a session may sit idle inside a write transaction before MariaDB ends it
-    #: (idle_write_transaction_timeout; 0: never). A process stalled mid-transaction (a
+    #: Seconds one of ems's sessions may sit idle inside a transaction before MariaDB
+    #: ends it (idle_transaction_timeout; 0: never): a process stalled mid-transaction (a
     #: cut link, a pause) otherwise keeps its row locks as long as its session lives, and
-    #: the group's leader cannot move its partitions. Below the lease TTL (default 10 s),
-    #: so a stalled member's locks go before its lease does. MySQL has no such setting.
+    #: the group's leader cannot move its partitions, nor another relay a topic's outbox.
+    #: Every transaction, locking reads too. Below the lease TTL (default 10 s), so a
+    #: stalled member's locks go before its lease does. MySQL has no such setting.
     idle_transaction_timeout: int = 5
     #: With a cluster URL, a process that moved off the first node looks for it again
     #: this often (seconds; 0: never), so every process comes back to one writer node.
@@ -302,10 +303,10 @@ class Settings:
     @property
     def session_init(self) -> str:
         """The statement every ems session runs first: UTC, and on MariaDB the bound on
-        idle write transactions (a /*M! comment: MySQL skips it)."""
+        idle transactions (a /*M! comment: MySQL skips it)."""
         init = "SET time_zone = '+00:00'"
         if self.idle_transaction_timeout:
-            bound = f"idle_write_transaction_timeout = {self.idle_transaction_timeout}"
+            bound = f"idle_transaction_timeout = {self.idle_transaction_timeout}"
             init += f" /*M!100300 , {bound} */"
         return init
 

@@ -57,13 +57,12 @@ PULL_REFUSED = (
 )
 # On MariaDB, the bound on the batch's transaction sitting idle (EMS_IDLE_TRANSACTION_TIMEOUT,
 # as ems's own sessions have): a member paused inside a batch (past its lease, so its commit
-# would be refused anyway) loses its session and so its row locks, and the partition's next
-# owner does not wait on them. Set for the batch and put back after it: the connection is
-# the service's. MySQL, which has no such setting, runs the plain SET.
-IDLE_BOUND = "SET @ems_batch = 1 /*M!100300 , SESSION idle_write_transaction_timeout = {} */"
-IDLE_UNBOUND = (
-    "SET @ems_batch = NULL /*M!100300 , SESSION idle_write_transaction_timeout = DEFAULT */"
-)
+# would be refused anyway) loses its session and so its row locks, those of a handler's
+# locking reads too, and the partition's next owner does not wait on them. Set for the
+# batch and put back after it: the connection is the service's. MySQL, which has no such
+# setting, runs the plain SET.
+IDLE_BOUND = "SET @ems_batch = 1 /*M!100300 , SESSION idle_transaction_timeout = {} */"
+IDLE_UNBOUND = "SET @ems_batch = NULL /*M!100300 , SESSION idle_transaction_timeout = DEFAULT */"
 
 
 class BatchTransaction:

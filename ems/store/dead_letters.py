@@ -5,12 +5,18 @@ A resend locks its dead letters (SELECT ... FOR UPDATE, in id order) for the len
 one transaction: the republish or the requeue happens while they are locked, and the
 same transaction marks them resent. A second resend of the same letters waits for the
 first and then sees them resent, so it skips them instead of publishing twice.
+
+The republish runs between the transaction's statements, one batch per topic, each
+retrying through an outage up to the send timeout: the transaction may sit idle that
+long (resend_idle_bound), and no longer, so a resend stalled there (a paused process, a
+cut link) frees its letters once that bound has passed.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -194,6 +200,12 @@ def delete_ids_query(ids: Sequence[int]) -> tuple[str, tuple[object, ...]]:
     return _DELETE_IDS.format(ids=_marks(ids)), tuple(ids)
 
 
+def resend_idle_bound(idle: int, send_timeout: float, topics: int) -> int:
+    """Seconds a resend's transaction may sit idle: the session's bound, plus the send
+    timeout for each topic's batch it publishes between its statements."""
+    return idle + math.ceil(send_timeout) * topics
+
+
 class LockedDeadLetters:
     """Dead letters locked by a resend's transaction, and what it may do with them."""
 
@@ -286,6 +298,9 @@ class DeadLetterStore:
                 cursor.execute(*locked_query(ids))
                 rows = [dead_letter(r) for r in cursor.fetchall()]
             batch = LockedDeadLetters(cursor, rows)
-            yield batch
-            if batch.marked:
-                cursor.execute(*mark_query(batch.marked))
+            idle, sends = self.db.settings.idle_transaction_timeout, self.db.settings.send_timeout
+            bound = resend_idle_bound(idle, sends, len({d.topic_id for d in rows}))
+            with self.db.idle_bound(cursor, bound):
+                yield batch
+                if batch.marked:
+                    cursor.execute(*mark_query(batch.marked))

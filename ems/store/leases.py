@@ -54,9 +54,9 @@ _LEADER = (
 # The fence every leader transaction starts with: it matches only while this client holds
 # the row at its epoch, and the row lock it takes keeps a takeover out until commit. It
 # writes the row (fences + 1): a statement that changes nothing is no write to the server,
-# whose bound on idle write transactions (Settings.idle_transaction_timeout) would then
-# never end a leader stalled inside one, and the row would stay locked while its session
-# lived, lease lapsed or not.
+# and a session bounded on idle write transactions only (as ems's sessions were before
+# they bounded every transaction, Settings.idle_transaction_timeout) would then never
+# end a leader stalled inside one: the row would stay locked while its session lived.
 _FENCE = (
     "UPDATE group_leader SET fences = fences + 1 "
     "WHERE group_id = %s AND client_id = %s AND epoch = %s AND lease_expires_at > NOW(6)"
@@ -213,8 +213,8 @@ def hold(cursor: Cursor, group_id: int, client_id: str, epoch: int) -> None:
     epoch, else NotLeader. Until the transaction ends no takeover happens, so what the
     leader does meanwhile outside the database is done by the leader, unless it stalls
     past idle_transaction_timeout, when the server ends the transaction. The lock is
-    the fence's write, not a locking read: the server's idle bound ends only
-    transactions that wrote."""
+    the fence's write, not a locking read, so a bound on idle write transactions alone
+    ends it too."""
     fence(cursor, group_id, client_id, epoch)
 
 

@@ -25,7 +25,7 @@ from ems.store.errors import DuplicateKey, ParentMissing
 # MySQL / MariaDB error numbers, grouped by what the caller can do about them.
 _UNREACHABLE = {1040, 1053, 1077, 2002, 2003, 2005, 2006, 2013, 2055}
 #: The server ended the session: MariaDB's idle bounds (4031, ER_CLIENT_INTERACTION_TIMEOUT:
-#: idle_write_transaction_timeout or wait_timeout passed, as a process stalled between the
+#: idle_transaction_timeout or wait_timeout passed, as a process stalled between the
 #: statements of a transaction on a busy machine), or a KILL (1927). Its transaction went
 #: with it: as a dropped connection, the caller tries again on a new one.
 _SESSION_ENDED = {1927, 4031}

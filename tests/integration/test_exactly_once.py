@@ -183,6 +183,44 @@ def test_an_exactly_once_batch_is_logged_as_started_while_its_handler_runs(
     assert time.monotonic() - began < 20
 
 
+def test_a_member_stalled_after_a_locking_read_in_its_batch_frees_the_row(
+    settings: Settings, engine: Engine, counts: str, readings: TopicAdmin
+) -> None:
+    """A handler's first statement may be a locking read (SELECT ... FOR UPDATE of the
+    row it is about to change). The batch's bound used to end only transactions that had
+    written, so a member stalled after that read (a pause, a cut link) kept the row
+    locked for as long as its session lived. The bound covers the whole transaction: the
+    server ends the stalled session, the row is free, and the batch goes again."""
+    with engine.begin() as conn:
+        conn.execute(text(f"INSERT INTO {counts} VALUES ('held', 0)"))
+    publish(settings, 1)
+    waits: list[float | BaseException] = []
+    locking = f"SELECT n FROM {counts} WHERE body = 'held' FOR UPDATE"
+
+    def handle(d: Delivery, session: Session) -> None:
+        session.execute(text(locking))
+        if waits:
+            return  # the batch again, once the stalled one has gone
+        other = pymysql_factory(settings)()
+        try:
+            with other.cursor() as cursor:
+                cursor.execute("SET SESSION innodb_lock_wait_timeout = 20")
+                other.begin()
+                started = time.monotonic()
+                cursor.execute(locking)  # waits while the stalled batch's session lives
+                waits.append(time.monotonic() - started)
+                other.rollback()
+        except pymysql.err.Error as exc:  # shown by the assertion below
+            waits.append(exc)
+        finally:
+            other.close()
+
+    consumer = projection(settings.with_(idle_transaction_timeout=1), engine, handle)
+    assert consumer.run(max_messages=1, handle_signals=False) == 1
+    (waited,) = waits
+    assert isinstance(waited, float) and waited < 1 + 3, waited
+
+
 def test_a_failing_handler_undoes_only_its_own_writes(
     settings: Settings, store: Store, engine: Engine, counts: str, readings: TopicAdmin
 ) -> None:

@@ -4,6 +4,7 @@ idempotence, bulk by filter, purge, and bad input."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -12,6 +13,7 @@ from ems import TopicAdmin
 from ems.config import Settings
 from ems.exceptions import (
     ConflictingOptions,
+    DatabaseUnavailable,
     InvalidDatetime,
     MessagePurged,
     UnknownDeadLetter,
@@ -243,3 +245,39 @@ def test_purge_what_was_resent(settings: Settings, letters: DeadLetters) -> None
     letters.resend(letters.select([oops]))
     assert letters.purge(letters.select(resent=True)) == 1
     assert sorted(d.body for d in letters.list(DeadLetterFilter()).letters) == [b"bad-0", b"bad-1"]
+
+
+def test_a_resend_may_sit_idle_while_it_publishes_and_frees_its_letters_past_that(
+    settings: Settings, store: Store, letters: DeadLetters
+) -> None:
+    """A resend's transaction locks its dead letters with a locking read and publishes
+    between its statements, one batch per topic, each retrying up to the send timeout:
+    it may sit idle past the session's own bound by that much, and no longer. A resend
+    stalled there (a paused process, a cut link) kept the letters locked for as long as
+    its session lived, and a second resend failed on the lock after 50 s."""
+    ids = sorted(ids_of(letters, group="g"))
+    bound = 1 + 2  # the session's bound, and the send timeout of the one topic's batch
+    stalled = Store(settings.with_(idle_transaction_timeout=1, send_timeout=2))
+    try:
+        with pytest.raises(DatabaseUnavailable), stalled.dead_letters.locked(ids) as batch:
+            session = batch.cursor.connection.thread_id()
+            wait_for(lambda: _idle_ms(store, session) >= 1500)  # past the session's bound
+            batch.cursor.execute("SELECT 1")  # still alive
+            started = time.monotonic()
+            with store.dead_letters.locked(ids) as again:  # waits for the stalled one
+                waited = time.monotonic() - started
+                assert sorted(d.id for d in again.rows) == ids
+            batch.mark(ids)
+        assert waited < bound + 3, f"a second resend waited {waited:.1f} s"
+        assert not any(d.resent_at for d in letters.list(letters.filter(group="g"), 100).letters)
+    finally:
+        stalled.close()
+
+
+def _idle_ms(store: Store, session: int) -> int:
+    """How long the server has seen this session idle (ms)."""
+    rows = store.db.select(
+        "SELECT TIME_MS FROM information_schema.PROCESSLIST WHERE ID = %s AND COMMAND = 'Sleep'",
+        (session,),
+    )
+    return int(rows[0][0]) if rows else 0

@@ -14,6 +14,7 @@ import pytest
 
 from ems import Producer, TopicAdmin
 from ems.config import Settings
+from ems.exceptions import DatabaseUnavailable
 from ems.producer.partitioner import partition_for_key
 from ems.store import Store, fences
 from ems.store.outbox import OutboxItem
@@ -185,3 +186,28 @@ def test_a_move_racing_a_partition_change_goes_by_the_new_count(
     want = [(partition_for_key(k, 4), k) for k in keys]
     assert moved == sorted(want, key=lambda row: row[0])
     assert any(p >= 2 for p, _ in moved)
+
+
+def test_a_relay_stalled_holding_a_topic_loses_it_and_another_relay_moves_the_rows(
+    admin: TopicAdmin, settings: Settings, store: Store
+) -> None:
+    """A relay holds its topic's relay row from its first statement, a locking read, to
+    its commit, and other relays skip the topic meanwhile. One stalled there (a paused
+    process, a cut link) kept the topic's outbox from moving for as long as its session
+    lived: the server's bound on idle transactions now ends that session, and another
+    relay moves the rows; the stalled one's late commit fails, moving nothing."""
+    topic = admin.create("stalled", partitions=2)
+    stalled = Store(settings.with_(idle_transaction_timeout=1))
+    try:
+        with Producer(settings.with_(**SLEEPY)) as producer:
+            commit_outbox(store, topic, [(0, None, None, b"first")])
+            assert producer.relay() == 1  # it has made the topic's relay row
+            commit_outbox(store, topic, [(0, b"k", None, b"one"), (1, None, None, b"two")])
+            with pytest.raises(DatabaseUnavailable), stalled.outbox.relay(topic.id, 10) as batch:
+                assert batch is not None and len(batch.rows) == 2
+                assert producer.relay() == 0  # held: skipped
+                wait_until(lambda: producer.relay() == 2)
+        assert sorted(bytes(m[4]) for m in messages(store, topic)) == [b"first", b"one", b"two"]
+        assert store.outbox.pending(topic.id) == 0
+    finally:
+        stalled.close()
