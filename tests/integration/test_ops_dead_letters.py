@@ -256,8 +256,8 @@ def test_a_resend_may_sit_idle_while_it_publishes_and_frees_its_letters_past_tha
     stalled there (a paused process, a cut link) kept the letters locked for as long as
     its session lived, and a second resend failed on the lock after 50 s."""
     ids = sorted(ids_of(letters, group="g"))
-    bound = 1 + 2  # the session's bound, and the send timeout of the one topic's batch
-    stalled = Store(settings.with_(idle_transaction_timeout=1, send_timeout=2))
+    bound = 1 + 4  # the session's bound, and the send timeout of the one topic's batch
+    stalled = Store(settings.with_(idle_transaction_timeout=1, send_timeout=4))
     try:
         with pytest.raises(DatabaseUnavailable), stalled.dead_letters.locked(ids) as batch:
             session = batch.cursor.connection.thread_id()

@@ -197,7 +197,8 @@ def test_a_relay_stalled_holding_a_topic_loses_it_and_another_relay_moves_the_ro
     lived: the server's bound on idle transactions now ends that session, and another
     relay moves the rows; the stalled one's late commit fails, moving nothing."""
     topic = admin.create("stalled", partitions=2)
-    stalled = Store(settings.with_(idle_transaction_timeout=1))
+    # A bound of 3 s, so the other relay's first pass surely runs within it.
+    stalled = Store(settings.with_(idle_transaction_timeout=3))
     try:
         with Producer(settings.with_(**SLEEPY)) as producer:
             commit_outbox(store, topic, [(0, None, None, b"first")])
