@@ -55,6 +55,10 @@ _WAITING = (
     f"{_NOW} FROM (SELECT topic_id FROM message_outbox GROUP BY topic_id) AS w "
     "JOIN topic t ON t.id = w.topic_id ORDER BY t.id"
 )
+# The topic's relay row, made by a relay's first pass on it. Looked for by a plain read
+# first: an INSERT IGNORE of a row that exists waits on its lock, and a relay holds it for
+# its whole pass, where every other relay skips the topic instead.
+_HAS_RELAY_ROW = "SELECT 1 FROM outbox_relay WHERE topic_id = %s"
 _ENSURE = "INSERT IGNORE INTO outbox_relay (topic_id) VALUES (%s)"
 # One relay per topic at a time keeps a transaction's rows in order; the others skip the
 # topic rather than wait for it.
@@ -299,8 +303,9 @@ class OutboxStore:
         the topic's relay row; None while another relay holds it. The transaction
         commits when the block ends, and rolls back on an error."""
         if topic_id not in self._ensured:
-            with self.db.single() as cursor:
-                cursor.execute(_ENSURE, (topic_id,))
+            if not self.db.select(_HAS_RELAY_ROW, (topic_id,)):
+                with self.db.single() as cursor:
+                    cursor.execute(_ENSURE, (topic_id,))
             self._ensured.add(topic_id)
         with self.db.transaction(repeatable_read=True) as cursor:
             # Taken before the first consistent read, so the snapshot the rows are read

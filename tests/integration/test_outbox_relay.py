@@ -212,3 +212,34 @@ def test_a_relay_stalled_holding_a_topic_loses_it_and_another_relay_moves_the_ro
         assert store.outbox.pending(topic.id) == 0
     finally:
         stalled.close()
+
+
+def test_a_new_relays_first_pass_skips_a_topic_another_relay_holds(
+    admin: TopicAdmin, settings: Settings, store: Store
+) -> None:
+    """A relay's first pass on a topic makes sure the topic's relay row exists. While
+    another relay holds that row, the pass skips the topic as every later pass does: it
+    does not wait on the row (an INSERT IGNORE of a row another session holds would)."""
+    topic = admin.create("first-pass", partitions=1)
+    commit_outbox(store, topic, [(0, None, None, b"one")])
+    with Producer(settings.with_(**SLEEPY)) as first:
+        assert first.relay() == 1  # the topic's relay row exists from here on
+    commit_outbox(store, topic, [(0, None, None, b"two")])
+    with store.outbox.relay(topic.id, 10) as held:  # another relay, mid-pass
+        assert held is not None
+        with Producer(settings.with_(**SLEEPY)) as fresh:
+            passes: list[int | BaseException] = []
+
+            def relay() -> None:
+                try:
+                    passes.append(fresh.relay())
+                except Exception as exc:  # shown by the assertion below
+                    passes.append(exc)
+
+            mover = threading.Thread(target=relay, daemon=True)
+            mover.start()
+            mover.join(10)
+            assert passes == [0], "the first pass waited on the held relay row"
+    with Producer(settings.with_(**SLEEPY)) as later:
+        assert later.relay() == 1
+    assert [bytes(m[4]) for m in messages(store, topic)] == [b"one", b"two"]
