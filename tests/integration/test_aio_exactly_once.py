@@ -307,18 +307,56 @@ async def test_the_idle_bound_is_put_back_before_the_connection_goes_back_to_the
     inside: list[Any] = []
     single = create_async_engine(aengine.url, pool_size=1, max_overflow=0)
 
+    bound = "SELECT @ems_batch, @@session.idle_transaction_timeout"
+
     async def handle(d: Delivery, conn: AsyncConnection) -> None:
-        rows = await conn.exec_driver_sql("SELECT @ems_batch")
-        inside.append(rows.scalar())
+        rows = await conn.exec_driver_sql(bound)
+        inside.append(tuple(rows.one()))
 
     try:
         consumer = projection(settings, single, handle)
         assert await consumer.run(max_messages=3, handle_signals=False) == 3
         async with single.connect() as conn:
-            after = (await conn.exec_driver_sql("SELECT @ems_batch")).scalar()
+            after = tuple((await conn.exec_driver_sql(bound)).one())
+            server = (await conn.exec_driver_sql("SELECT @@global.idle_transaction_timeout")).one()
     finally:
         await single.dispose()
-    assert set(inside) == {1} and after is None
+    assert set(inside) == {(1, settings.idle_transaction_timeout)}
+    assert after == (None, server[0])
+
+
+async def test_a_member_stalled_after_a_locking_read_in_its_batch_frees_the_row(
+    settings: Settings, aengine: AsyncEngine, engine: Engine, counts: str, readings: TopicAdmin
+) -> None:
+    """As the sync consumer's (test_exactly_once.py): the batch's bound covers its whole
+    transaction, so a member stalled after a handler's locking read (no write yet) loses
+    its session, the row is free, and the batch goes again."""
+    with engine.begin() as conn:
+        conn.execute(text(f"INSERT INTO {counts} VALUES ('held', 0)"))
+    publish(settings, 1)
+    waits: list[float | BaseException] = []
+    locking = f"SELECT n FROM {counts} WHERE body = 'held' FOR UPDATE"
+
+    def take_the_row() -> None:
+        """Another session's locking read of the row, timed."""
+        try:
+            with engine.begin() as other:
+                other.exec_driver_sql("SET SESSION innodb_lock_wait_timeout = 20")
+                started = time.monotonic()
+                other.exec_driver_sql(locking)
+                waits.append(time.monotonic() - started)
+        except Exception as exc:  # shown by the assertion below
+            waits.append(exc)
+
+    async def handle(d: Delivery, conn: AsyncConnection) -> None:
+        await conn.exec_driver_sql(locking)
+        if not waits:  # stalled here (the event loop waits on the other session)
+            await asyncio.to_thread(take_the_row)
+
+    consumer = projection(settings.with_(idle_transaction_timeout=1), aengine, handle)
+    assert await consumer.run(max_messages=1, handle_signals=False) == 1
+    (waited,) = waits
+    assert isinstance(waited, float) and waited < 1 + 3, waited
 
 
 async def test_a_cancelled_run_rolls_its_batch_back_and_it_comes_again(
