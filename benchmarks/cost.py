@@ -58,7 +58,7 @@ from benchmarks.harness import (
     query,
     readings,
 )
-from benchmarks.layers import LAYERS, LayerProfile, shares
+from benchmarks.layers import BUILT_INS, LAYERS, LayerProfile, shares
 from benchmarks.report import FLOOR_COLUMNS, FLOOR_HEAD, environment, floor_cells, floor_ratios
 from benchmarks.writers import EmsWriter, GuardedWriter, RawRedisWriter, RawWriter
 from ems import Consumer
@@ -338,8 +338,19 @@ def consume_raw(cfg: BenchConfig, threads: ServerThreads, round_no: int, topic_i
 # -- the run -------------------------------------------------------------------------------
 
 Results = dict[str, dict[str, list[Sample]]]
-#: operation -> system -> CPU seconds per layer of its profiled round.
-Profiles = dict[str, dict[str, dict[str, float]]]
+
+
+@dataclass(frozen=True)
+class Profiled:
+    """One operation and system's profiled round: CPU seconds per layer, and calls per
+    message per layer and of built-ins."""
+
+    seconds: dict[str, float]
+    calls: dict[str, float]
+
+
+#: operation -> system -> its profiled round.
+Profiles = dict[str, dict[str, Profiled]]
 
 
 def collect(cfg: BenchConfig, topic_id: int) -> Results:
@@ -375,20 +386,22 @@ def profile_round(cfg: BenchConfig, topic_id: int) -> Profiles:
     threads = ServerThreads(cfg.settings.database_url)
     profiles: Profiles = {op: {} for op in OPS}
 
-    def profiled(op: str, system: str, run: Callable[[LayerProfile], None]) -> None:
-        profile = LayerProfile()
+    def profiled(op: str, system: str, run: Callable[[LayerProfile, list[Sample]], None]) -> None:
+        profile, out = LayerProfile(), list[Sample]()
         with profile.threads():
-            run(profile)
-        profiles[op][system] = profile.seconds()
+            run(profile, out)
+        messages = sum(s.messages for s in out)
+        calls = {layer: n / messages for layer, n in profile.calls().items()}
+        profiles[op][system] = Profiled(seconds=profile.seconds(), calls=calls)
 
     for system in SYSTEMS:
         for op, batch in (("single", False), ("batch", True)):
-            profiled(op, system, lambda p, s=system, b=batch: sends(cfg, threads, s, b, [], p))
+            profiled(op, system, lambda p, o, s=system, b=batch: sends(cfg, threads, s, b, o, p))
     query(cfg.settings.database_url, "TRUNCATE TABLE message")
     clear_redis(cfg.settings)
     fill(cfg, CONSUME * 2)
-    profiled("consume", "ems", lambda p: consume_ems(cfg, threads, ROUNDS, [], p))
-    profiled("consume", "raw", lambda p: consume_raw(cfg, threads, ROUNDS, topic_id, [], p))
+    profiled("consume", "ems", lambda p, o: consume_ems(cfg, threads, ROUNDS, o, p))
+    profiled("consume", "raw", lambda p, o: consume_raw(cfg, threads, ROUNDS, topic_id, o, p))
     query(cfg.settings.database_url, "TRUNCATE TABLE topic_group_log")
     return profiles
 
@@ -461,6 +474,7 @@ def render(env: list[str], results: Results, profiles: Profiles | None = None) -
     lines += render_floors(results)
     if profiles:
         lines += render_layers(results, profiles)
+        lines += render_calls(profiles)
     return "\n".join(lines)
 
 
@@ -546,7 +560,7 @@ def render_layers(results: Results, profiles: Profiles) -> list[str]:
             cpu = per_message(results[op].get(system, []), lambda s: s.cpu)
             if cpu is None or system not in profiles.get(op, {}):
                 continue
-            split = shares(profiles[op][system])
+            split = shares(profiles[op][system].seconds)
             cells = " | ".join(f"{cpu * share * 1e6:.2f} ({share:.0%})" for share in split.values())
             lines.append(f"| {title} | {system} | {cpu * 1e6:.1f} | {cells} |")
     lines += [
@@ -558,6 +572,36 @@ def render_layers(results: Results, profiles: Profiles) -> list[str]:
         "makes many small calls (the drivers' packet parsing most), so read the shares "
         "as where the time goes, not as exact costs; the microseconds are those shares "
         "of the timed rounds' client CPU.",
+        "",
+    ]
+    return lines
+
+
+def render_calls(profiles: Profiles) -> list[str]:
+    """The calls per message of each operation and system: Python functions by layer, and
+    built-ins."""
+    lines = _heading(
+        "Calls per message by layer",
+        ["operation", "system"],
+        ["Python calls", *LAYERS, BUILT_INS],
+    )
+    for op, title in OPS.items():
+        for system in SYSTEMS:
+            found = profiles.get(op, {}).get(system)
+            if found is None:
+                continue
+            python = sum(found.calls[layer] for layer in LAYERS)
+            cells = " | ".join(f"{found.calls[layer]:.3g}" for layer in (*LAYERS, BUILT_INS))
+            lines.append(f"| {title} | {system} | {python:.3g} | {cells} |")
+    lines += [
+        "",
+        "Each cell: calls per message in the profiled round (every thread of the process, "
+        "the benchmark's own loop in stdlib+other): a Python function's to the layer of its "
+        "module, a built-in's (a C function or method) in the last column. Counts, not "
+        "times: they do not move with the machine's load. Each Python call runs a frame "
+        "whose code and data a busy host has evicted from the caches by the time the "
+        "process runs again, so calls per message weigh most where many processes share "
+        "the cores (the producer suite's 20 processes).",
         "",
     ]
     return lines

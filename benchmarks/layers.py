@@ -15,6 +15,13 @@ of code without a file (a dataclass's generated __init__), to the layers of its 
 in the shares of time each caller spent in it. A deterministic profiler inflates code that
 makes many small calls, so the report shows each layer's share, and turns shares into
 microseconds with the timed rounds' client CPU, not the profiled round's.
+
+The same profile counts calls: each Python function's calls go to the layer of its file
+(code without a file, such as a dataclass's generated __init__, to stdlib+other), and
+built-ins' calls (C functions and methods) to BUILT_INS. Counts do not move with the
+machine's load: how many Python frames an operation runs per message is the part of its
+client CPU that a busy host makes dearer (every frame's code and data cold in the caches
+after the process was switched out), and the figure a slimmer path has to lower.
 """
 
 from __future__ import annotations
@@ -42,6 +49,9 @@ LAYERS = (
     "stdlib+other",
 )
 OTHER = "stdlib+other"
+#: The calls of built-ins (functions and methods written in C), counted apart from the
+#: layers' Python calls.
+BUILT_INS = "built-ins"
 _LIBRARIES = ("pymysql", "redis", "sqlalchemy")
 _EMS = {
     "producer": "ems.producer",
@@ -88,6 +98,17 @@ def attribute(stats: Mapping[Key, tuple[Any, ...]]) -> dict[str, float]:
     for key, entry in stats.items():
         for layer, share in _layers(key, stats, _DEPTH).items():
             out[layer] += entry[2] * share
+    return out
+
+
+def count_calls(stats: Mapping[Key, tuple[Any, ...]]) -> dict[str, int]:
+    """Calls per layer (every layer of LAYERS present) and of built-ins (BUILT_INS) from
+    pstats' stats: each function's calls (recursive ones included) to the layer of its
+    file; a Python function without a file (generated code) to OTHER."""
+    out = dict.fromkeys((*LAYERS, BUILT_INS), 0)
+    for key, entry in stats.items():
+        layer = BUILT_INS if key[0] == "~" else layer_of(key[0]) or OTHER
+        out[layer] += entry[1]
     return out
 
 
@@ -148,8 +169,17 @@ class LayerProfile:
         """CPU seconds per layer over every profiled thread."""
         if not self._profiles:
             return dict.fromkeys(LAYERS, 0.0)
+        return attribute(self._merged())
+
+    def calls(self) -> dict[str, int]:
+        """Calls per layer and of built-ins over every profiled thread (count_calls)."""
+        if not self._profiles:
+            return dict.fromkeys((*LAYERS, BUILT_INS), 0)
+        return count_calls(self._merged())
+
+    def _merged(self) -> Mapping[Key, tuple[Any, ...]]:
         merged = pstats.Stats(*self._profiles)  # type: ignore[arg-type]
-        return attribute(merged.stats)  # type: ignore[attr-defined]
+        return merged.stats  # type: ignore[attr-defined,no-any-return]
 
 
 def _profile() -> cProfile.Profile:

@@ -8,7 +8,16 @@ import threading
 
 import pytest
 
-from benchmarks.layers import LAYERS, OTHER, LayerProfile, attribute, layer_of, shares
+from benchmarks.layers import (
+    BUILT_INS,
+    LAYERS,
+    OTHER,
+    LayerProfile,
+    attribute,
+    count_calls,
+    layer_of,
+    shares,
+)
 
 SITE = "/venv/lib/python3.11/site-packages"
 EMS = "/work/main/ems"
@@ -67,6 +76,46 @@ def test_a_builtin_without_callers_is_other() -> None:
     lone = ("~", 0, "<built-in method time.sleep>")
     assert attribute({lone: (1, 1, 0.25, 0.25, {})})[OTHER] == pytest.approx(0.25)
     assert shares(dict.fromkeys(LAYERS, 0.0)) == dict.fromkeys(LAYERS, 0.0)
+
+
+def test_calls_go_to_the_functions_layer_and_builtins_apart() -> None:
+    store = (f"{EMS}/store/messages.py", 10, "fetch")
+    driver = (f"{SITE}/pymysql/connections.py", 20, "_read_packet")
+    init = ("<string>", 2, "__init__")  # generated code: a Python call without a file
+    recv = ("~", 0, "<method 'recv_into' of '_socket.socket' objects>")
+    stats = {
+        store: (1, 3, 2.0, 10.0, {}),  # 3 calls, 1 of them primitive (recursion)
+        driver: (5, 5, 3.0, 7.0, {store: (5, 5, 3.0, 7.0)}),
+        recv: (6, 6, 5.0, 5.0, {driver: (6, 6, 5.0, 5.0)}),
+        init: (2, 2, 0.5, 1.5, {store: (2, 2, 0.5, 1.5)}),
+    }
+    calls = count_calls(stats)
+    assert set(calls) == {*LAYERS, BUILT_INS}
+    assert (calls["ems.store"], calls["pymysql"], calls[OTHER], calls[BUILT_INS]) == (3, 5, 2, 6)
+    assert sum(calls.values()) == 16
+    assert LayerProfile().calls() == dict.fromkeys((*LAYERS, BUILT_INS), 0)
+
+
+def _twice(values: list[int]) -> list[int]:
+    return [v * 2 for v in values]
+
+
+def _window_calls(times: int) -> dict[str, int]:
+    profile = LayerProfile()
+    _twice([1])  # before the window: not counted
+    with profile.threads(), profile.window():
+        for _ in range(times):
+            _twice([1, 2, 3])
+    return profile.calls()
+
+
+def test_a_profile_counts_the_calls_of_its_window_only() -> None:
+    empty, seven = _window_calls(0), _window_calls(7)
+    # this test file is other; each call of _twice runs its list comprehension's frame too
+    # (the window's own exit, the same in both, is counted once in each)
+    assert seven[OTHER] - empty[OTHER] == 14
+    assert seven[BUILT_INS] == empty[BUILT_INS]
+    assert all(seven[layer] == 0 for layer in LAYERS if layer != OTHER)
 
 
 def _encode_many(stop: threading.Event, spins: list[int]) -> None:
