@@ -598,10 +598,8 @@ def render_calls(profiles: Profiles) -> list[str]:
         "Each cell: calls per message in the profiled round (every thread of the process, "
         "the benchmark's own loop in stdlib+other): a Python function's to the layer of its "
         "module, a built-in's (a C function or method) in the last column. Counts, not "
-        "times: they do not move with the machine's load. Each Python call runs a frame "
-        "whose code and data a busy host has evicted from the caches by the time the "
-        "process runs again, so calls per message weigh most where many processes share "
-        "the cores (the producer suite's 20 processes).",
+        "times: they do not move with the machine's load, and say what ems's layers run "
+        "per message beyond the floor's, layer by layer.",
         "",
     ]
     return lines

@@ -19,9 +19,8 @@ microseconds with the timed rounds' client CPU, not the profiled round's.
 The same profile counts calls: each Python function's calls go to the layer of its file
 (code without a file, such as a dataclass's generated __init__, to stdlib+other), and
 built-ins' calls (C functions and methods) to BUILT_INS. Counts do not move with the
-machine's load: how many Python frames an operation runs per message is the part of its
-client CPU that a busy host makes dearer (every frame's code and data cold in the caches
-after the process was switched out), and the figure a slimmer path has to lower.
+machine's load: they say what each system runs per message, layer by layer, where the
+times say only how long it took on that run's machine.
 """
 
 from __future__ import annotations
