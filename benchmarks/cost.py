@@ -58,7 +58,7 @@ from benchmarks.harness import (
     query,
     readings,
 )
-from benchmarks.layers import BUILT_INS, LAYERS, LayerProfile, shares
+from benchmarks.layers import CALL_COLUMNS, LAYERS, LayerProfile, shares
 from benchmarks.report import FLOOR_COLUMNS, FLOOR_HEAD, environment, floor_cells, floor_ratios
 from benchmarks.writers import EmsWriter, GuardedWriter, RawRedisWriter, RawWriter
 from ems import Consumer
@@ -583,7 +583,7 @@ def render_calls(profiles: Profiles) -> list[str]:
     lines = _heading(
         "Calls per message by layer",
         ["operation", "system"],
-        ["Python calls", *LAYERS, BUILT_INS],
+        ["Python calls", *CALL_COLUMNS],
     )
     for op, title in OPS.items():
         for system in SYSTEMS:
@@ -591,7 +591,7 @@ def render_calls(profiles: Profiles) -> list[str]:
             if found is None:
                 continue
             python = sum(found.calls[layer] for layer in LAYERS)
-            cells = " | ".join(f"{found.calls[layer]:.3g}" for layer in (*LAYERS, BUILT_INS))
+            cells = " | ".join(f"{found.calls[column]:.3g}" for column in CALL_COLUMNS)
             lines.append(f"| {title} | {system} | {python:.3g} | {cells} |")
     lines += [
         "",

@@ -51,6 +51,8 @@ OTHER = "stdlib+other"
 #: The calls of built-ins (functions and methods written in C), counted apart from the
 #: layers' Python calls.
 BUILT_INS = "built-ins"
+#: What count_calls counts: each layer's Python calls, then the built-ins'.
+CALL_COLUMNS = (*LAYERS, BUILT_INS)
 _LIBRARIES = ("pymysql", "redis", "sqlalchemy")
 _EMS = {
     "producer": "ems.producer",
@@ -104,7 +106,7 @@ def count_calls(stats: Mapping[Key, tuple[Any, ...]]) -> dict[str, int]:
     """Calls per layer (every layer of LAYERS present) and of built-ins (BUILT_INS) from
     pstats' stats: each function's calls (recursive ones included) to the layer of its
     file; a Python function without a file (generated code) to OTHER."""
-    out = dict.fromkeys((*LAYERS, BUILT_INS), 0)
+    out = dict.fromkeys(CALL_COLUMNS, 0)
     for key, entry in stats.items():
         layer = BUILT_INS if key[0] == "~" else layer_of(key[0]) or OTHER
         out[layer] += entry[1]
@@ -166,18 +168,15 @@ class LayerProfile:
 
     def seconds(self) -> dict[str, float]:
         """CPU seconds per layer over every profiled thread."""
-        if not self._profiles:
-            return dict.fromkeys(LAYERS, 0.0)
         return attribute(self._merged())
 
     def calls(self) -> dict[str, int]:
         """Calls per layer and of built-ins over every profiled thread (count_calls)."""
-        if not self._profiles:
-            return dict.fromkeys((*LAYERS, BUILT_INS), 0)
         return count_calls(self._merged())
 
     def _merged(self) -> Mapping[Key, tuple[Any, ...]]:
-        merged = pstats.Stats(*self._profiles)  # type: ignore[arg-type]
+        """The profiled threads' stats together (none: empty, which every layer reads as 0)."""
+        merged = pstats.Stats(*self._profiles)
         return merged.stats  # type: ignore[attr-defined,no-any-return]
 
 
