@@ -28,9 +28,9 @@ from sqlalchemy.orm import sessionmaker
 
 from ems.consumer.exactly_once import (
     ENDED,
-    IDLE_BOUND,
     IDLE_UNBOUND,
     Settler,
+    batch_bound,
     check_use,
 )
 from ems.consumer.state import Outcome
@@ -124,7 +124,7 @@ class AsyncBatchTransaction:
                 await self._conn.begin()
                 self._root = self._transaction()
             if self._bounded:
-                await self._run(IDLE_BOUND.format(int(self._idle_timeout)))
+                await self._run(batch_bound(self._idle_timeout))
         except SQLAlchemyError as exc:
             raise translate(exc) from exc
 

@@ -35,6 +35,7 @@ from ems.consumer.cluster import ClusterSession
 from ems.consumer.state import Outcome, Policy, holds_back
 from ems.exceptions import InvalidHandler, InvalidSetting, InvalidTransaction
 from ems.ports import SettlementsThrough
+from ems.store.database import idle_bound_statement
 from ems.store.translation import translate
 from ems.types import Delivery, Settlement
 
@@ -61,8 +62,15 @@ PULL_REFUSED = (
 # locking reads too, and the partition's next owner does not wait on them. Set for the
 # batch and put back after it: the connection is the service's. MySQL, which has no such
 # setting, runs the plain SET.
-IDLE_BOUND = "SET @ems_batch = 1 /*M!100300 , SESSION idle_transaction_timeout = {} */"
-IDLE_UNBOUND = "SET @ems_batch = NULL /*M!100300 , SESSION idle_transaction_timeout = DEFAULT */"
+BATCH_MARKER = "@ems_batch"
+IDLE_UNBOUND = (
+    f"SET {BATCH_MARKER} = NULL /*M!100300 , SESSION idle_transaction_timeout = DEFAULT */"
+)
+
+
+def batch_bound(seconds: int) -> str:
+    """The bound on a batch's transaction sitting idle (IDLE_UNBOUND puts it back)."""
+    return idle_bound_statement(seconds, BATCH_MARKER)
 
 
 class BatchTransaction:
@@ -96,7 +104,7 @@ class BatchTransaction:
             elif self._driver is not None:
                 self._driver.begin()
             if self._bounded:
-                self._run(IDLE_BOUND.format(int(idle_timeout)))
+                self._run(batch_bound(idle_timeout))
         except (SQLAlchemyError, pymysql.err.Error) as exc:
             self.close()
             raise translate(exc) from exc

@@ -48,16 +48,18 @@ from ems.store.translation import translate
 T = TypeVar("T")
 
 _NEXT_REPEATABLE_READ = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
-# The session's bound on idle transactions (a /*M! comment: MySQL has none and skips it).
-_IDLE_BOUND = "SET @ems_idle = 1 /*M!100300 , SESSION idle_transaction_timeout = {} */"
+# The session's bound on idle transactions, set with a marker variable in one statement
+# (a /*M! comment: MySQL has no such bound, skips it and runs the plain SET).
+_IDLE_BOUND = "SET {marker} = 1 /*M!100300 , SESSION idle_transaction_timeout = {seconds} */"
 #: The server's largest idle_transaction_timeout (a year).
 MAX_IDLE_BOUND = 31_536_000
 
 
-def idle_bound_statement(seconds: int) -> str:
+def idle_bound_statement(seconds: int, marker: str = "@ems_idle") -> str:
     """The statement that bounds this session's idle transactions at `seconds` (at most
-    the server's largest)."""
-    return _IDLE_BOUND.format(min(seconds, MAX_IDLE_BOUND))
+    the server's largest), setting the user variable `marker` to 1: what set the bound
+    (ems's own transactions, or an exactly-once batch on the service's connection)."""
+    return _IDLE_BOUND.format(marker=marker, seconds=min(int(seconds), MAX_IDLE_BOUND))
 
 
 class Database:
