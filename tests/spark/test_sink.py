@@ -129,6 +129,8 @@ def forwarder(
         )
 
 
+# In the Spark lane although it starts its own JVM: one JVM at a time on the two cores.
+@pytest.mark.xdist_group("spark")
 def test_a_sink_killed_with_sigkill_goes_on_from_its_checkpoint_exactly_once(
     settings: Settings, tmp_path: Path
 ) -> None:

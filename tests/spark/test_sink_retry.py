@@ -10,12 +10,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import ems
 from ems.config import Settings
 from tests.spark.test_sink import stored
 from tests.spark.test_source import ROOT, topic
 
 
+# In the Spark lane although it starts its own JVM: one JVM at a time on the two cores.
+@pytest.mark.xdist_group("spark")
 def test_a_task_retried_after_failing_mid_write_stores_every_row_once(
     settings: Settings, tmp_path: Path
 ) -> None:

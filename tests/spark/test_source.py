@@ -214,6 +214,8 @@ def copied_batches(settings: Settings) -> int:
     return int(execute(settings, "SELECT COUNT(*) FROM stream_batch")[0][0]) if found else 0
 
 
+# In the Spark lane although it starts its own JVM: one JVM at a time on the two cores.
+@pytest.mark.xdist_group("spark")
 def test_a_stream_killed_with_sigkill_goes_on_from_its_checkpoint_exactly_once(
     settings: Settings, tmp_path: Path
 ) -> None:
