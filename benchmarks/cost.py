@@ -45,7 +45,7 @@ from typing import Any
 
 import pymysql
 
-from benchmarks import batch_steps, guard_cost
+from benchmarks import batch_steps, guard_cost, instructions
 from benchmarks.consumer_workers import _RAW_CURSOR, _RAW_DONE, _RAW_FETCH, _RAW_LOG, RAW_BATCH
 from benchmarks.cpu import pid_of_thread, thread_cpu_seconds
 from benchmarks.harness import (
@@ -611,9 +611,17 @@ def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
     env = environment(ccfg)
     results = collect(ccfg, topic_id)
     profiles = profile_round(ccfg, topic_id)
+    counted = instructions.measure(ccfg)
     guard = guard_cost.measure(ccfg, topic_id)
     steps = batch_steps.render(batch_steps.measure())
-    text = "\n".join([render(env, results, profiles), *guard_cost.render(guard), *steps])
+    text = "\n".join(
+        [
+            render(env, results, profiles),
+            *instructions.render(counted),
+            *guard_cost.render(guard),
+            *steps,
+        ]
+    )
     print(text)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(text)

@@ -139,6 +139,14 @@ ensure_garbd() {
     apt_install galera-arbitrator-4
 }
 
+# The cost model (make bench SUITES=cost) counts instructions per message under valgrind.
+ensure_valgrind() {
+    command -v valgrind >/dev/null && return 0
+    if ! is_root; then say "run: apt-get install valgrind (the cost model counts with it)"; exit 1; fi
+    say "installing valgrind"
+    apt_install valgrind
+}
+
 # The browser tests (tests/browser) drive Debian's Chromium with Playwright; without it
 # they skip, saying so.
 ensure_chromium() {
@@ -176,6 +184,6 @@ ensure_python
 case ",$EXTRAS," in *,spark,*) ensure_java; ensure_jdbc_driver ;; esac
 ensure_mariadb
 ensure_redis
-case ",$EXTRAS," in *,dev,*) ensure_faketime; ensure_garbd; ensure_chromium ;; esac
+case ",$EXTRAS," in *,dev,*) ensure_faketime; ensure_garbd; ensure_valgrind; ensure_chromium ;; esac
 if [ "${EMS_SETUP_SKIP_DB:-}" != 1 ]; then ensure_database; fi
 say "ready"
