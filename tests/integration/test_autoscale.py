@@ -45,12 +45,17 @@ def cluster(tmp_path: Path) -> Iterator[tuple[FakeKubernetes, str]]:
         yield state, str(state.write_kubeconfig(tmp_path / "kubeconfig"))
 
 
+#: Seconds a joined member's lease lasts: longer than any test takes on a busy machine (a
+#: member whose lease ended reports nothing, and a scaler step then sees no load).
+_MEMBER_TTL = 600
+
+
 def join(store: Store, group: GroupInfo, *loads: tuple[float, float]) -> list[str]:
     """Members c0, c1, ... reporting (load msg/s, cpu %); c0 leads."""
     names = [f"c{i}" for i in range(len(loads))]
     for name, (load, cpu) in zip(names, loads, strict=True):
-        store.leases.register(group.id, name, "h", 1, ttl=10)
-        assert store.leases.renew(name, 10, cpu_percent=cpu, load_rate=load)
+        store.leases.register(group.id, name, "h", 1, ttl=_MEMBER_TTL)
+        assert store.leases.renew(name, _MEMBER_TTL, cpu_percent=cpu, load_rate=load)
     return names
 
 
