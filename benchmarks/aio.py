@@ -43,6 +43,7 @@ from benchmarks.consumer import WORKERS as CONSUMERS
 from benchmarks.consumer_workers import BODY_BYTES
 from benchmarks.harness import (
     BARRIER_TIMEOUT,
+    BATCH,
     HEADERS,
     PARTITIONS,
     BenchConfig,
@@ -55,8 +56,8 @@ from benchmarks.harness import (
     readings,
     run_parallel,
 )
-from benchmarks.producer import BATCH, bench_worker
 from benchmarks.producer import Spec as WriterSpec
+from benchmarks.producer import bench_worker
 from benchmarks.purge import percentile
 from benchmarks.report import environment, profile_summary
 from ems.aio import Producer

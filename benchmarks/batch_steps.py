@@ -27,14 +27,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from benchmarks.harness import HEADERS, PARTITIONS, Reading, readings
+from benchmarks.harness import BATCH, HEADERS, PARTITIONS, Reading, readings
 from benchmarks.writers import batch_counts, placed_pairs, raw_statement
 from ems.producer.partitioner import RoundRobin
 from ems.producer.planning import metadata, partition_counts, prepare_batch
 from ems.store.inserts import insert_statements
 from ems.types import Placed, Record, TopicInfo
 
-BATCH = 100
 BATCHES = 100
 ROUNDS = 7
 #: The API's steps: what ems does per message that no layer of it can leave out while

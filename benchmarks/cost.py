@@ -49,6 +49,7 @@ from benchmarks import batch_steps, guard_cost, instructions
 from benchmarks.consumer_workers import _RAW_CURSOR, _RAW_DONE, _RAW_FETCH, _RAW_LOG, RAW_BATCH
 from benchmarks.cpu import pid_of_thread, thread_cpu_seconds
 from benchmarks.harness import (
+    BATCH,
     BenchConfig,
     bench_topic,
     clear_redis,
@@ -59,7 +60,14 @@ from benchmarks.harness import (
     readings,
 )
 from benchmarks.layers import CALL_COLUMNS, LAYERS, LayerProfile, shares
-from benchmarks.report import FLOOR_COLUMNS, FLOOR_HEAD, environment, floor_cells, floor_ratios
+from benchmarks.report import (
+    FLOOR_COLUMNS,
+    FLOOR_HEAD,
+    environment,
+    floor_cells,
+    floor_ratios,
+    heading,
+)
 from benchmarks.writers import EmsWriter, GuardedWriter, RawRedisWriter, RawWriter
 from ems import Consumer
 from ems.consumer.cluster import ClusterSession
@@ -69,7 +77,6 @@ RESULTS = Path(__file__).resolve().parent / "results" / "cost-latest.md"
 PARTITIONS = 16
 ROUNDS = 4
 SINGLE_SENDS = 2500
-BATCH = 100
 BATCH_CALLS = 100  # every row of readings() once: rounds long enough to read a 10% change
 CONSUME = 20_000
 SYSTEMS = ("ems", "raw+redis+guard", "raw+redis", "raw")
@@ -480,7 +487,7 @@ def render(env: list[str], results: Results, profiles: Profiles | None = None) -
 
 def render_work(results: Results) -> list[str]:
     """What each operation and system made the server do per message (WORK)."""
-    lines = _heading("Server work per message", ["operation", "system"], list(WORK))
+    lines = heading("Server work per message", ["operation", "system"], list(WORK))
     for op, title in OPS.items():
         for system in SYSTEMS:
             samples = results[op].get(system, [])
@@ -540,19 +547,9 @@ def render_floors(results: Results) -> list[str]:
     return lines
 
 
-def _heading(title: str, names: list[str], figures: list[str]) -> list[str]:
-    """A section's title and its table's head: name columns, then right-aligned figures."""
-    return [
-        f"### {title}",
-        "",
-        "| " + " | ".join([*names, *figures]) + " |",
-        "|" + "---|" * len(names) + "---:|" * len(figures),
-    ]
-
-
 def render_layers(results: Results, profiles: Profiles) -> list[str]:
     """The client CPU per message of each operation and system, split by layer."""
-    lines = _heading(
+    lines = heading(
         "Client CPU per message by layer", ["operation", "system"], ["client CPU us", *LAYERS]
     )
     for op, title in OPS.items():
@@ -580,7 +577,7 @@ def render_layers(results: Results, profiles: Profiles) -> list[str]:
 def render_calls(profiles: Profiles) -> list[str]:
     """The calls per message of each operation and system: Python functions by layer, and
     built-ins."""
-    lines = _heading(
+    lines = heading(
         "Calls per message by layer",
         ["operation", "system"],
         ["Python calls", *CALL_COLUMNS],

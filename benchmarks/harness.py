@@ -32,6 +32,8 @@ TOPIC = "bench.readings"
 PARTITIONS = 16
 PROJECTS = 50
 ROWS = 10_000
+#: Messages per batch call where the publishing suites measure "a batch of 100".
+BATCH = 100
 #: The kombu queue (its routing key on the default exchange).
 KOMBU_QUEUE = "bench.readings"
 #: Every system gets the same small header on every message.

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.harness import (
+    BATCH,
     BenchConfig,
     BenchError,
     bench_topic,
@@ -36,12 +37,12 @@ from benchmarks.harness import (
     query,
     readings,
 )
+from benchmarks.report import heading
 
 #: The systems counted: ems and its two floors (raw has no Redis step: not a floor).
 SYSTEMS = ("ems", "raw+redis+guard", "raw+redis")
 #: Measured operations per process: single sends, and batch calls of BATCH messages.
 SINGLE_SENDS = 2_000
-BATCH = 100
 BATCH_CALLS = 40
 #: Single sends, then batch calls, every process makes before the measured ones.
 WARM_SENDS = 30
@@ -154,12 +155,11 @@ def measure(cfg: BenchConfig) -> Counts:
 
 def render(counts: Counts) -> list[str]:
     titles = {"single": "single send", "batch": f"batch send ({BATCH} per call)"}
-    lines = [
-        "### Instructions per message",
-        "",
-        "| operation | system | instructions | vs raw+redis | vs raw+redis+guard |",
-        "|---|---|---:|---:|---:|",
-    ]
+    lines = heading(
+        "Instructions per message",
+        ["operation", "system"],
+        ["instructions", "vs raw+redis", "vs raw+redis+guard"],
+    )
     for operation, title in titles.items():
         found = counts[operation]
         floor, guard = found["raw+redis"], found["raw+redis+guard"]

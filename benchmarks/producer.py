@@ -21,6 +21,7 @@ import redis
 
 from benchmarks import token_cost
 from benchmarks.harness import (
+    BATCH,
     PARTITIONS,
     BenchConfig,
     BenchError,
@@ -53,7 +54,6 @@ from benchmarks.writers import WRITERS, EmsWriter, declare_kombu_queue
 
 RESULTS = Path(__file__).resolve().parent / "results" / "producer-latest.md"
 WARM_CALLS = 20
-BATCH = 100
 #: Runs of ems and of the design's floors per case (a row shows each one's medians): a
 #: single run on this host moved by a third from one to the next, and the system run
 #: first after a case's reset met a server still busy with the last case's rows. Medians

@@ -137,6 +137,16 @@ def cpu_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def heading(title: str, names: list[str], figures: list[str]) -> list[str]:
+    """A section's title and its table's head: name columns, then right-aligned figures."""
+    return [
+        f"### {title}",
+        "",
+        "| " + " | ".join([*names, *figures]) + " |",
+        "|" + "---|" * len(names) + "---:|" * len(figures),
+    ]
+
+
 #: The columns of ems against the design's floor (floor_cells), after the row's name.
 FLOOR_HEAD = (
     "ems / raw+redis: msg/s | client CPU | ems / raw+redis+guard: msg/s | client CPU "
