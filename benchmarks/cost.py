@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import socket
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -45,7 +46,7 @@ from typing import Any
 
 import pymysql
 
-from benchmarks import batch_steps, guard_cost, instructions
+from benchmarks import batch_steps, compiled, guard_cost, instructions
 from benchmarks.consumer_workers import _RAW_CURSOR, _RAW_DONE, _RAW_FETCH, _RAW_LOG, RAW_BATCH
 from benchmarks.cpu import pid_of_thread, thread_cpu_seconds
 from benchmarks.harness import (
@@ -608,7 +609,12 @@ def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
     env = environment(ccfg)
     results = collect(ccfg, topic_id)
     profiles = profile_round(ccfg, topic_id)
-    counted = instructions.measure(ccfg)
+    with tempfile.TemporaryDirectory(prefix="ems-compiled-") as tmp:
+        tree = compiled.build(Path(tmp))
+        counted = {
+            "interpreted": instructions.measure(ccfg),
+            "compiled": instructions.measure(ccfg, tree),
+        }
     guard = guard_cost.measure(ccfg, topic_id)
     steps = batch_steps.render(batch_steps.measure())
     text = "\n".join(

@@ -27,11 +27,12 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks import compiled
 from benchmarks.harness import (
     BATCH,
     BenchConfig,
@@ -58,6 +59,9 @@ PARALLEL = 2
 TIMEOUT = 900.0
 #: operation ("single" or "batch") -> system -> instructions per message.
 Counts = dict[str, dict[str, float]]
+#: The builds counted: the checkout as it is, and the publish path compiled by mypyc
+#: (benchmarks.compiled, the floors' writers compiled too).
+BUILDS = ("interpreted", "compiled")
 
 
 def totals(text: str) -> dict[str, int]:
@@ -108,18 +112,22 @@ def _child(cfg: BenchConfig, job: _Job) -> list[str]:
     ]
 
 
-def _run(command: list[str], env: dict[str, str], what: str) -> None:
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+def _run(command: list[str], env: dict[str, str], what: str, cwd: Path | None = None) -> None:
+    done = subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=TIMEOUT, cwd=cwd
+    )
     if done.returncode != 0:
         raise BenchError(f"{what} failed:\n{done.stderr[-2000:]}")
 
 
-def measure(cfg: BenchConfig) -> Counts:
+def measure(cfg: BenchConfig, tree: Path | None = None) -> Counts:
     """Per operation and system, what one message costs: three processes per system (the
     baseline, the single sends, the batch calls), each on a topic of its own, PARALLEL at
     a time. Every process reads the same bytecode, compiled before by one process per
     system run natively: compiling ems's modules is most of an interpreter's start, and a
-    baseline that compiled what its measured twin then found made would count it."""
+    baseline that compiled what its measured twin then found made would count it.
+    tree: a compiled build (benchmarks.compiled) the processes import from instead of
+    the checkout."""
     query(cfg.settings.database_url, "TRUNCATE TABLE message")
     clear_redis(cfg.settings)
     jobs = [
@@ -132,16 +140,18 @@ def measure(cfg: BenchConfig) -> Counts:
     with tempfile.TemporaryDirectory(prefix="ems-counted-") as tmp:
         env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPYCACHEPREFIX": f"{tmp}/pycache"}
         env.pop("PYTHONDONTWRITEBYTECODE", None)
+        if tree is not None:
+            env = compiled.environment(tree, env)
         for job in jobs:
             if job.operation == "base":
                 native = _Job(job.system, "batch", 1, job.topic)
-                _run(_child(cfg, native), env, f"{job.system} natively")
+                _run(_child(cfg, native), env, f"{job.system} natively", tree)
 
         def counted(job: _Job) -> dict[str, int]:
             out = Path(tmp) / f"{job.topic}.out"
             valgrind = ["valgrind", "--tool=cachegrind", "--cache-sim=no"]
             command = [*valgrind, f"--cachegrind-out-file={out}", *_child(cfg, job)]
-            _run(command, env, f"{job.system} {job.operation} under valgrind")
+            _run(command, env, f"{job.system} {job.operation} under valgrind", tree)
             return totals(out.read_text())
 
         with ThreadPoolExecutor(PARALLEL) as pool:
@@ -158,19 +168,24 @@ def measure(cfg: BenchConfig) -> Counts:
     }
 
 
-def render(counts: Counts) -> list[str]:
+def render(builds: Mapping[str, Counts]) -> list[str]:
+    """The counts of each build, each system beside that build's floors."""
     titles = {"single": "single send", "batch": f"batch send ({BATCH} per call)"}
     lines = heading(
         "Instructions per message",
-        ["operation", "system"],
+        ["operation", "build", "system"],
         ["instructions", "vs raw+redis", "vs raw+redis+guard"],
     )
     for operation, title in titles.items():
-        found = counts[operation]
-        floor, guard = found["raw+redis"], found["raw+redis+guard"]
-        for system in SYSTEMS:
-            n = found[system]
-            lines.append(f"| {title} | {system} | {n:,.0f} | {n / floor:.3f}x | {n / guard:.3f}x |")
+        for build, counts in builds.items():
+            found = counts[operation]
+            floor, guard = found["raw+redis"], found["raw+redis+guard"]
+            for system in SYSTEMS:
+                n = found[system]
+                lines.append(
+                    f"| {title} | {build} | {system} | {n:,.0f} | {n / floor:.3f}x "
+                    f"| {n / guard:.3f}x |"
+                )
     lines += [
         "",
         "Counted by valgrind's cachegrind in processes of their own: per message, what a "
@@ -181,6 +196,14 @@ def render(counts: Counts) -> list[str]:
         "tell it from noise. The kernel's work (system calls, page faults) and the time the "
         "processor waits on memory are not in them: where a client CPU ratio above is "
         "higher than the instruction ratio, the rest of it is there.",
+        "",
+        "interpreted: the checkout as it runs. compiled: the modules of the single and the "
+        "batch send's path (benchmarks.compiled.COMPILED: validation, routing, planning, the "
+        "group commit, the producer, the statement, its connection, the fences, the "
+        "allocator, the wake-ups) compiled to C extensions by mypyc, and the floors' "
+        "writers with them, so that each build's ems is set beside floors built alike. "
+        "What stays interpreted in both is the drivers (PyMySQL, the Redis client) and the "
+        "rest of ems.",
         "",
     ]
     return lines

@@ -35,11 +35,17 @@ def test_a_message_costs_what_the_run_executed_beyond_its_baseline() -> None:
     assert per_message(base, run, 2_000) == 170.0
 
 
-def test_the_table_sets_each_system_beside_both_floors() -> None:
+def test_the_table_sets_each_system_beside_both_floors_of_its_build() -> None:
     counts = {
         op: {"ems": 150.0, "raw+redis+guard": 120.0, "raw+redis": 100.0}
         for op in ("single", "batch")
     }
-    lines = render(counts)
-    assert "| single send | ems | 150 | 1.500x | 1.250x |" in lines
-    assert "| batch send (100 per call) | raw+redis | 100 | 1.000x | 0.833x |" in lines
+    fast = {op: {system: n / 2 for system, n in found.items()} for op, found in counts.items()}
+    fast["single"]["ems"] = 80.0
+    lines = render({"interpreted": counts, "compiled": fast})
+    assert "| single send | interpreted | ems | 150 | 1.500x | 1.250x |" in lines
+    batch = "| batch send (100 per call) |"
+    assert f"{batch} interpreted | raw+redis | 100 | 1.000x | 0.833x |" in lines
+    # A compiled ems is set beside the compiled floors, not the interpreted ones.
+    assert "| single send | compiled | ems | 80 | 1.600x | 1.333x |" in lines
+    assert f"{batch} compiled | ems | 75 | 1.500x | 1.250x |" in lines
