@@ -1,10 +1,9 @@
 """A compiled build of the publish path: the producer's hot modules, and the floors'
 writers, compiled to C extensions by mypyc, beside the interpreted checkout.
 
-What a high-throughput Python client does with its hot path (aiokafka's record batches in
-Cython, asyncpg's protocol): run it as native code. The cost model counts the instructions
-per message of both builds, and the floors (raw+redis, raw+redis+guard) are compiled too,
-so the compiled rows compare like with like.
+The cost model counts the instructions per message of both builds, to show what native
+code would take off ems's layers; the floors (raw+redis, raw+redis+guard) are compiled
+too, so the compiled rows compare like with like.
 
 build(directory) makes a tree that imports as the checkout does (run a process with the
 tree as its working directory and first on PYTHONPATH): every file of the `ems` and
@@ -52,7 +51,7 @@ COMPILED = (
 #: The packages mirrored, and the files mypyc reads its settings from.
 PACKAGES = ("ems", "benchmarks")
 CONFIG = ("pyproject.toml",)
-#: Seconds the compilation may take (about 4 minutes on two slow cores).
+#: Seconds the compilation may take (it took about 4 minutes on two slow cores).
 TIMEOUT = 1800.0
 
 
