@@ -59,9 +59,6 @@ PARALLEL = 2
 TIMEOUT = 900.0
 #: operation ("single" or "batch") -> system -> instructions per message.
 Counts = dict[str, dict[str, float]]
-#: The builds counted: the checkout as it is, and the publish path compiled by mypyc
-#: (benchmarks.compiled, the floors' writers compiled too).
-BUILDS = ("interpreted", "compiled")
 
 
 def totals(text: str) -> dict[str, int]:
