@@ -13,6 +13,19 @@ once, at the store and allocator boundary, into these classes.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+_E = TypeVar("_E", bound=BaseException)
+
+
+def caused(error: _E, cause: BaseException | None) -> _E:
+    """`error` with `cause` as its __cause__: `raise caused(error, cause)` is `raise error
+    from cause`, also in a module compiled by mypyc (setup.py's opt-in build), which
+    ignores a raise statement's `from`. The modules it compiles use this instead
+    (tests/unit/test_compiled_source.py)."""
+    error.__cause__ = cause  # also sets __suppress_context__, as `from` does
+    return error
+
 
 class EmsError(Exception):
     """An ems operation failed."""

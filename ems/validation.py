@@ -16,6 +16,7 @@ from ems.exceptions import (
     InvalidPartitionCount,
     InvalidPassword,
     InvalidSetting,
+    caused,
 )
 
 NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
@@ -70,7 +71,7 @@ def check_password(password: object, name: str) -> str:
     try:
         password.encode("utf-8")
     except UnicodeEncodeError:
-        raise InvalidPassword("the password must be valid Unicode text") from None
+        raise caused(InvalidPassword("the password must be valid Unicode text"), None)  # noqa: B904 (see caused)
     return password
 
 
@@ -98,10 +99,11 @@ def _utf8(text: str, error: type[InvalidInput], what: str) -> bytes:
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise error(
+        message = (
             f"{what} must be valid Unicode text; {text[exc.start : exc.end]!r} at "
             f"position {exc.start} is not (send bytes for binary data)"
-        ) from None
+        )
+        raise caused(error(message), None)  # noqa: B904 (see caused)
 
 
 def encode_body(body: object, max_bytes: int) -> bytes:

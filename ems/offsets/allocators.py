@@ -14,7 +14,7 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from ems.config import Settings
-from ems.exceptions import RedisOutcomeUnknown, RedisReplyError, RedisUnavailable
+from ems.exceptions import RedisOutcomeUnknown, RedisReplyError, RedisUnavailable, caused
 from ems.offsets.redis_clients import client_for, resp_for
 from ems.offsets.resp import ErrorReply, Reply, RespConnection, check, pack
 from ems.ports import OffsetAllocator
@@ -70,7 +70,7 @@ def redis_errors() -> Iterator[None]:
     try:
         yield
     except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise RedisUnavailable(f"Redis is unreachable: {exc}") from exc
+        raise caused(RedisUnavailable(f"Redis is unreachable: {exc}"), exc)  # noqa: B904 (see caused)
 
 
 def check_redis(settings: Settings) -> None:
@@ -91,7 +91,7 @@ def sent_once() -> Iterator[None]:
     try:
         yield
     except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise RedisOutcomeUnknown(f"the connection to Redis failed: {exc}") from exc
+        raise caused(RedisOutcomeUnknown(f"the connection to Redis failed: {exc}"), exc)  # noqa: B904 (see caused)
 
 
 class RedisAllocator:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeAlias
 from urllib.parse import unquote, urlsplit
 
-from ems.exceptions import RedisOutcomeUnknown, RedisReplyError, RedisUnavailable
+from ems.exceptions import RedisOutcomeUnknown, RedisReplyError, RedisUnavailable, caused
 from ems.sockets import kernel_bounds
 
 _CRLF = b"\r\n"
@@ -223,14 +223,13 @@ class RespConnection:
                 except (OSError, ProtocolError) as exc:
                     self._close()
                     if sent and not idempotent:
-                        raise RedisOutcomeUnknown(
-                            f"the connection to Redis failed after a command was sent: {exc}"
-                        ) from exc
+                        lost = f"the connection to Redis failed after a command was sent: {exc}"
+                        raise caused(RedisOutcomeUnknown(lost), exc)  # noqa: B904 (see caused)
                     # Whatever was in flight is lost with the connection; the caller's
                     # commands are sent again whole on a new one.
                     failures += 1
                     if failures > self.retries:
-                        raise RedisUnavailable(f"Redis is unreachable: {exc}") from exc
+                        raise caused(RedisUnavailable(f"Redis is unreachable: {exc}"), exc)  # noqa: B904 (see caused)
                     time.sleep(min(_BACKOFF_CAP, _BACKOFF_BASE * 2**failures))
 
     def _live_socket(self) -> socket.socket:

@@ -11,6 +11,7 @@ from ems.exceptions import (
     LockConflict,
     RedisUnavailable,
     SendTimeout,
+    caused,
 )
 
 #: Failures that pass, so a send tries again until its deadline: Redis unreachable or
@@ -62,7 +63,7 @@ class Attempts:
         self.failures += 1
         wait = pause(self.failures, now, self.deadline)
         if wait is None:
-            raise SendTimeout(
-                f"{error} (the send gave up at its deadline: EMS_SEND_TIMEOUT is {self.bound:g} s)"
-            ) from error
+            bound = f"EMS_SEND_TIMEOUT is {self.bound:g} s"
+            message = f"{error} (the send gave up at its deadline: {bound})"
+            raise caused(SendTimeout(message), error)
         return wait

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from operator import itemgetter
+from typing import cast
 
 from ems.exceptions import InvalidInput, OffsetConflict, UnknownPartition
 from ems.producer.partitioner import RoundRobin, partition_for_key
@@ -45,7 +46,8 @@ _new = tuple.__new__
 _partition = itemgetter(0)
 
 
-def as_record(item: Outgoing) -> Record:
+def as_record(item: object) -> Record:
+    """A message given in any form of Outgoing as a Record; InvalidInput for any other."""
     if isinstance(item, Record):
         return item
     if isinstance(item, bytes | str):
@@ -56,12 +58,12 @@ def as_record(item: Outgoing) -> Record:
                 "a message tuple is (body, key, headers), (body, key) or (body,); "
                 f"this one has {len(item)} items"
             )
-        return Record(*item)
+        return Record(*item)  # its fields are checked where they are encoded
     if isinstance(item, Mapping):
         unknown = set(item) - {"body", "key", "headers"}
         if "body" not in item or unknown:
             raise InvalidInput("a message mapping has 'body' and optional 'key' and 'headers'")
-        return Record(item["body"], item.get("key"), item.get("headers"))  # type: ignore[arg-type]
+        return Record(item["body"], item.get("key"), item.get("headers"))
     raise InvalidInput(
         f"cannot publish a {type(item).__name__}; use ems.Record, a (body, key, headers) "
         "tuple, bytes or str"
@@ -69,14 +71,13 @@ def as_record(item: Outgoing) -> Record:
 
 
 def prepare(
-    info: TopicInfo,
-    body: bytes | str,
-    key: str | bytes | None,
-    headers: Mapping[str, str] | None,
-    round_robin: RoundRobin,
+    info: TopicInfo, body: object, key: object, headers: object, round_robin: RoundRobin
 ) -> Prepared:
     """Validate and encode one message and choose its partition: prepare_batch of one
-    Record(body, key, headers), without the batch's list and loop (a single send)."""
+    Record(body, key, headers), without the batch's list and loop (a single send). The
+    caller's values are taken as `object` and checked here, so that a compiled build
+    (setup.py) refuses a bad one with ems's error, as the interpreted one does, and not
+    with the TypeError of a compiled function's own argument check."""
     if type(body) is not bytes or len(body) > info.max_body_bytes:
         body = encode_body(body, info.max_body_bytes)
     encoded: bytes | None = None
@@ -91,14 +92,14 @@ def prepare(
 
 
 def prepare_batch(
-    info: TopicInfo, messages: Iterable[Outgoing], round_robin: RoundRobin
+    info: TopicInfo, messages: Iterable[object], round_robin: RoundRobin
 ) -> list[Prepared]:
     """Validate and encode messages and choose their partitions, all before any is sent
     (one bad message rejects the batch). One loop that calls out only where a value is not
     plain (a body that is not bytes, a key not seen before, headers not seen in this
     batch): this runs for every message published. A message's body is checked first,
     then its key, then its headers, and a keyless one takes its round-robin turn last."""
-    items = list(messages)
+    items: list[object] = list(messages)
     if len(items) > MAX_BATCH:
         raise InvalidInput(f"a batch holds at most {MAX_BATCH} messages, not {len(items)}")
     max_body, partitions = info.max_body_bytes, info.partitions
@@ -112,8 +113,8 @@ def prepare_batch(
     append = prepared.append
     for item in items:
         kind = type(item)
-        if kind is Record or (kind is tuple and len(item) == 3):
-            body, key, headers = item  # type: ignore[misc,str-unpack]
+        if kind is Record or (kind is tuple and len(item) == 3):  # type: ignore[arg-type]
+            body, key, headers = cast(tuple[object, object, object], item)
         else:
             body, key, headers = as_record(item)
         if type(body) is not bytes or len(body) > max_body:

@@ -17,7 +17,7 @@ from pymysql.constants.SERVER_STATUS import SERVER_STATUS_IN_TRANS
 from pymysql.cursors import Cursor
 from sqlalchemy.pool import PoolProxiedConnection
 
-from ems.exceptions import DatabaseUnavailable, EmsError
+from ems.exceptions import DatabaseUnavailable, EmsError, caused
 from ems.sockets import bound_in_kernel
 from ems.store.translation import connection_lost, translate
 
@@ -118,7 +118,7 @@ class DirectConnections:
             except pymysql.err.Error as exc:
                 error = translate(exc)
                 self._after_error(conn, born, error)
-                raise error from exc
+                raise caused(error, exc)  # noqa: B904 (see caused)
             except BaseException:
                 # The block's own error (or an interruption), between statements or in
                 # one: a statement sent whose reply has not come yet looks as idle as a
@@ -141,7 +141,7 @@ class DirectConnections:
         except pymysql.err.Error as exc:
             error = translate(exc)
             self._after_error(conn, born, error)
-            raise error from exc
+            raise caused(error, exc)  # noqa: B904 (see caused)
         except BaseException:
             _close(conn)  # interrupted mid-statement: its state is unknown
             raise
@@ -189,7 +189,7 @@ class DirectConnections:
                 conn.query(self._session)
             except pymysql.err.Error as exc:
                 _close(conn)
-                raise translate(exc) from exc
+                raise caused(translate(exc), exc)  # noqa: B904 (see caused)
             except BaseException:
                 _close(conn)
                 raise
@@ -260,7 +260,7 @@ class OwnConnection:
             error = translate(exc)
             if connection_lost(error):
                 self.close()
-            raise error from exc
+            raise caused(error, exc)  # noqa: B904 (see caused)
         except BaseException:
             self.close()  # interrupted mid-statement: its state is unknown
             raise
