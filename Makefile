@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 DURATION ?= 0
 SUITES ?=
 
-.PHONY: setup run test lint check pytest bench docs lock clean
+.PHONY: setup run test test-compiled lint check pytest bench docs lock clean
 
 # Bytecode is written (to .venv and the checkout's __pycache__, which git ignores) even
 # where the environment says not to: the suite starts hundreds of fresh interpreters (its
@@ -24,12 +24,19 @@ lint: setup
 	@$(MAKE) --no-print-directory check
 
 # The linters run beside the tests: the suite leaves CPU idle while it waits on servers.
+# Then the compiled lane: the unit and integration tests again, against the publish path
+# compiled by mypyc (the opt-in build of setup.py), so that both builds keep every promise.
 test: setup
 	@$(MAKE) --no-print-directory -j2 check pytest
+	@bash scripts/test-compiled.sh
+
+# The compiled lane alone (arguments to its pytest: ARGS="-x -k send").
+test-compiled: setup
+	@bash scripts/test-compiled.sh $(ARGS)
 
 check:
-	$(VENV)/bin/ruff check ems spark tests benchmarks migrations examples
-	$(VENV)/bin/ruff format --check ems spark tests benchmarks migrations examples
+	$(VENV)/bin/ruff check ems spark tests benchmarks migrations examples setup.py
+	$(VENV)/bin/ruff format --check ems spark tests benchmarks migrations examples setup.py
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 

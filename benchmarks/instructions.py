@@ -194,13 +194,13 @@ def render(builds: Mapping[str, Counts]) -> list[str]:
         "processor waits on memory are not in them: where a client CPU ratio above is "
         "higher than the instruction ratio, the rest of it is there.",
         "",
-        "interpreted: the checkout as it runs. compiled: the modules of the single and the "
-        "batch send's path (benchmarks.compiled.COMPILED: validation, routing, planning, the "
-        "group commit, the producer, the statement, its connection, the fences, the "
-        "allocator, the wake-ups) compiled to C extensions by mypyc, and the floors' "
-        "writers with them, so that each build's ems is set beside floors built alike. "
-        "What stays interpreted in both is the drivers (PyMySQL, the Redis client) and the "
-        "rest of ems.",
+        "interpreted: the checkout as it runs. compiled: the opt-in build of the publish "
+        "path (pyproject.toml's [tool.ems.compiled]: validation, routing, planning, the "
+        "group commit, the statement, its connection, the fences, the allocator, the "
+        "wake-ups) compiled to C extensions by mypyc, and the floors' writers with them, so "
+        "that each build's ems is set beside floors built alike. What stays interpreted in "
+        "both is the drivers (PyMySQL, the Redis client) and the rest of ems, the Producer "
+        "and the MessageStore among it.",
         "",
     ]
     return lines

@@ -56,7 +56,7 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run_database_name() -> str:
-    checkout = hashlib.sha1(str(Path(__file__).resolve().parent).encode()).hexdigest()[:6]
+    checkout = hashlib.sha1(str(Path(__file__).absolute().parent).encode()).hexdigest()[:6]
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     return f"ems_test_{checkout}_{worker}" if worker else f"ems_test_{checkout}"
 
@@ -183,11 +183,21 @@ BROWSER_ARTIFACTS = Path(__file__).resolve().parents[1] / "var" / "browser"
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """The servers this run met, so a CI log says what the suite ran against, and where
     the browser tests' screenshots of this run are."""
-    for line in _servers():
+    for line in [*_servers(), _build()]:
         terminalreporter.write_line(line)
     shots = [p for p in BROWSER_ARTIFACTS.glob("*.png") if p.stat().st_mtime >= _STARTED]
     if shots:
         terminalreporter.write_line(f"browser screenshots ({len(shots)}): {BROWSER_ARTIFACTS}")
+
+
+def _build() -> str:
+    """Whether the ems under test runs its publish path compiled (`make test-compiled`)."""
+    import ems
+    from benchmarks.compiled import ROOT, compiled_modules, ems_modules
+
+    root, modules = Path(ems.__file__).parents[1], ems_modules(ROOT)
+    found = compiled_modules(root, modules)
+    return f"ems build: {len(found)} of {len(modules)} modules compiled, from {root}"
 
 
 def _servers() -> list[str]:

@@ -4,10 +4,13 @@ link to the checkout's, so that nothing is written into the checkout."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
-from benchmarks.compiled import COMPILED, ROOT, compiled_modules, environment, mirror
+import pytest
+
+from benchmarks.compiled import COMPILED, ROOT, compiled_modules, ems_modules, environment, mirror
 
 
 def _checkout(root: Path) -> None:
@@ -17,6 +20,13 @@ def _checkout(root: Path) -> None:
         "pkg/sub/__init__.py": "",
         "pkg/sub/cold.py": "COLD = 2\n",
         "pkg/__pycache__/hot.cpython-311.pyc": "stale",
+        "pkg/hot.cpython-311-x86_64-linux-gnu.so": "stale",
+        "other/thing.py": "",
+        ".venv/bin/python": "",
+        ".git/HEAD": "",
+        "build/lib/pkg/hot.py": "",
+        "pkg.egg-info/PKG-INFO": "",
+        ".mypy_cache/3.11/x.json": "",
         "pyproject.toml": "[tool.mypy]\n",
     }.items():
         path = root / name
@@ -24,17 +34,24 @@ def _checkout(root: Path) -> None:
         path.write_text(text)
 
 
-def test_the_compiled_modules_are_copied_and_every_other_file_linked(tmp_path: Path) -> None:
+def test_the_compiled_modules_are_copied_and_every_other_entry_linked(tmp_path: Path) -> None:
     root, tree = tmp_path / "checkout", tmp_path / "tree"
     _checkout(root)
-    mirror(root, tree, ["pkg"], ["pkg/hot.py"])
-    hot, cold = tree / "pkg/hot.py", tree / "pkg/sub/cold.py"
+    mirror(root, tree, ["pkg/hot.py"])
+    hot = tree / "pkg/hot.py"
     assert not hot.is_symlink() and hot.read_text() == "HOT = 1\n"
-    assert cold.is_symlink() and cold.resolve() == (root / "pkg/sub/cold.py").resolve()
-    assert (tree / "pkg/sub").is_dir() and not (tree / "pkg/sub").is_symlink()
-    assert (tree / "pyproject.toml").is_symlink()
-    # Bytecode is not carried over: the tree's interpreter makes its own.
-    assert not (tree / "pkg/__pycache__").exists()
+    # The directory above a copied module is made anew; its other entries are links,
+    # whole directories among them.
+    assert (tree / "pkg").is_dir() and not (tree / "pkg").is_symlink()
+    assert (tree / "pkg/__init__.py").is_symlink()
+    assert (tree / "pkg/sub").is_symlink()
+    assert (tree / "pkg/sub/cold.py").resolve() == (root / "pkg/sub/cold.py").resolve()
+    assert (tree / "other").is_symlink() and (tree / "pyproject.toml").is_symlink()
+    # Bytecode and extensions are not carried over (the tree makes its own), nor version
+    # control, the virtualenv, build output or caches.
+    left_out = ["pkg/__pycache__", "pkg/hot.cpython-311-x86_64-linux-gnu.so", ".venv", ".git"]
+    left_out += ["build", "pkg.egg-info", ".mypy_cache"]
+    assert not [name for name in left_out if (tree / name).exists()]
 
 
 def test_a_module_counts_as_compiled_only_with_its_extension_beside_it(tmp_path: Path) -> None:
@@ -55,3 +72,19 @@ def test_the_tree_comes_first_on_the_import_path(tmp_path: Path) -> None:
 
 def test_every_compiled_module_exists_in_the_checkout() -> None:
     assert all((ROOT / path).is_file() for path in COMPILED)
+
+
+def test_the_benchmark_and_the_wheel_compile_the_one_list_of_ems_modules(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """pyproject.toml's [tool.ems.compiled] is read by setup.py's opt-in build and here."""
+    modules = ems_modules(ROOT)
+    assert modules and all(path.startswith("ems/") for path in modules)
+    assert (*modules, "benchmarks/writers.py") == COMPILED
+    spec = importlib.util.spec_from_file_location("ems_setup", ROOT / "setup.py")
+    assert spec is not None and spec.loader is not None
+    setup = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(setup)
+    assert setup.compiled_modules() == list(modules)
+    monkeypatch.delenv("EMS_COMPILED", raising=False)
+    assert setup.compiled_extensions() == []  # without EMS_COMPILED: pure Python
