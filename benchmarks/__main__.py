@@ -26,6 +26,7 @@ from benchmarks import (
     ha,
     memory,
     producer,
+    producer_compiled,
     purge,
     purge_drop,
     scale,
@@ -44,6 +45,7 @@ DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 #: Suite name -> runner(cfg, args) returning an exit status. Each suite module adds itself here.
 SUITES: dict[str, Callable[[BenchConfig, argparse.Namespace], int]] = {
     "producer": lambda cfg, args: producer.run(cfg, args.profile_sends),
+    "producer-compiled": producer_compiled.run,
     "assignor": assignor.run,
     "consumer": consumer.run,
     "spark": lambda cfg, args: spark_suite.run(cfg, args) or spark_stream.run(cfg, args),

@@ -89,6 +89,13 @@ def compiled_modules(tree: Path, modules: Sequence[str] = COMPILED) -> list[str]
     return found
 
 
+def running() -> bool:
+    """Whether this process runs ems's compiled modules (it was started in a tree)."""
+    import ems
+
+    return bool(compiled_modules(Path(ems.__file__).parents[1], ems_modules(ROOT)))
+
+
 def build(tree: Path, modules: Sequence[str] = COMPILED) -> Path:
     """The compiled tree in `tree` (an empty or missing directory), `modules` compiled;
     BenchError if mypyc failed or left one uncompiled."""

@@ -46,6 +46,9 @@ class Source:
 #: Suite -> what its block on the page shows, in page order.
 SOURCES: Mapping[str, Source] = {
     "producer": Source("Producer", sections=(PREAMBLE, "What the write token costs")),
+    "producer-compiled": Source(
+        "Producer, compiled build", sections=(PREAMBLE, "Against the design's floor")
+    ),
     "consumer": Source("Consumer"),
     "cost": Source("Cost model per operation"),
     "assignor": Source("Assignor"),

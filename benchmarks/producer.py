@@ -19,7 +19,7 @@ from pathlib import Path
 
 import redis
 
-from benchmarks import token_cost
+from benchmarks import compiled, token_cost
 from benchmarks.harness import (
     BATCH,
     PARTITIONS,
@@ -53,6 +53,12 @@ from benchmarks.report import (
 from benchmarks.writers import WRITERS, EmsWriter, declare_kombu_queue
 
 RESULTS = Path(__file__).resolve().parent / "results" / "producer-latest.md"
+COMPILED_RESULTS = RESULTS.with_name("producer-compiled-latest.md")
+#: What the compiled build's page says of it.
+COMPILED_BUILD = (
+    "ems's publish path (pyproject.toml's [tool.ems.compiled]) and every system's writer "
+    "compiled to C by mypyc; the drivers, the Producer and the MessageStore interpreted"
+)
 WARM_CALLS = 20
 #: Runs of ems and of the design's floors per case (a row shows each one's medians): a
 #: single run on this host moved by a third from one to the next, and the system run
@@ -457,10 +463,16 @@ def render(
 
 
 def run(cfg: BenchConfig, profile_calls: int) -> int:
+    """The suite on the build this process imports: the interpreted checkout's page, or,
+    started in a compiled tree (benchmarks.producer_compiled), the compiled build's."""
     started = time.monotonic()
     prepare_databases(cfg)
     run_in_child(declare_kombu_queue, cfg)
     env = environment(cfg)
+    results = RESULTS
+    if compiled.running():
+        results = COMPILED_RESULTS
+        env.append(f"- build: compiled, {COMPILED_BUILD}")
     notes: list[str] = []
     rows = [measure(cfg, case, notes) for case in CASES]
     env += [f"- {line}" for line in compare_with_best(rows)]
@@ -472,7 +484,7 @@ def run(cfg: BenchConfig, profile_calls: int) -> int:
     token = token_cost.render(token_cost.measure(cfg))
     text = render(env, rows, notes, profile, latency, token, cfg)
     print(text)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text)
-    log(f"done in {time.monotonic() - started:.0f} s; wrote {RESULTS}")
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(text)
+    log(f"done in {time.monotonic() - started:.0f} s; wrote {results}")
     return 0

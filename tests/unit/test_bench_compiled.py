@@ -10,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.compiled import COMPILED, ROOT, compiled_modules, ems_modules, environment, mirror
+from benchmarks import producer_compiled
+from benchmarks.compiled import (
+    COMPILED,
+    ROOT,
+    compiled_modules,
+    ems_modules,
+    environment,
+    mirror,
+)
+from benchmarks.harness import bench_config
 
 
 def _checkout(root: Path) -> None:
@@ -88,3 +97,16 @@ def test_the_benchmark_and_the_wheel_compile_the_one_list_of_ems_modules(
     assert setup.compiled_modules() == list(modules)
     monkeypatch.delenv("EMS_COMPILED", raising=False)
     assert setup.compiled_extensions() == []  # without EMS_COMPILED: pure Python
+
+
+def test_the_compiled_producer_suite_runs_with_this_runs_servers_and_timings() -> None:
+    cfg = bench_config("mysql+pymysql://u@db.example:3307", "redis://cache.example:6380/2", 2.5)
+    argv = producer_compiled.command(cfg, 123)
+    assert argv[1:4] == ["-m", "benchmarks", "producer"]
+    options = dict(zip(argv[4::2], argv[5::2], strict=True))
+    assert options == {
+        "--server": "mysql+pymysql://u@db.example:3307",
+        "--redis-url": "redis://cache.example:6380/2",
+        "--seconds": "2.5",
+        "--profile-sends": "123",
+    }
