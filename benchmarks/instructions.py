@@ -57,8 +57,11 @@ WARM_CALLS = 2
 PARALLEL = 2
 #: Seconds one process may take (the interpreter's start alone is about 6e9 instructions).
 TIMEOUT = 900.0
-#: operation ("single" or "batch") -> system -> instructions per message.
-Counts = dict[str, dict[str, float]]
+#: cachegrind's events read per message: instructions, and misses of the simulated
+#: first-level caches (instruction reads, data reads, data writes).
+EVENTS = ("Ir", "I1mr", "D1mr", "D1mw")
+#: operation ("single" or "batch") -> system -> event -> count per message.
+Counts = dict[str, dict[str, dict[str, float]]]
 
 
 def totals(text: str) -> dict[str, int]:
@@ -76,10 +79,10 @@ def totals(text: str) -> dict[str, int]:
     return dict(zip(names, values, strict=True))
 
 
-def per_message(base: dict[str, int], run: dict[str, int], messages: int) -> float:
-    """The instructions the run executed beyond its baseline, per message of the run's
+def per_message(base: dict[str, int], run: dict[str, int], messages: int) -> dict[str, float]:
+    """Each event of EVENTS the run counted beyond its baseline, per message of the run's
     measured part."""
-    return (run["Ir"] - base["Ir"]) / messages
+    return {event: (run[event] - base[event]) / messages for event in EVENTS}
 
 
 def messages(operation: str) -> int:
@@ -146,7 +149,7 @@ def measure(cfg: BenchConfig, tree: Path | None = None) -> Counts:
 
         def counted(job: _Job) -> dict[str, int]:
             out = Path(tmp) / f"{job.topic}.out"
-            valgrind = ["valgrind", "--tool=cachegrind", "--cache-sim=no"]
+            valgrind = ["valgrind", "--tool=cachegrind", "--cache-sim=yes"]
             command = [*valgrind, f"--cachegrind-out-file={out}", *_child(cfg, job)]
             _run(command, env, f"{job.system} {job.operation} under valgrind", tree)
             return totals(out.read_text())
@@ -165,23 +168,37 @@ def measure(cfg: BenchConfig, tree: Path | None = None) -> Counts:
     }
 
 
+def l1_misses(cost: Mapping[str, float]) -> float:
+    """A message's misses of the first-level caches, instructions and data together."""
+    return cost["I1mr"] + cost["D1mr"] + cost["D1mw"]
+
+
 def render(builds: Mapping[str, Counts]) -> list[str]:
     """The counts of each build, each system beside that build's floors."""
     titles = {"single": "single send", "batch": f"batch send ({BATCH} per call)"}
     lines = heading(
         "Instructions per message",
         ["operation", "build", "system"],
-        ["instructions", "vs raw+redis", "vs raw+redis+guard"],
+        [
+            "instructions",
+            "vs raw+redis",
+            "vs raw+redis+guard",
+            "L1 misses: instructions",
+            "data",
+            "all vs raw+redis",
+        ],
     )
     for operation, title in titles.items():
         for build, counts in builds.items():
             found = counts[operation]
             floor, guard = found["raw+redis"], found["raw+redis+guard"]
             for system in SYSTEMS:
-                n = found[system]
+                cost = found[system]
+                n, data = cost["Ir"], cost["D1mr"] + cost["D1mw"]
                 lines.append(
-                    f"| {title} | {build} | {system} | {n:,.0f} | {n / floor:.3f}x "
-                    f"| {n / guard:.3f}x |"
+                    f"| {title} | {build} | {system} | {n:,.0f} | {n / floor['Ir']:.3f}x "
+                    f"| {n / guard['Ir']:.3f}x | {cost['I1mr']:,.0f} | {data:,.0f} "
+                    f"| {l1_misses(cost) / l1_misses(floor):.2f}x |"
                 )
     lines += [
         "",
@@ -190,9 +207,13 @@ def render(builds: Mapping[str, Counts]) -> list[str]:
         f"{BATCH}) executed in user space beyond one that only warmed up ({WARM_SENDS} sends, "
         f"{WARM_CALLS} batch calls). Counts, not times: the same on any machine and under "
         "any load, so a change to ems's code shows here even where the timed rounds cannot "
-        "tell it from noise. The kernel's work (system calls, page faults) and the time the "
-        "processor waits on memory are not in them: where a client CPU ratio above is "
-        "higher than the instruction ratio, the rest of it is there.",
+        "tell it from noise. The kernel's work (system calls, page faults) is not in them. "
+        "L1 misses: the misses per message of cachegrind's simulated first-level caches "
+        "(instruction reads; data reads and writes), sized as the host's. Each costs the "
+        "processor about ten cycles where an instruction takes under one, so a system "
+        "with more misses per instruction than its floor runs a higher client CPU ratio "
+        "than its instruction ratio: ems's layers run more distinct code and touch more "
+        "objects per message than the floors' few functions.",
         "",
         "interpreted: the checkout as it runs. compiled: the opt-in build of the publish "
         "path (pyproject.toml's [tool.ems.compiled]: validation, routing, planning, the "
