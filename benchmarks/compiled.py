@@ -18,10 +18,13 @@ others as they are. `python -m benchmarks.compiled DIRECTORY` builds one.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import tomllib
 from collections.abc import Collection, Sequence
 from pathlib import Path
@@ -89,11 +92,22 @@ def compiled_modules(tree: Path, modules: Sequence[str] = COMPILED) -> list[str]
     return found
 
 
-def running() -> bool:
-    """Whether this process runs ems's compiled modules (it was started in a tree)."""
+def under_test() -> tuple[Path, list[str]]:
+    """Where this process imports ems from, and which of ems's modules of the opt-in
+    build run compiled there (none in the checkout; all in a tree it was started in)."""
     import ems
 
-    return bool(compiled_modules(Path(ems.__file__).parents[1], ems_modules(ROOT)))
+    root = Path(ems.__file__).parents[1]
+    return root, compiled_modules(root, ems_modules(ROOT))
+
+
+@functools.cache
+def shared() -> Path:
+    """One tree of COMPILED for every suite of this benchmark run, built on first use
+    and removed when the run ends."""
+    work = tempfile.mkdtemp(prefix="ems-compiled-")
+    atexit.register(shutil.rmtree, work, True)
+    return build(Path(work) / "tree")
 
 
 def build(tree: Path, modules: Sequence[str] = COMPILED) -> Path:
@@ -110,7 +124,7 @@ def build(tree: Path, modules: Sequence[str] = COMPILED) -> Path:
     )
     if done.returncode != 0:
         raise BenchError(f"mypyc failed:\n{(done.stdout + done.stderr)[-3000:]}")
-    missing = sorted(set(modules) - set(compiled_modules(tree)))
+    missing = sorted(set(modules) - set(compiled_modules(tree, modules)))
     if missing:
         raise BenchError(f"mypyc left {', '.join(missing)} uncompiled")
     return tree

@@ -470,7 +470,7 @@ def run(cfg: BenchConfig, profile_calls: int) -> int:
     run_in_child(declare_kombu_queue, cfg)
     env = environment(cfg)
     results = RESULTS
-    if compiled.running():
+    if compiled.under_test()[1]:
         results = COMPILED_RESULTS
         env.append(f"- build: compiled, {COMPILED_BUILD}")
     notes: list[str] = []

@@ -12,8 +12,6 @@ import argparse
 import os
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 from benchmarks import compiled
 from benchmarks.harness import BenchConfig, server_url
@@ -39,8 +37,7 @@ def command(cfg: BenchConfig, profile_sends: int) -> list[str]:
 
 
 def run(cfg: BenchConfig, args: argparse.Namespace) -> int:
-    with tempfile.TemporaryDirectory(prefix="ems-compiled-") as tmp:
-        log("compiling the publish path and the writers (a few minutes)")
-        tree = compiled.build(Path(tmp) / "tree")
-        env = compiled.environment(tree, dict(os.environ))
-        return subprocess.run(command(cfg, args.profile_sends), cwd=tree, env=env).returncode
+    log("compiling the publish path and the writers (a few minutes, once per run)")
+    tree = compiled.shared()
+    env = compiled.environment(tree, dict(os.environ))
+    return subprocess.run(command(cfg, args.profile_sends), cwd=tree, env=env).returncode

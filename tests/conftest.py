@@ -192,12 +192,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 def _build() -> str:
     """Whether the ems under test runs its publish path compiled (`make test-compiled`)."""
-    import ems
-    from benchmarks.compiled import ROOT, compiled_modules, ems_modules
+    from benchmarks.compiled import ROOT, ems_modules, under_test
 
-    root, modules = Path(ems.__file__).parents[1], ems_modules(ROOT)
-    found = compiled_modules(root, modules)
-    return f"ems build: {len(found)} of {len(modules)} modules compiled, from {root}"
+    root, found = under_test()
+    return f"ems build: {len(found)} of {len(ems_modules(ROOT))} modules compiled, from {root}"
 
 
 def _servers() -> list[str]:
